@@ -1,0 +1,231 @@
+# TaskPatch — plain GNU make.
+#
+#   make                 build build/bin/{taskpatch,tpctl,taskpatchd} and build/lib/libtaskpatch.a
+#   make deps            install what the build, tests and benchmarks need (Debian 12, apt-get)
+#   make demo            the main job: show what TaskPatch does on this machine
+#   make check           the whole test suite (what CI runs); parts: check-unit, check-integration,
+#                        check-asan, check-arm, check-lint
+#   make arm64           cross-build everything for aarch64 into build/arm64/
+#   make asan            build with AddressSanitizer + UBSan into build/asan/ and run the tests
+#   make bench-hash      SHA-256 benchmark against openssl and sha256sum
+#   make install / uninstall   PREFIX=/usr/local DESTDIR=
+#
+# Variables: BUILD (output dir), CROSS (toolchain prefix), WERROR=0 to drop -Werror,
+# SANITIZE=1 for ASan+UBSan, V=1 for full commands.
+
+VERSION := 0.1.0
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DESTDIR ?=
+
+BUILD ?= build
+CROSS ?=
+ifeq ($(origin CC),default)
+CC := $(CROSS)gcc
+endif
+AR := $(CROSS)ar
+PKG_CONFIG ?= pkg-config
+
+ARCH := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
+TRIPLET := $(shell $(CC) -dumpmachine 2>/dev/null)
+
+ifneq ($(CROSS),)
+# Debian multiarch: the target's .pc files live under its triplet.
+PKG_CONFIG := PKG_CONFIG_LIBDIR=/usr/lib/$(TRIPLET)/pkgconfig:/usr/share/pkgconfig $(PKG_CONFIG)
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# ---- dependencies ----------------------------------------------------------
+
+PKGS := libsystemd libcurl yaml-0.1 libzstd jansson
+# mbedTLS 2.28 ships no .pc file.
+MBEDTLS_LIBS := -lmbedtls -lmbedx509 -lmbedcrypto
+
+NODEPS_GOALS := deps clean help distclean
+ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+ifeq ($(PKG_LIBS),)
+$(error pkg-config cannot find $(PKGS) for $(TRIPLET): run 'make deps' first)
+endif
+CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check)
+CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check)
+endif
+
+# ---- flags -----------------------------------------------------------------
+
+CFLAGS ?= -O2 -g
+WERROR ?= 1
+WARNINGS := -Wall -Wextra -Wformat=2 -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wno-missing-field-initializers -Wvla
+ifeq ($(WERROR),1)
+WARNINGS += -Werror
+endif
+HARDEN_CFLAGS := -fstack-protector-strong -fPIE
+HARDEN_LDFLAGS := -pie -Wl,-z,relro -Wl,-z,now -Wl,--as-needed
+
+ifeq ($(SANITIZE),1)
+CFLAGS := -O1 -g -fno-omit-frame-pointer
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
+else
+# Fortify needs optimisation and conflicts with ASan's interceptors.
+HARDEN_CFLAGS += -D_FORTIFY_SOURCE=2
+endif
+
+INCLUDES := -Ikernels -Icommon -Icli
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DTASKPATCH_VERSION='"$(VERSION)"' $(INCLUDES) $(WARNINGS) \
+             $(HARDEN_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP
+ALL_LDFLAGS = $(HARDEN_LDFLAGS) $(SAN_FLAGS) $(LDFLAGS)
+LIBS = $(PKG_LIBS) $(MBEDTLS_LIBS)
+
+# ---- sources ---------------------------------------------------------------
+
+KERNEL_SRCS := kernels/cpu.c kernels/dispatch.c kernels/sha256.c kernels/sha256-generic.c
+KERNEL_SRCS_x86_64 := kernels/sha256-x86-shani.c kernels/sha256-x86-avx2.c
+KERNEL_SRCS_aarch64 := kernels/sha256-arm64-ce.c kernels/sha256-arm64-neon.c
+KERNEL_SRCS += $(KERNEL_SRCS_$(ARCH))
+
+COMMON_SRCS := common/hashfile.c
+
+CLI_SHARED_SRCS := cli/cli.c
+TASKPATCH_SRCS := cli/taskpatch.c cli/taskpatch-hash.c cli/taskpatch-caps.c
+TPCTL_SRCS := cli/tpctl.c
+TASKPATCHD_SRCS := daemon/taskpatchd.c
+
+UNIT_SRCS := $(wildcard tests/unit/check_*.c)
+BENCH_SRCS := tests/bench/bench-sha256.c
+
+OBJ := $(BUILD)/obj
+LIB := $(BUILD)/lib/libtaskpatch.a
+BINS := $(BUILD)/bin/taskpatch $(BUILD)/bin/tpctl $(BUILD)/bin/taskpatchd
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+BENCHES := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+objs = $(patsubst %.c,$(OBJ)/%.o,$(1))
+
+# Per-object instruction-set flags: only these files may use these instructions.
+$(OBJ)/kernels/sha256-x86-shani.o: ISA_FLAGS := -msse4.1 -msha
+$(OBJ)/kernels/sha256-x86-avx2.o: ISA_FLAGS := -mavx2
+$(OBJ)/kernels/sha256-arm64-ce.o: ISA_FLAGS := -march=armv8-a+crypto
+$(OBJ)/kernels/sha256-arm64-neon.o: ISA_FLAGS := -march=armv8-a
+
+# ---- build -----------------------------------------------------------------
+
+.PHONY: all
+all: $(BINS) $(LIB)
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(ISA_FLAGS) -c $< -o $@
+
+$(LIB): $(call objs,$(KERNEL_SRCS) $(COMMON_SRCS))
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+define link
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(1) $(LIB) $(LIBS)
+endef
+
+$(BUILD)/bin/taskpatch: $(call objs,$(TASKPATCH_SRCS) $(CLI_SHARED_SRCS)) $(LIB)
+	$(call link,$(call objs,$(TASKPATCH_SRCS) $(CLI_SHARED_SRCS)))
+
+$(BUILD)/bin/tpctl: $(call objs,$(TPCTL_SRCS) $(CLI_SHARED_SRCS)) $(LIB)
+	$(call link,$(call objs,$(TPCTL_SRCS) $(CLI_SHARED_SRCS)))
+
+$(BUILD)/bin/taskpatchd: $(call objs,$(TASKPATCHD_SRCS)) $(LIB)
+	$(call link,$(call objs,$(TASKPATCHD_SRCS)))
+
+$(BUILD)/tests/check_%: $(OBJ)/tests/unit/check_%.o $(LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(CHECK_LIBS) $(LIBS)
+
+$(OBJ)/tests/unit/%.o: ALL_CFLAGS += $(CHECK_CFLAGS) -Itests/unit
+
+$(BUILD)/bench/%: $(OBJ)/tests/bench/%.o $(LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LIBS)
+
+# Keep test objects between runs.
+.SECONDARY:
+
+.PHONY: tests-build
+tests-build: all $(UNIT_TESTS) $(BENCHES)
+
+-include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
+
+# ---- tests -----------------------------------------------------------------
+
+# The whole suite: every part runs even when an earlier one fails; one closing line.
+CHECK_PARTS ?= lint unit integration asan arm
+.PHONY: check
+check:
+	@tests/check.sh $(CHECK_PARTS)
+
+.PHONY: check-unit check-integration check-asan check-arm check-lint
+check-unit: tests-build
+	@tests/unit/run.sh $(BUILD)
+
+check-integration: all
+	@tests/integration/run.sh $(BUILD)
+
+check-asan asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=1 tests-build
+	@tests/check-asan.sh build/asan
+
+check-arm: arm64
+	@tests/check-arm.sh build/arm64
+
+check-lint:
+	@tests/lint.sh
+
+.PHONY: arm64
+arm64:
+	$(Q)$(MAKE) --no-print-directory BUILD=build/arm64 CROSS=aarch64-linux-gnu- tests-build
+
+# ---- benchmarks ------------------------------------------------------------
+
+.PHONY: bench-hash
+bench-hash: tests-build
+	@tests/bench/hash.sh $(BUILD)
+
+# ---- demo, deps ------------------------------------------------------------
+
+.PHONY: demo deps
+demo: all
+	@tests/demo.sh $(BUILD)
+
+deps:
+	@sh packaging/install-deps.sh
+
+# ---- install ---------------------------------------------------------------
+
+.PHONY: install uninstall
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 0755 $(BINS) $(DESTDIR)$(BINDIR)/
+	install -m 0644 packaging/man/taskpatch.1 $(DESTDIR)$(MANDIR)/man1/
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BINS)))
+	rm -f $(DESTDIR)$(MANDIR)/man1/taskpatch.1
+
+.PHONY: clean
+clean:
+	rm -rf build
+
+.PHONY: help
+help:
+	@sed -n '2,/^$$/s/^# \{0,1\}//p' Makefile

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What the command-line tools share: messages to stderr, exit codes, version. */
+
+#include <stdbool.h>
+
+#include "macro.h"
+
+#ifndef TASKPATCH_VERSION
+#  define TASKPATCH_VERSION "unknown"
+#endif
+
+/* Exit codes of taskpatch (tpctl has its own set, documented in tpctl(1)). */
+enum {
+        EXIT_OK = 0,
+        EXIT_FAILED = 1,        /* something did not hold or could not be done */
+        EXIT_USAGE = 2,         /* bad arguments */
+};
+
+/* "taskpatch hash" etc.: the prefix of every message. Set once by main. */
+extern const char *cli_program;
+
+/* Print "<program>: <message>\n" to stderr. */
+_printf_(1, 2) void cli_error(const char *fmt, ...);
+
+/* Select kernels per TASKPATCH_KERNEL; complain and return -errno when it names nothing usable. */
+int cli_init_kernels(void);

@@ -1,0 +1,32 @@
+# shellcheck shell=bash
+# Sourced by tests/integration/test-*.sh. Provides assertions, a scratch dir and the summary line.
+# The runner sets BIN (the binaries under test) and may set WRAP (e.g. an emulator command).
+: "${BIN:?BIN must name the directory of the binaries under test}"
+WRAP=${WRAP:-}
+PASS=0
+FAIL=0
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/taskpatch-test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+ok() { PASS=$((PASS + 1)); echo "  ok   $*"; }
+fail() { FAIL=$((FAIL + 1)); echo "  FAIL $*"; }
+
+# check DESCRIPTION COMMAND...: passes when COMMAND exits 0.
+check() {
+    desc=$1
+    shift
+    if "$@"; then ok "$desc"; else fail "$desc"; fi
+}
+
+# run the binary NAME with ARGS, under WRAP when set.
+tp() { $WRAP "$BIN/taskpatch" "$@"; }
+
+finish() {
+    echo "$PASS passed, $FAIL failed"
+    [ "$FAIL" -eq 0 ]
+}
+
+# Every kernel name this CPU can run, from 'taskpatch caps' ("(built: a b[unsupported] c)").
+runnable_kernels() {
+    tp caps | sed -n 's/.*(built: \(.*\))$/\1/p' | tr ' ' '\n' | grep -v '\[unsupported\]' | sort -u
+}
