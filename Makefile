@@ -71,7 +71,11 @@ endif
 HARDEN_CFLAGS := -fstack-protector-strong -fPIE
 HARDEN_LDFLAGS := -pie -Wl,-z,relro -Wl,-z,now -Wl,--as-needed
 
-ifeq ($(SANITIZE),1)
+ifeq ($(FUZZ),1)
+# libFuzzer: instrument everything, link the fuzzer main only into the targets.
+CFLAGS := -O1 -g -fno-omit-frame-pointer
+SAN_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+else ifeq ($(SANITIZE),1)
 CFLAGS := -O1 -g -fno-omit-frame-pointer
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
 else
@@ -92,7 +96,8 @@ KERNEL_SRCS_x86_64 := kernels/sha256-x86-shani.c kernels/sha256-x86-avx2.c
 KERNEL_SRCS_aarch64 := kernels/sha256-arm64-ce.c kernels/sha256-arm64-neon.c
 KERNEL_SRCS += $(KERNEL_SRCS_$(ARCH))
 
-COMMON_SRCS := common/hashfile.c
+# Every common/*.c is part of libtaskpatch.
+COMMON_SRCS := $(wildcard common/*.c)
 
 CLI_SHARED_SRCS := cli/cli.c
 TASKPATCH_SRCS := cli/taskpatch.c cli/taskpatch-hash.c cli/taskpatch-caps.c
@@ -100,12 +105,14 @@ TPCTL_SRCS := cli/tpctl.c
 TASKPATCHD_SRCS := daemon/taskpatchd.c
 
 UNIT_SRCS := $(wildcard tests/unit/check_*.c)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 BENCH_SRCS := tests/bench/bench-sha256.c
 
 OBJ := $(BUILD)/obj
 LIB := $(BUILD)/lib/libtaskpatch.a
 BINS := $(BUILD)/bin/taskpatch $(BUILD)/bin/tpctl $(BUILD)/bin/taskpatchd
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 BENCHES := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 objs = $(patsubst %.c,$(OBJ)/%.o,$(1))
@@ -161,6 +168,14 @@ $(BUILD)/bench/%: $(OBJ)/tests/bench/%.o $(LIB)
 # Keep test objects between runs.
 .SECONDARY:
 
+$(BUILD)/fuzz/%: $(OBJ)/tests/fuzz/%.o $(LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LIBS)
+
+.PHONY: fuzz-build
+fuzz-build: $(FUZZERS)
+
 .PHONY: tests-build
 tests-build: all $(UNIT_TESTS) $(BENCHES)
 
@@ -190,6 +205,15 @@ check-arm: arm64
 
 check-lint:
 	@tests/lint.sh
+
+# libFuzzer targets (clang): make fuzz builds them into build/fuzz/; make fuzz-regress runs
+# every seed corpus (tests/fuzz/corpus/<target>/) once. Longer runs: build/fuzz/fuzz_X -runs=N.
+.PHONY: fuzz check-fuzz fuzz-regress
+fuzz:
+	$(Q)$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang FUZZ=1 fuzz-build
+
+check-fuzz fuzz-regress: fuzz
+	@tests/fuzz/regress.sh build/fuzz
 
 .PHONY: arm64
 arm64:
