@@ -106,12 +106,14 @@ TASKPATCHD_SRCS := daemon/taskpatchd.c
 
 UNIT_SRCS := $(wildcard tests/unit/check_*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+TOOL_SRCS := $(wildcard tests/tools/*.c)
 BENCH_SRCS := tests/bench/bench-sha256.c
 
 OBJ := $(BUILD)/obj
 LIB := $(BUILD)/lib/libtaskpatch.a
 BINS := $(BUILD)/bin/taskpatch $(BUILD)/bin/tpctl $(BUILD)/bin/taskpatchd
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+TOOLS := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS))
 FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 BENCHES := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
@@ -168,6 +170,12 @@ $(BUILD)/bench/%: $(OBJ)/tests/bench/%.o $(LIB)
 # Keep test objects between runs.
 .SECONDARY:
 
+# Fixture generators and test helpers (may dlopen() reference libraries, e.g. ggml).
+$(BUILD)/tools/%: $(OBJ)/tests/tools/%.o $(LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LIBS) -ldl -lm
+
 $(BUILD)/fuzz/%: $(OBJ)/tests/fuzz/%.o $(LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
@@ -177,7 +185,7 @@ $(BUILD)/fuzz/%: $(OBJ)/tests/fuzz/%.o $(LIB)
 fuzz-build: $(FUZZERS)
 
 .PHONY: tests-build
-tests-build: all $(UNIT_TESTS) $(BENCHES)
+tests-build: all $(UNIT_TESTS) $(BENCHES) $(TOOLS)
 
 -include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
 

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * An artifact is a model file seen as a list of *sites*: the byte ranges
+ * that hold one tensor (GGUF) or one initializer (ONNX). Everything
+ * outside the sites (headers, metadata, protobuf framing, padding) is
+ * "gap" and is diffed byte-wise. Files of any other format are one gap.
+ */
+
+#include <errno.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "macro.h"
+#include "sha256.h"
+
+typedef enum ArtifactKind {
+        ARTIFACT_RAW,           /* any other file: no sites */
+        ARTIFACT_GGUF,
+        ARTIFACT_ONNX,
+        _ARTIFACT_KIND_MAX,
+        _ARTIFACT_KIND_INVALID = -EINVAL,
+} ArtifactKind;
+
+/* A site's type when the format has none (raw files). */
+#define SITE_TYPE_NONE (-1)
+
+typedef struct Site {
+        char *name;             /* tensor / initializer name */
+        uint64_t offset;        /* absolute offset of its bytes in the file */
+        uint64_t length;        /* bytes */
+        int32_t type;           /* GGUF: ggml type id; ONNX: TensorProto.DataType; else SITE_TYPE_NONE */
+} Site;
+
+typedef struct Artifact {
+        ArtifactKind kind;
+        uint64_t size;          /* file size */
+        Site *sites;            /* sorted by offset, non-overlapping */
+        size_t n_sites;
+        /* SHA-256 over kind, size and every site's (name, type, offset, length): two files with
+         * the same layout fingerprint differ only in site bytes and gap bytes. */
+        uint8_t layout[SHA256_DIGEST_SIZE];
+} Artifact;
+
+const char *artifact_kind_to_string(ArtifactKind k);   /* "raw", "gguf", "onnx" */
+ArtifactKind artifact_kind_from_string(const char *s);
+
+/*
+ * Recognise the format of @fd (by magic and a successful parse) and list
+ * its sites. A file that claims to be GGUF or ONNX but does not parse is
+ * an error (with the reason in @err), not a raw file.
+ */
+_warn_unused_result_ int artifact_open(int fd, Artifact **ret, TpError *err);
+Artifact *artifact_free(Artifact *a);
+DEFINE_POINTER_CLEANUP(Artifact, artifact_free)
