@@ -38,6 +38,9 @@ static const GgmlType types[GGML_TYPE_COUNT] = {
         [GGML_TYPE_TQ1_0] = { "tq1_0", 256, 54 },
         [GGML_TYPE_TQ2_0] = { "tq2_0", 256, 66 },
         [GGML_TYPE_MXFP4] = { "mxfp4", 32, 17 },
+        [GGML_TYPE_NVFP4] = { "nvfp4", 64, 36 },
+        [GGML_TYPE_Q1_0] = { "q1_0", 128, 18 },
+        [GGML_TYPE_Q2_0] = { "q2_0", 64, 18 },
 };
 
 const GgmlType *ggml_type(uint32_t type) {

@@ -45,7 +45,10 @@ enum {
         GGML_TYPE_TQ1_0 = 34,
         GGML_TYPE_TQ2_0 = 35,
         GGML_TYPE_MXFP4 = 39,
-        GGML_TYPE_COUNT = 40,
+        GGML_TYPE_NVFP4 = 40,
+        GGML_TYPE_Q1_0 = 41,
+        GGML_TYPE_Q2_0 = 42,
+        GGML_TYPE_COUNT = 43,
 };
 
 typedef struct GgmlType {

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * ONNX reader: walks the protobuf wire format of a ModelProto (no generated
+ * code, no protobuf library) and lists every tensor whose data the file
+ * holds, with the exact byte range of that data. This is what turns an ONNX
+ * file into sites (common/artifact.h).
+ *
+ * Where tensors are found:
+ *   ModelProto.graph(7), .training_info(20).{initialization,algorithm},
+ *   .functions(25) →
+ *   GraphProto.initializer(5)            named by TensorProto.name
+ *   GraphProto.sparse_initializer(15)    values/indices named "<values.name>.values" / ".indices"
+ *   GraphProto.node(1), FunctionProto.node(7) → NodeProto.attribute(5),
+ *   FunctionProto.attribute_proto(11) → AttributeProto:
+ *       .g(6), .graphs(11)               nested subgraphs, walked recursively
+ *       .t(5), .tensors(10)              Constant node (domain "" or "ai.onnx"): named after the
+ *       .sparse_tensor(22), (23)         node's first output; other nodes: "<node>.<attribute>",
+ *                                        <node> being the node's name, else its first output,
+ *                                        else its op_type; function attribute defaults:
+ *                                        "<function>.<attribute>". The i-th element of a list
+ *                                        gets ".<i>" appended, sparse ones ".values"/".indices".
+ * A tensor without a usable name is named after where it is ("graph.initializer #3").
+ * TensorProto.name of an attribute's tensor is ignored.
+ * Names are unique across the file: a name the file holds once is kept;
+ * the second, third... tensor of the same name (in file order) gets "@k"
+ * appended, k >= 2 the smallest that no tensor of the file is named.
+ *
+ * The data range (offset, length) of a tensor is the payload of its one
+ * data-bearing field when the data is one contiguous length-delimited
+ * payload: raw_data, or a single packed float_data / int32_data /
+ * int64_data / double_data / uint64_data. In every other case — a typed
+ * field written unpacked (one tag per element) or split over several
+ * packed chunks, string_data, several data fields, no data at all, or
+ * external data — it is the whole TensorProto message. Ranges never
+ * overlap (TensorProtos do not nest).
+ *
+ * Tensor data is never read into memory: raw_data and packed arrays are
+ * skipped, not decoded. Memory is one reader buffer plus the list.
+ *
+ * Untrusted input. The wire format is walked by common/pbwire.h: every
+ * length must fit inside its parent message (the top-level ModelProto is
+ * the whole file); varints are at most 10 bytes and 64 bits (non-minimal
+ * ones are accepted, as protobuf does); only wire types 0, 1, 2 and 5 are
+ * accepted; field number 0 is refused; a field this reader looks at must
+ * have one of its declared wire types (packed or not, for repeated
+ * numbers); messages nest at most ONNX_MAX_DEPTH deep. On top of that,
+ * -EBADMSG for: a packed float_data/double_data payload that is not a
+ * whole number of elements, data_location other than 0 or 1, EXTERNAL
+ * without a "location", a sparse tensor with two values or two indices,
+ * a name (or op_type, domain, location) holding a NUL byte, and every cap
+ * below.
+ *
+ * Truncation: a ModelProto has no length of its own, so a file cut at a
+ * top-level field boundary is a valid shorter message. It is accepted as
+ * long as it still holds a graph (a ModelProto without graph(7) is
+ * refused); every range reported lies inside the file. A cut anywhere
+ * else makes some field run past the end of the file: -EBADMSG.
+ *
+ * Errors: -EBADMSG for malformed input or a cap exceeded, -ENOMEM, -EINVAL
+ * for an fd that is not a regular file, or -errno from I/O. The message in
+ * @err names where: "graph.initializer #3 ('conv1.weight') at offset 1234:
+ * raw_data length 99999 runs past the end of its TensorProto (ends at
+ * 2000)". "#n" counts occurrences of that field in its parent message,
+ * from 0.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "macro.h"
+
+/* TensorProto.DataType values this project names (others pass through as numbers). */
+enum {
+        ONNX_TYPE_FLOAT = 1,
+        ONNX_TYPE_UINT8 = 2,
+        ONNX_TYPE_INT8 = 3,
+        ONNX_TYPE_INT32 = 6,
+        ONNX_TYPE_INT64 = 7,
+        ONNX_TYPE_STRING = 8,
+        ONNX_TYPE_FLOAT16 = 10,
+        ONNX_TYPE_DOUBLE = 11,
+};
+
+#define ONNX_MAX_DIMS 16                        /* dims per tensor */
+#define ONNX_MAX_DEPTH 32                       /* nested messages below the ModelProto */
+#define ONNX_MAX_INITIALIZERS 65536u            /* tensors per file */
+#define ONNX_MAX_NAME 4096                      /* bytes of one name, op_type or location */
+#define ONNX_MAX_NAME_BYTES (8u << 20)          /* bytes of all names (and locations) of one file together */
+
+typedef struct OnnxInitializer {
+        char *name;             /* unique across the file (see above) */
+        int32_t data_type;      /* TensorProto.DataType, 0 when absent */
+        uint32_t n_dims;
+        int64_t dims[ONNX_MAX_DIMS];
+        uint64_t offset, length;        /* absolute byte range of the data (see above) */
+        uint64_t tensor_offset, tensor_length;  /* the whole TensorProto message (its bytes, not its tag) */
+        bool external;          /* data_location == EXTERNAL */
+        char *location;         /* external_data "location"; non-NULL exactly when external */
+} OnnxInitializer;
+
+typedef struct Onnx {
+        OnnxInitializer *inits; /* sorted by offset, non-overlapping */
+        size_t n_inits;
+        bool has_external;      /* some initializer keeps its data in a side file */
+        int64_t ir_version;     /* 0 when absent */
+        uint64_t file_size;
+} Onnx;
+
+/*
+ * Walk the ONNX model in @fd (a regular file, read with pread: the fd's
+ * offset is not used) and return its tensors in *@ret (owned by the
+ * caller, free with onnx_free). @err may be NULL.
+ */
+_warn_unused_result_ int onnx_read(int fd, Onnx **ret, TpError *err);
+
+/* Accepts NULL; returns NULL. */
+Onnx *onnx_free(Onnx *o);
+DEFINE_POINTER_CLEANUP(Onnx, onnx_free)
+
+/*
+ * Does this look like an ONNX ModelProto? A cheap check of the first
+ * bytes for format detection, not a parse: the file must start with
+ * ir_version (field 1, a varint from 1 to 100, which every protobuf
+ * serializer writes first), followed — when @len reaches it — by another
+ * ModelProto field with its declared wire type.
+ */
+bool onnx_probe(const uint8_t *head, size_t len);

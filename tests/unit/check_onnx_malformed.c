@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * common/onnx.c and common/pbwire.c on malformed input: every truncation of a valid model, bad
+ * varints, lengths past the parent or the file, refused wire types, depth bombs, caps, random
+ * bytes and random corruptions; and onnx_probe(). Nothing may crash; every failure is -EBADMSG
+ * with a message that says where.
+ */
+
+#include <check.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "check-main.h"
+#include "onnx-model.h"
+#include "onnx.h"
+
+START_TEST(test_truncations) {
+        Buf m = nested_model();
+        size_t ok = 0;
+
+        for (size_t len = 0; len < m.n; len++) {
+                TpError err = {};
+                Onnx *o = NULL;
+                int k = read_bytes(m.p, len, &o, &err);
+                if (k == 0) {
+                        ok++;
+                        check_invariants(o, m.p, len);
+                        ck_assert_uint_eq(o->n_inits, ELEMENTSOF(nested_want));
+                        /* Here the only field after the graph is opset_import: its start is the one boundary. */
+                        ck_assert_uint_eq(m.p[len], 8 << 3 | 2);
+                        onnx_free(o);
+                } else {
+                        ck_assert_msg(k == -EBADMSG, "prefix %zu: %d", len, k);
+                        ck_assert_msg(err.message[0], "prefix %zu: no message", len);
+                }
+        }
+        ck_assert_uint_eq(ok, 1);
+        free(m.p);
+}
+END_TEST
+
+/* ---- malformed input ---------------------------------------------------------------------------- */
+
+#define B(...) ((const uint8_t[]) { __VA_ARGS__ }), sizeof((const uint8_t[]) { __VA_ARGS__ })
+
+/* A valid model head, then the bytes under test as the graph's payload or on their own. */
+static const struct {
+        const char *label;
+        const uint8_t *d;
+        size_t n;
+        const char *want;       /* in the error message */
+} bad[] = {
+        { "empty file", NULL, 0, "no graph" },
+        { "11-byte tag varint", B(0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01),
+          "longer than 10 bytes" },
+        { "varint over 64 bits", B(0x08, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02),
+          "does not fit in 64 bits" },
+        { "varint cut by EOF", B(0x08, 0x80), "runs past the end of its ModelProto" },
+        { "tag over 32 bits", B(0x80, 0x80, 0x80, 0x80, 0x10, 0x00), "does not fit in 32 bits" },
+        { "field 0", B(0x02, 0x00), "field number 0" },
+        { "wire type 3", B(0x0b), "group" },
+        { "wire type 4", B(0x0c), "group" },
+        { "wire type 6", B(0x0e), "invalid wire type 6" },
+        { "wire type 7", B(0x0f), "invalid wire type 7" },
+        { "graph as varint", B(0x38, 0x01), "graph has wire type 0" },
+        { "ir_version as bytes", B(0x0a, 0x00), "ir_version has wire type 2" },
+        { "graph past EOF", B(0x08, 0x08, 0x3a, 0x05, 0x2a, 0x00), "graph length 5 runs past the end of its ModelProto" },
+        { "fixed64 past EOF", B(0x3a, 0x00, 0x19, 0x01, 0x02), "field 3 length 8 runs past" },
+        { "initializer past graph", B(0x3a, 0x02, 0x2a, 0x03, 0x00, 0x00, 0x00),
+          "graph at offset 2: initializer length 3 runs past the end of its GraphProto (ends at 4)" },
+        { "raw_data past tensor", B(0x3a, 0x08, 0x2a, 0x06, 0x42, 0x01, 0x77, 0x4a, 0x63, 0x00, 0x00),
+          "graph.initializer #0 ('w') at offset 7: raw_data length 99 runs past the end of its TensorProto (ends at 10)" },
+        { "tag varint past tensor", B(0x3a, 0x04, 0x2a, 0x02, 0x08, 0x80, 0x00, 0x00), "varint runs past the end of its TensorProto" },
+        { "packed dims cut", B(0x3a, 0x05, 0x2a, 0x03, 0x0a, 0x01, 0x80), "packed dims" },
+        { "float_data not a multiple of 4", B(0x3a, 0x05, 0x2a, 0x03, 0x22, 0x01, 0x00), "not a multiple of 4" },
+        { "name with NUL", B(0x3a, 0x06, 0x2a, 0x04, 0x42, 0x02, 'a', 0x00), "name contains a NUL byte" },
+        { "sparse values twice", B(0x3a, 0x06, 0x7a, 0x04, 0x0a, 0x00, 0x0a, 0x00), "values appears twice" },
+        { "node output with wrong wire type", B(0x3a, 0x04, 0x0a, 0x02, 0x10, 0x01), "output has wire type 0" },
+};
+
+START_TEST(test_bad) {
+        TpError err = {};
+        Onnx *o = (Onnx *) 0x1;
+
+        int k = read_bytes(bad[_i].d, bad[_i].n, &o, &err);
+        ck_assert_msg(k == -EBADMSG, "%s: %d", bad[_i].label, k);
+        ck_assert_ptr_eq(o, (Onnx *) 0x1);      /* untouched on failure */
+        ck_assert_msg(strstr(err.message, bad[_i].want), "%s: '%s' lacks '%s'", bad[_i].label, err.message,
+                      bad[_i].want);
+}
+END_TEST
+
+/* Subgraphs nested deeper than the cap fail cleanly; just under it they are read. */
+static Buf deep_model(unsigned levels) {
+        Buf g = {}, t = tensor_raw("deep", 1, NULL, 0, "DP", 2);
+        f_msg(&g, 5, &t);
+        for (unsigned i = 0; i < levels; i++) {
+                Buf a = attr_graph("body", &g);
+                Buf n = node("Loop", NULL, NULL, &a, 1);
+                f_msg(&g, 1, &n);
+        }
+        return model_of(&g);
+}
+
+START_TEST(test_depth) {
+        /* graph = 1 frame, each level adds node, attribute, g = 3, the tensor 1: 1 + 3 * 10 + 1 = 32. */
+        Buf m = deep_model(10);
+        Onnx *o = read_ok(&m);
+        ck_assert_uint_eq(o->n_inits, 1);
+        check_data(o, &m, "deep", "DP", 2);
+        onnx_free(o);
+        free(m.p);
+
+        TpError err = {};
+        m = deep_model(11);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "nests deeper than 32"), "%s", err.message);
+        free(m.p);
+
+        /* A depth bomb: 3000 nested graphs. */
+        m = deep_model(3000);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        free(m.p);
+}
+END_TEST
+
+START_TEST(test_caps) {
+        TpError err = {};
+        Onnx *o;
+        char name[ONNX_MAX_NAME + 2];
+
+        for (int over = 0; over < 2; over++) {
+                memset(name, 'n', sizeof(name));
+                name[ONNX_MAX_NAME + over] = '\0';
+                Buf g = {}, t = tensor_raw(name, 1, NULL, 0, "", 0);
+                f_msg(&g, 5, &t);
+                Buf m = model_of(&g);
+                int k = read_bytes(m.p, m.n, &o, &err);
+                if (over) {
+                        ck_assert_int_eq(k, -EBADMSG);
+                        ck_assert_msg(strstr(err.message, "more than the cap"), "%s", err.message);
+                } else {
+                        ck_assert_int_eq(k, 0);
+                        ck_assert_uint_eq(strlen(o->inits[0].name), ONNX_MAX_NAME);
+                        onnx_free(o);
+                }
+                free(m.p);
+        }
+
+        int64_t dims[ONNX_MAX_DIMS + 1];
+        for (size_t i = 0; i <= ONNX_MAX_DIMS; i++)
+                dims[i] = 1;
+        Buf g = {}, t = tensor_raw("d", 1, dims, ONNX_MAX_DIMS + 1, "", 0);
+        f_msg(&g, 5, &t);
+        Buf m = model_of(&g);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "more than 16 dims"), "%s", err.message);
+        free(m.p);
+
+        /* Not a regular file. */
+        int p[2];
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        ck_assert_int_eq(onnx_read(p[0], &o, &err), -EINVAL);
+        close(p[0]);
+        close(p[1]);
+}
+END_TEST
+
+/* Random bytes, and random corruptions of a valid model: never a crash, only 0 or -EBADMSG. */
+START_TEST(test_random) {
+        Buf m = nested_model();
+        uint8_t buf[1024];
+
+        srand(1234);
+        for (int iter = 0; iter < 3000; iter++) {
+                size_t n;
+                if (iter % 2) {
+                        n = (size_t) rand() % sizeof(buf);
+                        for (size_t i = 0; i < n; i++)
+                                buf[i] = (uint8_t) rand();
+                        if (n && iter % 4 == 1)
+                                buf[0] = 0x08;  /* get past the first byte more often */
+                } else {
+                        n = m.n;
+                        memcpy(buf, m.p, n);
+                        for (int j = 1 + rand() % 4; j > 0; j--)
+                                buf[(size_t) rand() % n] = (uint8_t) rand();
+                }
+                TpError err = {};
+                Onnx *o = NULL;
+                int k = read_bytes(buf, n, &o, &err);
+                ck_assert_msg(k == 0 || k == -EBADMSG, "iteration %d: %d", iter, k);
+                if (k == 0) {
+                        check_invariants(o, buf, n);
+                        onnx_free(o);
+                } else
+                        ck_assert(err.message[0]);
+        }
+        free(m.p);
+}
+END_TEST
+
+START_TEST(test_probe) {
+        Buf m = nested_model();
+        ck_assert(onnx_probe(m.p, m.n));
+        ck_assert(onnx_probe(m.p, 16));
+        ck_assert(!onnx_probe(m.p, 2));
+        ck_assert(!onnx_probe(NULL, 0));
+        ck_assert(!onnx_probe((const uint8_t *) "GGUF\3\0\0\0", 8));
+        ck_assert(!onnx_probe(B(0x08, 0x00, 0x3a)));                 /* ir_version 0 */
+        ck_assert(!onnx_probe(B(0x08, 0xe5, 0x01, 0x3a)));           /* ir_version 229 */
+        ck_assert(!onnx_probe(B(0x08, 0x08, 0x0f)));                 /* then wire type 7 */
+        ck_assert(!onnx_probe(B(0x08, 0x08, 0x38)));                 /* then graph as a varint */
+        ck_assert(onnx_probe(B(0x08, 0x07, 0x12, 0x00)));             /* then producer_name */
+        ck_assert(onnx_probe(B(0x08, 0x08, 0x3a, 0x80)));             /* then graph */
+        ck_assert(onnx_probe(B(0x08, 0x03, 0x42, 0x00)));             /* then opset_import */
+        free(m.p);
+        ck_assert_ptr_null(onnx_free(NULL));
+}
+END_TEST
+
+static Suite *onnx_malformed_suite(void) {
+        Suite *s = suite_create("onnx_malformed");
+        TCase *tc = tcase_create("malformed");
+
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, test_truncations);
+        tcase_add_loop_test(tc, test_bad, 0, ELEMENTSOF(bad));
+        tcase_add_test(tc, test_depth);
+        tcase_add_test(tc, test_caps);
+        tcase_add_test(tc, test_random);
+        tcase_add_test(tc, test_probe);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+CHECK_MAIN(onnx_malformed_suite)
