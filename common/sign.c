@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <mbedtls/asn1.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/ecp.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/oid.h>
+#include <mbedtls/pem.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/platform_util.h>
+#include <mbedtls/x509_crt.h>
+
+#include "sha256.h"
+#include "sign.h"
+
+struct Signer {
+        mbedtls_pk_context key;
+        mbedtls_x509_crt chain;         /* leaf first, as in the PEM file */
+        mbedtls_entropy_context entropy;
+        mbedtls_ctr_drbg_context drbg;
+};
+
+/* Keys of CA certificates may be any of these; the signer's own key must be EC P-256. */
+static const mbedtls_x509_crt_profile verify_profile = {
+        .allowed_mds = MBEDTLS_X509_ID_FLAG(MBEDTLS_MD_SHA256) | MBEDTLS_X509_ID_FLAG(MBEDTLS_MD_SHA384) |
+                       MBEDTLS_X509_ID_FLAG(MBEDTLS_MD_SHA512),
+        .allowed_pks = MBEDTLS_X509_ID_FLAG(MBEDTLS_PK_ECKEY) | MBEDTLS_X509_ID_FLAG(MBEDTLS_PK_ECDSA) |
+                       MBEDTLS_X509_ID_FLAG(MBEDTLS_PK_RSA),
+        .allowed_curves = MBEDTLS_X509_ID_FLAG(MBEDTLS_ECP_DP_SECP256R1) |
+                          MBEDTLS_X509_ID_FLAG(MBEDTLS_ECP_DP_SECP384R1) |
+                          MBEDTLS_X509_ID_FLAG(MBEDTLS_ECP_DP_SECP521R1),
+        .rsa_min_bitlen = 2048,
+};
+
+#define DN_MAX 256
+#define TIME_STR_MAX 32
+
+/* ---- mbedTLS errors, translated here and nowhere else ------------------------------------------- */
+
+static bool mbed_is_alloc_failure(int mret) {
+        int high = -((-mret) & 0xFF80), low = -((-mret) & 0x007F);
+
+        return high == MBEDTLS_ERR_X509_ALLOC_FAILED || high == MBEDTLS_ERR_PK_ALLOC_FAILED ||
+               high == MBEDTLS_ERR_ECP_ALLOC_FAILED || high == MBEDTLS_ERR_PEM_ALLOC_FAILED ||
+               low == MBEDTLS_ERR_ASN1_ALLOC_FAILED || low == MBEDTLS_ERR_MPI_ALLOC_FAILED;
+}
+
+/* "<what>: <mbedTLS's description>", returned as @code (or -ENOMEM for an allocation failure). */
+_printf_(4, 5) static int mbed_error(TpError *err, int code, int mret, const char *fmt, ...) {
+        char what[TP_ERROR_MAX], why[200];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        mbedtls_strerror(mret, why, sizeof(why));
+        return tp_error(err, mbed_is_alloc_failure(mret) ? -ENOMEM : code, "%s: %s", what, why);
+}
+
+/* mbedTLS's verify flags as one line: "the certificate is not correctly signed by the trusted CA; ..." */
+static void verify_flags_string(uint32_t flags, char *buf, size_t size) {
+        char raw[512], *save = NULL;
+        size_t n = 0;
+
+        if (mbedtls_x509_crt_verify_info(raw, sizeof(raw), "", flags) <= 0) {
+                snprintf(buf, size, "verification flags 0x%" PRIx32, flags);
+                return;
+        }
+        buf[0] = '\0';
+        for (char *line = strtok_r(raw, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                /* "The certificate ..." reads better mid-sentence in lower case; "CRL ..." stays. */
+                if (isupper((unsigned char) line[0]) && islower((unsigned char) line[1]))
+                        line[0] = (char) tolower((unsigned char) line[0]);
+                int w = snprintf(buf + n, size - n, "%s%s", n ? "; " : "", line);
+                if (w < 0 || (size_t) w >= size - n)
+                        break;
+                n += (size_t) w;
+        }
+}
+
+/* ---- small helpers ------------------------------------------------------------------------------- */
+
+static uint16_t get_le16(const uint8_t *p) {
+        return (uint16_t) (p[0] | (p[1] << 8));
+}
+
+static void put_le16(uint8_t *p, size_t v) {
+        p[0] = (uint8_t) (v & 0xff);
+        p[1] = (uint8_t) (v >> 8);
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (no time zone, no libc state). */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+        y -= m <= 2;
+        int64_t era = (y >= 0 ? y : y - 399) / 400;
+        int64_t yoe = y - era * 400;
+        int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+        int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        return era * 146097 + doe - 719468;
+}
+
+/* mbedTLS has already range-checked every field when parsing the certificate. */
+static time_t x509_time_to_time(const mbedtls_x509_time *t) {
+        return (time_t) (days_from_civil(t->year, t->mon, t->day) * 86400 + t->hour * 3600 + t->min * 60 +
+                         t->sec);
+}
+
+static const char *format_time(time_t t, char buf[static TIME_STR_MAX]) {
+        struct tm tm;
+
+        if (!gmtime_r(&t, &tm) || strftime(buf, TIME_STR_MAX, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+                snprintf(buf, TIME_STR_MAX, "@%" PRIdMAX, (intmax_t) t);
+        return buf;
+}
+
+/* A DN as text ("CN=ci-signer"); mbedTLS replaces non-printable bytes by '?'. Cut with "...". */
+static const char *dn_string(const mbedtls_x509_name *dn, char *buf, size_t size) {
+        if (mbedtls_x509_dn_gets(buf, size, dn) < 0) {
+                size_t n = strnlen(buf, size - 1);
+                buf[n] = '\0';
+                if (size >= 4 && n >= size - 4)
+                        memcpy(buf + size - 4, "...", 4);
+        }
+        return buf;
+}
+
+static bool pk_is_p256(const mbedtls_pk_context *pk) {
+        mbedtls_pk_type_t t = mbedtls_pk_get_type(pk);
+
+        return (t == MBEDTLS_PK_ECKEY || t == MBEDTLS_PK_ECDSA) &&
+               mbedtls_pk_ec(*pk)->grp.id == MBEDTLS_ECP_DP_SECP256R1;
+}
+
+/* "EC secp384r1", "RSA-2048" */
+static const char *pk_describe(const mbedtls_pk_context *pk, char *buf, size_t size) {
+        mbedtls_pk_type_t t = mbedtls_pk_get_type(pk);
+
+        if (t == MBEDTLS_PK_ECKEY || t == MBEDTLS_PK_ECKEY_DH || t == MBEDTLS_PK_ECDSA) {
+                const mbedtls_ecp_curve_info *ci = mbedtls_ecp_curve_info_from_grp_id(mbedtls_pk_ec(*pk)->grp.id);
+                snprintf(buf, size, "%s %s", mbedtls_pk_get_name(pk), ci ? ci->name : "(unknown curve)");
+        } else
+                snprintf(buf, size, "%s-%zu", mbedtls_pk_get_name(pk), mbedtls_pk_get_bitlen(pk));
+        return buf;
+}
+
+/*
+ * What makes a certificate acceptable as a signer, with or without a chain:
+ * an EC P-256 key, the keyUsage extension with digitalSignature, and, when
+ * an extendedKeyUsage extension is present, codeSigning in it.
+ */
+static int signer_cert_check(const mbedtls_x509_crt *leaf, TpError *err) {
+        char subject[DN_MAX], desc[64];
+
+        dn_string(&leaf->subject, subject, sizeof(subject));
+        if (!pk_is_p256(&leaf->pk))
+                return tp_error(err, -EKEYREJECTED, "signer certificate '%s': key is not an ECDSA P-256 key (%s)",
+                                subject, pk_describe(&leaf->pk, desc, sizeof(desc)));
+        if (!(leaf->ext_types & MBEDTLS_X509_EXT_KEY_USAGE))
+                return tp_error(err, -EKEYREJECTED,
+                                "signer certificate '%s' has no key usage extension (digitalSignature required)",
+                                subject);
+        if (mbedtls_x509_crt_check_key_usage(leaf, MBEDTLS_X509_KU_DIGITAL_SIGNATURE) != 0)
+                return tp_error(err, -EKEYREJECTED, "signer certificate '%s' lacks key usage digitalSignature",
+                                subject);
+        if ((leaf->ext_types & MBEDTLS_X509_EXT_EXTENDED_KEY_USAGE) &&
+            mbedtls_x509_crt_check_extended_key_usage(leaf, MBEDTLS_OID_CODE_SIGNING,
+                                                      MBEDTLS_OID_SIZE(MBEDTLS_OID_CODE_SIGNING)) != 0)
+                return tp_error(err, -EKEYREJECTED,
+                                "signer certificate '%s': extended key usage present without codeSigning", subject);
+        return 0;
+}
+
+/* ---- files --------------------------------------------------------------------------------------- */
+
+typedef struct FileData {
+        uint8_t *data;          /* NUL-terminated: data[len] == 0 */
+        size_t len;
+        size_t size;            /* allocated: size + 1 bytes */
+        bool secret;            /* wipe before freeing */
+} FileData;
+
+static void file_data_done(FileData *f) {
+        if (f->data && f->secret)
+                mbedtls_platform_zeroize(f->data, f->size + 1);
+        free(f->data);
+        f->data = NULL;
+}
+
+/* Read a whole regular file of at most @max bytes, NUL-terminated (PEM parsers want that). */
+static int file_read(const char *path, size_t max, bool secret, FileData *ret, TpError *err) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ uint8_t *data = NULL;
+        size_t size, len = 0;
+        struct stat st;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if (fstat(fd, &st) < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if (S_ISDIR(st.st_mode))
+                return tp_error(err, -EISDIR, "%s: is a directory", path);
+        if (!S_ISREG(st.st_mode))
+                return tp_error(err, -EINVAL, "%s: not a regular file", path);
+        if ((uint64_t) st.st_size > max)
+                return tp_error(err, -EFBIG, "%s: %" PRIu64 " bytes, more than the limit of %zu", path,
+                                (uint64_t) st.st_size, max);
+
+        size = (size_t) st.st_size;
+        data = malloc(size + 1);
+        if (!data)
+                return -ENOMEM;
+        /* A file that shrinks meanwhile gives what was there; one that grows is read up to its old size. */
+        while (len < size) {
+                ssize_t n = read(fd, data + len, size - len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        int r = tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+                        if (secret)
+                                mbedtls_platform_zeroize(data, size + 1);
+                        return r;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t) n;
+        }
+        data[len] = '\0';
+        /* The secret flag makes file_data_done() wipe all size + 1 bytes, however many were read. */
+        *ret = (FileData) { .data = TAKE_PTR(data), .len = len, .size = size, .secret = secret };
+        return 0;
+}
+
+/* Add every certificate of a PEM (or single DER) file to @chain; all must parse. */
+static int certs_load_file(mbedtls_x509_crt *chain, const char *path, size_t max, TpError *err) {
+        _cleanup_(file_data_done) FileData f = {};
+        int r;
+
+        r = file_read(path, max, false, &f, err);
+        if (r < 0)
+                return r;
+        if (f.len == 0)
+                return tp_error(err, -EBADMSG, "%s: empty file, no certificate", path);
+        r = mbedtls_x509_crt_parse(chain, f.data, f.len + 1);
+        if (r < 0)
+                return mbed_error(err, -EBADMSG, r, "%s: not a certificate file", path);
+        if (r > 0)
+                return tp_error(err, -EBADMSG, "%s: %d certificate(s) in it do not parse", path, r);
+        return 0;
+}
+
+static int ca_dir_filter(const struct dirent *de) {
+        size_t n = strlen(de->d_name);
+
+        return de->d_name[0] != '.' && n > 4 &&
+               (strcmp(de->d_name + n - 4, ".pem") == 0 || strcmp(de->d_name + n - 4, ".crt") == 0);
+}
+
+typedef struct DirList {
+        struct dirent **entries;
+        int n;
+} DirList;
+
+static void dir_list_done(DirList *l) {
+        for (int i = 0; i < l->n; i++)
+                free(l->entries[i]);
+        free(l->entries);
+}
+
+/* Trust anchors from a file, or from the *.pem / *.crt regular files of a directory (sorted). */
+static int ca_load(mbedtls_x509_crt *ca, const char *ca_path, TpError *err) {
+        _cleanup_(dir_list_done) DirList l = {};
+        struct stat st;
+        int r;
+
+        if (stat(ca_path, &st) < 0)
+                return tp_error(err, negative_errno(), "CA path %s: %s", ca_path, strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+                return certs_load_file(ca, ca_path, SIGNATURE_CA_FILE_MAX, err);
+
+        /* scandir() opens the directory with O_CLOEXEC. */
+        r = scandir(ca_path, &l.entries, ca_dir_filter, alphasort);
+        if (r < 0)
+                return tp_error(err, negative_errno(), "CA directory %s: %s", ca_path, strerror(errno));
+        l.n = r;
+        if (l.n > SIGNATURE_CA_DIR_FILES_MAX)
+                return tp_error(err, -E2BIG, "CA directory %s: %d certificate files, more than the limit of %d",
+                                ca_path, l.n, SIGNATURE_CA_DIR_FILES_MAX);
+        for (int i = 0; i < l.n; i++) {
+                char path[PATH_MAX];
+
+                if ((size_t) snprintf(path, sizeof(path), "%s/%s", ca_path, l.entries[i]->d_name) >= sizeof(path))
+                        return tp_error(err, -ENAMETOOLONG, "CA directory %s: file name too long", ca_path);
+                if (stat(path, &st) < 0)
+                        return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+                if (!S_ISREG(st.st_mode))
+                        continue;
+                r = certs_load_file(ca, path, SIGNATURE_CA_FILE_MAX, err);
+                if (r < 0)
+                        return r;
+        }
+        if (ca->version == 0)
+                return tp_error(err, -ENOKEY, "CA directory %s holds no certificate (*.pem, *.crt)", ca_path);
+        return 0;
+}
+
+/* ---- the block ----------------------------------------------------------------------------------- */
+
+/* Read a u16 at *off; the caller names the field. */
+static int take_u16(const uint8_t *block, size_t len, size_t *off, const char *field, uint16_t *ret, TpError *err) {
+        if (len - *off < 2)
+                return tp_error(err, -EBADMSG, "signature block truncated: %s at offset %zu needs 2 bytes, %zu left",
+                                field, *off, len - *off);
+        *ret = get_le16(block + *off);
+        *off += 2;
+        return 0;
+}
+
+static int take_bytes(size_t len, size_t *off, size_t n, const char *field, TpError *err) {
+        if (len - *off < n)
+                return tp_error(err, -EBADMSG, "signature block truncated: %s at offset %zu is %zu bytes, only %zu left",
+                                field, *off, n, len - *off);
+        *off += n;
+        return 0;
+}
+
+int signature_block_parse(const uint8_t *block, size_t block_len, SignatureBlock *ret, TpError *err) {
+        SignatureBlock b = {};
+        size_t off = 0;
+        uint16_t v = 0;
+        int r;
+
+        if (block_len > SIGNATURE_BLOCK_MAX)
+                return tp_error(err, -EBADMSG, "signature block is %zu bytes, more than the limit of %d", block_len,
+                                SIGNATURE_BLOCK_MAX);
+        if (block_len < SIGNATURE_MAGIC_SIZE)
+                return tp_error(err, -EBADMSG, "signature block truncated: %zu bytes, shorter than its magic",
+                                block_len);
+        if (memcmp(block, SIGNATURE_MAGIC, SIGNATURE_MAGIC_SIZE) != 0)
+                return tp_error(err, -EBADMSG, "signature block: bad magic (not a TaskPatch signature block)");
+        off = SIGNATURE_MAGIC_SIZE;
+
+        r = take_u16(block, block_len, &off, "signature length", &v, err);
+        if (r < 0)
+                return r;
+        if (v == 0 || v > SIGNATURE_SIG_MAX)
+                return tp_error(err, -EBADMSG, "signature block: signature length %u at offset %zu, expected 1..%d",
+                                v, off - 2, SIGNATURE_SIG_MAX);
+        b.sig = block + off;
+        b.sig_len = v;
+        r = take_bytes(block_len, &off, v, "the signature", err);
+        if (r < 0)
+                return r;
+
+        r = take_u16(block, block_len, &off, "certificate count", &v, err);
+        if (r < 0)
+                return r;
+        if (v == 0 || v > SIGNATURE_CERTS_MAX)
+                return tp_error(err, -EBADMSG, "signature block: certificate count %u at offset %zu, expected 1..%d",
+                                v, off - 2, SIGNATURE_CERTS_MAX);
+        b.n_certs = v;
+
+        for (size_t i = 0; i < b.n_certs; i++) {
+                r = take_u16(block, block_len, &off, "certificate length", &v, err);
+                if (r < 0)
+                        return r;
+                if (v == 0 || v > SIGNATURE_CERT_MAX)
+                        return tp_error(err, -EBADMSG,
+                                        "signature block: certificate %zu of %zu: length %u at offset %zu, expected 1..%d",
+                                        i + 1, b.n_certs, v, off - 2, SIGNATURE_CERT_MAX);
+                b.certs[i].der = block + off;
+                b.certs[i].len = v;
+                char field[64];
+                snprintf(field, sizeof(field), "certificate %zu of %zu", i + 1, b.n_certs);
+                r = take_bytes(block_len, &off, v, field, err);
+                if (r < 0)
+                        return r;
+        }
+        if (off != block_len)
+                return tp_error(err, -EBADMSG, "signature block: %zu trailing bytes after the last certificate (offset %zu)",
+                                block_len - off, off);
+        *ret = b;
+        return 0;
+}
+
+int signature_block_write(const SignatureBlock *b, uint8_t **ret_block, size_t *ret_len, TpError *err) {
+        size_t total = SIGNATURE_MAGIC_SIZE + 2 + b->sig_len + 2, off = 0;
+        uint8_t *p;
+
+        if (b->sig_len == 0 || !b->sig || b->n_certs == 0)
+                return tp_error(err, -EINVAL, "signature block: empty signature or no certificate");
+        if (b->sig_len > SIGNATURE_SIG_MAX)
+                return tp_error(err, -E2BIG, "signature block: signature of %zu bytes, more than the limit of %d",
+                                b->sig_len, SIGNATURE_SIG_MAX);
+        if (b->n_certs > SIGNATURE_CERTS_MAX)
+                return tp_error(err, -E2BIG, "signature block: %zu certificates, more than the limit of %d",
+                                b->n_certs, SIGNATURE_CERTS_MAX);
+        for (size_t i = 0; i < b->n_certs; i++) {
+                if (b->certs[i].len == 0 || !b->certs[i].der)
+                        return tp_error(err, -EINVAL, "signature block: certificate %zu is empty", i + 1);
+                if (b->certs[i].len > SIGNATURE_CERT_MAX)
+                        return tp_error(err, -E2BIG,
+                                        "signature block: certificate %zu is %zu bytes, more than the limit of %d",
+                                        i + 1, b->certs[i].len, SIGNATURE_CERT_MAX);
+                total += 2 + b->certs[i].len;
+        }
+        if (total > SIGNATURE_BLOCK_MAX)
+                return tp_error(err, -E2BIG, "signature block would be %zu bytes, more than the limit of %d", total,
+                                SIGNATURE_BLOCK_MAX);
+
+        p = malloc(total);
+        if (!p)
+                return -ENOMEM;
+        memcpy(p, SIGNATURE_MAGIC, SIGNATURE_MAGIC_SIZE);
+        off = SIGNATURE_MAGIC_SIZE;
+        put_le16(p + off, b->sig_len);
+        memcpy(p + off + 2, b->sig, b->sig_len);
+        off += 2 + b->sig_len;
+        put_le16(p + off, b->n_certs);
+        off += 2;
+        for (size_t i = 0; i < b->n_certs; i++) {
+                put_le16(p + off, b->certs[i].len);
+                memcpy(p + off + 2, b->certs[i].der, b->certs[i].len);
+                off += 2 + b->certs[i].len;
+        }
+        *ret_block = p;
+        *ret_len = total;
+        return 0;
+}
+
+/* The block's certificates as an mbedTLS chain (leaf first). Each must be exactly one DER certificate. */
+static int chain_parse(const SignatureBlock *b, mbedtls_x509_crt *chain, TpError *err) {
+        const mbedtls_x509_crt *last = NULL;
+
+        for (size_t i = 0; i < b->n_certs; i++) {
+                int r = mbedtls_x509_crt_parse_der(chain, b->certs[i].der, b->certs[i].len);
+                if (r != 0)
+                        return mbed_error(err, -EBADMSG, r, "signature block: certificate %zu of %zu", i + 1,
+                                          b->n_certs);
+                for (last = last ? last : chain; last->next; last = last->next)
+                        ;
+                /* mbedTLS ignores bytes after the outer SEQUENCE; the format does not allow any. */
+                if (last->raw.len != b->certs[i].len)
+                        return tp_error(err, -EBADMSG,
+                                        "signature block: certificate %zu of %zu: %zu trailing bytes after its DER encoding",
+                                        i + 1, b->n_certs, b->certs[i].len - last->raw.len);
+        }
+        return 0;
+}
+
+static void info_fill(const mbedtls_x509_crt *leaf, bool dates_checked, SignatureInfo *ret) {
+        SignatureInfo info = { .dates_checked = dates_checked };
+
+        dn_string(&leaf->subject, info.subject, sizeof(info.subject));
+        dn_string(&leaf->issuer, info.issuer, sizeof(info.issuer));
+        info.not_before = x509_time_to_time(&leaf->valid_from);
+        info.not_after = x509_time_to_time(&leaf->valid_to);
+        *ret = info;
+}
+
+int signature_parse_info(const uint8_t *block, size_t block_len, SignatureInfo *ret_info, TpError *err) {
+        _cleanup_(mbedtls_x509_crt_free) mbedtls_x509_crt chain;
+        SignatureBlock b;
+        int r;
+
+        mbedtls_x509_crt_init(&chain);
+        r = signature_block_parse(block, block_len, &b, err);
+        if (r < 0)
+                return r;
+        r = chain_parse(&b, &chain, err);
+        if (r < 0)
+                return r;
+        info_fill(&chain, false, ret_info);
+        return 0;
+}
+
+/* ---- verification -------------------------------------------------------------------------------- */
+
+typedef struct VerifyState {
+        time_t now;                     /* <= 0: unknown, dates not checked */
+        int top_depth;                  /* depth of the chain's top (the trust anchor), -1 before the first call */
+        uint32_t bad_flags;             /* flags of the topmost certificate that has any (dates excluded) */
+        char bad_subject[DN_MAX];
+        int date_depth;                 /* depth of the lowest certificate out of its validity, -1 if none */
+        bool date_future;               /* not yet valid (else expired) */
+        time_t date_limit;              /* the date it is out of */
+        char date_subject[DN_MAX];
+} VerifyState;
+
+/*
+ * Called by mbedTLS for every certificate of the chain it built, from the
+ * trust anchor (highest depth) down to the signer (depth 0). mbedTLS has
+ * compared the dates with the system clock: drop that verdict and compare
+ * with the caller's clock instead.
+ */
+static int verify_cb(void *userdata, mbedtls_x509_crt *crt, int depth, uint32_t *flags) {
+        VerifyState *v = userdata;
+
+        if (v->top_depth < 0)
+                v->top_depth = depth;
+        *flags &= ~(uint32_t) (MBEDTLS_X509_BADCERT_EXPIRED | MBEDTLS_X509_BADCERT_FUTURE);
+        if (*flags != 0 && v->bad_flags == 0) {
+                v->bad_flags = *flags;
+                dn_string(&crt->subject, v->bad_subject, sizeof(v->bad_subject));
+        }
+
+        if (v->now > 0 && (v->date_depth < 0 || depth < v->date_depth)) {
+                time_t from = x509_time_to_time(&crt->valid_from), to = x509_time_to_time(&crt->valid_to);
+
+                if (v->now < from || v->now > to) {
+                        v->date_depth = depth;
+                        v->date_future = v->now < from;
+                        v->date_limit = v->date_future ? from : to;
+                        dn_string(&crt->subject, v->date_subject, sizeof(v->date_subject));
+                }
+        }
+        return 0;
+}
+
+static int verify_chain(mbedtls_x509_crt *chain, const char *ca_path, time_t now, TpError *err) {
+        _cleanup_(mbedtls_x509_crt_free) mbedtls_x509_crt ca;
+        VerifyState v = { .now = now, .top_depth = -1, .date_depth = -1 };
+        char why[400], t1[TIME_STR_MAX], t2[TIME_STR_MAX];
+        const char *kind;
+        uint32_t flags = 0;
+        int r;
+
+        mbedtls_x509_crt_init(&ca);
+        r = ca_load(&ca, ca_path, err);
+        if (r < 0)
+                return r;
+
+        r = mbedtls_x509_crt_verify_with_profile(chain, &ca, NULL, &verify_profile, NULL, &flags, verify_cb, &v);
+        if (r != 0 && r != MBEDTLS_ERR_X509_CERT_VERIFY_FAILED)
+                return mbed_error(err, -EIO, r, "certificate chain verification against %s failed", ca_path);
+        if (r != 0 || flags != 0) {
+                verify_flags_string(flags, why, sizeof(why));
+                if (v.bad_subject[0])
+                        return tp_error(err, -EKEYREJECTED,
+                                        "certificate chain does not verify against %s: %s (at certificate '%s')",
+                                        ca_path, why, v.bad_subject);
+                return tp_error(err, -EKEYREJECTED, "certificate chain does not verify against %s: %s", ca_path, why);
+        }
+
+        if (v.date_depth >= 0) {
+                kind = v.date_depth == 0 ? "signer" : v.date_depth == v.top_depth ? "CA" : "intermediate";
+                return tp_error(err, -EKEYREJECTED, "%s certificate '%s' %s %s (now %s)", kind, v.date_subject,
+                                v.date_future ? "is not valid before" : "expired on", format_time(v.date_limit, t1),
+                                format_time(now, t2));
+        }
+        return 0;
+}
+
+int signature_verify(const uint8_t *block, size_t block_len, const void *data, size_t len, const char *ca_path,
+                     time_t now, SignatureInfo *ret_info, TpError *err) {
+        _cleanup_(mbedtls_x509_crt_free) mbedtls_x509_crt chain;
+        uint8_t hash[SHA256_DIGEST_SIZE];
+        SignatureBlock b;
+        int r;
+
+        mbedtls_x509_crt_init(&chain);
+        r = signature_block_parse(block, block_len, &b, err);
+        if (r < 0)
+                return r;
+        r = chain_parse(&b, &chain, err);
+        if (r < 0)
+                return r;
+
+        r = verify_chain(&chain, ca_path, now, err);
+        if (r < 0)
+                return r;
+        r = signer_cert_check(&chain, err);
+        if (r < 0)
+                return r;
+
+        sha256_digest(len ? data : "", len, hash);   /* NULL is fine when len is 0 */
+        r = mbedtls_pk_verify(&chain.pk, MBEDTLS_MD_SHA256, hash, sizeof(hash), b.sig, b.sig_len);
+        if (r == MBEDTLS_ERR_ECP_VERIFY_FAILED)
+                return tp_error(err, -EKEYREJECTED, "signature does not match the signed data");
+        if (r != 0)
+                return mbed_error(err, -EKEYREJECTED, r, "signature does not match the signed data");
+
+        if (ret_info)
+                info_fill(&chain, now > 0, ret_info);
+        return 0;
+}
+
+time_t signature_clock(time_t clock, time_t floor) {
+        return clock <= 0 || clock < floor ? SIGNATURE_CLOCK_UNKNOWN : clock;
+}
+
+/* ---- signing ------------------------------------------------------------------------------------- */
+
+Signer *signer_free(Signer *s) {
+        if (!s)
+                return NULL;
+        /* Each of these wipes its own state (key limbs, DRBG key, entropy pool) before freeing. */
+        mbedtls_pk_free(&s->key);
+        mbedtls_x509_crt_free(&s->chain);
+        mbedtls_ctr_drbg_free(&s->drbg);
+        mbedtls_entropy_free(&s->entropy);
+        mbedtls_platform_zeroize(s, sizeof(*s));
+        free(s);
+        return NULL;
+}
+
+int signer_load(const char *key_path, const char *cert_path, Signer **ret, TpError *err) {
+        static const char personalization[] = "taskpatch signer";
+        _cleanup_(signer_freep) Signer *s = NULL;
+        _cleanup_(file_data_done) FileData key = {};
+        size_t n_certs = 0, total = SIGNATURE_MAGIC_SIZE + 2 + MBEDTLS_ECDSA_MAX_SIG_LEN(256) + 2;
+        char desc[64];
+        int r;
+
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        mbedtls_pk_init(&s->key);
+        mbedtls_x509_crt_init(&s->chain);
+        mbedtls_entropy_init(&s->entropy);
+        mbedtls_ctr_drbg_init(&s->drbg);
+
+        r = file_read(key_path, SIGNATURE_KEY_FILE_MAX, true, &key, err);
+        if (r < 0)
+                return r;
+        r = mbedtls_pk_parse_key(&s->key, key.data, key.len + 1, NULL, 0);
+        file_data_done(&key);
+        if (r == MBEDTLS_ERR_PK_PASSWORD_REQUIRED)
+                return tp_error(err, -EBADMSG, "%s: the key is encrypted; passphrase-protected keys are not supported",
+                                key_path);
+        if (r != 0)
+                return mbed_error(err, -EBADMSG, r, "%s: not a private key", key_path);
+        if (!pk_is_p256(&s->key))
+                return tp_error(err, -EKEYREJECTED, "%s: key is not an ECDSA P-256 key (%s)", key_path,
+                                pk_describe(&s->key, desc, sizeof(desc)));
+
+        r = certs_load_file(&s->chain, cert_path, SIGNATURE_CERT_FILE_MAX, err);
+        if (r < 0)
+                return r;
+        for (const mbedtls_x509_crt *c = &s->chain; c; c = c->next) {
+                n_certs++;
+                total += 2 + c->raw.len;
+                if (c->raw.len > SIGNATURE_CERT_MAX)
+                        return tp_error(err, -E2BIG, "%s: certificate %zu is %zu bytes, more than the limit of %d",
+                                        cert_path, n_certs, c->raw.len, SIGNATURE_CERT_MAX);
+        }
+        if (n_certs > SIGNATURE_CERTS_MAX)
+                return tp_error(err, -E2BIG, "%s: %zu certificates, more than the limit of %d", cert_path, n_certs,
+                                SIGNATURE_CERTS_MAX);
+        if (total > SIGNATURE_BLOCK_MAX)
+                return tp_error(err, -E2BIG, "%s: the chain makes a %zu-byte signature block, more than the limit of %d",
+                                cert_path, total, SIGNATURE_BLOCK_MAX);
+
+        r = signer_cert_check(&s->chain, err);
+        if (r < 0)
+                return tp_error_prefix(err, r, "%s", cert_path);
+        r = mbedtls_pk_check_pair(&s->chain.pk, &s->key);
+        if (r != 0)
+                return mbed_error(err, -EKEYREJECTED, r, "%s: the first certificate does not match the key %s",
+                                  cert_path, key_path);
+
+        r = mbedtls_ctr_drbg_seed(&s->drbg, mbedtls_entropy_func, &s->entropy, (const unsigned char *) personalization,
+                                  sizeof(personalization) - 1);
+        if (r != 0)
+                return mbed_error(err, -EIO, r, "cannot seed the random generator");
+
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+int signer_sign(Signer *s, const void *data, size_t len, uint8_t **ret_block, size_t *ret_len, TpError *err) {
+        uint8_t hash[SHA256_DIGEST_SIZE], sig[MBEDTLS_PK_SIGNATURE_MAX_SIZE];
+        SignatureBlock b = {};
+        size_t sig_len = 0;
+        int r;
+
+        sha256_digest(len ? data : "", len, hash);   /* NULL is fine when len is 0 */
+        /* With MBEDTLS_ECDSA_DETERMINISTIC (Debian's build) k comes from RFC 6979; the DRBG blinds. */
+        r = mbedtls_pk_sign(&s->key, MBEDTLS_MD_SHA256, hash, sizeof(hash), sig, &sig_len, mbedtls_ctr_drbg_random,
+                            &s->drbg);
+        if (r != 0)
+                return mbed_error(err, -EIO, r, "signing failed");
+
+        b.sig = sig;
+        b.sig_len = sig_len;
+        for (const mbedtls_x509_crt *c = &s->chain; c && b.n_certs < SIGNATURE_CERTS_MAX; c = c->next) {
+                b.certs[b.n_certs].der = c->raw.p;
+                b.certs[b.n_certs].len = c->raw.len;
+                b.n_certs++;
+        }
+        return signature_block_write(&b, ret_block, ret_len, err);
+}

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Signing and verification of bundle manifests (and later channel indexes):
+ * ECDSA P-256 over the SHA-256 of the signed bytes, with the signer's X.509
+ * certificate chain carried next to the signature (mbedTLS 2.28).
+ *
+ * SIGNATURE BLOCK (binary, integers little-endian, no padding):
+ *
+ *     offset  size  field
+ *     0       8     magic "TPSIG1\0\0"
+ *     8       2     S = signature length, 1..SIGNATURE_SIG_MAX
+ *     10      S     the signature: DER ECDSA-Sig-Value (SEQUENCE { r, s })
+ *     10+S    2     N = certificate count, 1..SIGNATURE_CERTS_MAX
+ *     then N times:
+ *             2     L = certificate length, 1..SIGNATURE_CERT_MAX
+ *             L     one DER X.509 certificate, exactly L bytes
+ *
+ * The first certificate is the signer (leaf); the others are intermediates
+ * that may help build a chain to a trust anchor (any order; the trust
+ * anchor itself is not needed). The whole block is at most
+ * SIGNATURE_BLOCK_MAX bytes and must end exactly after the last certificate.
+ *
+ * VERIFICATION (signature_verify) checks, in this order, and stops at the
+ * first failure with a message naming it:
+ *   1. the block's structure (-EBADMSG), and that each certificate parses
+ *      as DER X.509 with no trailing bytes (-EBADMSG);
+ *   2. the trust anchors at @ca_path load (-ENOENT, -EACCES, -EFBIG, ...
+ *      for the path and its files; -EBADMSG for a file that is not PEM/DER
+ *      certificates; -ENOKEY for a directory holding no certificate; -E2BIG
+ *      for one holding too many files);
+ *   3. the chain verifies against them (mbedtls_x509_crt_verify_with_profile:
+ *      signatures, CA basic constraints and key usage, path length; SHA-2
+ *      only; EC P-256/P-384/P-521 or RSA >= 2048 for CA keys);
+ *   4. the validity dates of every certificate of the chain, trust anchor
+ *      included, against the caller's @now (see CLOCK below; both ends are
+ *      inclusive; when several are out of date, the one nearest the signer
+ *      is reported);
+ *   5. the signer's key is ECDSA P-256; its certificate has the keyUsage
+ *      extension with digitalSignature; if it has an extendedKeyUsage
+ *      extension, it lists codeSigning (or anyExtendedKeyUsage);
+ *   6. the signature matches SHA-256(@data).
+ * Every trust or signature failure in 3-6 returns -EKEYREJECTED (one code:
+ * "the signer is not accepted"); the message says which check failed, e.g.
+ * "signer certificate 'CN=ci-signer' expired on 2026-01-01 00:00:00 UTC
+ * (now 2026-11-29 13:00:00 UTC)". Messages do not say where the block came
+ * from: callers prefix that ("json.tpb: signature: ...").
+ *
+ * CLOCK. mbedTLS would compare certificate dates with the system clock;
+ * here the caller passes @now instead (tests move it; a daemon passes
+ * time(NULL)). A device whose clock is not set (no RTC, no network time
+ * yet) must not lock itself out, so @now <= 0 (SIGNATURE_CLOCK_UNKNOWN)
+ * means "clock unknown": the date checks are skipped, everything else is
+ * checked, and the result says so (SignatureInfo.dates_checked = false) so
+ * the caller can log it and re-check later. signature_clock() turns a raw
+ * clock reading into that convention, given a floor below which the clock
+ * cannot be right (e.g. the build date). Skipping dates is a deliberate
+ * trade: an attacker able to set the clock before the floor can get an
+ * expired (but otherwise trusted) certificate accepted.
+ *
+ * TRUST ANCHORS (@ca_path): a file of one or more PEM (or one DER)
+ * certificates, or a directory whose regular files named *.pem or *.crt are
+ * each read that way (other names are ignored; a file that fails to parse
+ * is an error, not skipped). Files are read with O_CLOEXEC, each at most
+ * SIGNATURE_CA_FILE_MAX bytes, at most SIGNATURE_CA_DIR_FILES_MAX files.
+ *
+ * Parsing is separate from cryptography: signature_block_parse() touches
+ * no crypto and no files; signature_parse_info() only adds X.509 parsing of
+ * the certificates. Both are meant for fuzzing (err may be NULL).
+ *
+ * Nothing here is thread-safe per object (a Signer holds a DRBG state);
+ * distinct objects may be used from distinct threads.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "error.h"
+#include "macro.h"
+
+#define SIGNATURE_MAGIC "TPSIG1\0\0"
+#define SIGNATURE_MAGIC_SIZE 8
+#define SIGNATURE_BLOCK_MAX (64 * 1024)
+#define SIGNATURE_SIG_MAX 1024          /* ECDSA P-256 needs <= 72; room for other schemes' parsing */
+#define SIGNATURE_CERTS_MAX 8
+#define SIGNATURE_CERT_MAX (16 * 1024)
+
+/* Read limits for key, certificate and CA files. */
+#define SIGNATURE_KEY_FILE_MAX (64 * 1024)
+#define SIGNATURE_CERT_FILE_MAX (256 * 1024)
+#define SIGNATURE_CA_FILE_MAX (1024 * 1024)
+#define SIGNATURE_CA_DIR_FILES_MAX 1024
+
+/* @now value meaning "the clock is not known to be right": date checks are skipped. */
+#define SIGNATURE_CLOCK_UNKNOWN ((time_t) 0)
+
+/* ---- the block, without cryptography --------------------------------------------------------- */
+
+typedef struct SignatureCert {
+        const uint8_t *der;
+        size_t len;
+} SignatureCert;
+
+/* A parsed block. Pointers point into the buffer that was parsed (or that will be written). */
+typedef struct SignatureBlock {
+        const uint8_t *sig;
+        size_t sig_len;
+        size_t n_certs;
+        SignatureCert certs[SIGNATURE_CERTS_MAX];     /* [0] is the signer */
+} SignatureBlock;
+
+/*
+ * Split @block into its fields, checking every length and count against
+ * the limits above and against @block_len (untrusted input: never reads
+ * outside [block, block + block_len)). Does not look inside the DER.
+ * Returns 0, or -EBADMSG with a message naming the field and offset.
+ */
+_warn_unused_result_ int signature_block_parse(const uint8_t *block, size_t block_len, SignatureBlock *ret,
+                                               TpError *err);
+
+/*
+ * Serialise @b (same limits as the parser: what this writes, the parser
+ * accepts). On success *ret_block is a malloc'd buffer the caller frees.
+ * Returns 0, -E2BIG when a limit is exceeded, -EINVAL for an empty field,
+ * -ENOMEM.
+ */
+_warn_unused_result_ int signature_block_write(const SignatureBlock *b, uint8_t **ret_block, size_t *ret_len,
+                                               TpError *err);
+
+/* ---- signing ------------------------------------------------------------------------------------ */
+
+/* A private key (PEM, EC P-256) and its certificate chain (PEM: leaf first, then intermediates). */
+typedef struct Signer Signer;
+
+/*
+ * Load and check a signer: the key must be an unencrypted EC P-256 private
+ * key; @cert_path must hold 1..SIGNATURE_CERTS_MAX certificates, the first
+ * one matching the key and acceptable as a signer (key usage
+ * digitalSignature, EKU codeSigning when present: a certificate the device
+ * would refuse is refused here, early). Dates are not checked (no clock).
+ * Returns 0; -ENOENT, -EACCES, -EISDIR, -EINVAL (not a regular file),
+ * -EFBIG (over the file limits) for the files; -EBADMSG for contents that do not parse (including encrypted
+ * keys); -EKEYREJECTED for a key or certificate that is not acceptable;
+ * -E2BIG when the chain would not fit a block; -EIO if the RNG cannot be
+ * seeded; -ENOMEM.
+ */
+_warn_unused_result_ int signer_load(const char *key_path, const char *cert_path, Signer **ret, TpError *err);
+
+/* Free @s, wiping the key and RNG state. NULL-safe; returns NULL. */
+Signer *signer_free(Signer *s);
+DEFINE_POINTER_CLEANUP(Signer, signer_free)
+
+/*
+ * A signature block over @data (@len bytes; @data may be NULL when @len is 0): ECDSA P-256 / SHA-256
+ * (deterministic ECDSA, RFC 6979, with the CTR-DRBG used for blinding)
+ * plus the signer's certificate chain. On success *ret_block is malloc'd
+ * and the caller frees it. Returns 0, -EIO (a signing failure, with
+ * mbedTLS's reason), -ENOMEM.
+ */
+_warn_unused_result_ int signer_sign(Signer *s, const void *data, size_t len, uint8_t **ret_block, size_t *ret_len,
+                                     TpError *err);
+
+/* ---- verification ------------------------------------------------------------------------------- */
+
+typedef struct SignatureInfo {
+        char subject[256];      /* signer (leaf) subject DN, e.g. "CN=ci-signer" ("..." appended if cut) */
+        char issuer[256];       /* the leaf's issuer DN */
+        time_t not_before, not_after;   /* the leaf's validity (UTC) */
+        bool dates_checked;     /* false when the clock was unknown (and always from signature_parse_info) */
+} SignatureInfo;
+
+/*
+ * Verify @block over @data (@len bytes; NULL if 0) against the trust anchors at
+ * @ca_path (a PEM file or a directory of them), at time @now (seconds
+ * since the epoch, UTC; <= 0 = SIGNATURE_CLOCK_UNKNOWN). Checks and return
+ * codes: see VERIFICATION above. On success fills @ret_info (may be NULL);
+ * on failure leaves it untouched.
+ */
+_warn_unused_result_ int signature_verify(const uint8_t *block, size_t block_len, const void *data, size_t len,
+                                          const char *ca_path, time_t now, SignatureInfo *ret_info, TpError *err);
+
+/*
+ * Parse @block without verifying anything (for `inspect`): fills
+ * @ret_info from the leaf certificate, dates_checked = false. Returns 0 or
+ * -EBADMSG (-ENOMEM).
+ */
+_warn_unused_result_ int signature_parse_info(const uint8_t *block, size_t block_len, SignatureInfo *ret_info,
+                                              TpError *err);
+
+/*
+ * The @now to pass to signature_verify() for a raw clock reading @clock:
+ * @clock itself, or SIGNATURE_CLOCK_UNKNOWN when it is earlier than @floor
+ * (a time the real clock is known to be past, e.g. the build date) or <= 0.
+ */
+time_t signature_clock(time_t clock, time_t floor);
