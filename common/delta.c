@@ -1,0 +1,795 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <string.h>
+
+#include "delta.h"
+#include "ggml.h"
+
+/* The wire format's constants (delta.h). */
+#define BUCKETS 8
+#define FLIP 32768
+#define NORM_BITS 46
+
+/* For the decoder's inner steps: inlined into each layout's own copy of the loop (blocks_decode_as). */
+#define _inline_ static inline __attribute__((always_inline))
+
+typedef struct Layout {
+        const char *name;
+        uint16_t unit;          /* bytes per block */
+        uint8_t word_size;      /* bytes per word: 1, 2 (fp16 in quant layouts) or 4 */
+        uint8_t n_words;
+        uint8_t word_off[2];
+        uint16_t n_q;           /* elements per block; 0: a plain word layout */
+        uint8_t q_bits;
+        uint8_t q_sub;          /* elements per sub-block */
+        uint8_t q_zero;         /* c = -q_zero * a, where the offset is neither a word nor a min */
+        uint8_t n_s;            /* sub-scales per block: n_q / q_sub scales, then as many mins, if any */
+        uint8_t s_bits;
+        uint8_t s_zero;         /* a scale s stands for d * (s - s_zero) */
+        uint8_t ordered;        /* sub-blocks go out ordered by bucket */
+        uint16_t flip;          /* FLIP: residuals are negated where the exact prediction is below the rounded one */
+        uint8_t q_planes[4];    /* plane widths from the low bits up, 0-terminated */
+        uint8_t s_planes[4];
+        void (*unpack_q)(const uint8_t *blk, uint8_t *q);
+        void (*pack_q)(const uint8_t *q, uint8_t *blk);         /* writes the element bytes only */
+        void (*unpack_s)(const uint8_t *blk, uint8_t *s);
+        void (*pack_s)(const uint8_t *s, uint8_t *blk);         /* writes the sub-scale bytes only */
+} Layout;
+
+/* ---- block layouts (ggml/src/ggml-common.h; bits where dequantize_row_* reads them) ---- */
+
+/* Elements j and j + n in the low and high nibbles of qs[j]. */
+static void nibbles_unpack(const uint8_t *qs, size_t n, uint8_t *q) {
+        for (size_t j = 0; j < n; j++) {
+                q[j] = qs[j] & 15;
+                q[j + n] = qs[j] >> 4;
+        }
+}
+
+static void nibbles_pack(const uint8_t *q, size_t n, uint8_t *qs) {
+        for (size_t j = 0; j < n; j++)
+                qs[j] = (uint8_t) ((q[j] & 15) | q[j + n] << 4);
+}
+
+/* q5_0, q5_1: bit 4 of element e is bit e of a 32-bit little-endian word (byte e / 8, bit e % 8). */
+static void qh32_unpack(const uint8_t *hb, uint8_t *q) {
+        for (unsigned e = 0; e < 32; e++)
+                q[e] |= (uint8_t) (((hb[e / 8] >> (e % 8)) & 1) << 4);
+}
+
+static void qh32_pack(const uint8_t *q, uint8_t *hb) {
+        for (unsigned k = 0; k < 4; k++) {
+                unsigned v = 0;
+                for (unsigned t = 0; t < 8; t++)
+                        v |= (unsigned) ((q[8 * k + t] >> 4) & 1) << t;
+                hb[k] = (uint8_t) v;
+        }
+}
+
+/* q3_K, q5_K: bit @bit of element 32 k + l is bit k of hb[l]. */
+static void hmask_unpack(const uint8_t *hb, unsigned bit, uint8_t *q) {
+        for (unsigned l = 0; l < 32; l++)
+                for (unsigned k = 0; k < 8; k++)
+                        q[32 * k + l] |= (uint8_t) (((hb[l] >> k) & 1) << bit);
+}
+
+static void hmask_pack(const uint8_t *q, unsigned bit, uint8_t *hb) {
+        for (unsigned l = 0; l < 32; l++) {
+                unsigned v = 0;
+                for (unsigned k = 0; k < 8; k++)
+                        v |= (unsigned) ((q[32 * k + l] >> bit) & 1) << k;
+                hb[l] = (uint8_t) v;
+        }
+}
+
+/* Element 128 h + 32 k + l (l < 32) as bits 2k of qs[32 h + l] (q2_K, q3_K). */
+static void crumbs_unpack(const uint8_t *qs, uint8_t *q) {
+        for (unsigned h = 0; h < 2; h++)
+                for (unsigned l = 0; l < 32; l++) {
+                        unsigned x = qs[32 * h + l];
+                        uint8_t *p = q + 128 * h + l;
+                        p[0] = x & 3;
+                        p[32] = (x >> 2) & 3;
+                        p[64] = (x >> 4) & 3;
+                        p[96] = (uint8_t) (x >> 6);
+                }
+}
+
+static void crumbs_pack(const uint8_t *q, uint8_t *qs) {
+        for (unsigned h = 0; h < 2; h++)
+                for (unsigned l = 0; l < 32; l++) {
+                        const uint8_t *p = q + 128 * h + l;
+                        qs[32 * h + l] =
+                                (uint8_t) ((p[0] & 3) | (p[32] & 3) << 2 | (p[64] & 3) << 4 | (p[96] & 3) << 6);
+                }
+}
+
+/*
+ * q4_0 {d, qs[16]} and q4_1 {d, m, qs[16]}: nibbles at @qs. q5_0 {d, qh[4],
+ * qs[16]} and q5_1 {d, m, qh[4], qs[16]}: the same, and bit 4 of element
+ * j is bit j of qh, at @qh.
+ */
+#define DEFINE_SMALL_QUANT(name, qs, qh)                                        \
+        static void unpack_q_##name(const uint8_t *blk, uint8_t *q) {           \
+                nibbles_unpack(blk + (qs), 16, q);                              \
+                if (qh)                                                         \
+                        qh32_unpack(blk + (qh), q);                             \
+        }                                                                       \
+        static void pack_q_##name(const uint8_t *q, uint8_t *blk) {             \
+                nibbles_pack(q, 16, blk + (qs));                                \
+                if (qh)                                                         \
+                        qh32_pack(q, blk + (qh));                               \
+        }
+DEFINE_SMALL_QUANT(q4_0, 2, 0)
+DEFINE_SMALL_QUANT(q4_1, 4, 0)
+DEFINE_SMALL_QUANT(q5_0, 6, 2)
+DEFINE_SMALL_QUANT(q5_1, 8, 4)
+
+/* q8_0 {d, int8 qs[32]}: elements are the int8 values + 128. */
+static void unpack_q_q8_0(const uint8_t *blk, uint8_t *q) {
+        for (unsigned j = 0; j < 32; j++)
+                q[j] = blk[2 + j] ^ 0x80;
+}
+static void pack_q_q8_0(const uint8_t *q, uint8_t *blk) {
+        for (unsigned j = 0; j < 32; j++)
+                blk[2 + j] = q[j] ^ 0x80;
+}
+
+/* q2_K {scales[16], qs[64], d, dmin}: scales[j] = sc_j | m_j << 4. */
+static void unpack_q_q2_K(const uint8_t *blk, uint8_t *q) {
+        crumbs_unpack(blk + 16, q);
+}
+static void pack_q_q2_K(const uint8_t *q, uint8_t *blk) {
+        crumbs_pack(q, blk + 16);
+}
+static void unpack_s_q2_K(const uint8_t *blk, uint8_t *s) {
+        nibbles_unpack(blk, 16, s);
+}
+static void pack_s_q2_K(const uint8_t *s, uint8_t *blk) {
+        nibbles_pack(s, 16, blk);
+}
+
+/*
+ * q3_K {hmask[32], qs[64], scales[12], d}: element e is its q2_K-style low
+ * bits | bit e / 32 of hmask[e % 32] << 2. Scale j: low nibble in byte j % 8
+ * (high nibble for j >= 8), top two bits at bits 2 (j / 4) of byte 8 + j % 4.
+ */
+static void unpack_q_q3_K(const uint8_t *blk, uint8_t *q) {
+        crumbs_unpack(blk + 32, q);
+        hmask_unpack(blk, 2, q);
+}
+static void pack_q_q3_K(const uint8_t *q, uint8_t *blk) {
+        hmask_pack(q, 2, blk);
+        crumbs_pack(q, blk + 32);
+}
+static void unpack_s_q3_K(const uint8_t *blk, uint8_t *s) {
+        const uint8_t *p = blk + 96;
+        for (unsigned j = 0; j < 16; j++)
+                s[j] = (uint8_t) (((p[j % 8] >> (4 * (j / 8))) & 15) | ((p[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+}
+static void pack_s_q3_K(const uint8_t *s, uint8_t *blk) {
+        uint8_t *p = blk + 96;
+        memset(p, 0, 12);
+        for (unsigned j = 0; j < 16; j++) {
+                p[j % 8] |= (uint8_t) ((s[j] & 15) << (4 * (j / 8)));
+                p[8 + j % 4] |= (uint8_t) (((s[j] >> 4) & 3) << (2 * (j / 4)));
+        }
+}
+
+/* The 12 scale bytes of q4_K and q5_K at blk + 4 (ggml's get_scale_min_k4): scales s[0..7], mins s[8..15]. */
+static void unpack_s_k4(const uint8_t *blk, uint8_t *s) {
+        const uint8_t *p = blk + 4;
+        for (unsigned j = 0; j < 4; j++) {
+                s[j] = p[j] & 63;
+                s[8 + j] = p[j + 4] & 63;
+                s[4 + j] = (uint8_t) ((p[j + 8] & 15) | (p[j] >> 6) << 4);
+                s[12 + j] = (uint8_t) ((p[j + 8] >> 4) | (p[j + 4] >> 6) << 4);
+        }
+}
+static void pack_s_k4(const uint8_t *s, uint8_t *blk) {
+        uint8_t *p = blk + 4;
+        for (unsigned j = 0; j < 4; j++) {
+                p[j] = (uint8_t) ((s[j] & 63) | (s[4 + j] >> 4) << 6);
+                p[j + 4] = (uint8_t) ((s[8 + j] & 63) | (s[12 + j] >> 4) << 6);
+                p[j + 8] = (uint8_t) ((s[4 + j] & 15) | (s[12 + j] & 15) << 4);
+        }
+}
+
+/* q4_K {d, dmin, scales[12], qs[128]}: elements 64 k + l and 64 k + 32 + l in the nibbles of qs[32 k + l]. */
+static void unpack_q_q4_K(const uint8_t *blk, uint8_t *q) {
+        for (unsigned k = 0; k < 4; k++)
+                nibbles_unpack(blk + 16 + 32 * k, 32, q + 64 * k);
+}
+static void pack_q_q4_K(const uint8_t *q, uint8_t *blk) {
+        for (unsigned k = 0; k < 4; k++)
+                nibbles_pack(q + 64 * k, 32, blk + 16 + 32 * k);
+}
+
+/* q5_K {d, dmin, scales[12], qh[32], qs[128]}: as q4_K; bit 4 of element e is bit e / 32 of qh[e % 32]. */
+static void unpack_q_q5_K(const uint8_t *blk, uint8_t *q) {
+        for (unsigned k = 0; k < 4; k++)
+                nibbles_unpack(blk + 48 + 32 * k, 32, q + 64 * k);
+        hmask_unpack(blk + 16, 4, q);
+}
+static void pack_q_q5_K(const uint8_t *q, uint8_t *blk) {
+        for (unsigned k = 0; k < 4; k++)
+                nibbles_pack(q + 64 * k, 32, blk + 48 + 32 * k);
+        hmask_pack(q, 4, blk + 16);
+}
+
+/*
+ * q6_K {ql[128], qh[64], int8 scales[16], d}: in half h, element
+ * 128 h + 32 k + l has its low nibble in ql[64 h + 32 (k & 1) + l] (the
+ * high nibble when k >= 2) and its top two bits at bits 2 k of
+ * qh[32 h + l]. Sub-scales are the int8 scales + 128.
+ */
+static void unpack_q_q6_K(const uint8_t *blk, uint8_t *q) {
+        for (unsigned h = 0; h < 2; h++)
+                for (unsigned l = 0; l < 32; l++) {
+                        uint8_t *p = q + 128 * h + l;
+                        unsigned lo = blk[64 * h + l], hi = blk[64 * h + 32 + l], top = blk[128 + 32 * h + l];
+                        p[0] = (uint8_t) ((lo & 15) | (top & 3) << 4);
+                        p[32] = (uint8_t) ((hi & 15) | ((top >> 2) & 3) << 4);
+                        p[64] = (uint8_t) ((lo >> 4) | ((top >> 4) & 3) << 4);
+                        p[96] = (uint8_t) ((hi >> 4) | (top >> 6) << 4);
+                }
+}
+static void pack_q_q6_K(const uint8_t *q, uint8_t *blk) {
+        for (unsigned h = 0; h < 2; h++)
+                for (unsigned l = 0; l < 32; l++) {
+                        const uint8_t *p = q + 128 * h + l;
+                        blk[64 * h + l] = (uint8_t) ((p[0] & 15) | (p[64] & 15) << 4);
+                        blk[64 * h + 32 + l] = (uint8_t) ((p[32] & 15) | (p[96] & 15) << 4);
+                        blk[128 + 32 * h + l] = (uint8_t) ((p[0] >> 4) | (p[32] >> 4) << 2 | (p[64] >> 4) << 4 |
+                                                           (p[96] >> 4) << 6);
+                }
+}
+static void unpack_s_q6_K(const uint8_t *blk, uint8_t *s) {
+        for (unsigned j = 0; j < 16; j++)
+                s[j] = blk[192 + j] ^ 0x80;
+}
+static void pack_s_q6_K(const uint8_t *s, uint8_t *blk) {
+        for (unsigned j = 0; j < 16; j++)
+                blk[192 + j] = s[j] ^ 0x80;
+}
+
+#define QUANT(q) unpack_q_##q, pack_q_##q
+#define SUBS(s) unpack_s_##s, pack_s_##s
+
+static const Layout layouts[_DELTA_LAYOUT_MAX] = {
+        /* name, unit, word size, words, word offsets,
+         * elements, bits, per sub-block, zero, sub-scales, bits, zero, ordered, flip, planes */
+        [DELTA_BYTES] = { "bytes", 1, 1, 1, { 0 } },
+        [DELTA_F16] = { "f16", 2, 2, 1, { 0 } },
+        [DELTA_BF16] = { "bf16", 2, 2, 1, { 0 } },
+        [DELTA_F32] = { "f32", 4, 4, 1, { 0 } },
+        [DELTA_Q4_0] = { "q4_0", 18, 2, 1, { 0 }, 32, 4, 32, 8, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_0) },
+        [DELTA_Q4_1] = { "q4_1", 20, 2, 2, { 0, 2 }, 32, 4, 32, 0, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_1) },
+        [DELTA_Q5_0] = { "q5_0", 22, 2, 1, { 0 }, 32, 5, 32, 16, 0, 0, 0, 0, FLIP, { 2, 1, 1, 1 }, { 0 }, QUANT(q5_0) },
+        [DELTA_Q5_1] = { "q5_1", 24, 2, 2, { 0, 2 }, 32, 5, 32, 0, 0, 0, 0, 0, FLIP, { 2, 1, 1, 1 }, { 0 },
+                         QUANT(q5_1) },
+        [DELTA_Q8_0] = { "q8_0", 34, 2, 1, { 0 }, 32, 8, 32, 128, 0, 0, 0, 0, 0, { 2, 2, 2, 2 }, { 0 }, QUANT(q8_0) },
+        [DELTA_Q2_K] = { "q2_K", 84, 2, 2, { 80, 82 }, 256, 2, 16, 0, 32, 4, 0, 1, FLIP, { 1, 1 }, { 2, 2 },
+                         QUANT(q2_K), SUBS(q2_K) },
+        [DELTA_Q3_K] = { "q3_K", 110, 2, 1, { 108 }, 256, 3, 16, 4, 16, 6, 32, 1, FLIP, { 1, 1, 1 }, { 4, 2 },
+                         QUANT(q3_K), SUBS(q3_K) },
+        [DELTA_Q4_K] = { "q4_K", 144, 2, 2, { 0, 2 }, 256, 4, 32, 0, 16, 6, 0, 1, FLIP, { 1, 1, 2 }, { 4, 2 },
+                         QUANT(q4_K), SUBS(k4) },
+        [DELTA_Q5_K] = { "q5_K", 176, 2, 2, { 0, 2 }, 256, 5, 32, 0, 16, 6, 0, 1, FLIP, { 2, 1, 1, 1 }, { 4, 2 },
+                         QUANT(q5_K), SUBS(k4) },
+        [DELTA_Q6_K] = { "q6_K", 210, 2, 1, { 208 }, 256, 6, 16, 32, 16, 8, 128, 1, FLIP, { 2, 2, 2 }, { 4, 4 },
+                         QUANT(q6_K), SUBS(q6_K) },
+};
+
+/* ---- names, mappings, sizes ---- */
+
+static const Layout *layout_get(DeltaLayout l) {
+        return (unsigned) l < _DELTA_LAYOUT_MAX ? &layouts[l] : NULL;
+}
+
+const char *delta_layout_to_string(DeltaLayout l) {
+        const Layout *L = layout_get(l);
+        return L ? L->name : NULL;
+}
+
+DeltaLayout delta_layout_from_string(const char *s) {
+        if (!s)
+                return _DELTA_LAYOUT_INVALID;
+        for (int l = 0; l < _DELTA_LAYOUT_MAX; l++)
+                if (strcmp(layouts[l].name, s) == 0)
+                        return (DeltaLayout) l;
+        return _DELTA_LAYOUT_INVALID;
+}
+
+DeltaLayout delta_layout_for_ggml(uint32_t ggml_type) {
+        static const struct {
+                uint32_t type;
+                DeltaLayout layout;
+        } map[] = {
+                { GGML_TYPE_F32, DELTA_F32 },   { GGML_TYPE_F16, DELTA_F16 },   { GGML_TYPE_BF16, DELTA_BF16 },
+                { GGML_TYPE_Q4_0, DELTA_Q4_0 }, { GGML_TYPE_Q4_1, DELTA_Q4_1 }, { GGML_TYPE_Q5_0, DELTA_Q5_0 },
+                { GGML_TYPE_Q5_1, DELTA_Q5_1 }, { GGML_TYPE_Q8_0, DELTA_Q8_0 }, { GGML_TYPE_Q2_K, DELTA_Q2_K },
+                { GGML_TYPE_Q3_K, DELTA_Q3_K }, { GGML_TYPE_Q4_K, DELTA_Q4_K }, { GGML_TYPE_Q5_K, DELTA_Q5_K },
+                { GGML_TYPE_Q6_K, DELTA_Q6_K },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(map); i++)
+                if (map[i].type == ggml_type)
+                        return map[i].layout;
+        return DELTA_BYTES;
+}
+
+DeltaLayout delta_layout_for_onnx(int32_t onnx_data_type) {
+        /* TensorProto.DataType: FLOAT = 1, FLOAT16 = 10, BFLOAT16 = 16. */
+        return onnx_data_type == 1 ? DELTA_F32 : onnx_data_type == 10 ? DELTA_F16
+                                              : onnx_data_type == 16 ? DELTA_BF16 : DELTA_BYTES;
+}
+
+size_t delta_unit(DeltaLayout l) {
+        const Layout *L = layout_get(l);
+        return L ? L->unit : 0;
+}
+
+size_t delta_group_bytes(DeltaLayout l) {
+        const Layout *L = layout_get(l);
+        return L ? DELTA_GROUP_TARGET / L->unit * L->unit : 0;
+}
+
+/* ---- zigzag codes ---- */
+
+static inline uint32_t zz_encode(uint32_t diff, unsigned bits) {
+        uint32_t mask = bits == 32 ? UINT32_MAX : (UINT32_C(1) << bits) - 1;
+        uint32_t v = diff & mask;
+        return ((v << 1) ^ (0u - (v >> (bits - 1)))) & mask;
+}
+
+static inline uint32_t zz_decode(uint32_t code, unsigned bits) {
+        uint32_t mask = bits == 32 ? UINT32_MAX : (UINT32_C(1) << bits) - 1;
+        return ((code >> 1) ^ (0u - (code & 1))) & mask;
+}
+
+/* ---- words: zigzag differences in byte planes ---- */
+
+/* Words of @ws bytes at stride @u; @ws is a constant at every call, so each size gets its own loop. */
+static inline void words_encode_ws(const uint8_t *b, const uint8_t *t, size_t u, size_t n, unsigned ws, uint8_t *out) {
+        for (size_t i = 0; i < n; i++) {
+                uint32_t x = 0, y = 0;
+                for (unsigned k = 0; k < ws; k++) {
+                        x |= (uint32_t) b[i * u + k] << 8 * k;
+                        y |= (uint32_t) t[i * u + k] << 8 * k;
+                }
+                uint32_t z = zz_encode(y - x, 8 * ws);
+                for (unsigned k = 0; k < ws; k++)
+                        out[k * n + i] = (uint8_t) (z >> 8 * k);
+        }
+}
+
+static inline void words_decode_ws(const uint8_t *b, const uint8_t *delta, size_t u, size_t n, unsigned ws,
+                                   uint8_t *t) {
+        for (size_t i = 0; i < n; i++) {
+                uint32_t x = 0, z = 0;
+                for (unsigned k = 0; k < ws; k++) {
+                        x |= (uint32_t) b[i * u + k] << 8 * k;
+                        z |= (uint32_t) delta[k * n + i] << 8 * k;
+                }
+                x += zz_decode(z, 8 * ws);
+                for (unsigned k = 0; k < ws; k++)
+                        t[i * u + k] = (uint8_t) (x >> 8 * k);
+        }
+}
+
+static void words_encode(const Layout *L, const uint8_t *base, const uint8_t *target, size_t n, uint8_t *out) {
+        for (unsigned w = 0; w < L->n_words; w++, out += L->word_size * n) {
+                const uint8_t *b = base + L->word_off[w], *t = target + L->word_off[w];
+                if (L->word_size == 1)
+                        words_encode_ws(b, t, L->unit, n, 1, out);
+                else if (L->word_size == 2)
+                        words_encode_ws(b, t, L->unit, n, 2, out);
+                else
+                        words_encode_ws(b, t, L->unit, n, 4, out);
+        }
+}
+
+static void words_decode(const Layout *L, const uint8_t *base, const uint8_t *delta, size_t n, uint8_t *out) {
+        for (unsigned w = 0; w < L->n_words; w++, delta += L->word_size * n) {
+                const uint8_t *b = base + L->word_off[w];
+                uint8_t *t = out + L->word_off[w];
+                if (L->word_size == 1)
+                        words_decode_ws(b, delta, L->unit, n, 1, t);
+                else if (L->word_size == 2)
+                        words_decode_ws(b, delta, L->unit, n, 2, t);
+                else
+                        words_decode_ws(b, delta, L->unit, n, 4, t);
+        }
+}
+
+/* ---- bit planes ---- */
+
+/* Offsets of the planes of @widths for @n slices of @count codes each, starting at @at; returns the end. */
+static size_t planes_init(const uint8_t *widths, size_t count, size_t n, size_t at, size_t *plane) {
+        for (unsigned k = 0; k < 4 && widths[k]; k++) {
+                plane[k] = at;
+                at += n * count * widths[k] / 8;
+        }
+        return at;
+}
+
+/* Slice @slot of every plane holds @count codes (count * width / 8 bytes, whole). */
+static void codes_put(uint8_t *out, const size_t *plane, const uint8_t *widths, size_t slot, size_t count,
+                      const uint8_t *c) {
+        unsigned shift = 0;
+
+        for (unsigned k = 0; k < 4 && widths[k]; shift += widths[k], k++) {
+                unsigned p = widths[k], mask = (1u << p) - 1;
+                uint8_t *d = out + plane[k] + slot * count * p / 8;
+
+                memset(d, 0, count * p / 8);
+                for (size_t j = 0; j < count; j++)
+                        d[j * p / 8] |= (uint8_t) (((c[j] >> shift) & mask) << (j * p % 8));
+        }
+}
+
+/* Spread the codes in @x over bytes: byte t of the result (bits 8t..) is code t (8 of 1 bit, 4 of 2 bits). */
+static inline uint64_t spread1(unsigned x) {
+        uint64_t v = x;
+        v = (v | v << 28) & UINT64_C(0x0000000f0000000f);
+        v = (v | v << 14) & UINT64_C(0x0003000300030003);
+        return (v | v << 7) & UINT64_C(0x0101010101010101);
+}
+
+static inline uint64_t spread2(unsigned x) {
+        uint64_t v = x;
+        v = (v | v << 12) & 0x000f000f;
+        return (v | v << 6) & 0x03030303;
+}
+
+/* OR byte t of @v into c[t], t < n. */
+static inline void or_bytes(uint8_t *c, uint64_t v, unsigned n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint64_t cur = 0;
+        memcpy(&cur, c, n);
+        cur |= v;
+        memcpy(c, &cur, n);
+#else
+        for (unsigned t = 0; t < n; t++)
+                c[t] |= (uint8_t) (v >> 8 * t);
+#endif
+}
+
+_inline_ void codes_get(const uint8_t *delta, const size_t *plane, const uint8_t *widths, size_t slot, size_t count,
+                      uint8_t *c) {
+        unsigned shift = 0;
+
+        memset(c, 0, count);
+        for (unsigned k = 0; k < 4 && widths[k]; shift += widths[k], k++) {
+                const uint8_t *s = delta + plane[k] + slot * count * widths[k] / 8;
+
+                switch (widths[k]) {
+                case 1:
+                        for (size_t j = 0; j < count; j += 8)
+                                or_bytes(c + j, spread1(*s++) << shift, 8);
+                        break;
+                case 2:
+                        for (size_t j = 0; j < count; j += 4)
+                                or_bytes(c + j, spread2(*s++) << shift, 4);
+                        break;
+                case 4:
+                        for (size_t j = 0; j < count; j += 2, s++)
+                                or_bytes(c + j, (uint64_t) ((*s & 15) | (*s >> 4) << 8) << shift, 2);
+                        break;
+                default:
+                        memcpy(c, s, count);
+                }
+        }
+}
+
+/* ---- prediction ---- */
+
+/* An fp16 bit pattern as the exact integer value * 2^24 (|result| < 2^41). */
+_inline_ int64_t half_fixed(uint32_t h) {
+        int64_t e = (h >> 10) & 31, m = h & 1023;
+        int64_t v = e ? (1024 + m) * ((int64_t) 1 << (e - 1)) : m;
+        return h & 0x8000 ? -v : v;
+}
+
+static uint64_t magnitude(int64_t v) {
+        return v < 0 ? 0 - (uint64_t) v : (uint64_t) v;
+}
+
+static unsigned bitlen(uint64_t v) {
+        return v ? 64 - (unsigned) __builtin_clzll(v) : 0;
+}
+
+static int64_t clamp64(int64_t v, int64_t lim) {
+        return v > lim ? lim : v < -lim ? -lim : v;
+}
+
+/* The value model (a, c) of a sub-block under base and under target, scaled into 46 bits. */
+typedef struct Pair {
+        int64_t a, t, d;        /* a, a', c - c' */
+} Pair;
+
+_inline_ Pair pair_make(int64_t a, int64_t c, int64_t a2, int64_t c2) {
+        Pair p = { a, a2, c - c2 };
+        unsigned s = bitlen(magnitude(p.a) | magnitude(p.t) | magnitude(p.d));
+
+        if (s > NORM_BITS) {
+                int64_t div = (int64_t) 1 << (s - NORM_BITS);
+                p.a /= div;
+                p.t /= div;
+                p.d /= div;
+        }
+        return p;
+}
+
+/* How far values of the sub-block move from base to target, on a log scale: 0 (not at all) .. BUCKETS - 1. */
+_inline_ unsigned pair_bucket(Pair p, unsigned max) {
+        if (p.t == 0)
+                return BUCKETS - 1;
+        uint64_t m0 = magnitude(p.d), m1 = magnitude((p.a - p.t) * (int64_t) max + p.d);
+        uint64_t m = m0 > m1 ? m0 : m1;
+        if (m == 0)
+                return 0;
+        int b = (int) bitlen(m) - (int) bitlen(magnitude(p.t)) + 8;
+        return b < 1 ? 1 : b > BUCKETS - 1 ? BUCKETS - 1 : (unsigned) b;
+}
+
+/*
+ * Target value ~ floor((r q + o) / 2^16) for base value q, in 32-bit two's
+ * complement: o holds 2^15 (rounding) and 2^31 (a bias that keeps the
+ * exact sum in [0, 2^32), so the shift is a floor).
+ */
+typedef struct Predictor {
+        uint32_t r, o, flip;
+} Predictor;
+
+#define PREDICTOR_BIAS ((int64_t) 1 << 31 | 1 << 15)
+
+_inline_ Predictor predictor_make(Pair p, unsigned flip) {
+        if (p.t == 0)
+                return (Predictor) { 65536, (uint32_t) PREDICTOR_BIAS, flip };
+        return (Predictor) { (uint32_t) clamp64(p.a * 65536 / p.t, (int64_t) 1 << 22),
+                             (uint32_t) (clamp64(p.d * 65536 / p.t, (int64_t) 1 << 28) + PREDICTOR_BIAS), flip };
+}
+
+/*
+ * Residual codes of @count values: base @q, target @t. The prediction is
+ * clamped to the value range; where the exact prediction lies below the
+ * integer it rounds to (layouts that flip), the residual is likely
+ * negative and is negated, so that its likely sign is always +.
+ */
+static inline void codes_of(Predictor f, const uint8_t *q, const uint8_t *t, unsigned count, unsigned bits,
+                            uint8_t *codes) {
+        uint32_t max = (1u << bits) - 1;
+
+        for (unsigned e = 0; e < count; e++) {
+                uint32_t u = f.r * q[e] + f.o;
+                int32_t p = (int32_t) (u >> 16) - 32768;
+                uint32_t neg = 0u - (uint32_t) ((u & 65535) < f.flip);
+                uint32_t pred = p < 0 ? 0 : p > (int32_t) max ? max : (uint32_t) p;
+                codes[e] = (uint8_t) zz_encode(((t[e] - pred) ^ neg) - neg, bits);
+        }
+}
+
+static inline void values_of(Predictor f, const uint8_t *q, const uint8_t *codes, unsigned count, unsigned bits,
+                             uint8_t *t) {
+        uint32_t max = (1u << bits) - 1;
+
+        for (unsigned e = 0; e < count; e++) {
+                uint32_t u = f.r * q[e] + f.o;
+                int32_t p = (int32_t) (u >> 16) - 32768;
+                uint32_t neg = 0u - (uint32_t) ((u & 65535) < f.flip);
+                uint32_t pred = p < 0 ? 0 : p > (int32_t) max ? max : (uint32_t) p;
+                t[e] = (uint8_t) ((pred + ((zz_decode(codes[e], bits) ^ neg) - neg)) & max);
+        }
+}
+
+_inline_ int64_t word_fixed(const Layout *L, const uint8_t *blk, unsigned w) {
+        return half_fixed((uint32_t) blk[L->word_off[w]] | (uint32_t) blk[L->word_off[w] + 1] << 8);
+}
+
+/* The value model of every sub-block: words from @blk, sub-scales @s. */
+_inline_ void model_quants(const Layout *L, const uint8_t *blk, const uint8_t *s, int64_t *a, int64_t *c) {
+        unsigned n_sub = L->n_q / L->q_sub;
+        int64_t d = word_fixed(L, blk, 0);
+
+        if (L->n_s == 0) {
+                a[0] = d;
+                c[0] = L->n_words > 1 ? word_fixed(L, blk, 1) : -(int64_t) L->q_zero * d;
+                return;
+        }
+        int64_t dmin = L->n_words > 1 ? word_fixed(L, blk, 1) : 0;
+        for (unsigned j = 0; j < n_sub; j++) {
+                a[j] = d * ((int64_t) s[j] - L->s_zero);
+                c[j] = L->n_s > n_sub ? -dmin * s[n_sub + j] : -(int64_t) L->q_zero * a[j];
+        }
+}
+
+/* Predictors of the sub-scales: scales stand for word 0 * (s - s_zero), mins (after them) for word 1 * s. */
+_inline_ void model_subs(const Layout *L, const uint8_t *base, const uint8_t *target, Predictor *f) {
+        int64_t d = word_fixed(L, base, 0), d2 = word_fixed(L, target, 0), z = L->s_zero;
+
+        f[0] = predictor_make(pair_make(d, -z * d, d2, -z * d2), L->flip);
+        f[1] = f[0];
+        if (L->n_words > 1)
+                f[1] = predictor_make(pair_make(word_fixed(L, base, 1), 0, word_fixed(L, target, 1), 0), L->flip);
+}
+
+/* ---- groups ---- */
+
+typedef struct Group {
+        const Layout *L;
+        size_t s_plane[4], q_plane[4];  /* offsets in the delta */
+        size_t slot[BUCKETS];           /* next sub-block slot of each bucket */
+        unsigned n_sub, qmax;
+} Group;
+
+static void group_init(Group *g, const Layout *L, size_t n) {
+        size_t at = (size_t) L->n_words * L->word_size * n;
+
+        *g = (Group) { .L = L, .n_sub = L->n_q / L->q_sub, .qmax = (1u << L->q_bits) - 1 };
+        if (L->n_s)
+                at = planes_init(L->s_planes, L->n_s, n, at, g->s_plane);
+        planes_init(L->q_planes, L->q_sub, n * g->n_sub, at, g->q_plane);
+}
+
+/* Turn the bucket counts into each bucket's first slot. */
+static void group_start(Group *g) {
+        size_t at = 0;
+        for (unsigned b = 0; b < BUCKETS; b++) {
+                size_t count = g->slot[b];
+                g->slot[b] = at;
+                at += count;
+        }
+}
+
+/* The pairs of every sub-block of block @i, from its base and target bytes (sub-scales given). */
+_inline_ void block_pairs(const Group *g, const uint8_t *bb, const uint8_t *bs, const uint8_t *tb, const uint8_t *ts,
+                        Pair *pairs) {
+        int64_t ab[16], cb[16], at[16], ct[16];
+
+        model_quants(g->L, bb, bs, ab, cb);
+        model_quants(g->L, tb, ts, at, ct);
+        for (unsigned j = 0; j < g->n_sub; j++)
+                pairs[j] = pair_make(ab[j], cb[j], at[j], ct[j]);
+}
+
+/* The plane slot of sub-block @j of block @i: in bucket order, or in block order for unordered layouts. */
+_inline_ size_t group_slot(Group *g, size_t i, unsigned j, Pair p) {
+        return g->L->ordered ? g->slot[pair_bucket(p, g->qmax)]++ : i * g->n_sub + j;
+}
+
+static void blocks_encode(const Layout *L, const uint8_t *base, const uint8_t *target, size_t n, uint8_t *out) {
+        uint8_t bq[256], tq[256], bs[32] = { 0 }, ts[32] = { 0 }, codes[256];
+        Pair pairs[16];
+        Group g;
+
+        group_init(&g, L, n);
+        /* Pass 1: sub-scales, and how many sub-blocks fall in each bucket. */
+        for (size_t i = 0; (L->n_s || L->ordered) && i < n; i++) {
+                const uint8_t *bb = base + i * L->unit, *tb = target + i * L->unit;
+                Predictor f[2];
+
+                if (L->n_s) {
+                        L->unpack_s(bb, bs);
+                        L->unpack_s(tb, ts);
+                        model_subs(L, bb, tb, f);
+                        codes_of(f[0], bs, ts, g.n_sub, L->s_bits, codes);
+                        codes_of(f[1], bs + g.n_sub, ts + g.n_sub, L->n_s - g.n_sub, L->s_bits, codes + g.n_sub);
+                        codes_put(out, g.s_plane, L->s_planes, i, L->n_s, codes);
+                }
+                if (L->ordered) {
+                        block_pairs(&g, bb, bs, tb, ts, pairs);
+                        for (unsigned j = 0; j < g.n_sub; j++)
+                                g.slot[pair_bucket(pairs[j], g.qmax)]++;
+                }
+        }
+        group_start(&g);
+        /* Pass 2: element codes. */
+        for (size_t i = 0; i < n; i++) {
+                const uint8_t *bb = base + i * L->unit, *tb = target + i * L->unit;
+
+                if (L->n_s) {
+                        L->unpack_s(bb, bs);
+                        L->unpack_s(tb, ts);
+                }
+                L->unpack_q(bb, bq);
+                L->unpack_q(tb, tq);
+                block_pairs(&g, bb, bs, tb, ts, pairs);
+                for (unsigned j = 0; j < g.n_sub; j++) {
+                        Predictor f = predictor_make(pairs[j], L->flip);
+                        unsigned e0 = j * L->q_sub;
+
+                        /* Constant counts let the compiler unroll and vectorize. */
+                        if (L->q_sub == 16)
+                                codes_of(f, bq + e0, tq + e0, 16, L->q_bits, codes);
+                        else
+                                codes_of(f, bq + e0, tq + e0, 32, L->q_bits, codes);
+                        codes_put(out, g.q_plane, L->q_planes, group_slot(&g, i, j, pairs[j]), L->q_sub, codes);
+                }
+        }
+}
+
+/* The words are already decoded into @out. Inlined with a constant @L: each layout gets its own loops. */
+_inline_ void blocks_decode_as(const Layout *L, const uint8_t *base, const uint8_t *delta, size_t n, uint8_t *out) {
+        uint8_t bq[256], tq[256], bs[32] = { 0 }, ts[32] = { 0 }, codes[256];
+        Pair pairs[16];
+        Group g;
+
+        group_init(&g, L, n);
+        /* Pass 1: sub-scales (written out), bucket counts. */
+        for (size_t i = 0; (L->n_s || L->ordered) && i < n; i++) {
+                const uint8_t *bb = base + i * L->unit;
+                uint8_t *tb = out + i * L->unit;
+                Predictor f[2];
+
+                if (L->n_s) {
+                        L->unpack_s(bb, bs);
+                        model_subs(L, bb, tb, f);
+                        codes_get(delta, g.s_plane, L->s_planes, i, L->n_s, codes);
+                        values_of(f[0], bs, codes, g.n_sub, L->s_bits, ts);
+                        values_of(f[1], bs + g.n_sub, codes + g.n_sub, L->n_s - g.n_sub, L->s_bits, ts + g.n_sub);
+                        L->pack_s(ts, tb);
+                }
+                if (L->ordered) {
+                        block_pairs(&g, bb, bs, tb, ts, pairs);
+                        for (unsigned j = 0; j < g.n_sub; j++)
+                                g.slot[pair_bucket(pairs[j], g.qmax)]++;
+                }
+        }
+        group_start(&g);
+        /* Pass 2: elements. */
+        for (size_t i = 0; i < n; i++) {
+                const uint8_t *bb = base + i * L->unit;
+                uint8_t *tb = out + i * L->unit;
+
+                if (L->n_s) {
+                        L->unpack_s(bb, bs);
+                        L->unpack_s(tb, ts);
+                }
+                L->unpack_q(bb, bq);
+                block_pairs(&g, bb, bs, tb, ts, pairs);
+                for (unsigned j = 0; j < g.n_sub; j++) {
+                        Predictor f = predictor_make(pairs[j], L->flip);
+                        unsigned e0 = j * L->q_sub;
+
+                        codes_get(delta, g.q_plane, L->q_planes, group_slot(&g, i, j, pairs[j]), L->q_sub, codes);
+                        if (L->q_sub == 16)
+                                values_of(f, bq + e0, codes, 16, L->q_bits, tq + e0);
+                        else
+                                values_of(f, bq + e0, codes, 32, L->q_bits, tq + e0);
+                }
+                L->pack_q(tq, tb);
+        }
+}
+
+void delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out) {
+        const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
+        size_t n = len / L->unit;
+
+        words_encode(L, base, target, n, out);
+        if (L->n_q)
+                blocks_encode(L, base, target, n, out);
+        for (size_t i = n * L->unit; i < len; i++)
+                out[i] = (uint8_t) zz_encode((uint32_t) target[i] - base[i], 8);
+}
+
+static void blocks_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size_t n, uint8_t *out) {
+#define CASE(x) case x: blocks_decode_as(&layouts[x], base, delta, n, out); break
+        switch (l) {
+        CASE(DELTA_Q4_0); CASE(DELTA_Q4_1); CASE(DELTA_Q5_0); CASE(DELTA_Q5_1); CASE(DELTA_Q8_0);
+        CASE(DELTA_Q2_K); CASE(DELTA_Q3_K); CASE(DELTA_Q4_K); CASE(DELTA_Q5_K); CASE(DELTA_Q6_K);
+        default: break;
+        }
+#undef CASE
+}
+
+void delta_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size_t len, uint8_t *out) {
+        const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
+        size_t n = len / L->unit;
+
+        words_decode(L, base, delta, n, out);
+        if (L->n_q)
+                blocks_decode(l, base, delta, n, out);
+        for (size_t i = n * L->unit; i < len; i++)
+                out[i] = (uint8_t) (base[i] + zz_decode(delta[i], 8));
+}

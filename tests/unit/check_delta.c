@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: MIT */
+/* common/delta.c: a bijection on arbitrary bytes for every layout, names and mappings, the pinned wire format. */
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "check-main.h"
+#include "delta.h"
+#include "ggml.h"
+#include "sha256.h"
+
+/* splitmix64: deterministic on every platform, unlike rand(). */
+static uint64_t rng_state;
+
+static uint64_t rng(void) {
+        uint64_t z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
+        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+        return z ^ (z >> 31);
+}
+
+static void fill_random(uint8_t *p, size_t len) {
+        for (size_t i = 0; i < len; i++)
+                p[i] = (uint8_t) rng();
+}
+
+/* fp16 patterns that break naive arithmetic: infinities, NaNs, zeros, subnormals, extremes. */
+static const uint16_t odd_halves[] = { 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x7fff, 0x0000, 0x8000,
+                                       0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0xfbff, 0x3c00 };
+
+/* Random bytes, and at some words' offsets the odd fp16 patterns above. */
+static void fill_nasty(DeltaLayout l, uint8_t *p, size_t len) {
+        size_t unit = delta_unit(l);
+
+        fill_random(p, len);
+        for (size_t at = 0; unit >= 2 && at + 2 <= len; at += unit)
+                if (rng() % 3 == 0) {
+                        uint16_t h = odd_halves[rng() % ELEMENTSOF(odd_halves)];
+                        size_t off = (size_t) (rng() % (unit - 1));
+                        p[at + off] = (uint8_t) h;
+                        p[at + off + 1] = (uint8_t) (h >> 8);
+                }
+}
+
+/* A target made from @base: a few bytes changed, or runs of them, or all of them. */
+static void derive(const uint8_t *base, uint8_t *target, size_t len) {
+        memcpy(target, base, len);
+        switch (rng() % 4) {
+        case 0:
+                fill_random(target, len);
+                break;
+        case 1:
+                for (size_t k = 0, n = len ? rng() % 16 : 0; k < n; k++)
+                        target[rng() % len] ^= (uint8_t) (1u << (rng() % 8));
+                break;
+        case 2:
+                for (size_t k = 0, n = len ? rng() % (len / 4 + 1) : 0; k < n; k++)
+                        target[rng() % len] += (uint8_t) (rng() % 3) - 1;
+                break;
+        default:
+                break;
+        }
+}
+
+static void check_round_trip(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, const char *what) {
+        uint8_t *delta = malloc(len + 16), *back = malloc(len + 16);
+
+        ck_assert_ptr_nonnull(delta);
+        ck_assert_ptr_nonnull(back);
+        /* Canaries: neither side writes past len. */
+        memset(delta + len, 0xa5, 16);
+        memset(back + len, 0x5a, 16);
+        delta_encode(l, base, target, len, delta);
+        delta_decode(l, base, delta, len, back);
+        ck_assert_msg(memcmp(back, target, len) == 0, "%s, %s, %zu bytes: decode(encode(x)) != x",
+                      delta_layout_to_string(l), what, len);
+        for (size_t i = 0; i < 16; i++) {
+                ck_assert_uint_eq(delta[len + i], 0xa5);
+                ck_assert_uint_eq(back[len + i], 0x5a);
+        }
+        free(delta);
+        free(back);
+}
+
+START_TEST(test_names) {
+        DeltaLayout l = (DeltaLayout) _i;
+        const char *name = delta_layout_to_string(l);
+
+        ck_assert_ptr_nonnull(name);
+        ck_assert_int_eq(delta_layout_from_string(name), l);
+        for (int m = 0; m < _DELTA_LAYOUT_MAX; m++)
+                if (m != _i)
+                        ck_assert_str_ne(name, delta_layout_to_string((DeltaLayout) m));
+}
+END_TEST
+
+START_TEST(test_names_invalid) {
+        static const char *const bad[] = { "", "Q4_0", "q4_k", "q4_0 ", "raw", "nope" };
+
+        /* The names a manifest carries. */
+        static const char *const names[] = { "bytes", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K",
+                                              "q3_K",  "q4_K", "q5_K", "q6_K", "f16",  "bf16", "f32" };
+        ck_assert_int_eq(ELEMENTSOF(names), _DELTA_LAYOUT_MAX);
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                ck_assert_str_eq(delta_layout_to_string((DeltaLayout) i), names[i]);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ck_assert_int_eq(delta_layout_from_string(bad[i]), _DELTA_LAYOUT_INVALID);
+        ck_assert_int_eq(delta_layout_from_string(NULL), -EINVAL);
+        ck_assert_ptr_null(delta_layout_to_string(_DELTA_LAYOUT_MAX));
+        ck_assert_ptr_null(delta_layout_to_string(_DELTA_LAYOUT_INVALID));
+        ck_assert_uint_eq(delta_unit(_DELTA_LAYOUT_MAX), 0);
+        ck_assert_uint_eq(delta_group_bytes(_DELTA_LAYOUT_INVALID), 0);
+
+        /* An out-of-range layout codes as bytes. */
+        uint8_t base[300], target[300], want[300], got[300];
+        rng_state = 99;
+        fill_random(base, sizeof(base));
+        fill_random(target, sizeof(target));
+        delta_encode(DELTA_BYTES, base, target, sizeof(base), want);
+        delta_encode(_DELTA_LAYOUT_MAX, base, target, sizeof(base), got);
+        ck_assert_mem_eq(got, want, sizeof(want));
+        delta_encode(_DELTA_LAYOUT_INVALID, base, target, sizeof(base), got);
+        ck_assert_mem_eq(got, want, sizeof(want));
+        delta_decode(_DELTA_LAYOUT_MAX, base, want, sizeof(base), got);
+        ck_assert_mem_eq(got, target, sizeof(target));
+}
+END_TEST
+
+START_TEST(test_units) {
+        DeltaLayout l = (DeltaLayout) _i;
+        size_t unit = delta_unit(l), group = delta_group_bytes(l);
+
+        ck_assert_uint_gt(unit, 0);
+        ck_assert_uint_eq(group % unit, 0);
+        ck_assert_uint_le(group, DELTA_GROUP_TARGET);
+        ck_assert_uint_gt(group + unit, DELTA_GROUP_TARGET);
+}
+END_TEST
+
+/* Every ggml type id: its own layout, whose unit is ggml's block size in bytes, or bytes. */
+START_TEST(test_ggml_types) {
+        static const struct {
+                uint32_t type;
+                const char *layout;
+        } own[] = {
+                { GGML_TYPE_F32, "f32" },   { GGML_TYPE_F16, "f16" },   { GGML_TYPE_BF16, "bf16" },
+                { GGML_TYPE_Q4_0, "q4_0" }, { GGML_TYPE_Q4_1, "q4_1" }, { GGML_TYPE_Q5_0, "q5_0" },
+                { GGML_TYPE_Q5_1, "q5_1" }, { GGML_TYPE_Q8_0, "q8_0" }, { GGML_TYPE_Q2_K, "q2_K" },
+                { GGML_TYPE_Q3_K, "q3_K" }, { GGML_TYPE_Q4_K, "q4_K" }, { GGML_TYPE_Q5_K, "q5_K" },
+                { GGML_TYPE_Q6_K, "q6_K" },
+        };
+
+        for (uint32_t t = 0; t < GGML_TYPE_COUNT + 8; t++) {
+                DeltaLayout l = delta_layout_for_ggml(t);
+                const char *want = "bytes";
+
+                for (size_t i = 0; i < ELEMENTSOF(own); i++)
+                        if (own[i].type == t)
+                                want = own[i].layout;
+                ck_assert_msg(strcmp(delta_layout_to_string(l), want) == 0, "ggml type %u: %s, want %s", t,
+                              delta_layout_to_string(l), want);
+                if (l != DELTA_BYTES) {
+                        ck_assert_ptr_nonnull(ggml_type(t));
+                        ck_assert_uint_eq(delta_unit(l), ggml_type(t)->type_size);
+                        ck_assert_str_eq(delta_layout_to_string(l), ggml_type(t)->name);
+                }
+        }
+        ck_assert_int_eq(delta_layout_for_ggml(UINT32_MAX), DELTA_BYTES);
+}
+END_TEST
+
+START_TEST(test_onnx_types) {
+        /* TensorProto.DataType */
+        ck_assert_int_eq(delta_layout_for_onnx(1), DELTA_F32);
+        ck_assert_int_eq(delta_layout_for_onnx(10), DELTA_F16);
+        ck_assert_int_eq(delta_layout_for_onnx(16), DELTA_BF16);
+        for (int32_t t = -2; t < 40; t++)
+                if (t != 1 && t != 10 && t != 16)
+                        ck_assert_int_eq(delta_layout_for_onnx(t), DELTA_BYTES);
+        ck_assert_int_eq(delta_layout_for_onnx(INT32_MIN), DELTA_BYTES);
+}
+END_TEST
+
+/* A whole group of arbitrary bytes, with NaN/Inf/zero/subnormal halves sprinkled in. */
+START_TEST(test_round_trip_random) {
+        DeltaLayout l = (DeltaLayout) _i;
+        size_t len = delta_group_bytes(l);
+        uint8_t *base = malloc(len), *target = malloc(len);
+
+        rng_state = 1000 + (uint64_t) _i;
+        for (int k = 0; k < 8; k++) {
+                fill_nasty(l, base, len);
+                fill_nasty(l, target, len);
+                check_round_trip(l, base, target, len, "random");
+                derive(base, target, len);
+                check_round_trip(l, base, target, len, "derived");
+        }
+        free(base);
+        free(target);
+}
+END_TEST
+
+/* An unchanged span codes to zeros only: nothing for zstd to store. */
+START_TEST(test_identical) {
+        DeltaLayout l = (DeltaLayout) _i;
+        size_t len = delta_group_bytes(l);
+        uint8_t *base = malloc(len), *delta = malloc(len), *back = malloc(len);
+
+        rng_state = 2000 + (uint64_t) _i;
+        for (int k = 0; k < 4; k++) {
+                fill_nasty(l, base, len);
+                if (k == 3)
+                        memset(base, 0, len);
+                memset(delta, 0xee, len);
+                delta_encode(l, base, base, len, delta);
+                for (size_t i = 0; i < len; i++)
+                        ck_assert_msg(delta[i] == 0, "%s: identical input, delta byte %zu is %u",
+                                      delta_layout_to_string(l), i, delta[i]);
+                delta_decode(l, base, delta, len, back);
+                ck_assert(memcmp(back, base, len) == 0);
+        }
+        free(base);
+        free(delta);
+        free(back);
+}
+END_TEST
+
+/* Short and partial groups, and lengths that are not whole units (a tail, coded as bytes). */
+START_TEST(test_lengths) {
+        DeltaLayout l = (DeltaLayout) _i;
+        size_t unit = delta_unit(l), group = delta_group_bytes(l);
+        size_t lengths[] = { 0, 1, unit, 2 * unit, 3 * unit, 7 * unit, group - unit, group, unit + 1, 2 * unit - 1,
+                             group + unit, 2 * group + 3 };
+        size_t max = 2 * group + unit + 3;
+        uint8_t *base = malloc(max), *target = malloc(max);
+
+        rng_state = 3000 + (uint64_t) _i;
+        for (size_t i = 0; i < ELEMENTSOF(lengths); i++) {
+                fill_nasty(l, base, lengths[i]);
+                derive(base, target, lengths[i]);
+                check_round_trip(l, base, target, lengths[i], "length");
+                fill_nasty(l, target, lengths[i]);
+                check_round_trip(l, base, target, lengths[i], "length, random");
+        }
+        free(base);
+        free(target);
+}
+END_TEST
+
+/*
+ * Property: for random (base, target) of random whole-unit lengths,
+ * decode(encode(t)) == t; and for random deltas, encode(decode(d)) == d.
+ * Both together make the transform a bijection for every base.
+ */
+START_TEST(test_property) {
+        DeltaLayout l = (DeltaLayout) _i;
+        size_t unit = delta_unit(l), units = delta_group_bytes(l) / unit, max = delta_group_bytes(l);
+        uint8_t *base = malloc(max), *target = malloc(max), *delta = malloc(max), *back = malloc(max);
+
+        rng_state = 4000 + (uint64_t) _i;
+        for (int k = 0; k < 1000; k++) {
+                /* Mostly short, so that a thousand cases stay quick; some whole groups. */
+                size_t n = k % 10 == 0 ? units : 1 + (size_t) (rng() % (k % 3 == 0 ? units : 64 < units ? 64 : units));
+                size_t len = n * unit;
+
+                fill_nasty(l, base, len);
+                derive(base, target, len);
+                delta_encode(l, base, target, len, delta);
+                delta_decode(l, base, delta, len, back);
+                ck_assert_msg(memcmp(back, target, len) == 0, "%s case %d, %zu units: decode(encode(t)) != t",
+                              delta_layout_to_string(l), k, n);
+
+                fill_random(delta, len);
+                delta_decode(l, base, delta, len, target);
+                delta_encode(l, base, target, len, back);
+                ck_assert_msg(memcmp(back, delta, len) == 0, "%s case %d, %zu units: encode(decode(d)) != d",
+                              delta_layout_to_string(l), k, n);
+        }
+        free(base);
+        free(target);
+        free(delta);
+        free(back);
+}
+END_TEST
+
+/* ---- requantization: what the transform is for ---- */
+
+static uint16_t half_from_float(float f) {
+        /* Round to nearest even, normal range only: enough for test scales. */
+        uint32_t x;
+        memcpy(&x, &f, sizeof(x));
+        uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
+        int exp = (int) ((x >> 23) & 0xff) - 127 + 15;
+        uint32_t h = sign | (uint32_t) exp << 10 | mant >> 13, rest = mant & 0x1fff;
+        if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+                h++;
+        return (uint16_t) h;
+}
+
+/* q8_0 and q4_0 as ggml's reference quantizers make them. */
+static void quantize(DeltaLayout l, const float *x, size_t blocks, uint8_t *out) {
+        for (size_t i = 0; i < blocks; i++, x += 32) {
+                float amax = 0, max = 0;
+                for (int j = 0; j < 32; j++)
+                        if (fabsf(x[j]) > amax) {
+                                amax = fabsf(x[j]);
+                                max = x[j];
+                        }
+                if (l == DELTA_Q8_0) {
+                        uint8_t *b = out + 34 * i;
+                        float d = amax / 127, id = d ? 1 / d : 0;
+                        uint16_t h = half_from_float(d);
+                        b[0] = (uint8_t) h;
+                        b[1] = (uint8_t) (h >> 8);
+                        for (int j = 0; j < 32; j++)
+                                b[2 + j] = (uint8_t) (int8_t) roundf(x[j] * id);
+                } else {
+                        uint8_t *b = out + 18 * i;
+                        float d = max / -8, id = d ? 1 / d : 0;
+                        uint16_t h = half_from_float(d);
+                        b[0] = (uint8_t) h;
+                        b[1] = (uint8_t) (h >> 8);
+                        for (int j = 0; j < 16; j++) {
+                                int lo = (int) (x[j] * id + 8.5f), hi = (int) (x[16 + j] * id + 8.5f);
+                                b[2 + j] = (uint8_t) ((lo > 15 ? 15 : lo) | (hi > 15 ? 15 : hi) << 4);
+                        }
+                }
+        }
+}
+
+static double gauss(void) {
+        double u = ((double) (rng() >> 11) + 0.5) / 9007199254740992.0, v = (double) (rng() >> 11) / 9007199254740992.0;
+        return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static size_t zstd_size(const uint8_t *p, size_t len) {
+        size_t cap = ZSTD_compressBound(len), r;
+        void *buf = malloc(cap);
+
+        ck_assert_ptr_nonnull(buf);
+        r = ZSTD_compress(buf, cap, p, len, 19);
+        ck_assert(!ZSTD_isError(r));
+        free(buf);
+        return r;
+}
+
+/*
+ * Weights nudged by a small delta and quantized again change most blocks'
+ * scale but few quantized values: the delta must compress clearly better
+ * than the plain byte-wise difference, and its scale differences are small.
+ */
+START_TEST(test_requantized) {
+        static const DeltaLayout ls[] = { DELTA_Q8_0, DELTA_Q4_0 };
+        DeltaLayout l = ls[_i];
+        size_t unit = delta_unit(l), blocks = delta_group_bytes(l) / unit, len = blocks * unit;
+        float *w = malloc(blocks * 32 * sizeof(float)), *w2 = malloc(blocks * 32 * sizeof(float));
+        uint8_t *base = malloc(len), *target = malloc(len), *delta = malloc(len), *diff = malloc(len);
+        size_t z_delta, z_diff;
+
+        rng_state = 5000;
+        for (size_t i = 0; i < blocks * 32; i++) {
+                w[i] = (float) (0.02 * gauss());
+                w2[i] = w[i] + (float) (0.0004 * gauss());
+        }
+        quantize(l, w, blocks, base);
+        quantize(l, w2, blocks, target);
+        delta_encode(l, base, target, len, delta);
+        for (size_t i = 0; i < len; i++)
+                diff[i] = (uint8_t) (target[i] - base[i]);
+        z_delta = zstd_size(delta, len);
+        z_diff = zstd_size(diff, len);
+        /* (q8_0 changes densely at this size of delta: there the win over bsdiff & co. is the modelling.) */
+        ck_assert_msg(z_delta * 10 < z_diff * (l == DELTA_Q8_0 ? 10 : 9),
+                      "%s: zstd of the delta %zu, of the byte-wise difference %zu", delta_layout_to_string(l), z_delta,
+                      z_diff);
+        /* Word planes come first, low bytes then high bytes: most scales moved by less than 256 ulps. */
+        size_t small = 0;
+        for (size_t i = 0; i < blocks; i++)
+                small += delta[blocks + i] < 2;
+        ck_assert_uint_gt(small * 100, blocks * 95);
+        check_round_trip(l, base, target, len, "requantized");
+        free(w);
+        free(w2);
+        free(base);
+        free(target);
+        free(delta);
+        free(diff);
+}
+END_TEST
+
+/* ---- the wire format, pinned ---- */
+
+/*
+ * SHA-256 of the concatenated deltas of fixed inputs (the seed below, a
+ * whole group, a partial group, a short one). A change here is a change of
+ * the wire format: signed bundles in the field decode with the old one.
+ * Never update these digests; add a layout instead.
+ */
+static const char *const golden[_DELTA_LAYOUT_MAX] = {
+        [DELTA_BYTES] = "9ece0ddd1295a0f98dfb470653780057ff441596faec5c64578e430a8507f9a4",
+        [DELTA_Q4_0] = "29aeb9aeeedf375b47023e1ca721dd2477e6461545638693dab316f45280f4ba",
+        [DELTA_Q4_1] = "3b5ec4735239520c294393cac718c8274ae18e4ea5351d2577b92824f0b03fce",
+        [DELTA_Q5_0] = "7e898fadbcaeaf148354e0b50d4a879d49eee71aba6f729b2c785d613c3a2d16",
+        [DELTA_Q5_1] = "d694ea27c20a77fd9e218922b9402ac32546a229da78ba568da32ab45af2adde",
+        [DELTA_Q8_0] = "bf979792b120717fd7fb669475494363e029e2e8e6a32b80fc5c7d3eaa74a3df",
+        [DELTA_Q2_K] = "2fcb4a7d25b6d0dfc2abd4b268948df3af3b186f1951b960145c05e6c13d4e5f",
+        [DELTA_Q3_K] = "52e124e301a235fd9d2c5d96d6e8600fab4216c597b2bbc21acf7185fa27a221",
+        [DELTA_Q4_K] = "a1209609485f4042af99e9ef1b284e06c12ded54278617d51c732bfaf51d931a",
+        [DELTA_Q5_K] = "0935269d9dcd211d2520bc694ed1eaaf95fc8742e6cb895b7474225bfb2483d1",
+        [DELTA_Q6_K] = "07e50a0c144487ab2ff9e59a3ed06eab849f75bc2caf9ceb2fb4f8d4a8267932",
+        [DELTA_F16] = "da3da57b4376c516ccfa4fb52c90211160725f85c529dfc48b1cdba1b4da5d01",
+        [DELTA_BF16] = "fcce76808bfead2cc0ba5febc9f64b6c0e821b9c8634dbda71da645b1b2aed95",
+        [DELTA_F32] = "728e7c0a276a06e0d2d9c64aed0f135821d5ff8dfe499ee9c25b7526d87eb6aa",
+};
+
+START_TEST(test_golden) {
+        DeltaLayout l = (DeltaLayout) _i;
+        size_t unit = delta_unit(l), group = delta_group_bytes(l);
+        size_t lengths[] = { group, 37 * unit, unit };
+        uint8_t *base = malloc(group), *target = malloc(group), *delta = malloc(group);
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        char hex[SHA256_HEX_SIZE];
+        Sha256 s;
+
+        rng_state = 6000 + (uint64_t) _i;
+        sha256_init(&s);
+        for (size_t i = 0; i < ELEMENTSOF(lengths); i++) {
+                /* Half nearby values (most of the format's paths), half arbitrary bytes. */
+                fill_nasty(l, base, lengths[i]);
+                derive(base, target, lengths[i]);
+                if (i == 1)
+                        for (size_t k = 0; k < lengths[i]; k++)
+                                target[k] = (uint8_t) (base[k] + (rng() % 8 == 0 ? (rng() % 5) - 2 : 0));
+                delta_encode(l, base, target, lengths[i], delta);
+                sha256_update(&s, delta, lengths[i]);
+        }
+        sha256_final(&s, digest);
+        sha256_to_hex(digest, hex);
+        ck_assert_msg(strcmp(hex, golden[l]) == 0, "%s: wire format changed: delta digest %s, pinned %s",
+                      delta_layout_to_string(l), hex, golden[l]);
+        free(base);
+        free(target);
+        free(delta);
+}
+END_TEST
+
+static Suite *delta_suite(void) {
+        Suite *s = suite_create("delta");
+        TCase *tc = tcase_create("layouts");
+
+        tcase_set_timeout(tc, 120);     /* the property test under ASan or qemu-user */
+        tcase_add_loop_test(tc, test_names, 0, _DELTA_LAYOUT_MAX);
+        tcase_add_test(tc, test_names_invalid);
+        tcase_add_loop_test(tc, test_units, 0, _DELTA_LAYOUT_MAX);
+        tcase_add_test(tc, test_ggml_types);
+        tcase_add_test(tc, test_onnx_types);
+        tcase_add_loop_test(tc, test_round_trip_random, 0, _DELTA_LAYOUT_MAX);
+        tcase_add_loop_test(tc, test_identical, 0, _DELTA_LAYOUT_MAX);
+        tcase_add_loop_test(tc, test_lengths, 0, _DELTA_LAYOUT_MAX);
+        tcase_add_loop_test(tc, test_property, 0, _DELTA_LAYOUT_MAX);
+        tcase_add_loop_test(tc, test_requantized, 0, 2);
+        tcase_add_loop_test(tc, test_golden, 0, _DELTA_LAYOUT_MAX);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+CHECK_MAIN(delta_suite)
