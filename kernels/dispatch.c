@@ -16,6 +16,7 @@ typedef struct KernelImpl {
                 Sha256BlocksFn blocks;
                 Sha256MultiBlocksFn multi;
         };
+        Sha256Blocks2Fn blocks2;        /* KERNEL_SHA256 only; NULL: blocks twice */
 } KernelImpl;
 
 /* A one-lane multi-buffer kernel has the single-buffer state layout, so it is the single kernel. */
@@ -38,7 +39,8 @@ static void multi1_armv8ce(uint32_t *state, const uint8_t *const *data, size_t n
 /* Best first within each family; "generic" last and always supported. */
 static const KernelImpl impls[] = {
 #if defined(__x86_64__)
-        { "shani", KERNEL_SHA256, CPU_BIT(CPU_SHA_NI) | CPU_BIT(CPU_SSE41), 1, .blocks = sha256_blocks_shani },
+        { "shani", KERNEL_SHA256, CPU_BIT(CPU_SHA_NI) | CPU_BIT(CPU_SSE41), 1, .blocks = sha256_blocks_shani,
+          .blocks2 = sha256_blocks_shani_x2 },
 #elif defined(__aarch64__)
         { "armv8-ce", KERNEL_SHA256, CPU_BIT(CPU_SHA2), 1, .blocks = sha256_blocks_armv8ce },
 #endif
@@ -143,6 +145,10 @@ const char *kernel_impl(KernelFamily f, size_t idx, bool *ret_supported) {
 
 Sha256BlocksFn sha256_dispatch_blocks(void) {
         return get(KERNEL_SHA256)->blocks;
+}
+
+Sha256Blocks2Fn sha256_dispatch_blocks2(void) {
+        return get(KERNEL_SHA256)->blocks2;
 }
 
 Sha256MultiBlocksFn sha256_dispatch_multi(unsigned *ret_lanes) {

@@ -27,10 +27,18 @@ typedef void (*Sha256BlocksFn)(uint32_t state[8], const uint8_t *data, size_t nb
  * state[w * L + l] is word w of lane l, so one vector load gives word w of
  * every lane. The lanes' data pointers are independent and unaligned.
  */
+/*
+ * Two states, one message: fold the same @nblocks blocks into both @state1
+ * and @state2 (two hashes that share a stretch of input). NULL in a kernel
+ * table means "call the single-buffer kernel twice".
+ */
+typedef void (*Sha256Blocks2Fn)(uint32_t state1[8], uint32_t state2[8], const uint8_t *data, size_t nblocks);
+
 typedef void (*Sha256MultiBlocksFn)(uint32_t *state, const uint8_t *const *data, size_t nblocks);
 
 /* The kernels chosen by dispatch.c (lazily, best available, if kernels_init() was not called). */
 Sha256BlocksFn sha256_dispatch_blocks(void);
+Sha256Blocks2Fn sha256_dispatch_blocks2(void);   /* may be NULL */
 Sha256MultiBlocksFn sha256_dispatch_multi(unsigned *ret_lanes);
 
 /* Maximum lanes of any multi-buffer kernel. */
@@ -40,6 +48,7 @@ void sha256_blocks_generic(uint32_t state[8], const uint8_t *data, size_t nblock
 
 #if defined(__x86_64__)
 void sha256_blocks_shani(uint32_t state[8], const uint8_t *data, size_t nblocks);  /* SHA-NI + SSE4.1 */
+void sha256_blocks_shani_x2(uint32_t state1[8], uint32_t state2[8], const uint8_t *data, size_t nblocks);
 void sha256_x8_avx2(uint32_t state[8 * 8], const uint8_t *const data[8], size_t nblocks);
 #endif
 

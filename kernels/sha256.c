@@ -43,6 +43,8 @@ void sha256_update(Sha256 *s, const void *data, size_t len) {
         Sha256BlocksFn blocks = sha256_dispatch_blocks();
         const uint8_t *p = data;
 
+        if (len == 0)
+                return;         /* @data may be NULL then */
         s->length += len;
 
         if (s->buf_len > 0) {
@@ -68,6 +70,40 @@ void sha256_update(Sha256 *s, const void *data, size_t len) {
 
         memcpy(s->buf, p, len);
         s->buf_len = len;
+}
+
+void sha256_update2(Sha256 *a, Sha256 *b, const void *data, size_t len) {
+        Sha256Blocks2Fn blocks2 = sha256_dispatch_blocks2();
+        const uint8_t *p = data;
+
+        if (!blocks2 || a->buf_len != b->buf_len) {
+                sha256_update(a, data, len);
+                sha256_update(b, data, len);
+                return;
+        }
+
+        /* Same buffered length: finish the pending blocks separately, then share the rest. */
+        if (a->buf_len > 0) {
+                size_t n = SHA256_BLOCK_SIZE - a->buf_len;
+                if (n > len)
+                        n = len;
+                sha256_update(a, p, n);
+                sha256_update(b, p, n);
+                p += n;
+                len -= n;
+        }
+        if (len >= SHA256_BLOCK_SIZE) {
+                size_t n = len / SHA256_BLOCK_SIZE;
+                blocks2(a->state, b->state, p, n);
+                a->length += n * SHA256_BLOCK_SIZE;
+                b->length += n * SHA256_BLOCK_SIZE;
+                p += n * SHA256_BLOCK_SIZE;
+                len -= n * SHA256_BLOCK_SIZE;
+        }
+        if (len > 0) {
+                sha256_update(a, p, len);
+                sha256_update(b, p, len);
+        }
 }
 
 void sha256_final(Sha256 *s, uint8_t ret_digest[SHA256_DIGEST_SIZE]) {

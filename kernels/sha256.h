@@ -30,6 +30,14 @@ void sha256_init(Sha256 *s);
 /* Feed @len bytes; any split of the input into updates gives the same digest. */
 void sha256_update(Sha256 *s, const void *data, size_t len);
 
+/*
+ * Feed the same @len bytes to two hashes: the same result as two
+ * sha256_update() calls, faster when both have consumed lengths that are
+ * equal modulo the block size (the shared message schedule is computed
+ * once and the two round chains interleave).
+ */
+void sha256_update2(Sha256 *a, Sha256 *b, const void *data, size_t len);
+
 /* Write the digest and leave @s in an unspecified state (init it to reuse). */
 void sha256_final(Sha256 *s, uint8_t ret_digest[SHA256_DIGEST_SIZE]);
 

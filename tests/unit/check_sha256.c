@@ -168,6 +168,40 @@ START_TEST(test_multi) {
 }
 END_TEST
 
+/* sha256_update2 equals two updates, whatever the states' buffered lengths. */
+START_TEST(test_update2) {
+        const char *name;
+        uint8_t *data = random_bytes(5000, 17);
+
+        if (force_impl(KERNEL_SHA256, _i, &name)) {
+                srand(23);
+                for (int round = 0; round < 300; round++) {
+                        size_t pre_a = (size_t) rand() % 200, pre_b = round % 3 ? pre_a : (size_t) rand() % 200;
+                        size_t len = (size_t) rand() % 4000;
+                        Sha256 a, b, ra, rb;
+                        uint8_t da[32], db[32], wa[32], wb[32];
+
+                        sha256_init(&a);
+                        sha256_init(&b);
+                        sha256_update(&a, data + 4000, pre_a);
+                        sha256_update(&b, data + 4500, pre_b);
+                        ra = a;
+                        rb = b;
+                        sha256_update2(&a, &b, data, len);
+                        sha256_update(&ra, data, len);
+                        sha256_update(&rb, data, len);
+                        sha256_final(&a, da);
+                        sha256_final(&b, db);
+                        sha256_final(&ra, wa);
+                        sha256_final(&rb, wb);
+                        ck_assert_msg(memcmp(da, wa, 32) == 0 && memcmp(db, wb, 32) == 0,
+                                      "kernel %s: update2 differs (pre %zu/%zu, len %zu)", name, pre_a, pre_b, len);
+                }
+        }
+        free(data);
+}
+END_TEST
+
 START_TEST(test_force) {
         ck_assert_int_eq(kernels_force("no-such-kernel"), -ENOENT);
         ck_assert_int_eq(kernels_force(NULL), 0);
@@ -219,6 +253,7 @@ static Suite *sha256_suite(void) {
         tcase_add_loop_test(tc, test_random_lengths, 0, (int) n_impls(KERNEL_SHA256));
         tcase_add_loop_test(tc, test_bytewise, 0, (int) n_impls(KERNEL_SHA256));
         tcase_add_loop_test(tc, test_multi, 0, (int) n_impls(KERNEL_SHA256_MULTI));
+        tcase_add_loop_test(tc, test_update2, 0, (int) n_impls(KERNEL_SHA256));
         tcase_add_test(tc, test_force);
         tcase_add_test(tc, test_hex);
         suite_add_tcase(s, tc);
