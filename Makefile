@@ -100,7 +100,7 @@ KERNEL_SRCS += $(KERNEL_SRCS_$(ARCH))
 COMMON_SRCS := $(wildcard common/*.c)
 
 CLI_SHARED_SRCS := cli/cli.c
-TASKPATCH_SRCS := cli/taskpatch.c cli/taskpatch-hash.c cli/taskpatch-caps.c
+TASKPATCH_SRCS := $(wildcard cli/taskpatch*.c)
 TPCTL_SRCS := cli/tpctl.c
 TASKPATCHD_SRCS := daemon/taskpatchd.c
 
@@ -192,7 +192,7 @@ tests-build: all $(UNIT_TESTS) $(BENCHES) $(TOOLS)
 # ---- tests -----------------------------------------------------------------
 
 # The whole suite: every part runs even when an earlier one fails; one closing line.
-CHECK_PARTS ?= lint unit integration asan arm
+CHECK_PARTS ?= lint unit integration fuzz asan arm
 .PHONY: check
 check:
 	@tests/check.sh $(CHECK_PARTS)
@@ -201,7 +201,7 @@ check:
 check-unit: tests-build
 	@tests/unit/run.sh $(BUILD)
 
-check-integration: all
+check-integration: all $(TOOLS)
 	@tests/integration/run.sh $(BUILD)
 
 check-asan asan:
@@ -229,9 +229,14 @@ arm64:
 
 # ---- benchmarks ------------------------------------------------------------
 
-.PHONY: bench-hash
+.PHONY: bench bench-hash bench-bundle
+bench: bench-hash bench-bundle
+
 bench-hash: tests-build
 	@tests/bench/hash.sh $(BUILD)
+
+bench-bundle: tests-build
+	@tests/bench/bundle.sh $(BUILD)
 
 # ---- demo, deps ------------------------------------------------------------
 
@@ -239,8 +244,11 @@ bench-hash: tests-build
 demo: all
 	@tests/demo.sh $(BUILD)
 
+# System packages (apt-get), then ggml's prebuilt library from the pinned npm package
+# (cached under build/npm; the fixtures quantize with it).
 deps:
 	@sh packaging/install-deps.sh
+	@sh tests/tools/npm-ggml.sh build/npm > /dev/null
 
 # ---- install ---------------------------------------------------------------
 

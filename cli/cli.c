@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "dispatch.h"
+#include "yaml-doc.h"
 
 const char *cli_program = "taskpatch";
 
@@ -30,4 +32,41 @@ int cli_init_kernels(void) {
                 cli_error("TASKPATCH_KERNEL=%s: this CPU cannot run that kernel (see 'taskpatch caps')",
                           getenv("TASKPATCH_KERNEL"));
         return r;
+}
+
+int cli_open_artifact(const char *path, int *ret_fd, Artifact **ret) {
+        TpError err = {};
+        int fd, r;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                r = negative_errno();
+                cli_error("%s: %s", path, strerror(-r));
+                return r;
+        }
+        r = artifact_open(fd, ret, &err);
+        if (r < 0) {
+                cli_error("%s: %s", path, tp_error_message(&err, r));
+                close(fd);
+                return r;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+time_t cli_now(void) {
+        const char *e = getenv("TASKPATCH_TEST_NOW");
+        uint64_t v;
+
+        if (e && parse_u64(e, &v) >= 0)
+                return (time_t) v;
+        return time(NULL);
+}
+
+int cli_parse_u64(const char *option, const char *value, uint64_t *ret) {
+        if (parse_u64(value, ret) < 0) {
+                cli_error("--%s: expected a non-negative integer, got '%s'", option, value);
+                return -EINVAL;
+        }
+        return 0;
 }

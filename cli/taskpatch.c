@@ -12,6 +12,11 @@ static const struct {
         int (*run)(int argc, char *argv[]);
         const char *summary;
 } verbs[] = {
+        { "create", verb_create, "diff two models and write a signed bundle of the changes" },
+        { "inspect", verb_inspect, "show what a bundle holds" },
+        { "verify", verb_verify, "check a bundle's signature, manifest and payload" },
+        { "apply", verb_apply, "rebuild the target model from the base and a bundle" },
+        { "diff", verb_diff, "which sites changed between two models (locality report)" },
         { "hash", verb_hash, "SHA-256 of files, output as sha256sum prints it" },
         { "caps", verb_caps, "CPU capabilities and the kernels chosen for them" },
 };

@@ -5,3 +5,8 @@
 
 int verb_hash(int argc, char *argv[]);
 int verb_caps(int argc, char *argv[]);
+int verb_create(int argc, char *argv[]);
+int verb_inspect(int argc, char *argv[]);
+int verb_verify(int argc, char *argv[]);
+int verb_apply(int argc, char *argv[]);
+int verb_diff(int argc, char *argv[]);

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/* taskpatch create: diff a base and a target model and write a signed bundle of the changes. */
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "create.h"
+#include "diff.h"
+#include "manifest.h"
+#include "sign.h"
+#include "siteset.h"
+#include "taskpatch.h"
+
+static void help(void) {
+        printf("Usage: taskpatch create BASE TARGET -o OUT.tpb --task NAME\n"
+               "                        (--key KEY.pem --cert CERT.pem | --unsigned) [OPTIONS]\n"
+               "\n"
+               "Diff TARGET against BASE site by site (tensor / initializer), code each changed\n"
+               "site as a block-layout delta against the base bytes (or raw, when smaller), and\n"
+               "write a signed bundle a device can apply to BASE to rebuild TARGET byte for byte.\n"
+               "\n"
+               "  -o, --output FILE        the bundle to write (replaced atomically)\n"
+               "  --task NAME              task name, [a-z0-9][a-z0-9._-]{0,63}\n"
+               "  --version N              monotonic task version (default 1)\n"
+               "  --key FILE, --cert FILE  ECDSA P-256 signing key and certificate chain (PEM)\n"
+               "  --unsigned               no signature (tests only: devices refuse it)\n"
+               "  --expires DAYS           the bundle expires DAYS days from now\n"
+               "  --expect-sites FILE      the sites the task must change: a list of names, one\n"
+               "                           per line, or a LoRA adapter GGUF (its *.lora_a tensors);\n"
+               "                           a different changed set is an error\n"
+               "  --max-changed-share F    warn when more than this share of sites changed\n"
+               "                           (default 0.5: the change is not local)\n"
+               "  --level N                zstd level (default %d)\n"
+               "  --json                   print the summary as JSON\n",
+               CREATE_DEFAULT_LEVEL);
+}
+
+/* The changed site set must equal the expected one; print every difference. */
+static int check_expected(const SiteSet *expect, const Artifact *target, const Diff *d) {
+        SiteSet changed = {};
+        int bad = 0;
+
+        for (size_t i = 0; i < d->n_regions; i++)
+                if (d->regions[i].site >= 0 && site_set_add(&changed, target->sites[d->regions[i].site].name) < 0) {
+                        site_set_done(&changed);
+                        return -ENOMEM;
+                }
+        for (size_t i = 0; i < changed.n; i++)
+                if (!site_set_contains(expect, changed.names[i])) {
+                        cli_error("site '%s' changed but is not expected", changed.names[i]);
+                        bad++;
+                }
+        for (size_t i = 0; i < expect->n; i++)
+                if (!site_set_contains(&changed, expect->names[i])) {
+                        cli_error("site '%s' was expected to change but did not", expect->names[i]);
+                        bad++;
+                }
+        site_set_done(&changed);
+        return bad ? -EINVAL : 0;
+}
+
+int verb_create(int argc, char *argv[]) {
+        enum { OPT_TASK = 256, OPT_VERSION, OPT_KEY, OPT_CERT, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
+               OPT_LEVEL, OPT_JSON };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "output", required_argument, NULL, 'o' },
+                { "task", required_argument, NULL, OPT_TASK },
+                { "version", required_argument, NULL, OPT_VERSION },
+                { "key", required_argument, NULL, OPT_KEY },
+                { "cert", required_argument, NULL, OPT_CERT },
+                { "unsigned", no_argument, NULL, OPT_UNSIGNED },
+                { "expires", required_argument, NULL, OPT_EXPIRES },
+                { "expect-sites", required_argument, NULL, OPT_EXPECT },
+                { "max-changed-share", required_argument, NULL, OPT_SHARE },
+                { "level", required_argument, NULL, OPT_LEVEL },
+                { "json", no_argument, NULL, OPT_JSON },
+                {},
+        };
+        const char *out = NULL, *key = NULL, *cert = NULL, *expect_path = NULL;
+        CreateOptions o = { .version = 1, .level = CREATE_DEFAULT_LEVEL, .chunk_size = CREATE_DEFAULT_CHUNK };
+        bool unsigned_ = false, json = false;
+        double max_share = 0.5;
+        uint64_t v;
+        int c, r;
+
+        cli_program = "taskpatch create";
+        while ((c = getopt_long(argc, argv, "ho:", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return EXIT_OK;
+                case 'o':
+                        out = optarg;
+                        break;
+                case OPT_TASK:
+                        o.task = optarg;
+                        break;
+                case OPT_VERSION:
+                        if (cli_parse_u64("version", optarg, &o.version) < 0)
+                                return EXIT_USAGE;
+                        break;
+                case OPT_KEY:
+                        key = optarg;
+                        break;
+                case OPT_CERT:
+                        cert = optarg;
+                        break;
+                case OPT_UNSIGNED:
+                        unsigned_ = true;
+                        break;
+                case OPT_EXPIRES:
+                        if (cli_parse_u64("expires", optarg, &v) < 0 || v == 0 || v > 36500) {
+                                cli_error("--expires: expected a number of days, 1..36500");
+                                return EXIT_USAGE;
+                        }
+                        o.expires = (int64_t) v * 86400;
+                        break;
+                case OPT_EXPECT:
+                        expect_path = optarg;
+                        break;
+                case OPT_SHARE: {
+                        char *end;
+                        max_share = strtod(optarg, &end);
+                        if (*end || max_share < 0 || max_share > 1) {
+                                cli_error("--max-changed-share: expected a number between 0 and 1");
+                                return EXIT_USAGE;
+                        }
+                        break;
+                }
+                case OPT_LEVEL:
+                        if (cli_parse_u64("level", optarg, &v) < 0 || v < 1 || v > 22) {
+                                cli_error("--level: expected 1..22");
+                                return EXIT_USAGE;
+                        }
+                        o.level = (int) v;
+                        break;
+                case OPT_JSON:
+                        json = true;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        if (argc - optind != 2 || !out || !o.task) {
+                cli_error("expected BASE TARGET -o OUT.tpb --task NAME (see --help)");
+                return EXIT_USAGE;
+        }
+        if (!task_name_valid(o.task)) {
+                cli_error("--task '%s': expected [a-z0-9][a-z0-9._-]{0,63}", o.task);
+                return EXIT_USAGE;
+        }
+        if (unsigned_ == (key || cert) || (!unsigned_ && !(key && cert))) {
+                cli_error("give either --key and --cert, or --unsigned");
+                return EXIT_USAGE;
+        }
+
+        const char *base_path = argv[optind], *target_path = argv[optind + 1];
+        _cleanup_(artifact_freep) Artifact *base = NULL, *target = NULL;
+        _cleanup_(diff_freep) Diff *d = NULL;
+        _cleanup_(signer_freep) Signer *signer = NULL;
+        _cleanup_close_ int base_fd = -1, target_fd = -1;
+        SiteSet expect = {};
+        CreateResult res;
+        TpError err = {};
+
+        if (cli_open_artifact(base_path, &base_fd, &base) < 0 || cli_open_artifact(target_path, &target_fd, &target) < 0)
+                return EXIT_FAILED;
+        if (key && (r = signer_load(key, cert, &signer, &err)) < 0) {
+                cli_error("%s", tp_error_message(&err, r));
+                return EXIT_FAILED;
+        }
+        r = diff_compute(base_fd, base, target_fd, target, &d, &err);
+        if (r < 0) {
+                cli_error("%s", tp_error_message(&err, r));
+                return EXIT_FAILED;
+        }
+        if (d->layout_changed)
+                cli_error("warning: the layouts differ (tensors moved or the file size changed): the bundle "
+                          "rewrites the whole file (%" PRIu64 " bytes)", target->size);
+        else if (d->sites_total > 0 && (double) d->sites_changed > max_share * (double) d->sites_total)
+                cli_error("warning: %zu of %zu sites changed: the change is not local (was the task quantized "
+                          "with its own calibration/imatrix?), so the bundle is close to a full model",
+                          d->sites_changed, d->sites_total);
+        if (expect_path) {
+                r = site_set_load(expect_path, &expect, &err);
+                if (r < 0) {
+                        cli_error("--expect-sites: %s", tp_error_message(&err, r));
+                        return EXIT_FAILED;
+                }
+                r = check_expected(&expect, target, d);
+                site_set_done(&expect);
+                if (r < 0) {
+                        cli_error("the changed sites differ from --expect-sites %s: no bundle written", expect_path);
+                        return EXIT_FAILED;
+                }
+        }
+
+        o.signer = signer;
+        o.created = (int64_t) cli_now();
+        if (o.expires)
+                o.expires += o.created;
+        r = bundle_create(base_fd, base, target_fd, target, d, &o, out, &res, &err);
+        if (r < 0) {
+                cli_error("%s", tp_error_message(&err, r));
+                return EXIT_FAILED;
+        }
+
+        char hex[SHA256_HEX_SIZE];
+        sha256_to_hex(res.target_sha256, hex);
+        if (json) {
+                json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}, s:b, s:s}",
+                                      "bundle", out, "task", o.task, "version", (json_int_t) o.version, "kind",
+                                      artifact_kind_to_string(target->kind), "sites_changed",
+                                      (json_int_t) d->sites_changed, "sites_total", (json_int_t) d->sites_total,
+                                      "changed_bytes", (json_int_t) d->changed_bytes, "span_bytes",
+                                      (json_int_t) res.span_bytes, "payload_bytes", (json_int_t) res.payload_bytes,
+                                      "bundle_bytes", (json_int_t) res.bundle_bytes, "encodings", "raw",
+                                      (json_int_t) res.n_raw, "delta", (json_int_t) res.n_delta, "layout_changed",
+                                      d->layout_changed, "target_sha256", hex);
+                json_dumpf(j, stdout, JSON_INDENT(2));
+                fputc('\n', stdout);
+                json_decref(j);
+        } else {
+                printf("%s: task %s version %" PRIu64 " (%s)\n", out, o.task, o.version,
+                       signer ? "signed" : "UNSIGNED");
+                printf("  sites changed   %zu of %zu\n", d->sites_changed, d->sites_total);
+                printf("  changed bytes   %" PRIu64 " (spans write %" PRIu64 ")\n", d->changed_bytes, res.span_bytes);
+                printf("  spans           %zu (%zu delta, %zu raw)\n", res.n_spans, res.n_delta, res.n_raw);
+                printf("  payload         %" PRIu64 " bytes\n", res.payload_bytes);
+                printf("  bundle          %" PRIu64 " bytes = %.4f of the target (%" PRIu64 " bytes)\n",
+                       res.bundle_bytes, target->size ? (double) res.bundle_bytes / (double) target->size : 0.0,
+                       target->size);
+                printf("  target sha256   %s\n", hex);
+        }
+        return EXIT_OK;
+}

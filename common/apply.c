@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "apply.h"
+#include "delta.h"
+#include "fileio.h"
+
+#define APPLY_BUFFER (1u << 20)
+
+typedef struct Applier {
+        Bundle *bundle;
+        int base_fd, out_fd;
+        const char *base_what;
+        uint64_t base_size;
+        Sha256 base_hash, target_hash;
+        uint8_t *buf, *frame, *out;
+        ApplyStats stats;
+        TpError *err;
+} Applier;
+
+/* Copy unchanged base bytes [from, to) into the output, hashing them as base and as target. */
+static int copy_base(Applier *a, uint64_t from, uint64_t to) {
+        if (to > a->base_size)
+                return tp_error(a->err, -EBADMSG, "%s: target bytes [%" PRIu64 ", %" PRIu64
+                                ") lie past the end of the base and no span provides them", a->bundle->what,
+                                a->base_size, to);
+        for (uint64_t pos = from; pos < to;) {
+                size_t n = to - pos < APPLY_BUFFER ? (size_t) (to - pos) : APPLY_BUFFER;
+                int r = pread_full(a->base_fd, a->buf, n, pos);
+                if (r < 0)
+                        return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64 ": %s",
+                                        a->base_what, pos, strerror(r == -ENODATA ? EIO : -r));
+                sha256_update2(&a->base_hash, &a->target_hash, a->buf, n);
+                r = write_full(a->out_fd, a->buf, n);
+                if (r < 0)
+                        return tp_error(a->err, r, "writing the output: %s", strerror(-r));
+                a->stats.copied_bytes += n;
+                pos += n;
+        }
+        return 0;
+}
+
+static int hex_mismatch(Applier *a, size_t idx, const ManifestSpan *s, const char *what, const uint8_t want[32],
+                        const uint8_t got[32], int code) {
+        char w[SHA256_HEX_SIZE], g[SHA256_HEX_SIZE];
+        sha256_to_hex(want, w);
+        sha256_to_hex(got, g);
+        return tp_error(a->err, code, "%s: span #%zu (offset %" PRIu64 ", %" PRIu64 " bytes%s%s): %s SHA-256 is %s, the manifest says %s",
+                        a->bundle->what, idx, s->offset, s->length, s->site ? ", site " : "", s->site ? s->site : "",
+                        what, g, w);
+}
+
+static int apply_span(Applier *a, SpanReader *sr, size_t idx, const ManifestSpan *s) {
+        DeltaLayout layout = DELTA_BYTES;
+        Sha256 sb, sn;
+        uint8_t db[32], dn[32];
+        uint64_t base_end = s->offset + s->length < a->base_size ? s->offset + s->length : a->base_size;
+        bool has_base = s->offset < a->base_size;
+        size_t group = APPLY_BUFFER;
+        int r;
+
+        if (s->encoding == SPAN_DELTA) {
+                layout = delta_layout_from_string(s->layout);
+                if (layout < 0)
+                        return tp_error(a->err, -EBADMSG, "%s: span #%zu: unknown delta layout '%s'", a->bundle->what,
+                                        idx, s->layout);
+                if (base_end != s->offset + s->length || s->length % delta_unit(layout) != 0)
+                        return tp_error(a->err, -EBADMSG, "%s: span #%zu: a delta span must lie inside the base and be whole %s blocks",
+                                        a->bundle->what, idx, s->layout);
+                group = delta_group_bytes(layout);
+        }
+
+        sha256_init(&sb);
+        sha256_init(&sn);
+        for (uint64_t pos = s->offset; pos < s->offset + s->length;) {
+                size_t n = s->offset + s->length - pos < group ? (size_t) (s->offset + s->length - pos) : group;
+                size_t nb = pos < base_end ? (base_end - pos < n ? (size_t) (base_end - pos) : n) : 0;
+
+                if (nb > 0) {
+                        r = pread_full(a->base_fd, a->buf, nb, pos);
+                        if (r < 0)
+                                return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
+                                                a->base_what, pos);
+                        sha256_update2(&sb, &a->base_hash, a->buf, nb);
+                }
+                r = span_reader_read(sr, a->frame, n, a->err);
+                if (r < 0)
+                        return r;
+                const uint8_t *bytes = a->frame;
+                if (s->encoding == SPAN_DELTA) {
+                        delta_decode(layout, a->buf, a->frame, n, a->out);
+                        bytes = a->out;
+                }
+                sha256_update2(&sn, &a->target_hash, bytes, n);
+                r = write_full(a->out_fd, bytes, n);
+                if (r < 0)
+                        return tp_error(a->err, r, "writing the output: %s", strerror(-r));
+                pos += n;
+        }
+        sha256_final(&sb, db);
+        sha256_final(&sn, dn);
+
+        /* A span reaching past the base (a grown file) carries no base hash. */
+        if (has_base && base_end == s->offset + s->length && memcmp(db, s->base_sha256, 32) != 0)
+                return hex_mismatch(a, idx, s, "the base bytes' (is this the right base?)", s->base_sha256, db,
+                                    -EBADMSG);
+        if (memcmp(dn, s->new_sha256, 32) != 0)
+                return hex_mismatch(a, idx, s, "the new bytes'", s->new_sha256, dn, -EBADMSG);
+        a->stats.span_bytes += s->length;
+        return 0;
+}
+
+int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_path, bool sync,
+                 ApplyStats *ret_stats, TpError *err) {
+        const Manifest *m = b->manifest;
+        _cleanup_(span_reader_freep) SpanReader *sr = NULL;
+        _cleanup_free_ uint8_t *buf = NULL, *frame = NULL, *out = NULL;
+        AtomicFile af = ATOMIC_FILE_NULL;
+        Applier a = { .bundle = b, .base_fd = base_fd, .base_what = base_what, .err = err };
+        const ManifestSpan *s;
+        uint8_t d[32];
+        struct stat st;
+        uint64_t pos = 0;
+        size_t idx = 0;
+        int r;
+
+        if (fstat(base_fd, &st) < 0)
+                return tp_error(err, negative_errno(), "%s: %s", base_what, strerror(errno));
+        a.base_size = (uint64_t) st.st_size;
+        if (a.base_size != m->base.size)
+                return tp_error(err, -EBADMSG, "%s: the base is %" PRIu64 " bytes, the bundle was made for a %" PRIu64
+                                "-byte base (wrong base?)", base_what, a.base_size, m->base.size);
+
+        size_t bufsize = APPLY_BUFFER;
+        for (DeltaLayout l = 0; l < _DELTA_LAYOUT_MAX; l++)
+                if (delta_group_bytes(l) > bufsize)
+                        bufsize = delta_group_bytes(l);
+        buf = malloc(bufsize);
+        frame = malloc(bufsize);
+        out = malloc(bufsize);
+        if (!buf || !frame || !out)
+                return -ENOMEM;
+        a.buf = buf, a.frame = frame, a.out = out;
+
+        r = span_reader_new(b, &sr, err);
+        if (r < 0)
+                return r;
+        r = atomic_file_open(out_path, &af);
+        if (r < 0)
+                return tp_error(err, r, "%s: cannot create a temporary file beside it: %s", out_path, strerror(-r));
+        a.out_fd = af.fd;
+        af.no_sync = !sync;
+        (void) posix_fadvise(base_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        sha256_init(&a.base_hash);
+        sha256_init(&a.target_hash);
+
+        while ((r = span_reader_next(sr, &s, err)) > 0) {
+                if ((r = copy_base(&a, pos, s->offset)) < 0 || (r = apply_span(&a, sr, idx++, s)) < 0)
+                        goto fail;
+                pos = s->offset + s->length;
+        }
+        if (r < 0 || (r = copy_base(&a, pos, m->target.size)) < 0 || (r = span_reader_finish(sr, err)) < 0)
+                goto fail;
+
+        /* The rest of the base (a shrunk file) still counts for the base hash. */
+        for (uint64_t p = pos > m->target.size ? pos : m->target.size; p < a.base_size;) {
+                size_t n = a.base_size - p < APPLY_BUFFER ? (size_t) (a.base_size - p) : APPLY_BUFFER;
+                if ((r = pread_full(base_fd, buf, n, p)) < 0) {
+                        r = tp_error(err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64, base_what, p);
+                        goto fail;
+                }
+                sha256_update(&a.base_hash, buf, n);
+                p += n;
+        }
+        sha256_final(&a.base_hash, d);
+        if (memcmp(d, m->base.sha256, 32) != 0) {
+                char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
+                sha256_to_hex(d, got);
+                sha256_to_hex(m->base.sha256, want);
+                r = tp_error(err, -EBADMSG, "%s: SHA-256 %s is not the bundle's base %s (wrong base?)", base_what, got,
+                             want);
+                goto fail;
+        }
+        sha256_final(&a.target_hash, d);
+        if (memcmp(d, m->target.sha256, 32) != 0) {
+                char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
+                sha256_to_hex(d, got);
+                sha256_to_hex(m->target.sha256, want);
+                r = tp_error(err, -EBADMSG, "%s: the result's SHA-256 %s is not the target's %s", b->what, got, want);
+                goto fail;
+        }
+        r = atomic_file_commit(&af);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", out_path, strerror(-r));
+        if (ret_stats)
+                *ret_stats = a.stats;
+        return 0;
+
+fail:
+        atomic_file_abort(&af);
+        return r;
+}

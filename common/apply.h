@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Applying a bundle to a base file offline: one sequential pass that copies
+ * the unchanged bytes, decodes each span (checking the base bytes it
+ * replaces and the new bytes it writes against the manifest), and hashes
+ * base and result in full. The output is a temporary renamed into place
+ * only when the result's SHA-256 equals the manifest's target: a refused
+ * apply leaves no output file.
+ */
+
+#include <stdint.h>
+
+#include "bundle.h"
+#include "error.h"
+
+typedef struct ApplyStats {
+        uint64_t span_bytes;            /* bytes written from spans */
+        uint64_t copied_bytes;          /* unchanged bytes copied from the base */
+} ApplyStats;
+
+/*
+ * The bundle's trust must already be decided (bundle_verify()). @sync = false
+ * skips the fsyncs (the rename stays atomic, not durable): for scratch output.
+ */
+_warn_unused_result_ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_path, bool sync,
+                                      ApplyStats *ret_stats, TpError *err);

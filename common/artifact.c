@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "artifact.h"
+#include "fileio.h"
+#include "gguf.h"
+#include "onnx.h"
+
+static const char *const kind_table[_ARTIFACT_KIND_MAX] = {
+        [ARTIFACT_RAW] = "raw",
+        [ARTIFACT_GGUF] = "gguf",
+        [ARTIFACT_ONNX] = "onnx",
+};
+
+const char *artifact_kind_to_string(ArtifactKind k) {
+        return k >= 0 && k < _ARTIFACT_KIND_MAX ? kind_table[k] : NULL;
+}
+
+ArtifactKind artifact_kind_from_string(const char *s) {
+        for (ArtifactKind k = 0; s && k < _ARTIFACT_KIND_MAX; k++)
+                if (strcmp(kind_table[k], s) == 0)
+                        return k;
+        return _ARTIFACT_KIND_INVALID;
+}
+
+Artifact *artifact_free(Artifact *a) {
+        if (!a)
+                return NULL;
+        for (size_t i = 0; i < a->n_sites; i++)
+                free(a->sites[i].name);
+        free(a->sites);
+        free(a);
+        return NULL;
+}
+
+static int add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type) {
+        Site *s = &a->sites[a->n_sites];
+        s->name = strdup(name);
+        if (!s->name)
+                return -ENOMEM;
+        s->offset = offset;
+        s->length = length;
+        s->type = type;
+        a->n_sites++;
+        return 0;
+}
+
+static int site_cmp(const void *x, const void *y) {
+        const Site *a = x, *b = y;
+        return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+static void le(Sha256 *h, uint64_t v, unsigned bytes) {
+        uint8_t b[8];
+        for (unsigned i = 0; i < bytes; i++)
+                b[i] = (uint8_t) (v >> (8 * i));
+        sha256_update(h, b, bytes);
+}
+
+static void layout_fingerprint(Artifact *a) {
+        static const char tag[] = "taskpatch-layout-v1";
+        Sha256 h;
+
+        sha256_init(&h);
+        sha256_update(&h, tag, sizeof(tag));
+        le(&h, (uint64_t) a->kind, 4);
+        le(&h, a->size, 8);
+        for (size_t i = 0; i < a->n_sites; i++) {
+                const Site *s = &a->sites[i];
+                sha256_update(&h, s->name, strlen(s->name) + 1);
+                le(&h, (uint64_t) (uint32_t) s->type, 4);
+                le(&h, s->offset, 8);
+                le(&h, s->length, 8);
+        }
+        sha256_final(&h, a->layout);
+}
+
+static int from_gguf(int fd, Artifact *a, TpError *err) {
+        _cleanup_(gguf_freep) Gguf *g = NULL;
+        int r = gguf_read(fd, &g, err);
+        if (r < 0)
+                return r;
+        a->sites = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(Site));
+        if (!a->sites)
+                return -ENOMEM;
+        for (uint64_t i = 0; i < g->n_tensors; i++)
+                if ((r = add_site(a, g->tensors[i].name, g->tensors[i].offset, g->tensors[i].size,
+                                  (int32_t) g->tensors[i].type)) < 0)
+                        return r;
+        return 0;
+}
+
+static int from_onnx(int fd, Artifact *a, TpError *err) {
+        _cleanup_(onnx_freep) Onnx *o = NULL;
+        int r = onnx_read(fd, &o, err);
+        if (r < 0)
+                return r;
+        if (o->has_external)
+                return tp_error(err, -EOPNOTSUPP, "the model keeps initializers in external data files; patching "
+                                "external-data ONNX is not supported yet");
+        a->sites = calloc(o->n_inits ? o->n_inits : 1, sizeof(Site));
+        if (!a->sites)
+                return -ENOMEM;
+        for (size_t i = 0; i < o->n_inits; i++)
+                if ((r = add_site(a, o->inits[i].name, o->inits[i].offset, o->inits[i].length,
+                                  o->inits[i].data_type)) < 0)
+                        return r;
+        return 0;
+}
+
+int artifact_open(int fd, Artifact **ret, TpError *err) {
+        _cleanup_(artifact_freep) Artifact *a = NULL;
+        uint8_t head[64] = {};
+        struct stat st;
+        int r;
+
+        if (fstat(fd, &st) < 0)
+                return tp_error(err, negative_errno(), "%s", strerror(errno));
+        if (!S_ISREG(st.st_mode))
+                return tp_error(err, -EINVAL, "not a regular file");
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->size = (uint64_t) st.st_size;
+        size_t n = a->size < sizeof(head) ? (size_t) a->size : sizeof(head);
+        r = pread_full(fd, head, n, 0);
+        if (r < 0)
+                return tp_error(err, r, "reading the file's first bytes: %s", strerror(-r));
+
+        if (n >= 4 && memcmp(head, "GGUF", 4) == 0) {
+                a->kind = ARTIFACT_GGUF;
+                r = from_gguf(fd, a, err);
+        } else if (onnx_probe(head, n)) {
+                a->kind = ARTIFACT_ONNX;
+                r = from_onnx(fd, a, err);
+        } else
+                a->kind = ARTIFACT_RAW;
+        if (r < 0)
+                return tp_error_prefix(err, r, "%s", a->kind == ARTIFACT_GGUF ? "GGUF" : "ONNX");
+
+        if (a->n_sites > 1)
+                qsort(a->sites, a->n_sites, sizeof(Site), site_cmp);
+        for (size_t i = 1; i < a->n_sites; i++)
+                if (a->sites[i].offset < a->sites[i - 1].offset + a->sites[i - 1].length)
+                        return tp_error(err, -EBADMSG, "sites '%s' and '%s' overlap", a->sites[i - 1].name,
+                                        a->sites[i].name);
+        layout_fingerprint(a);
+        *ret = TAKE_PTR(a);
+        return 0;
+}

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zstd.h>
+
+#include "bundle.h"
+#include "fileio.h"
+#include "reader.h"
+#include "sign.h"
+#include "yaml-doc.h"
+
+static void put_le32(uint8_t *p, uint32_t v) {
+        for (int i = 0; i < 4; i++)
+                p[i] = (uint8_t) (v >> (8 * i));
+}
+
+static void put_le64(uint8_t *p, uint64_t v) {
+        for (int i = 0; i < 8; i++)
+                p[i] = (uint8_t) (v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p) {
+        return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
+}
+
+static uint64_t get_le64(const uint8_t *p) {
+        return (uint64_t) get_le32(p) | (uint64_t) get_le32(p + 4) << 32;
+}
+
+void bundle_header_encode(const BundleHeader *h, uint8_t ret[BUNDLE_HEADER_SIZE]) {
+        memset(ret, 0, BUNDLE_HEADER_SIZE);
+        memcpy(ret, BUNDLE_MAGIC, 8);
+        put_le32(ret + 8, h->format);
+        put_le64(ret + 16, h->manifest_size);
+        put_le64(ret + 24, h->signature_size);
+        put_le64(ret + 32, h->payload_size);
+}
+
+int bundle_header_decode(const uint8_t buf[BUNDLE_HEADER_SIZE], uint64_t file_size, BundleHeader *ret, TpError *err) {
+        BundleHeader h;
+
+        if (memcmp(buf, BUNDLE_MAGIC, 8) != 0)
+                return tp_error(err, -EBADMSG, "not a TaskPatch bundle (bad magic)");
+        h.format = get_le32(buf + 8);
+        if (h.format != BUNDLE_FORMAT)
+                return tp_error(err, -EPROTONOSUPPORT, "bundle format %" PRIu32 " is not supported (this build reads %d)",
+                                h.format, BUNDLE_FORMAT);
+        if (get_le32(buf + 12) != 0)
+                return tp_error(err, -EBADMSG, "header: unknown flags 0x%08" PRIx32, get_le32(buf + 12));
+        for (unsigned i = 40; i < BUNDLE_HEADER_SIZE; i++)
+                if (buf[i] != 0)
+                        return tp_error(err, -EBADMSG, "header: reserved byte %u is not zero", i);
+        h.manifest_size = get_le64(buf + 16);
+        h.signature_size = get_le64(buf + 24);
+        h.payload_size = get_le64(buf + 32);
+
+        if (h.manifest_size == 0 || h.manifest_size > MANIFEST_MAX_BYTES)
+                return tp_error(err, -EBADMSG, "header: manifest size %" PRIu64 " is outside 1..%u", h.manifest_size,
+                                MANIFEST_MAX_BYTES);
+        if (h.signature_size > BUNDLE_MAX_SIGNATURE)
+                return tp_error(err, -EBADMSG, "header: signature size %" PRIu64 " exceeds the %u-byte cap",
+                                h.signature_size, BUNDLE_MAX_SIGNATURE);
+        uint64_t fixed = BUNDLE_HEADER_SIZE + h.manifest_size + h.signature_size;
+        if (file_size < fixed || h.payload_size != file_size - fixed)
+                return tp_error(err, -EBADMSG, "header: sections add up to %" PRIu64 " + %" PRIu64
+                                " bytes of payload, but the file has %" PRIu64 " bytes (truncated or padded?)",
+                                fixed, h.payload_size, file_size);
+        *ret = h;
+        return 0;
+}
+
+Bundle *bundle_free(Bundle *b) {
+        if (!b)
+                return NULL;
+        safe_close(b->fd);
+        free(b->what);
+        free(b->manifest_text);
+        free(b->signature);
+        manifest_free(b->manifest);
+        free(b);
+        return NULL;
+}
+
+int bundle_open_fd(int fd, const char *what, Bundle **ret, TpError *err) {
+        _cleanup_(bundle_freep) Bundle *b = NULL;
+        uint8_t hdr[BUNDLE_HEADER_SIZE];
+        struct stat st;
+        int r;
+
+        b = calloc(1, sizeof(*b));
+        if (!b) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        b->fd = fd;
+        b->what = strdup(what);
+        if (!b->what)
+                return -ENOMEM;
+
+        if (fstat(fd, &st) < 0)
+                return tp_error(err, negative_errno(), "%s: %s", what, strerror(errno));
+        if (!S_ISREG(st.st_mode))
+                return tp_error(err, -EBADMSG, "%s: not a regular file", what);
+        b->file_size = (uint64_t) st.st_size;
+        if (b->file_size < BUNDLE_HEADER_SIZE)
+                return tp_error(err, -EBADMSG, "%s: %" PRIu64 " bytes, too short for a bundle header", what,
+                                b->file_size);
+        r = pread_full(fd, hdr, sizeof(hdr), 0);
+        if (r < 0)
+                return tp_error(err, r == -ENODATA ? -EBADMSG : r, "%s: reading the header: %s", what, strerror(-r));
+        r = bundle_header_decode(hdr, b->file_size, &b->header, err);
+        if (r < 0)
+                return tp_error_prefix(err, r, "%s", what);
+
+        b->manifest_len = b->header.manifest_size;
+        b->manifest_text = malloc(b->manifest_len);
+        if (!b->manifest_text)
+                return -ENOMEM;
+        r = pread_full(fd, b->manifest_text, b->manifest_len, BUNDLE_HEADER_SIZE);
+        if (r < 0)
+                return tp_error(err, r, "%s: reading the manifest: %s", what, strerror(-r));
+
+        if (b->header.signature_size > 0) {
+                b->signature_len = b->header.signature_size;
+                b->signature = malloc(b->signature_len);
+                if (!b->signature)
+                        return -ENOMEM;
+                r = pread_full(fd, b->signature, b->signature_len, BUNDLE_HEADER_SIZE + b->manifest_len);
+                if (r < 0)
+                        return tp_error(err, r, "%s: reading the signature: %s", what, strerror(-r));
+        }
+        b->payload_offset = BUNDLE_HEADER_SIZE + b->manifest_len + b->signature_len;
+
+        r = manifest_parse(b->manifest_text, b->manifest_len, &b->manifest, err);
+        if (r < 0)
+                return tp_error_prefix(err, r, "%s", what);
+        if (b->manifest->payload.size != b->header.payload_size)
+                return tp_error(err, -EBADMSG, "%s: the manifest declares a %" PRIu64
+                                "-byte payload, the bundle holds %" PRIu64, what, b->manifest->payload.size,
+                                b->header.payload_size);
+        *ret = TAKE_PTR(b);
+        return 0;
+}
+
+int bundle_open(const char *path, Bundle **ret, TpError *err) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        return bundle_open_fd(fd, path, ret, err);
+}
+
+int bundle_verify(Bundle *b, BundleTrust *trust, TpError *err) {
+        const Manifest *m = b->manifest;
+        int r;
+
+        trust->signer[0] = '\0';
+        trust->signature_checked = false;
+        if (!b->signature && !trust->allow_unsigned)
+                return tp_error(err, -EKEYREJECTED, "%s: the bundle is unsigned (allow it with --allow-unsigned, for tests only)",
+                                b->what);
+        if (b->signature && trust->ca_path) {
+                SignatureInfo info;
+                r = signature_verify(b->signature, b->signature_len, b->manifest_text, b->manifest_len,
+                                     trust->ca_path, trust->now, &info, err);
+                if (r < 0)
+                        return tp_error_prefix(err, r, "%s", b->what);
+                snprintf(trust->signer, sizeof(trust->signer), "%s", info.subject);
+                trust->signature_checked = true;
+        }
+        if (m->expires != 0 && trust->now != 0 && m->expires < (int64_t) trust->now) {
+                char when[21];
+                format_time_utc(m->expires, when);
+                return tp_error(err, -EKEYEXPIRED, "%s: the bundle expired on %s", b->what, when);
+        }
+        return 0;
+}
+
+/* ---- streaming the payload ------------------------------------------------ */
+
+struct SpanReader {
+        Bundle *bundle;
+        Reader in;
+        ZSTD_DStream *zd;
+        Sha256 payload_hash;
+        size_t next;                    /* index of the next span */
+        const ManifestSpan *span;       /* current span */
+        uint64_t frame_left;            /* compressed bytes of the current frame not yet fed */
+        uint64_t out_left;              /* decoded bytes of the current span not yet returned */
+        uint8_t inbuf[64 * 1024];
+        ZSTD_inBuffer zin;
+        bool frame_done;
+};
+
+SpanReader *span_reader_free(SpanReader *r) {
+        if (!r)
+                return NULL;
+        reader_done(&r->in);
+        ZSTD_freeDStream(r->zd);
+        free(r);
+        return NULL;
+}
+
+int span_reader_new(Bundle *b, SpanReader **ret, TpError *err) {
+        _cleanup_(span_reader_freep) SpanReader *r = NULL;
+        int k;
+
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        r->bundle = b;
+        k = reader_init(&r->in, b->fd, b->payload_offset, b->payload_offset + b->header.payload_size);
+        if (k < 0)
+                return k;
+        r->zd = ZSTD_createDStream();
+        if (!r->zd)
+                return -ENOMEM;
+        if (ZSTD_isError(ZSTD_DCtx_setParameter(r->zd, ZSTD_d_windowLogMax, BUNDLE_WINDOW_LOG)))
+                return tp_error(err, -EIO, "zstd: cannot cap the window size");
+        sha256_init(&r->payload_hash);
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+static int span_error(SpanReader *r, int code, const char *msg, TpError *err) {
+        return tp_error(err, code, "%s: span #%zu (offset %" PRIu64 ", %" PRIu64 " bytes%s%s): %s", r->bundle->what,
+                        r->next - 1, r->span->offset, r->span->length, r->span->site ? ", site " : "",
+                        r->span->site ? r->span->site : "", msg);
+}
+
+/* The current frame must end exactly here: no more output, no trailing input. */
+static int span_end(SpanReader *r, TpError *err) {
+        uint8_t extra;
+
+        while (!r->frame_done) {
+                ZSTD_outBuffer zout = { &extra, 1, 0 };
+                if (r->zin.pos == r->zin.size && r->frame_left > 0) {
+                        size_t n = r->frame_left < sizeof(r->inbuf) ? (size_t) r->frame_left : sizeof(r->inbuf);
+                        int k = reader_read(&r->in, r->inbuf, n);
+                        if (k < 0)
+                                return span_error(r, k, "reading the payload failed", err);
+                        sha256_update(&r->payload_hash, r->inbuf, n);
+                        r->frame_left -= n;
+                        r->zin = (ZSTD_inBuffer) { r->inbuf, n, 0 };
+                }
+                size_t z = ZSTD_decompressStream(r->zd, &zout, &r->zin);
+                if (ZSTD_isError(z))
+                        return span_error(r, -EBADMSG, ZSTD_getErrorName(z), err);
+                if (zout.pos > 0)
+                        return span_error(r, -EBADMSG, "the frame decodes to more bytes than the span's length", err);
+                if (z == 0)
+                        r->frame_done = true;
+                else if (r->zin.pos == r->zin.size && r->frame_left == 0)
+                        return span_error(r, -EBADMSG, "the frame is truncated", err);
+        }
+        if (r->zin.pos != r->zin.size || r->frame_left > 0)
+                return span_error(r, -EBADMSG, "trailing bytes after the frame", err);
+        return 0;
+}
+
+int span_reader_next(SpanReader *r, const ManifestSpan **ret_span, TpError *err) {
+        const Manifest *m = r->bundle->manifest;
+        int k;
+
+        if (r->span) {
+                if (r->out_left > 0)
+                        return span_error(r, -EINVAL, "moved on before reading the whole span", err);
+                k = span_end(r, err);
+                if (k < 0)
+                        return k;
+        }
+        if (r->next >= m->n_spans) {
+                r->span = NULL;
+                return 0;
+        }
+        r->span = &m->spans[r->next++];
+        r->frame_left = r->span->frame_size;
+        r->out_left = r->span->length;
+        r->zin = (ZSTD_inBuffer) { r->inbuf, 0, 0 };
+        r->frame_done = false;
+        ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);
+        *ret_span = r->span;
+        return 1;
+}
+
+int span_reader_read(SpanReader *r, uint8_t *buf, size_t n, TpError *err) {
+        ZSTD_outBuffer zout = { buf, n, 0 };
+
+        if (!r->span || n > r->out_left)
+                return r->span ? span_error(r, -EINVAL, "read past the span's length", err) : -EINVAL;
+        while (zout.pos < zout.size) {
+                if (r->zin.pos == r->zin.size) {
+                        if (r->frame_left == 0)
+                                return span_error(r, -EBADMSG, "the frame ends before the span's length", err);
+                        size_t want = r->frame_left < sizeof(r->inbuf) ? (size_t) r->frame_left : sizeof(r->inbuf);
+                        int k = reader_read(&r->in, r->inbuf, want);
+                        if (k < 0)
+                                return span_error(r, k, "reading the payload failed (truncated bundle?)", err);
+                        sha256_update(&r->payload_hash, r->inbuf, want);
+                        r->frame_left -= want;
+                        r->zin = (ZSTD_inBuffer) { r->inbuf, want, 0 };
+                }
+                size_t z = ZSTD_decompressStream(r->zd, &zout, &r->zin);
+                if (ZSTD_isError(z))
+                        return span_error(r, -EBADMSG, ZSTD_getErrorName(z), err);
+                if (z == 0) {
+                        r->frame_done = true;
+                        if (zout.pos < zout.size)
+                                return span_error(r, -EBADMSG, "the frame ends before the span's length", err);
+                }
+        }
+        r->out_left -= n;
+        return 0;
+}
+
+int span_reader_finish(SpanReader *r, TpError *err) {
+        const Manifest *m = r->bundle->manifest;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        const ManifestSpan *s;
+        int k;
+
+        if (r->span || r->next < m->n_spans) {
+                k = span_reader_next(r, &s, err);
+                if (k < 0)
+                        return k;
+                if (k > 0)
+                        return tp_error(err, -EINVAL, "%s: finished before the last span", r->bundle->what);
+        }
+        if (reader_remaining(&r->in) != 0)
+                return tp_error(err, -EBADMSG, "%s: %" PRIu64 " payload bytes after the last frame", r->bundle->what,
+                                reader_remaining(&r->in));
+        sha256_final(&r->payload_hash, d);
+        if (memcmp(d, m->payload.sha256, sizeof(d)) != 0)
+                return tp_error(err, -EBADMSG, "%s: payload SHA-256 does not match the manifest", r->bundle->what);
+        return 0;
+}

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The bundle file (.tpb): a fixed 64-byte header, the YAML manifest, the
+ * signature block over the manifest, then the payload: one zstd frame per
+ * span, back to back in span order. See packaging/docs/bundle-format.md.
+ *
+ *   offset 0   "TPBUNDL\0"        magic
+ *          8   u32 format         BUNDLE_FORMAT
+ *         12   u32 flags          0
+ *         16   u64 manifest_size  bytes of YAML
+ *         24   u64 signature_size 0 for an unsigned bundle
+ *         32   u64 payload_size
+ *         40   24 bytes           0
+ *   (all little-endian)
+ *
+ * A reader verifies the signature and the manifest before reading any
+ * payload, then streams the payload with bounded memory: each frame's
+ * window is capped (BUNDLE_WINDOW_LOG), each span's output is capped at its
+ * declared length, and the payload hash is checked as the frames go by.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "error.h"
+#include "manifest.h"
+
+#define BUNDLE_MAGIC "TPBUNDL"          /* 8 bytes with its NUL */
+#define BUNDLE_FORMAT 1
+#define BUNDLE_HEADER_SIZE 64
+#define BUNDLE_MAX_SIGNATURE (64u << 10)
+#define BUNDLE_WINDOW_LOG 23            /* 8 MiB: the most memory a frame may ask a reader for */
+
+typedef struct BundleHeader {
+        uint32_t format;
+        uint64_t manifest_size;
+        uint64_t signature_size;
+        uint64_t payload_size;
+} BundleHeader;
+
+void bundle_header_encode(const BundleHeader *h, uint8_t ret[BUNDLE_HEADER_SIZE]);
+_warn_unused_result_ int bundle_header_decode(const uint8_t buf[BUNDLE_HEADER_SIZE], uint64_t file_size,
+                                              BundleHeader *ret, TpError *err);
+
+typedef struct Bundle {
+        int fd;                         /* owned */
+        char *what;                     /* the name used in messages (usually the path) */
+        uint64_t file_size;
+        BundleHeader header;
+        char *manifest_text;            /* exactly the signed bytes */
+        size_t manifest_len;
+        uint8_t *signature;             /* NULL when unsigned */
+        size_t signature_len;
+        Manifest *manifest;             /* parsed and validated */
+        uint64_t payload_offset;        /* absolute */
+} Bundle;
+
+/*
+ * Read the header, manifest and signature block, and validate the manifest
+ * (not the signature: see bundle_verify()). Takes ownership of @fd, also on
+ * failure. @what names the bundle in messages.
+ */
+_warn_unused_result_ int bundle_open_fd(int fd, const char *what, Bundle **ret, TpError *err);
+_warn_unused_result_ int bundle_open(const char *path, Bundle **ret, TpError *err);
+Bundle *bundle_free(Bundle *b);
+DEFINE_POINTER_CLEANUP(Bundle, bundle_free)
+
+typedef struct BundleTrust {
+        const char *ca_path;            /* PEM file or directory; NULL: do not check the signature */
+        bool allow_unsigned;            /* accept a bundle without a signature */
+        time_t now;                     /* for certificate validity and expiry; 0: clock unknown, skip dates */
+        char signer[256];               /* out: the signer's subject, "" when none was checked */
+        bool signature_checked;         /* out */
+} BundleTrust;
+
+/*
+ * The trust decision, before any payload byte is used: an unsigned bundle
+ * is refused unless allow_unsigned; with a CA the signature and chain must
+ * verify; an expired manifest (expires < now) is refused.
+ */
+_warn_unused_result_ int bundle_verify(Bundle *b, BundleTrust *trust, TpError *err);
+
+/*
+ * Streaming access to the spans' decoded bytes, in span order. Memory:
+ * one zstd stream (window ≤ 8 MiB) and a small input buffer.
+ *
+ *   span_reader_new(b, &r);
+ *   while ((k = span_reader_next(r, &span)) > 0)
+ *           while (more) span_reader_read(r, buf, n);   -- exactly span->length bytes in all
+ *   span_reader_finish(r);                             -- payload hash and trailing bytes
+ */
+typedef struct SpanReader SpanReader;
+_warn_unused_result_ int span_reader_new(Bundle *b, SpanReader **ret, TpError *err);
+SpanReader *span_reader_free(SpanReader *r);
+DEFINE_POINTER_CLEANUP(SpanReader, span_reader_free)
+/* Move to the next span: 1 and the span, or 0 after the last one. The previous span must be fully read. */
+_warn_unused_result_ int span_reader_next(SpanReader *r, const ManifestSpan **ret_span, TpError *err);
+/* The next @n bytes of the current span's frame output (the raw bytes, or the delta stream). */
+_warn_unused_result_ int span_reader_read(SpanReader *r, uint8_t *buf, size_t n, TpError *err);
+/* After the last span: the payload's SHA-256 must match the manifest. */
+_warn_unused_result_ int span_reader_finish(SpanReader *r, TpError *err);

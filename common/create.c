@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "bundle.h"
+#include "create.h"
+#include "delta.h"
+#include "fileio.h"
+#include "sign.h"
+
+int hash_file_chunks(int fd, uint64_t size, uint64_t chunk_size, uint8_t ret_sha256[32], uint8_t ret_chunk_root[32],
+                     TpError *err) {
+        _cleanup_free_ uint8_t *buf = NULL;
+        Sha256 whole, chunk, root;
+        uint64_t in_chunk = 0;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        const size_t bufsize = 1u << 20;
+
+        buf = malloc(bufsize);
+        if (!buf)
+                return -ENOMEM;
+        (void) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        sha256_init(&whole);
+        sha256_init(&chunk);
+        sha256_init(&root);
+        for (uint64_t pos = 0; pos < size;) {
+                size_t n = size - pos < bufsize ? (size_t) (size - pos) : bufsize;
+                int r = pread_full(fd, buf, n, pos);
+                if (r < 0)
+                        return tp_error(err, r == -ENODATA ? -EIO : r, "reading at offset %" PRIu64 ": %s", pos,
+                                        strerror(-r));
+                sha256_update(&whole, buf, n);
+                for (size_t i = 0; i < n;) {
+                        size_t step = chunk_size - in_chunk < n - i ? (size_t) (chunk_size - in_chunk) : n - i;
+                        sha256_update(&chunk, buf + i, step);
+                        in_chunk += step;
+                        i += step;
+                        if (in_chunk == chunk_size) {
+                                sha256_final(&chunk, d);
+                                sha256_update(&root, d, sizeof(d));
+                                sha256_init(&chunk);
+                                in_chunk = 0;
+                        }
+                }
+                pos += n;
+        }
+        if (in_chunk > 0) {
+                sha256_final(&chunk, d);
+                sha256_update(&root, d, sizeof(d));
+        }
+        sha256_final(&whole, ret_sha256);
+        sha256_final(&root, ret_chunk_root);
+        return 0;
+}
+
+/* A span to build: where, which site, which delta layout. */
+typedef struct Plan {
+        uint64_t offset, length;
+        ssize_t site;
+        DeltaLayout layout;     /* DELTA_BYTES when nothing better; _DELTA_LAYOUT_INVALID: raw only */
+} Plan;
+
+static DeltaLayout site_layout(const Artifact *a, const Site *s) {
+        if (a->kind == ARTIFACT_GGUF)
+                return delta_layout_for_ggml((uint32_t) s->type);
+        if (a->kind == ARTIFACT_ONNX)
+                return delta_layout_for_onnx(s->type);
+        return DELTA_BYTES;
+}
+
+/* Round a site's changed region out to whole delta units, relative to the site's start. */
+static Plan plan_region(const Artifact *base, const Artifact *target, const DiffRegion *reg) {
+        Plan p = { reg->offset, reg->length, reg->site, DELTA_BYTES };
+
+        if (reg->site >= 0) {
+                const Site *s = &target->sites[reg->site];
+                DeltaLayout l = site_layout(target, s);
+                uint64_t unit = delta_unit(l);
+                if (s->length % unit != 0)
+                        l = DELTA_BYTES, unit = 1;
+                uint64_t start = s->offset + (reg->offset - s->offset) / unit * unit;
+                uint64_t end_rel = reg->offset + reg->length - s->offset;
+                uint64_t end = s->offset + (end_rel + unit - 1) / unit * unit;
+                p = (Plan) { start, end - start, reg->site, l };
+        }
+        /* Delta needs base bytes under the whole span. */
+        if (p.offset + p.length > base->size)
+                p.layout = _DELTA_LAYOUT_INVALID;
+        return p;
+}
+
+typedef struct Coder {
+        int base_fd, target_fd;
+        ZSTD_CCtx *cctx;
+        uint8_t *b, *t, *x, *out;       /* group buffers: base, target, transformed; zstd output */
+        size_t group_max, out_cap;
+        TpError *err;
+} Coder;
+
+/* Compress one span's bytes (raw, or delta when @layout is valid) into @fd; hashes on the way. */
+static int code_span(Coder *c, const Plan *p, bool delta, int fd, uint64_t *ret_size, uint8_t base_sha[32],
+                     uint8_t new_sha[32]) {
+        size_t group = delta ? delta_group_bytes(p->layout) : c->group_max;
+        Sha256 hb, ht;
+        uint64_t written = 0;
+        int r;
+
+        if (group > c->group_max)
+                group = c->group_max;
+        sha256_init(&hb);
+        sha256_init(&ht);
+        ZSTD_CCtx_reset(c->cctx, ZSTD_reset_session_only);
+        ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length);
+
+        for (uint64_t pos = 0; pos < p->length;) {
+                size_t n = p->length - pos < group ? (size_t) (p->length - pos) : group;
+                uint64_t off = p->offset + pos;
+
+                if ((r = pread_full(c->target_fd, c->t, n, off)) < 0)
+                        return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the target at %" PRIu64, off);
+                sha256_update(&ht, c->t, n);
+                if (p->layout != _DELTA_LAYOUT_INVALID) {
+                        if ((r = pread_full(c->base_fd, c->b, n, off)) < 0)
+                                return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64, off);
+                        sha256_update(&hb, c->b, n);
+                }
+                const uint8_t *src = c->t;
+                if (delta) {
+                        delta_encode(p->layout, c->b, c->t, n, c->x);
+                        src = c->x;
+                }
+                pos += n;
+                bool last = pos >= p->length;
+                ZSTD_inBuffer in = { src, n, 0 };
+                for (;;) {
+                        ZSTD_outBuffer out = { c->out, c->out_cap, 0 };
+                        size_t z = ZSTD_compressStream2(c->cctx, &out, &in, last ? ZSTD_e_end : ZSTD_e_continue);
+                        if (ZSTD_isError(z))
+                                return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
+                        if ((r = write_full(fd, c->out, out.pos)) < 0)
+                                return tp_error(c->err, r, "writing the payload: %s", strerror(-r));
+                        written += out.pos;
+                        if (last ? z == 0 : in.pos == in.size)
+                                break;
+                }
+        }
+        sha256_final(&hb, base_sha);
+        sha256_final(&ht, new_sha);
+        *ret_size = written;
+        return 0;
+}
+
+static int tmpfile_near(const char *path) {
+        _cleanup_free_ char *dir = strdup(path);
+        if (!dir)
+                return -ENOMEM;
+        char *slash = strrchr(dir, '/');
+        const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
+        int fd = open(d, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        return fd < 0 ? negative_errno() : fd;
+}
+
+static int copy_range(int from, uint64_t off, uint64_t len, int to, uint8_t *buf, size_t bufsize, Sha256 *hash) {
+        while (len > 0) {
+                size_t n = len < bufsize ? (size_t) len : bufsize;
+                int r = pread_full(from, buf, n, off);
+                if (r < 0)
+                        return r == -ENODATA ? -EIO : r;
+                if (hash)
+                        sha256_update(hash, buf, n);
+                r = write_full(to, buf, n);
+                if (r < 0)
+                        return r;
+                off += n;
+                len -= n;
+        }
+        return 0;
+}
+
+static int plan_cmp_names(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifact *target, const Diff *diff,
+                  const CreateOptions *o, const char *out_path, CreateResult *ret, TpError *err) {
+        _cleanup_(manifest_freep) Manifest *m = NULL;
+        _cleanup_close_ int payload_fd = -1, cand_fd = -1;
+        _cleanup_free_ uint8_t *b = NULL, *t = NULL, *x = NULL, *out = NULL, *sig = NULL;
+        _cleanup_free_ char *text = NULL;
+        AtomicFile af = ATOMIC_FILE_NULL;
+        CreateResult res = {};
+        Coder c = { .base_fd = base_fd, .target_fd = target_fd, .err = err };
+        Sha256 payload_hash;
+        size_t text_len = 0, sig_len = 0;
+        int r;
+
+        if (!task_name_valid(o->task))
+                return tp_error(err, -EINVAL, "invalid task name '%s' (expected [a-z0-9][a-z0-9._-]{0,63})", o->task);
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        m->format = MANIFEST_FORMAT;
+        m->task = strdup(o->task);
+        if (!m->task)
+                return -ENOMEM;
+        m->version = o->version;
+        m->created = o->created;
+        m->expires = o->expires;
+        m->kind = target->kind;
+        m->base.size = base->size;
+        memcpy(m->base.layout, base->layout, sizeof(m->base.layout));
+        m->target.size = target->size;
+        m->target.chunk_size = o->chunk_size ? o->chunk_size : CREATE_DEFAULT_CHUNK;
+
+        uint8_t unused[SHA256_DIGEST_SIZE];
+        r = hash_file_chunks(base_fd, base->size, m->target.chunk_size, m->base.sha256, unused, err);
+        if (r < 0)
+                return tp_error_prefix(err, r, "base");
+        r = hash_file_chunks(target_fd, target->size, m->target.chunk_size, m->target.sha256, m->target.chunk_root, err);
+        if (r < 0)
+                return tp_error_prefix(err, r, "target");
+        memcpy(res.target_sha256, m->target.sha256, 32);
+
+        /* The site set: names of the changed sites, sorted. */
+        m->sites = calloc(diff->n_regions ? diff->n_regions : 1, sizeof(char *));
+        m->spans = calloc(diff->n_regions ? diff->n_regions : 1, sizeof(ManifestSpan));
+        if (!m->sites || !m->spans)
+                return -ENOMEM;
+        for (size_t i = 0; i < diff->n_regions; i++)
+                if (diff->regions[i].site >= 0 && !(m->sites[m->n_sites++] = strdup(target->sites[diff->regions[i].site].name)))
+                        return -ENOMEM;
+        if (m->n_sites > 1)
+                qsort(m->sites, m->n_sites, sizeof(char *), plan_cmp_names);
+        sites_fingerprint(m->sites, m->n_sites, m->sites_fingerprint);
+
+        c.group_max = 1u << 20;
+        for (DeltaLayout l = 0; l < _DELTA_LAYOUT_MAX; l++)
+                if (delta_group_bytes(l) > c.group_max)
+                        c.group_max = delta_group_bytes(l);
+        c.out_cap = ZSTD_CStreamOutSize();
+        b = malloc(c.group_max);
+        t = malloc(c.group_max);
+        x = malloc(c.group_max);
+        out = malloc(c.out_cap);
+        c.cctx = ZSTD_createCCtx();
+        if (!b || !t || !x || !out || !c.cctx) {
+                ZSTD_freeCCtx(c.cctx);
+                return -ENOMEM;
+        }
+        c.b = b, c.t = t, c.x = x, c.out = out;
+        ZSTD_CCtx_setParameter(c.cctx, ZSTD_c_compressionLevel, o->level ? o->level : CREATE_DEFAULT_LEVEL);
+        ZSTD_CCtx_setParameter(c.cctx, ZSTD_c_windowLog, BUNDLE_WINDOW_LOG);
+
+        payload_fd = tmpfile_near(out_path);
+        cand_fd = payload_fd >= 0 ? tmpfile_near(out_path) : -1;
+        if (payload_fd < 0 || cand_fd < 0) {
+                r = payload_fd < 0 ? payload_fd : cand_fd;
+                ZSTD_freeCCtx(c.cctx);
+                return tp_error(err, r, "%s: cannot create a temporary file beside it: %s", out_path, strerror(-r));
+        }
+
+        sha256_init(&payload_hash);
+        for (size_t i = 0; i < diff->n_regions; i++) {
+                Plan p = plan_region(base, target, &diff->regions[i]);
+                ManifestSpan *s = &m->spans[m->n_spans];
+                uint64_t raw_size, delta_size = UINT64_MAX;
+                uint8_t bsha[32], nsha[32];
+
+                /* Raw into the payload directly; delta into the candidate file; keep the smaller. */
+                off_t mark = lseek(payload_fd, 0, SEEK_CUR);
+                r = code_span(&c, &p, false, payload_fd, &raw_size, s->base_sha256, s->new_sha256);
+                if (r >= 0 && p.layout != _DELTA_LAYOUT_INVALID) {
+                        if (ftruncate(cand_fd, 0) < 0 || lseek(cand_fd, 0, SEEK_SET) < 0)
+                                r = negative_errno();
+                        else
+                                r = code_span(&c, &p, true, cand_fd, &delta_size, bsha, nsha);
+                }
+                if (r >= 0 && delta_size < raw_size) {
+                        if (ftruncate(payload_fd, mark) < 0 || lseek(payload_fd, mark, SEEK_SET) < 0)
+                                r = negative_errno();
+                        else
+                                r = copy_range(cand_fd, 0, delta_size, payload_fd, x, c.group_max, NULL);
+                }
+                if (r < 0) {
+                        ZSTD_freeCCtx(c.cctx);
+                        return tp_error_prefix(err, r, "span at offset %" PRIu64, p.offset);
+                }
+
+                bool use_delta = delta_size < raw_size;
+                s->offset = p.offset;
+                s->length = p.length;
+                s->encoding = use_delta ? SPAN_DELTA : SPAN_RAW;
+                if (use_delta && !(s->layout = strdup(delta_layout_to_string(p.layout))))
+                        return -ENOMEM;
+                if (p.site >= 0 && !(s->site = strdup(target->sites[p.site].name)))
+                        return -ENOMEM;
+                if (p.layout == _DELTA_LAYOUT_INVALID)
+                        memset(s->base_sha256, 0, 32);
+                s->frame_offset = res.payload_bytes;
+                s->frame_size = use_delta ? delta_size : raw_size;
+                res.payload_bytes += s->frame_size;
+                res.span_bytes += s->length;
+                res.n_spans++;
+                res.n_delta += use_delta;
+                res.n_raw += !use_delta;
+                m->n_spans++;
+        }
+        ZSTD_freeCCtx(c.cctx);
+
+        /* Hash the payload as it will be stored. */
+        if (lseek(payload_fd, 0, SEEK_SET) < 0)
+                return negative_errno();
+        for (uint64_t pos = 0; pos < res.payload_bytes;) {
+                size_t n = res.payload_bytes - pos < c.group_max ? (size_t) (res.payload_bytes - pos) : c.group_max;
+                if ((r = pread_full(payload_fd, x, n, pos)) < 0)
+                        return tp_error(err, r, "reading back the payload: %s", strerror(-r));
+                sha256_update(&payload_hash, x, n);
+                pos += n;
+        }
+        m->payload.size = res.payload_bytes;
+        sha256_final(&payload_hash, m->payload.sha256);
+
+        r = manifest_write(m, &text, &text_len, err);
+        if (r < 0)
+                return r;
+        if (o->signer) {
+                r = signer_sign(o->signer, text, text_len, &sig, &sig_len, err);
+                if (r < 0)
+                        return tp_error_prefix(err, r, "signing the manifest");
+        }
+
+        BundleHeader h = { BUNDLE_FORMAT, text_len, sig_len, res.payload_bytes };
+        uint8_t hdr[BUNDLE_HEADER_SIZE];
+        bundle_header_encode(&h, hdr);
+
+        r = atomic_file_open(out_path, &af);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", out_path, strerror(-r));
+        if ((r = write_full(af.fd, hdr, sizeof(hdr))) < 0 || (r = write_full(af.fd, text, text_len)) < 0 ||
+            (sig_len > 0 && (r = write_full(af.fd, sig, sig_len)) < 0) ||
+            (r = copy_range(payload_fd, 0, res.payload_bytes, af.fd, x, c.group_max, NULL)) < 0 ||
+            (r = atomic_file_commit(&af)) < 0) {
+                atomic_file_abort(&af);
+                return tp_error(err, r, "%s: writing the bundle: %s", out_path, strerror(-r));
+        }
+        res.bundle_bytes = sizeof(hdr) + text_len + sig_len + res.payload_bytes;
+        if (ret)
+                *ret = res;
+        return 0;
+}

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fileio.h"
+
+int pread_full(int fd, void *buf, size_t n, uint64_t off) {
+        uint8_t *p = buf;
+
+        while (n > 0) {
+                ssize_t k = pread(fd, p, n, (off_t) off);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (k == 0)
+                        return -ENODATA;
+                p += k;
+                n -= (size_t) k;
+                off += (uint64_t) k;
+        }
+        return 0;
+}
+
+int pwrite_full(int fd, const void *buf, size_t n, uint64_t off) {
+        const uint8_t *p = buf;
+
+        while (n > 0) {
+                ssize_t k = pwrite(fd, p, n, (off_t) off);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                p += k;
+                n -= (size_t) k;
+                off += (uint64_t) k;
+        }
+        return 0;
+}
+
+int write_full(int fd, const void *buf, size_t n) {
+        const uint8_t *p = buf;
+
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+int fsync_parent_dir(const char *path) {
+        _cleanup_free_ char *copy = strdup(path);
+        _cleanup_close_ int fd = -1;
+
+        if (!copy)
+                return -ENOMEM;
+        fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (fsync(fd) < 0)
+                return negative_errno();
+        return 0;
+}
+
+int atomic_file_open(const char *path, AtomicFile *ret) {
+        _cleanup_free_ char *copy1 = strdup(path), *copy2 = strdup(path), *final = strdup(path);
+        _cleanup_free_ char *tmp = NULL;
+        int fd;
+
+        if (!copy1 || !copy2 || !final)
+                return -ENOMEM;
+        if (asprintf(&tmp, "%s/.%s.XXXXXX", dirname(copy1), basename(copy2)) < 0) {
+                tmp = NULL;
+                return -ENOMEM;
+        }
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        /* mkostemp() makes 0600; give the file the mode a plain creat() would have. */
+        mode_t mask = umask(0);
+        umask(mask);
+        (void) fchmod(fd, 0644 & ~mask);
+        *ret = (AtomicFile) { .fd = fd, .path = TAKE_PTR(final), .tmp_path = TAKE_PTR(tmp) };
+        return 0;
+}
+
+int atomic_file_commit(AtomicFile *f) {
+        int r = 0;
+
+        if (!f->no_sync && fsync(f->fd) < 0)
+                r = negative_errno();
+        if (r >= 0 && rename(f->tmp_path, f->path) < 0)
+                r = negative_errno();
+        if (r >= 0) {
+                free(f->tmp_path);
+                f->tmp_path = NULL;    /* renamed: nothing left to remove */
+                if (!f->no_sync)
+                        r = fsync_parent_dir(f->path);
+        }
+        atomic_file_abort(f);
+        return r;
+}
+
+void atomic_file_abort(AtomicFile *f) {
+        if (f->tmp_path)
+                (void) unlink(f->tmp_path);
+        if (f->fd >= 0)
+                safe_close(f->fd);
+        free(f->tmp_path);
+        free(f->path);
+        *f = (AtomicFile) { .fd = -1 };
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * File I/O the rest of the library builds on: whole reads and writes that
+ * retry EINTR and short transfers, and atomic replacement of a file
+ * (write a temporary in the same directory, fsync, rename, fsync the
+ * directory): after a crash the path holds the old file or the new one,
+ * never a mix, and a failed write leaves no file behind.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "macro.h"
+
+/* Read exactly @n bytes at @off: -EIO ... or -ENODATA when the file ends first. */
+_warn_unused_result_ int pread_full(int fd, void *buf, size_t n, uint64_t off);
+_warn_unused_result_ int pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
+_warn_unused_result_ int write_full(int fd, const void *buf, size_t n);
+
+/* fsync the directory holding @path (so a rename or create in it is durable). */
+_warn_unused_result_ int fsync_parent_dir(const char *path);
+
+typedef struct AtomicFile {
+        int fd;                 /* the temporary, open for writing */
+        char *path;             /* final path */
+        char *tmp_path;         /* "<dir>/.<name>.XXXXXX" */
+        bool no_sync;           /* skip the fsyncs (scratch output, benchmarks): atomic, not durable */
+} AtomicFile;
+
+#define ATOMIC_FILE_NULL ((AtomicFile) { .fd = -1 })
+
+/* Create a temporary beside @path (mode 0644 before umask) to be renamed over it by atomic_file_commit(). */
+_warn_unused_result_ int atomic_file_open(const char *path, AtomicFile *ret);
+/* fsync, rename onto the final path, fsync the directory. On failure the temporary is removed. */
+_warn_unused_result_ int atomic_file_commit(AtomicFile *f);
+/* Remove the temporary (if still there) and free; safe after commit and on ATOMIC_FILE_NULL. */
+void atomic_file_abort(AtomicFile *f);

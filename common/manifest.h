@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The bundle manifest: a YAML document that binds everything a device
+ * needs to check before and while applying a task. The signature covers
+ * the manifest's exact bytes; the manifest covers every payload byte
+ * (payload.sha256, and per span the hashes of the base bytes it replaces
+ * and of the new bytes it writes). Format: packaging/docs/bundle-format.md.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "artifact.h"
+#include "error.h"
+#include "sha256.h"
+
+#define MANIFEST_FORMAT 1
+#define MANIFEST_MAX_BYTES (64u << 20)
+#define MANIFEST_MAX_SPANS (1u << 20)
+#define MANIFEST_MAX_SITES (1u << 20)
+#define TASK_NAME_MAX 64
+
+typedef enum SpanEncoding {
+        SPAN_RAW,               /* the frame holds the new bytes */
+        SPAN_DELTA,             /* the frame holds delta_encode(layout, base bytes, new bytes) */
+        _SPAN_ENCODING_MAX,
+        _SPAN_ENCODING_INVALID = -EINVAL,
+} SpanEncoding;
+
+typedef struct ManifestSpan {
+        uint64_t offset;                        /* in the target file */
+        uint64_t length;                        /* bytes written there */
+        SpanEncoding encoding;
+        char *layout;                           /* SPAN_DELTA: the delta layout name ("q4_0", "bytes", ...) */
+        char *site;                             /* the site it belongs to, or NULL for header/gap bytes */
+        uint8_t base_sha256[SHA256_DIGEST_SIZE];/* of the base bytes at [offset, offset+length) */
+        uint8_t new_sha256[SHA256_DIGEST_SIZE]; /* of the bytes written */
+        uint64_t frame_offset;                  /* of its zstd frame, from the payload start */
+        uint64_t frame_size;
+} ManifestSpan;
+
+typedef struct Manifest {
+        uint64_t format;
+        char *task;
+        uint64_t version;
+        int64_t created;                        /* seconds since the epoch, UTC */
+        int64_t expires;                        /* 0: never */
+        ArtifactKind kind;
+        struct {
+                uint8_t sha256[SHA256_DIGEST_SIZE];
+                uint64_t size;
+                uint8_t layout[SHA256_DIGEST_SIZE];     /* artifact layout fingerprint */
+        } base;
+        struct {
+                uint8_t sha256[SHA256_DIGEST_SIZE];
+                uint64_t size;
+                uint64_t chunk_size;
+                uint8_t chunk_root[SHA256_DIGEST_SIZE]; /* SHA-256 of the concatenated chunk digests */
+        } target;
+        char **sites;                           /* the task's site set: names of the sites it changes, sorted */
+        size_t n_sites;
+        uint8_t sites_fingerprint[SHA256_DIGEST_SIZE];
+        struct {
+                uint64_t size;
+                uint8_t sha256[SHA256_DIGEST_SIZE];
+        } payload;
+        ManifestSpan *spans;                    /* sorted by offset, not overlapping; frames back to back */
+        size_t n_spans;
+} Manifest;
+
+Manifest *manifest_free(Manifest *m);
+DEFINE_POINTER_CLEANUP(Manifest, manifest_free)
+
+const char *span_encoding_to_string(SpanEncoding e);   /* "raw", "delta" */
+SpanEncoding span_encoding_from_string(const char *s);
+
+/* [a-z0-9][a-z0-9._-]{0,63}: safe as a file name component, no "/" or "..". */
+bool task_name_valid(const char *name);
+
+/* SHA-256 over the sorted names, each followed by a NUL byte. */
+void sites_fingerprint(char *const *sorted_names, size_t n, uint8_t ret[SHA256_DIGEST_SIZE]);
+
+/* Serialise @m as YAML (malloc'ed, not NUL-terminated). */
+_warn_unused_result_ int manifest_write(const Manifest *m, char **ret_text, size_t *ret_len, TpError *err);
+
+/*
+ * Parse and validate: known keys only, every field present and well-formed,
+ * task name valid, spans sorted, non-overlapping, inside the target, frames
+ * contiguous from 0 and adding up to payload.size, site set sorted, unique
+ * and matching its fingerprint. Errors name the line and the field.
+ */
+_warn_unused_result_ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err);
