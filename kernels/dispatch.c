@@ -42,7 +42,8 @@ static const KernelImpl impls[] = {
         { "shani", KERNEL_SHA256, CPU_BIT(CPU_SHA_NI) | CPU_BIT(CPU_SSE41), 1, .blocks = sha256_blocks_shani,
           .blocks2 = sha256_blocks_shani_x2 },
 #elif defined(__aarch64__)
-        { "armv8-ce", KERNEL_SHA256, CPU_BIT(CPU_SHA2), 1, .blocks = sha256_blocks_armv8ce },
+        { "armv8-ce", KERNEL_SHA256, CPU_BIT(CPU_SHA2), 1, .blocks = sha256_blocks_armv8ce,
+          .blocks2 = sha256_blocks_armv8ce_x2 },
 #endif
         { "generic", KERNEL_SHA256, 0, 1, .blocks = sha256_blocks_generic },
 

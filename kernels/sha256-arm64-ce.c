@@ -86,3 +86,55 @@ void sha256_blocks_armv8ce(uint32_t state[8], const uint8_t *data, size_t nblock
         vst1q_u32(&state[0], abcd);
         vst1q_u32(&state[4], efgh);
 }
+
+/*
+ * Two states, one message (apply hashes unchanged bytes as base and as result): the
+ * schedule is computed once and the two SHA256H/H2 chains interleave, hiding their
+ * latency. K comes from memory here: two states leave too few registers to pin it.
+ */
+#define QUAD_ROUND2(i, msg)                                                    \
+        do {                                                                   \
+                uint32x4_t wk = vaddq_u32((msg), vld1q_u32(&sha256_k[4 * (i)])); \
+                uint32x4_t a_prev = abcd, a2_prev = abcd2;                     \
+                abcd = vsha256hq_u32(abcd, efgh, wk);                          \
+                abcd2 = vsha256hq_u32(abcd2, efgh2, wk);                       \
+                efgh = vsha256h2q_u32(efgh, a_prev, wk);                       \
+                efgh2 = vsha256h2q_u32(efgh2, a2_prev, wk);                    \
+        } while (0)
+
+void sha256_blocks_armv8ce_x2(uint32_t state1[8], uint32_t state2[8], const uint8_t *data, size_t nblocks) {
+        uint32x4_t abcd = vld1q_u32(&state1[0]), efgh = vld1q_u32(&state1[4]);
+        uint32x4_t abcd2 = vld1q_u32(&state2[0]), efgh2 = vld1q_u32(&state2[4]);
+
+        for (; nblocks > 0; nblocks--, data += 64) {
+                uint32x4_t abcd_in = abcd, efgh_in = efgh, abcd2_in = abcd2, efgh2_in = efgh2;
+                uint32x4_t m0 = vreinterpretq_u32_u8(vrev32q_u8(vld1q_u8(data + 0)));
+                uint32x4_t m1 = vreinterpretq_u32_u8(vrev32q_u8(vld1q_u8(data + 16)));
+                uint32x4_t m2 = vreinterpretq_u32_u8(vrev32q_u8(vld1q_u8(data + 32)));
+                uint32x4_t m3 = vreinterpretq_u32_u8(vrev32q_u8(vld1q_u8(data + 48)));
+
+                for (unsigned q = 0; q < 12; q += 4) {
+                        QUAD_ROUND2(q + 0, m0);
+                        SCHEDULE(m0, m1, m2, m3);
+                        QUAD_ROUND2(q + 1, m1);
+                        SCHEDULE(m1, m2, m3, m0);
+                        QUAD_ROUND2(q + 2, m2);
+                        SCHEDULE(m2, m3, m0, m1);
+                        QUAD_ROUND2(q + 3, m3);
+                        SCHEDULE(m3, m0, m1, m2);
+                }
+                QUAD_ROUND2(12, m0);
+                QUAD_ROUND2(13, m1);
+                QUAD_ROUND2(14, m2);
+                QUAD_ROUND2(15, m3);
+
+                abcd = vaddq_u32(abcd, abcd_in);
+                efgh = vaddq_u32(efgh, efgh_in);
+                abcd2 = vaddq_u32(abcd2, abcd2_in);
+                efgh2 = vaddq_u32(efgh2, efgh2_in);
+        }
+        vst1q_u32(&state1[0], abcd);
+        vst1q_u32(&state1[4], efgh);
+        vst1q_u32(&state2[0], abcd2);
+        vst1q_u32(&state2[4], efgh2);
+}

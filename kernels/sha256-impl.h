@@ -54,5 +54,6 @@ void sha256_x8_avx2(uint32_t state[8 * 8], const uint8_t *const data[8], size_t 
 
 #if defined(__aarch64__)
 void sha256_blocks_armv8ce(uint32_t state[8], const uint8_t *data, size_t nblocks); /* ARMv8 SHA2 */
+void sha256_blocks_armv8ce_x2(uint32_t state1[8], uint32_t state2[8], const uint8_t *data, size_t nblocks);
 void sha256_x4_neon(uint32_t state[8 * 4], const uint8_t *const data[4], size_t nblocks);
 #endif
