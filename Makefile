@@ -107,7 +107,7 @@ TASKPATCHD_SRCS := daemon/taskpatchd.c
 UNIT_SRCS := $(wildcard tests/unit/check_*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 TOOL_SRCS := $(wildcard tests/tools/*.c)
-BENCH_SRCS := tests/bench/bench-sha256.c
+BENCH_SRCS := tests/bench/bench-sha256.c tests/bench/delta-eval.c
 
 OBJ := $(BUILD)/obj
 LIB := $(BUILD)/lib/libtaskpatch.a

@@ -6,8 +6,8 @@
 #include "ggml.h"
 
 /* The wire format's constants (delta.h). */
-#define BUCKETS 8
-#define FLIP 32768
+#define BUCKETS   8
+#define FLIP      32768
 #define NORM_BITS 46
 
 /* For the decoder's inner steps: inlined into each layout's own copy of the loop (blocks_decode_as). */
