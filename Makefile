@@ -85,8 +85,8 @@ endif
 
 INCLUDES := -Ikernels -Icommon -Icli
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DTASKPATCH_VERSION='"$(VERSION)"' $(INCLUDES) $(WARNINGS) \
-             $(HARDEN_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP
-ALL_LDFLAGS = $(HARDEN_LDFLAGS) $(SAN_FLAGS) $(LDFLAGS)
+             $(HARDEN_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -pthread $(CFLAGS) -MMD -MP
+ALL_LDFLAGS = $(HARDEN_LDFLAGS) $(SAN_FLAGS) -pthread $(LDFLAGS)
 LIBS = $(PKG_LIBS) $(MBEDTLS_LIBS)
 
 # ---- sources ---------------------------------------------------------------

@@ -8,16 +8,24 @@
 #include "apply.h"
 #include "delta.h"
 #include "fileio.h"
+#include "hashpipe.h"
 
-#define APPLY_BUFFER (1u << 20)
+#define APPLY_BUFFER (512u << 10)
+
+/* One slot of the hashing pipeline: its buffers stay untouched until the worker is done with them. */
+typedef struct Slot {
+        uint8_t *base, *frame, *out;
+} Slot;
 
 typedef struct Applier {
         Bundle *bundle;
         int base_fd, out_fd;
         const char *base_what;
         uint64_t base_size;
-        Sha256 base_hash, target_hash;
-        uint8_t *buf, *frame, *out;
+        Sha256 base_hash, target_hash;  /* fed through the pipe: read only after hash_pipe_sync() */
+        HashPipe *pipe;
+        Slot slots[HASH_PIPE_SLOTS];
+        size_t bufsize;
         ApplyStats stats;
         TpError *err;
 } Applier;
@@ -30,12 +38,14 @@ static int copy_base(Applier *a, uint64_t from, uint64_t to) {
                                 a->base_size, to);
         for (uint64_t pos = from; pos < to;) {
                 size_t n = to - pos < APPLY_BUFFER ? (size_t) (to - pos) : APPLY_BUFFER;
-                int r = pread_full(a->base_fd, a->buf, n, pos);
+                unsigned slot = hash_pipe_slot(a->pipe);
+                uint8_t *buf = a->slots[slot].base;
+                int r = pread_full(a->base_fd, buf, n, pos);
                 if (r < 0)
                         return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64 ": %s",
                                         a->base_what, pos, strerror(r == -ENODATA ? EIO : -r));
-                sha256_update2(&a->base_hash, &a->target_hash, a->buf, n);
-                r = write_full(a->out_fd, a->buf, n);
+                hash_pipe_feed(a->pipe, slot, &a->base_hash, &a->target_hash, buf, n);
+                r = write_full(a->out_fd, buf, n);
                 if (r < 0)
                         return tp_error(a->err, r, "writing the output: %s", strerror(-r));
                 a->stats.copied_bytes += n;
@@ -56,12 +66,12 @@ static int hex_mismatch(Applier *a, size_t idx, const ManifestSpan *s, const cha
 
 static int apply_span(Applier *a, SpanReader *sr, size_t idx, const ManifestSpan *s) {
         DeltaLayout layout = DELTA_BYTES;
-        Sha256 sb, sn;
+        Sha256 sb, sn;                  /* fed through the pipe: sync before reading or leaving */
         uint8_t db[32], dn[32];
         uint64_t base_end = s->offset + s->length < a->base_size ? s->offset + s->length : a->base_size;
         bool has_base = s->offset < a->base_size;
         size_t group = APPLY_BUFFER;
-        int r;
+        int r = 0;
 
         if (s->encoding == SPAN_DELTA) {
                 layout = delta_layout_from_string(s->layout);
@@ -79,28 +89,37 @@ static int apply_span(Applier *a, SpanReader *sr, size_t idx, const ManifestSpan
         for (uint64_t pos = s->offset; pos < s->offset + s->length;) {
                 size_t n = s->offset + s->length - pos < group ? (size_t) (s->offset + s->length - pos) : group;
                 size_t nb = pos < base_end ? (base_end - pos < n ? (size_t) (base_end - pos) : n) : 0;
+                unsigned slot = hash_pipe_slot(a->pipe);
+                Slot *sl = &a->slots[slot];
 
                 if (nb > 0) {
-                        r = pread_full(a->base_fd, a->buf, nb, pos);
-                        if (r < 0)
-                                return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
-                                                a->base_what, pos);
-                        sha256_update2(&sb, &a->base_hash, a->buf, nb);
+                        r = pread_full(a->base_fd, sl->base, nb, pos);
+                        if (r < 0) {
+                                r = tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
+                                             a->base_what, pos);
+                                break;
+                        }
+                        hash_pipe_feed(a->pipe, slot, &sb, &a->base_hash, sl->base, nb);
                 }
-                r = span_reader_read(sr, a->frame, n, a->err);
+                r = span_reader_read(sr, sl->frame, n, a->err);
                 if (r < 0)
-                        return r;
-                const uint8_t *bytes = a->frame;
+                        break;
+                const uint8_t *bytes = sl->frame;
                 if (s->encoding == SPAN_DELTA) {
-                        delta_decode(layout, a->buf, a->frame, n, a->out);
-                        bytes = a->out;
+                        delta_decode(layout, sl->base, sl->frame, n, sl->out);
+                        bytes = sl->out;
                 }
-                sha256_update2(&sn, &a->target_hash, bytes, n);
+                hash_pipe_feed(a->pipe, slot, &sn, &a->target_hash, bytes, n);
                 r = write_full(a->out_fd, bytes, n);
-                if (r < 0)
-                        return tp_error(a->err, r, "writing the output: %s", strerror(-r));
+                if (r < 0) {
+                        r = tp_error(a->err, r, "writing the output: %s", strerror(-r));
+                        break;
+                }
                 pos += n;
         }
+        hash_pipe_sync(a->pipe);
+        if (r < 0)
+                return r;
         sha256_final(&sb, db);
         sha256_final(&sn, dn);
 
@@ -114,11 +133,20 @@ static int apply_span(Applier *a, SpanReader *sr, size_t idx, const ManifestSpan
         return 0;
 }
 
+static void applier_done(Applier *a) {
+        hash_pipe_free(a->pipe);        /* first: the worker may still read the slots */
+        a->pipe = NULL;
+        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
+                free(a->slots[i].base);
+                free(a->slots[i].frame);
+                free(a->slots[i].out);
+        }
+}
+
 int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_path, bool sync,
                  ApplyStats *ret_stats, TpError *err) {
         const Manifest *m = b->manifest;
         _cleanup_(span_reader_freep) SpanReader *sr = NULL;
-        _cleanup_free_ uint8_t *buf = NULL, *frame = NULL, *out = NULL;
         AtomicFile af = ATOMIC_FILE_NULL;
         Applier a = { .bundle = b, .base_fd = base_fd, .base_what = base_what, .err = err };
         const ManifestSpan *s;
@@ -135,23 +163,33 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
                 return tp_error(err, -EBADMSG, "%s: the base is %" PRIu64 " bytes, the bundle was made for a %" PRIu64
                                 "-byte base (wrong base?)", base_what, a.base_size, m->base.size);
 
-        size_t bufsize = APPLY_BUFFER;
+        a.bufsize = APPLY_BUFFER;
         for (DeltaLayout l = 0; l < _DELTA_LAYOUT_MAX; l++)
-                if (delta_group_bytes(l) > bufsize)
-                        bufsize = delta_group_bytes(l);
-        buf = malloc(bufsize);
-        frame = malloc(bufsize);
-        out = malloc(bufsize);
-        if (!buf || !frame || !out)
-                return -ENOMEM;
-        a.buf = buf, a.frame = frame, a.out = out;
+                if (delta_group_bytes(l) > a.bufsize)
+                        a.bufsize = delta_group_bytes(l);
+        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
+                a.slots[i] = (Slot) { malloc(a.bufsize), malloc(a.bufsize), malloc(a.bufsize) };
+                if (!a.slots[i].base || !a.slots[i].frame || !a.slots[i].out) {
+                        applier_done(&a);
+                        return -ENOMEM;
+                }
+        }
+        r = hash_pipe_new(&a.pipe);
+        if (r < 0) {
+                applier_done(&a);
+                return tp_error(err, r, "cannot start the hashing thread: %s", strerror(-r));
+        }
 
         r = span_reader_new(b, &sr, err);
-        if (r < 0)
+        if (r < 0) {
+                applier_done(&a);
                 return r;
+        }
         r = atomic_file_open(out_path, &af);
-        if (r < 0)
+        if (r < 0) {
+                applier_done(&a);
                 return tp_error(err, r, "%s: cannot create a temporary file beside it: %s", out_path, strerror(-r));
+        }
         a.out_fd = af.fd;
         af.no_sync = !sync;
         (void) posix_fadvise(base_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -169,13 +207,15 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
         /* The rest of the base (a shrunk file) still counts for the base hash. */
         for (uint64_t p = pos > m->target.size ? pos : m->target.size; p < a.base_size;) {
                 size_t n = a.base_size - p < APPLY_BUFFER ? (size_t) (a.base_size - p) : APPLY_BUFFER;
-                if ((r = pread_full(base_fd, buf, n, p)) < 0) {
+                unsigned slot = hash_pipe_slot(a.pipe);
+                if ((r = pread_full(base_fd, a.slots[slot].base, n, p)) < 0) {
                         r = tp_error(err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64, base_what, p);
                         goto fail;
                 }
-                sha256_update(&a.base_hash, buf, n);
+                hash_pipe_feed(a.pipe, slot, &a.base_hash, NULL, a.slots[slot].base, n);
                 p += n;
         }
+        hash_pipe_sync(a.pipe);
         sha256_final(&a.base_hash, d);
         if (memcmp(d, m->base.sha256, 32) != 0) {
                 char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
@@ -193,6 +233,7 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
                 r = tp_error(err, -EBADMSG, "%s: the result's SHA-256 %s is not the target's %s", b->what, got, want);
                 goto fail;
         }
+        applier_done(&a);
         r = atomic_file_commit(&af);
         if (r < 0)
                 return tp_error(err, r, "%s: %s", out_path, strerror(-r));
@@ -201,6 +242,7 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
         return 0;
 
 fail:
+        applier_done(&a);
         atomic_file_abort(&af);
         return r;
 }

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Hashing on a second thread: the caller reads, decodes and writes while a
+ * worker folds the same buffers into SHA-256 states. Buffers live in the
+ * caller's ring of HASH_PIPE_SLOTS slots; hash_pipe_slot() hands out the
+ * next slot once every job that used it is done, so a slot's buffers may be
+ * refilled exactly then. States fed to the pipe may be read only after
+ * hash_pipe_sync().
+ */
+
+#include "macro.h"
+#include "sha256.h"
+
+#define HASH_PIPE_SLOTS 4
+
+typedef struct HashPipe HashPipe;
+
+_warn_unused_result_ int hash_pipe_new(HashPipe **ret);
+/* Waits for the queued work, stops the worker. NULL-safe. */
+HashPipe *hash_pipe_free(HashPipe *p);
+DEFINE_POINTER_CLEANUP(HashPipe, hash_pipe_free)
+
+/* The next slot (0..HASH_PIPE_SLOTS-1), once no queued job still reads its buffers. */
+unsigned hash_pipe_slot(HashPipe *p);
+/* Queue: hash @len bytes at @data (in slot @slot's buffers) into @a, and into @b too unless NULL. */
+void hash_pipe_feed(HashPipe *p, unsigned slot, Sha256 *a, Sha256 *b, const void *data, size_t len);
+/* Wait until everything queued is hashed. */
+void hash_pipe_sync(HashPipe *p);
