@@ -241,7 +241,7 @@ bench-bundle: tests-build
 # ---- demo, deps ------------------------------------------------------------
 
 .PHONY: demo deps
-demo: all
+demo: all $(TOOLS)
 	@tests/demo.sh $(BUILD)
 
 # System packages (apt-get), then ggml's prebuilt library from the pinned npm package
