@@ -8,15 +8,9 @@
 #include "check-main.h"
 #include "diff.h"
 #include "fileio.h"
+#include "test-buf.h"
 
 #define SIZE 100000
-
-static int memfd_with(const uint8_t *data, size_t n) {
-        int fd = memfd_create("diff", MFD_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(write_full(fd, data, n), 0);
-        return fd;
-}
 
 /* Two sites: [10000, 30000) "a" and [50000, 90000) "b"; the rest is gap. */
 static Artifact *artifact(ArtifactKind kind, uint64_t size) {

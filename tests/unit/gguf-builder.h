@@ -16,24 +16,9 @@
 
 #include "ggml.h"
 #include "gguf.h"
+#include "test-buf.h"
 
 /* ---- a tiny GGUF writer ------------------------------------------------- */
-
-typedef struct Buf {
-        uint8_t *p;
-        size_t n, cap;
-} Buf;
-
-static inline void put(Buf *b, const void *d, size_t n) {
-        if (b->n + n > b->cap) {
-                b->cap = (b->n + n) * 2 + 64;
-                b->p = realloc(b->p, b->cap);
-                ck_assert_ptr_nonnull(b->p);
-        }
-        if (n)
-                memcpy(b->p + b->n, d, n);
-        b->n += n;
-}
 
 static inline void put_le(Buf *b, uint64_t v, unsigned n) {
         uint8_t x[8];
@@ -174,13 +159,6 @@ static inline void model_bytes(const Model *m, Buf *out, uint64_t *ret_infos_end
         put_fill(out, round_up(out->n, m->align) - out->n, 0);
         for (uint64_t i = 0; i < m->data_len; i++)
                 put_u8(out, i * 7 + 1);
-}
-
-static inline int memfd_with(const void *p, size_t n) {
-        int fd = memfd_create("check-gguf", MFD_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(write(fd, p, n), (ssize_t) n);
-        return fd;
 }
 
 static inline int read_bytes(const void *p, size_t n, Gguf **ret, TpError *err) {

@@ -16,24 +16,9 @@
 
 #include "macro.h"
 #include "onnx.h"
+#include "test-buf.h"
 
 /* ---- a tiny protobuf encoder -------------------------------------------------------------------- */
-
-typedef struct Buf {
-        uint8_t *p;
-        size_t n, cap;
-} Buf;
-
-static inline void put(Buf *b, const void *d, size_t n) {
-        if (b->n + n > b->cap) {
-                b->cap = (b->n + n) * 2 + 64;
-                b->p = realloc(b->p, b->cap);
-                ck_assert_ptr_nonnull(b->p);
-        }
-        if (n)
-                memcpy(b->p + b->n, d, n);
-        b->n += n;
-}
 
 static inline void varint(Buf *b, uint64_t v) {
         do {
@@ -135,15 +120,8 @@ static inline Buf attr_tensor(const char *name, Buf *t) {
 
 /* ---- reading ------------------------------------------------------------------------------------ */
 
-static inline int memfd_of(const uint8_t *d, size_t n) {
-        int fd = memfd_create("check-onnx", MFD_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(write(fd, d, n), (ssize_t) n);
-        return fd;
-}
-
 static inline int read_bytes(const uint8_t *d, size_t n, Onnx **ret, TpError *err) {
-        int fd = memfd_of(d, n);
+        int fd = memfd_with(d, n);
         int k = onnx_read(fd, ret, err);
         close(fd);
         return k;
