@@ -9,6 +9,7 @@
 #include "create.h"
 #include "delta.h"
 #include "fileio.h"
+#include "hashfile.h"
 #include "sign.h"
 
 int hash_file_chunks(int fd, uint64_t size, uint64_t chunk_size, uint8_t ret_sha256[32], uint8_t ret_chunk_root[32],
@@ -216,10 +217,16 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
         m->target.size = target->size;
         m->target.chunk_size = o->chunk_size ? o->chunk_size : CREATE_DEFAULT_CHUNK;
 
-        uint8_t unused[SHA256_DIGEST_SIZE];
-        r = hash_file_chunks(base_fd, base->size, m->target.chunk_size, m->base.sha256, unused, err);
+        /* The base needs only its full hash: hashfile.c's streaming reader. */
+        uint64_t base_read;
+        if (lseek(base_fd, 0, SEEK_SET) < 0)
+                return tp_error(err, negative_errno(), "base: %s", strerror(errno));
+        r = hash_fd(base_fd, m->base.sha256, &base_read);
         if (r < 0)
-                return tp_error_prefix(err, r, "base");
+                return tp_error(err, r, "base: hashing failed: %s", strerror(-r));
+        if (base_read != base->size)
+                return tp_error(err, -EIO, "base: changed size while being read (%" PRIu64 " bytes, expected %" PRIu64 ")",
+                                base_read, base->size);
         r = hash_file_chunks(target_fd, target->size, m->target.chunk_size, m->target.sha256, m->target.chunk_root, err);
         if (r < 0)
                 return tp_error_prefix(err, r, "target");

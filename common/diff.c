@@ -113,6 +113,24 @@ static int scan_segment(Scan *s, uint64_t off, uint64_t len, ssize_t site) {
         return 0;
 }
 
+/* Bytes that differ in [0, @len) of both files, for the report of a layout change. */
+static int count_differences(Scan *s, uint64_t len, uint64_t *ret) {
+        uint64_t changed = 0;
+
+        for (uint64_t pos = 0; pos < len;) {
+                size_t n = len - pos < DIFF_CHUNK ? (size_t) (len - pos) : DIFF_CHUNK;
+                int r;
+                if ((r = read_at(s->base_fd, s->a, n, pos, "base", s->err)) < 0 ||
+                    (r = read_at(s->target_fd, s->b, n, pos, "target", s->err)) < 0)
+                        return r;
+                for (size_t i = 0; i < n; i++)
+                        changed += s->a[i] != s->b[i];
+                pos += n;
+        }
+        *ret = changed;
+        return 0;
+}
+
 int diff_compute(int base_fd, const Artifact *base, int target_fd, const Artifact *target, Diff **ret,
                  TpError *err) {
         _cleanup_(diff_freep) Diff *d = NULL;
@@ -137,16 +155,12 @@ int diff_compute(int base_fd, const Artifact *base, int target_fd, const Artifac
         if (!artifact_same_layout(base, target)) {
                 /* Layout change: one region for the whole target, exact byte counts for the report. */
                 uint64_t common = base->size < target->size ? base->size : target->size;
+                uint64_t changed;
                 d->layout_changed = true;
-                r = scan_segment(&s, 0, common, -2);
+                r = count_differences(&s, common, &changed);
                 if (r < 0)
                         return r;
-                uint64_t changed = d->changed_bytes + (target->size - common);
-                free(d->regions);
-                d->regions = NULL;
-                d->n_regions = 0;
-                s.cap = 0;
-                d->changed_bytes = 0;
+                changed += target->size - common;
                 if (target->size > 0) {
                         r = add_region(&s, 0, target->size, changed, -1);
                         if (r < 0)
