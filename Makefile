@@ -83,7 +83,7 @@ else
 HARDEN_CFLAGS += -D_FORTIFY_SOURCE=2
 endif
 
-INCLUDES := -Ikernels -Icommon -Icli
+INCLUDES := -Ikernels -Icommon -Icli -Idaemon
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DTASKPATCH_VERSION='"$(VERSION)"' $(INCLUDES) $(WARNINGS) \
              $(HARDEN_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -pthread $(CFLAGS) -MMD -MP
 ALL_LDFLAGS = $(HARDEN_LDFLAGS) $(SAN_FLAGS) -pthread $(LDFLAGS)
@@ -101,8 +101,11 @@ COMMON_SRCS := $(wildcard common/*.c)
 
 CLI_SHARED_SRCS := cli/cli.c
 TASKPATCH_SRCS := $(wildcard cli/taskpatch*.c)
-TPCTL_SRCS := cli/tpctl.c
+TPCTL_SRCS := $(wildcard cli/tpctl*.c)
+# The daemon: main() in taskpatchd.c; everything else goes into libtaskpatchd.a,
+# which the unit tests link too.
 TASKPATCHD_SRCS := daemon/taskpatchd.c
+DAEMON_LIB_SRCS := $(filter-out $(TASKPATCHD_SRCS),$(wildcard daemon/*.c))
 
 UNIT_SRCS := $(wildcard tests/unit/check_*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -111,6 +114,7 @@ BENCH_SRCS := tests/bench/bench-sha256.c tests/bench/delta-eval.c
 
 OBJ := $(BUILD)/obj
 LIB := $(BUILD)/lib/libtaskpatch.a
+DLIB := $(BUILD)/lib/libtaskpatchd.a
 BINS := $(BUILD)/bin/taskpatch $(BUILD)/bin/tpctl $(BUILD)/bin/taskpatchd
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 TOOLS := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS))
@@ -152,13 +156,18 @@ $(BUILD)/bin/taskpatch: $(call objs,$(TASKPATCH_SRCS) $(CLI_SHARED_SRCS)) $(LIB)
 $(BUILD)/bin/tpctl: $(call objs,$(TPCTL_SRCS) $(CLI_SHARED_SRCS)) $(LIB)
 	$(call link,$(call objs,$(TPCTL_SRCS) $(CLI_SHARED_SRCS)))
 
-$(BUILD)/bin/taskpatchd: $(call objs,$(TASKPATCHD_SRCS)) $(LIB)
-	$(call link,$(call objs,$(TASKPATCHD_SRCS)))
+$(DLIB): $(call objs,$(DAEMON_LIB_SRCS))
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/tests/check_%: $(OBJ)/tests/unit/check_%.o $(LIB)
+$(BUILD)/bin/taskpatchd: $(call objs,$(TASKPATCHD_SRCS)) $(DLIB) $(LIB)
+	$(call link,$(call objs,$(TASKPATCHD_SRCS)) $(DLIB))
+
+$(BUILD)/tests/check_%: $(OBJ)/tests/unit/check_%.o $(DLIB) $(LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(CHECK_LIBS) $(LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(DLIB) $(LIB) $(CHECK_LIBS) $(LIBS)
 
 $(OBJ)/tests/unit/%.o: ALL_CFLAGS += $(CHECK_CFLAGS) -Itests/unit
 

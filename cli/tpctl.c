@@ -1,32 +1,207 @@
 /* SPDX-License-Identifier: MIT */
-/* tpctl: the technician's client of taskpatchd over its Unix socket. */
+/* tpctl: the technician's client of taskpatchd over its Unix socket. This file parses the global options and dispatches. */
 
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "tpctl.h"
+
+static const struct {
+        const char *name;
+        int (*run)(Tpctl *t, int argc, char *argv[]);
+        const char *synopsis;   /* after "tpctl [OPTIONS] NAME" */
+        const char *summary;
+        const char *help;       /* the command's own options and what it prints */
+} commands[] = {
+        { "status", cmd_status, "", "show the daemon's state, the slots, a trial, counters",
+          "Print a summary of taskpatchd's state: the model path, the active slot and its task,\n"
+          "both slots, the task on trial and its remaining time, the running operation and the\n"
+          "daemon's write counters. --json prints the daemon's answer as it is.\n" },
+        { "list", cmd_list, "", "list the installed task bundles",
+          "Print a table of the task bundles the daemon has installed.\n" },
+        { "provision", cmd_provision, "FILE [--sha256 HEX]", "install FILE as the base model",
+          "Pass FILE (opened by tpctl, handed over as a descriptor) to the daemon as the base\n"
+          "model, and wait until it is provisioned.\n"
+          "\n"
+          "  --sha256 HEX   the expected SHA-256 of FILE (64 hex digits); refused when it differs\n" },
+        { "install", cmd_install, "BUNDLE [--switch] [--allow-downgrade]", "install a task bundle (.tpb)",
+          "Pass BUNDLE (opened by tpctl, handed over as a descriptor) to the daemon, and wait\n"
+          "until it is installed.\n"
+          "\n"
+          "  --switch            also switch to the task, as 'tpctl switch' does\n"
+          "  --allow-downgrade   accept a version lower than the one installed\n" },
+        { "switch", cmd_switch, "(TASK [--version N] | --base)", "make a task (or the base model) the active model",
+          "Stage TASK into the inactive slot, verify it, activate it, and wait until it is on\n"
+          "trial (confirm with 'tpctl mark-good') or committed by the health check.\n"
+          "\n"
+          "  --version N   that version of TASK (default: the newest installed)\n"
+          "  --base        return to the base model instead of a task\n" },
+        { "mark-good", cmd_mark_good, "", "confirm the task on trial",
+          "Commit the task on trial, so it is no longer rolled back when the trial ends.\n" },
+        { "rollback", cmd_rollback, "", "return to the previous slot",
+          "Activate the previous slot again, and wait until it is settled.\n" },
+        { "watch", cmd_watch, "[--exec CMD]", "print the daemon's events as they come",
+          "Subscribe to the daemon's events and print one line per event (with --json, each\n"
+          "event line as the daemon sent it) until the daemon closes the connection.\n"
+          "\n"
+          "  --exec CMD   on every slot-changed event, run '/bin/sh -c CMD' and wait for it, with\n"
+          "               TASKPATCH_EVENT, TASKPATCH_SLOT, TASKPATCH_TASK (empty for the base),\n"
+          "               TASKPATCH_VERSION, TASKPATCH_SHA256, TASKPATCH_MODEL_PATH,\n"
+          "               TASKPATCH_REASON and TASKPATCH_EVENT_JSON (the whole line) set\n" },
+};
+
+static const char global_help[] =
+        "Global options (before or after the command):\n"
+        "  --socket PATH   the daemon's socket (default: $TASKPATCH_SOCKET, else " TPCTL_DEFAULT_SOCKET ")\n"
+        "  --json          print the daemon's final answer as one JSON line\n"
+        "  --no-progress   draw no progress bar (drawn on stderr only when it is a terminal)\n"
+        "  --help          show help (also 'tpctl COMMAND --help')\n";
+
+static const char exit_help[] =
+        "Exit status: 0 done, 1 usage error, 2 refused (usage, permission, refused, not-found,\n"
+        "too-large), 3 failed (busy, io, no-space, internal, daemon unreachable, connection lost),\n"
+        "4 rolled back.\n";
 
 static void help(void) {
-        printf("Usage: tpctl [--help] [--version]\n"
+        printf("Usage: tpctl [--socket PATH] [--json] [--no-progress] COMMAND [ARGS...]\n"
                "\n"
                "Client of taskpatchd, the on-device update daemon.\n"
-               "This build has no daemon commands yet: status, list, provision, install,\n"
-               "switch, mark-good, rollback and watch arrive with the device daemon.\n");
+               "\n"
+               "Commands:\n");
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                printf("  %-10s %s\n", commands[i].name, commands[i].summary);
+        printf("\n%s  --version       show tpctl's version\n"
+               "\nRun 'tpctl COMMAND --help' for a command's options.\n\n%s", global_help, exit_help);
+}
+
+void tpctl_command_help(const char *command) {
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
+                if (strcmp(commands[i].name, command) != 0)
+                        continue;
+                printf("Usage: tpctl [OPTIONS] %s%s%s\n\n%s\n%s\n%s", command, commands[i].synopsis[0] ? " " : "",
+                       commands[i].synopsis, commands[i].help, global_help, exit_help);
+                return;
+        }
+}
+
+int tpctl_usage_error(const char *command, const char *fmt, ...) {
+        va_list ap;
+
+        fflush(stdout);
+        fprintf(stderr, "tpctl%s%s: ", command[0] ? " " : "", command);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, " (try 'tpctl %s%s--help')\n", command, command[0] ? " " : "");
+        return TPCTL_EXIT_USAGE;
+}
+
+int tpctl_common_option(Tpctl *t, const char *command, int c, char *argv[]) {
+        const char *cmd = command ?: "";
+
+        switch (c) {
+        case OPT_HELP:
+                if (command)
+                        tpctl_command_help(command);
+                else
+                        help();
+                return TPCTL_EXIT_OK;
+        case OPT_SOCKET:
+                if (!optarg[0])
+                        return tpctl_usage_error(cmd, "--socket: empty path");
+                t->socket_path = optarg;
+                return TPCTL_GO_ON;
+        case OPT_JSON:
+                t->json = true;
+                return TPCTL_GO_ON;
+        case OPT_NO_PROGRESS:
+                t->no_progress = true;
+                return TPCTL_GO_ON;
+        case '?':
+                /* opterr is 0: say it ourselves, naming the option as typed. */
+                if (optopt > 0 && optopt < 0x100)
+                        return tpctl_usage_error(cmd, "unknown option '-%c'", optopt);
+                return tpctl_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+        case ':':
+                return tpctl_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]);
+        default:
+                return TPCTL_NOT_MINE;
+        }
+}
+
+int tpctl_parse_options(Tpctl *t, const char *command, int argc, char *argv[]) {
+        static const struct option options[] = {
+                TPCTL_GLOBAL_OPTIONS,
+                {},
+        };
+        int c, ex;
+
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                ex = tpctl_common_option(t, command, c, argv);
+                if (ex == TPCTL_NOT_MINE)       /* cannot happen: no options of its own */
+                        return TPCTL_EXIT_USAGE;
+                if (ex != TPCTL_GO_ON)
+                        return ex;
+        }
+        if (optind < argc)
+                return tpctl_usage_error(command, "unexpected argument '%s'", argv[optind]);
+        return TPCTL_GO_ON;
 }
 
 int main(int argc, char *argv[]) {
+        static const struct option options[] = {
+                TPCTL_GLOBAL_OPTIONS,
+                { "version", no_argument, NULL, 'V' },
+                {},
+        };
+        Tpctl t = {};
+        int c, ex;
+
         cli_program = "tpctl";
-        if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-                help();
-                return EXIT_OK;
+        /* A daemon that goes away must be an error we report, not a signal that kills us. */
+        struct sigaction sa = { .sa_handler = SIG_IGN };
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGPIPE, &sa, NULL);
+
+        const char *env = getenv("TASKPATCH_SOCKET");
+        t.socket_path = env && env[0] ? env : TPCTL_DEFAULT_SOCKET;
+
+        /* '+': stop at the command; its own options are parsed by the command. ':': we report. */
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "+:h", options, NULL)) >= 0) {
+                if (c == 'V') {
+                        printf("tpctl %s\n", TASKPATCH_VERSION);
+                        return TPCTL_EXIT_OK;
+                }
+                ex = tpctl_common_option(&t, NULL, c, argv);
+                if (ex != TPCTL_GO_ON)
+                        return ex;
         }
-        if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-                printf("tpctl %s\n", TASKPATCH_VERSION);
-                return EXIT_OK;
-        }
-        if (argc < 2)
+
+        if (optind >= argc) {
                 cli_error("missing command (try 'tpctl --help')");
-        else
-                cli_error("unknown command '%s': this build has no daemon commands yet", argv[1]);
-        return 1;
+                return TPCTL_EXIT_USAGE;
+        }
+
+        const char *name = argv[optind];
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
+                if (strcmp(name, commands[i].name) != 0)
+                        continue;
+                int sub_argc = argc - optind;
+                char **sub_argv = argv + optind;
+                optind = 0;     /* GNU getopt: start over for the command's arguments */
+                ex = commands[i].run(&t, sub_argc, sub_argv);
+                if (fflush(stdout) != 0 && ex == TPCTL_EXIT_OK) {
+                        cli_error("writing to standard output: %m");
+                        return TPCTL_EXIT_FAILED;
+                }
+                return ex;
+        }
+
+        cli_error("unknown command '%s' (try 'tpctl --help')", name);
+        return TPCTL_EXIT_USAGE;
 }

@@ -122,3 +122,17 @@ void atomic_file_abort(AtomicFile *f) {
         free(f->path);
         *f = (AtomicFile) { .fd = -1 };
 }
+
+int atomic_file_write(const char *path, const void *data, size_t len) {
+        AtomicFile f = ATOMIC_FILE_NULL;
+        int r = atomic_file_open(path, &f);
+
+        if (r < 0)
+                return r;
+        r = write_full(f.fd, data, len);
+        if (r < 0) {
+                atomic_file_abort(&f);
+                return r;
+        }
+        return atomic_file_commit(&f);
+}

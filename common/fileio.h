@@ -38,3 +38,5 @@ _warn_unused_result_ int atomic_file_open(const char *path, AtomicFile *ret);
 _warn_unused_result_ int atomic_file_commit(AtomicFile *f);
 /* Remove the temporary (if still there) and free; safe after commit and on ATOMIC_FILE_NULL. */
 void atomic_file_abort(AtomicFile *f);
+/* Replace @path with @len bytes of @data: open, write, commit. */
+_warn_unused_result_ int atomic_file_write(const char *path, const void *data, size_t len);

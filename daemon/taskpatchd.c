@@ -1,29 +1,142 @@
 /* SPDX-License-Identifier: MIT */
-/* taskpatchd: the on-device update daemon. */
+/* taskpatchd: the on-device update daemon. Arguments, configuration, event loop, run. */
 
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
 
-#ifndef TASKPATCH_VERSION
-#  define TASKPATCH_VERSION "unknown"
-#endif
+#include "config.h"
+#include "dispatch.h"
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+#include "taskpatchd-server.h"
 
 static void help(void) {
-        printf("Usage: taskpatchd [--help] [--version]\n"
+        printf("Usage: taskpatchd [--config FILE] [--check-config]\n"
                "\n"
-               "The TaskPatch on-device update daemon. This build carries only the\n"
-               "foundation (kernels, hashing); the update service is not built yet.\n");
+               "The TaskPatch on-device update daemon: keeps two model slots, stages\n"
+               "signed task bundles into the inactive one, switches model_path to it\n"
+               "atomically, and rolls back a task that is not confirmed in time.\n"
+               "Controlled with tpctl(1) over a Unix socket.\n"
+               "\n"
+               "  -c, --config FILE   configuration (default %s)\n"
+               "      --check-config  parse the configuration, print the result, exit\n"
+               "  -h, --help          this text\n"
+               "      --version       the version\n"
+               "\n"
+               "Environment: TASKPATCHD_LOG_LEVEL=debug|info|notice|warning|err, TASKPATCH_KERNEL.\n"
+               "See taskpatchd(8), taskpatchd.yaml(5), tpctl(1).\n",
+               CONFIG_DEFAULT_PATH);
+}
+
+static int on_stop(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        (void) userdata;
+        log_info("received %s: stopping", strsignal((int) si->ssi_signo));
+        (void) sd_notify(false, "STOPPING=1");
+        return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
 int main(int argc, char *argv[]) {
-        if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-                help();
+        static const struct option options[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "check-config", no_argument, NULL, 'C' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {},
+        };
+        const char *config_path = CONFIG_DEFAULT_PATH;
+        bool check_only = false;
+        DaemonConfig config = { 0 };
+        sd_event *e = NULL;
+        Manager *m = NULL;
+        Server *server = NULL;
+        TpError err = {};
+        sigset_t mask;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "c:h", options, NULL)) >= 0)
+                switch (c) {
+                case 'c':
+                        config_path = optarg;
+                        break;
+                case 'C':
+                        check_only = true;
+                        break;
+                case 'h':
+                        help();
+                        return 0;
+                case 'V':
+                        printf("taskpatchd %s\n", TASKPATCH_VERSION);
+                        return 0;
+                default:
+                        fprintf(stderr, "Try 'taskpatchd --help'.\n");
+                        return 2;
+                }
+        if (optind < argc) {
+                fprintf(stderr, "taskpatchd: unexpected argument '%s'\n", argv[optind]);
+                return 2;
+        }
+        log_setup();
+        r = kernels_init();
+        if (r < 0) {
+                log_error("TASKPATCH_KERNEL=%s: %s", getenv("TASKPATCH_KERNEL"),
+                          r == -ENOENT ? "names no kernel" : "this CPU cannot run it");
+                return 1;
+        }
+        if ((r = config_init(&config)) < 0 || (r = config_load(config_path, &config, &err)) < 0) {
+                log_error("%s", tp_error_message(&err, r));
+                config_done(&config);
+                return 1;
+        }
+        if (check_only) {
+                printf("%s: OK (state_dir %s, socket %s, model_path %s, verify %s)\n", config_path, config.state_dir,
+                       config.socket, config.model_path, verify_mode_to_string(config.verify));
+                config_done(&config);
                 return 0;
         }
-        if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-                printf("taskpatchd %s\n", TASKPATCH_VERSION);
-                return 0;
+
+        /* sd-event wants the signals it handles blocked; SIGPIPE never kills us (clients go away). */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        r = sd_event_default(&e);
+        if (r < 0) {
+                log_error("sd_event_default: %s", strerror(-r));
+                goto out;
         }
-        fprintf(stderr, "<3>taskpatchd: the update service is not built yet; see --help\n");
-        return 1;
+        (void) sd_event_add_signal(e, NULL, SIGTERM, on_stop, NULL);
+        (void) sd_event_add_signal(e, NULL, SIGINT, on_stop, NULL);
+        (void) sd_event_set_watchdog(e, true);  /* WATCHDOG=1 when WATCHDOG_USEC is set */
+
+        r = manager_new(e, &config, &m, &err);
+        if (r < 0) {
+                log_error("%s", tp_error_message(&err, r));
+                goto out;
+        }
+        r = server_new(e, config.socket, config.admin_group, manager_handle_request, m, &server, &err);
+        if (r < 0) {
+                log_error("%s", tp_error_message(&err, r));
+                goto out;
+        }
+        manager_set_server(m, server);
+        log_info("taskpatchd %s ready (state %s, kernel %s)", TASKPATCH_VERSION, config.state_dir,
+                 kernel_active(KERNEL_SHA256));
+        (void) sd_notify(false, "READY=1");
+        manager_set_state(m, m->state);
+        r = sd_event_loop(e);
+        if (r < 0)
+                log_error("event loop: %s", strerror(-r));
+out:
+        server_free(server);
+        manager_free(m);
+        sd_event_unref(e);
+        config_done(&config);
+        return r < 0 ? 1 : 0;
 }

@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/* tpctl status, tpctl list: what the daemon holds, for a person (or as JSON). */
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tpctl.h"
+
+#define LABEL "%-12s"
+
+static void print_active(json_t *a) {
+        char task[160];
+
+        if (!json_is_object(a)) {
+                printf(LABEL "none\n", "Active:");
+                return;
+        }
+        printf(LABEL "%s in slot %s\n", "Active:", format_task(a, task, sizeof(task)) ?: "?",
+               get_str(a, "slot") ?: "?");
+        if (get_str(a, "sha256"))
+                printf(LABEL "sha256 %s\n", "", get_str(a, "sha256"));
+}
+
+static void print_slots(json_t *slots) {
+        for (void *it = json_object_iter(slots); it; it = json_object_iter_next(slots, it)) {
+                const char *name = json_object_iter_key(it);
+                json_t *slot = json_object_iter_value(it);
+                char label[32], task[160];
+
+                snprintf(label, sizeof(label), "Slot %s:", name);
+                printf(LABEL "%s", label, get_str(slot, "state") ?: "?");
+                if (json_is_true(json_object_get(slot, "active")))
+                        printf(", active");
+                if (format_task(slot, task, sizeof(task)))
+                        printf(", %s", task);
+                if (get_str(slot, "sha256"))
+                        printf(", sha256 %s", get_str(slot, "sha256"));
+                printf("\n");
+        }
+}
+
+static void print_base(json_t *base) {
+        char size[32];
+        uint64_t v;
+
+        if (!json_is_object(base))
+                return;
+        printf(LABEL "%s", "Base:", get_str(base, "kind") ?: "?");
+        if (get_u64(base, "size", &v))
+                printf(", %s", format_bytes(v, size, sizeof(size)));
+        if (get_str(base, "sha256"))
+                printf(", sha256 %s", get_str(base, "sha256"));
+        printf("\n");
+}
+
+static void print_tasks(json_t *tasks) {
+        if (!json_is_array(tasks))
+                return;
+        printf(LABEL, "Installed:");
+        if (json_array_size(tasks) == 0)
+                printf("none");
+        for (size_t i = 0; i < json_array_size(tasks); i++) {
+                char task[160];
+                printf("%s%s", i > 0 ? ", " : "", format_task(json_array_get(tasks, i), task, sizeof(task)) ?: "?");
+        }
+        printf("\n");
+}
+
+static void print_trial(json_t *trial) {
+        char task[160];
+        int64_t deadline;
+        uint64_t timeout;
+
+        if (!json_is_object(trial)) {
+                printf(LABEL "none\n", "Trial:");
+                return;
+        }
+        printf(LABEL "%s in slot %s: ", "Trial:", format_task(trial, task, sizeof(task)) ?: "?",
+               get_str(trial, "slot") ?: "?");
+        if (parse_iso8601(get_str(trial, "deadline"), &deadline) >= 0) {
+                int64_t left = deadline - (int64_t) cli_now();
+                if (left >= 0)
+                        printf("%" PRId64 " s left to confirm with 'tpctl mark-good' (deadline %s)\n", left,
+                               get_str(trial, "deadline"));
+                else
+                        printf("deadline %s passed: rolling back\n", get_str(trial, "deadline"));
+        } else if (get_u64(trial, "timeout", &timeout)) {
+                printf("confirm with 'tpctl mark-good' within %" PRIu64 " s of its start\n", timeout);
+        } else {
+                printf("confirm with 'tpctl mark-good'\n");
+        }
+}
+
+static void print_operation(json_t *op) {
+        char done_s[32], total_s[32];
+        uint64_t done, total;
+
+        if (!json_is_object(op)) {
+                printf(LABEL "none\n", "Operation:");
+                return;
+        }
+        printf(LABEL "%s", "Operation:", get_str(op, "cmd") ?: "?");
+        if (get_str(op, "phase"))
+                printf(": %s", get_str(op, "phase"));
+        if (get_u64(op, "done", &done) && get_u64(op, "total", &total) && total > 0)
+                printf(" %d%% (%s of %s)", done >= total ? 100 : (int) ((double) done * 100.0 / (double) total),
+                       format_bytes(done, done_s, sizeof(done_s)), format_bytes(total, total_s, sizeof(total_s)));
+        if (get_str(op, "transaction"))
+                printf(", transaction %s", get_str(op, "transaction"));
+        printf("\n");
+}
+
+static void print_counters(json_t *c) {
+        static const struct {
+                const char *key, *label;
+        } bytes[] = {
+                { "slot_bytes_written", "slots" },
+                { "undo_bytes_written", "undo records" },
+                { "state_bytes_written", "state files" },
+        };
+        char b[32];
+        uint64_t v;
+
+        if (!json_is_object(c))
+                return;
+        printf(LABEL "%" PRIu64 " switches", "Counters:", get_u64(c, "switches", &v) ? v : 0);
+        for (size_t i = 0; i < ELEMENTSOF(bytes); i++)
+                if (get_u64(c, bytes[i].key, &v))
+                        printf("%s%s %s", i == 0 ? "; written to " : ", ", bytes[i].label, format_bytes(v, b, sizeof(b)));
+        if (get_u64(c, "last_switch_slot_bytes", &v))
+                printf("; last switch wrote %s", format_bytes(v, b, sizeof(b)));
+        printf(" (since the daemon started)\n");
+}
+
+static void print_status(json_t *s) {
+        json_t *err = json_object_get(s, "last_error");
+
+        json_sanitize(s);
+        printf(LABEL "%s\n", "State:", get_str(s, "state") ?: "?");
+        if (get_str(s, "model_path"))
+                printf(LABEL "%s\n", "Model:", get_str(s, "model_path"));
+        print_active(json_object_get(s, "active"));
+        print_slots(json_object_get(s, "slots"));
+        print_base(json_object_get(s, "base"));
+        print_tasks(json_object_get(s, "tasks"));
+        print_trial(json_object_get(s, "trial"));
+        print_operation(json_object_get(s, "operation"));
+        print_counters(json_object_get(s, "counters"));
+        if (json_is_string(err))
+                printf(LABEL "%s\n", "Last error:", json_string_value(err));
+        else if (json_is_object(err))
+                printf(LABEL "%s (%s)\n", "Last error:", get_str(err, "message") ?: "?", get_str(err, "code") ?: "?");
+        if (get_str(s, "version"))
+                printf(LABEL "taskpatchd %s\n", "Daemon:", get_str(s, "version"));
+}
+
+int cmd_status(Tpctl *t, int argc, char *argv[]) {
+        _cleanup_(json_decrefp) json_t *req = NULL, *resp = NULL;
+        int ex;
+
+        ex = tpctl_parse_options(t, "status", argc, argv);
+        if (ex != TPCTL_GO_ON)
+                return ex;
+        req = json_pack("{s:s}", "cmd", "status");
+        if (!req)
+                return TPCTL_EXIT_FAILED;
+        ex = tpctl_simple_call(t, req, &resp);
+        if (ex == TPCTL_EXIT_OK && !t->json)
+                print_status(resp);
+        return ex;
+}
+
+static void print_list(json_t *tasks) {
+        bool has_size = false, has_sha = false;
+        int width = 4;
+
+        json_sanitize(tasks);
+        if (json_array_size(tasks) == 0) {
+                printf("No task bundles installed.\n");
+                return;
+        }
+        for (size_t i = 0; i < json_array_size(tasks); i++) {
+                json_t *e = json_array_get(tasks, i);
+                size_t n = strlen(get_str(e, "task") ?: "-");
+                if ((int) n > width)
+                        width = (int) n;
+                has_size |= json_is_integer(json_object_get(e, "size"));
+                has_sha |= json_is_string(json_object_get(e, "sha256"));
+        }
+        printf("%-*s  %7s%s%s\n", width, "TASK", "VERSION", has_size ? "  SIZE      " : "", has_sha ? "  SHA256" : "");
+        for (size_t i = 0; i < json_array_size(tasks); i++) {
+                json_t *e = json_array_get(tasks, i);
+                char version[24] = "-", size[32] = "-";
+                uint64_t v;
+
+                if (get_u64(e, "version", &v))
+                        snprintf(version, sizeof(version), "%" PRIu64, v);
+                printf("%-*s  %7s", width, get_str(e, "task") ?: "-", version);
+                if (has_size)
+                        printf("  %-10s", get_u64(e, "size", &v) ? format_bytes(v, size, sizeof(size)) : "-");
+                if (has_sha)
+                        printf("  %s", get_str(e, "sha256") ?: "-");
+                printf("\n");
+        }
+}
+
+int cmd_list(Tpctl *t, int argc, char *argv[]) {
+        _cleanup_(json_decrefp) json_t *req = NULL, *resp = NULL;
+        int ex;
+
+        ex = tpctl_parse_options(t, "list", argc, argv);
+        if (ex != TPCTL_GO_ON)
+                return ex;
+        req = json_pack("{s:s}", "cmd", "list");
+        if (!req)
+                return TPCTL_EXIT_FAILED;
+        ex = tpctl_simple_call(t, req, &resp);
+        if (ex == TPCTL_EXIT_OK && !t->json)
+                print_list(json_object_get(resp, "tasks"));
+        return ex;
+}

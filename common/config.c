@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "config.h"
+#include "yaml-doc.h"
+
+#define SOCKET_PATH_MAX sizeof(((struct sockaddr_un *) NULL)->sun_path)
+_Static_assert(SOCKET_PATH_MAX == 108, "the socket path message says 107 bytes");
+
+static const char *const verify_mode_table[_VERIFY_MODE_MAX] = {
+        [VERIFY_FULL] = "full",
+        [VERIFY_INCREMENTAL] = "incremental",
+};
+
+const char *verify_mode_to_string(VerifyMode m) {
+        return m >= 0 && m < _VERIFY_MODE_MAX ? verify_mode_table[m] : NULL;
+}
+
+VerifyMode verify_mode_from_string(const char *s) {
+        for (VerifyMode m = 0; s && m < _VERIFY_MODE_MAX; m++)
+                if (strcmp(verify_mode_table[m], s) == 0)
+                        return m;
+        return _VERIFY_MODE_INVALID;
+}
+
+int config_init(DaemonConfig *c) {
+        DaemonConfig d = {
+                .state_dir = strdup("/var/lib/taskpatch"),
+                .socket = strdup("/run/taskpatch/taskpatchd.sock"),
+                .admin_group = strdup("taskpatch-admin"),
+                .model_path = strdup("/var/lib/taskpatch/model.gguf"),
+                .trust.ca = strdup("/etc/taskpatch/ca.pem"),
+                .trial.timeout = 120,
+                .trial.health_interval = 2,
+                .keep_versions = 2,
+                .verify = VERIFY_FULL,
+                .scrub_interval = 168,
+        };
+
+        if (!d.state_dir || !d.socket || !d.admin_group || !d.model_path || !d.trust.ca) {
+                config_done(&d);
+                return -ENOMEM;
+        }
+        *c = d;
+        return 0;
+}
+
+void config_done(DaemonConfig *c) {
+        if (!c)
+                return;
+        free(c->state_dir);
+        free(c->socket);
+        free(c->admin_group);
+        free(c->model_path);
+        free(c->trust.ca);
+        free(c->trial.health_command);
+        free(c->trial.health_url);
+        *c = (DaemonConfig) {};
+}
+
+/* ---- typed values ---------------------------------------------------------- */
+
+/* The plain scalars YAML reads as null: "key:" with nothing after it, "~", "null". */
+static bool node_is_null(const YamlNode *v) {
+        return v->kind == YAML_SCALAR && !v->quoted &&
+               (strcmp(v->scalar, "") == 0 || strcmp(v->scalar, "~") == 0 || strcmp(v->scalar, "null") == 0 ||
+                strcmp(v->scalar, "Null") == 0 || strcmp(v->scalar, "NULL") == 0);
+}
+
+/* The first 64 bytes of @s for a message, control characters escaped (\n, \t, \xNN), "..." if cut. */
+static const char *shown(const char *s, char buf[static 96]) {
+        size_t o = 0, i;
+
+        /* Room for one more escape (4 bytes) and "..." with its NUL (4 bytes). */
+        for (i = 0; i < 64 && s[i] && o + 8 <= 96; i++) {
+                unsigned char ch = (unsigned char) s[i];
+                if (ch == '\n' || ch == '\t') {
+                        buf[o++] = '\\';
+                        buf[o++] = ch == '\n' ? 'n' : 't';
+                } else if (ch < 0x20 || ch == 0x7f)
+                        o += (size_t) snprintf(buf + o, 96 - o, "\\x%02x", ch);
+                else
+                        buf[o++] = (char) ch;
+        }
+        memcpy(buf + o, s[i] ? "..." : "", s[i] ? 4 : 1);
+        return buf;
+}
+
+/* "taskpatchd.yaml: line 4: 'timeout': expected an integer from 1 to 604800, found 'soon'" */
+static int bad_value(const YamlNode *v, const char *key, const char *what, const char *expected, TpError *err) {
+        char buf[96];
+
+        if (v->kind == YAML_SEQUENCE)
+                return tp_error(err, -EBADMSG, "%s: line %u: '%s': expected %s, found a list", what, v->line, key,
+                                expected);
+        if (v->kind == YAML_MAPPING)
+                return tp_error(err, -EBADMSG, "%s: line %u: '%s': expected %s, found a mapping", what, v->line, key,
+                                expected);
+        if (v->quoted)
+                return tp_error(err, -EBADMSG, "%s: line %u: '%s': expected %s, found the quoted string \"%s\"", what,
+                                v->line, key, expected, shown(v->scalar, buf));
+        return tp_error(err, -EBADMSG, "%s: line %u: '%s': expected %s, found '%s'", what, v->line, key, expected,
+                        shown(v->scalar, buf));
+}
+
+/* A nested mapping; absent or null (every child commented out) reads as empty: *ret = NULL. */
+static int get_section(const YamlNode *map, const char *key, const char *what, const YamlNode **ret, TpError *err) {
+        const YamlNode *v = yaml_map_get(map, key);
+
+        *ret = NULL;
+        if (!v || node_is_null(v))
+                return 0;
+        if (v->kind != YAML_MAPPING)
+                return bad_value(v, key, what, "a mapping", err);
+        *ret = v;
+        return 0;
+}
+
+static int get_uint(const YamlNode *map, const char *key, uint64_t min, uint64_t max, const char *what, uint64_t *ret,
+                    TpError *err) {
+        const YamlNode *v = yaml_map_get(map, key);
+        uint64_t u;
+
+        if (!v)
+                return 0;
+        if (v->kind != YAML_SCALAR || v->quoted || parse_u64(v->scalar, &u) < 0 || u < min || u > max) {
+                char expected[80];
+                snprintf(expected, sizeof(expected), "an integer from %" PRIu64 " to %" PRIu64, min, max);
+                return bad_value(v, key, what, expected, err);
+        }
+        *ret = u;
+        return 0;
+}
+
+static int get_verify(const YamlNode *map, const char *key, const char *what, VerifyMode *ret, TpError *err) {
+        const YamlNode *v = yaml_map_get(map, key);
+        VerifyMode m;
+
+        if (!v)
+                return 0;
+        m = v->kind == YAML_SCALAR ? verify_mode_from_string(v->scalar) : _VERIFY_MODE_INVALID;
+        if (m < 0)
+                return bad_value(v, key, what, "full or incremental", err);
+        *ret = m;
+        return 0;
+}
+
+static int set_string(char **field, const char *value) {
+        char *s = NULL;
+
+        if (value) {
+                s = strdup(value);
+                if (!s)
+                        return -ENOMEM;
+        }
+        free(*field);
+        *field = s;
+        return 0;
+}
+
+/* NULL when @p is an absolute path without ".." components, shorter than @max (with the NUL), and
+ * (for @file) without a trailing "/"; else what was expected instead. */
+static const char *path_problem(const char *p, size_t max, bool file) {
+        size_t n = strlen(p);
+
+        if (p[0] != '/')
+                return "an absolute path";
+        if (strstr(p, "/../") || (n >= 3 && strcmp(p + n - 3, "/..") == 0))
+                return "a path without '..' components";
+        if (file && p[n - 1] == '/')
+                return "a file path (no trailing '/')";
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) p[i] < 0x20 || p[i] == 0x7f)
+                        return "a path without control characters";
+        if (n >= max)
+                return max == PATH_MAX ? "a path shorter than PATH_MAX (4096 bytes)"
+                                       : "a socket path of at most 107 bytes (sun_path)";
+        return NULL;
+}
+
+static int get_path(const YamlNode *map, const char *key, size_t max, bool file, const char *what, char **field,
+                    TpError *err) {
+        const YamlNode *v = yaml_map_get(map, key);
+        const char *problem;
+
+        if (!v)
+                return 0;
+        problem = v->kind == YAML_SCALAR ? path_problem(v->scalar, max, file) : "an absolute path";
+        if (problem)
+                return bad_value(v, key, what, problem, err);
+        return set_string(field, v->scalar);
+}
+
+/* A string where "" (or a YAML null) means unset: *field = NULL. */
+static int get_optional(const YamlNode *map, const char *key, bool (*valid)(const char *), const char *expected,
+                        const char *what, char **field, TpError *err) {
+        const YamlNode *v = yaml_map_get(map, key);
+
+        if (!v)
+                return 0;
+        if (v->kind == YAML_SCALAR && (node_is_null(v) || v->scalar[0] == '\0'))
+                return set_string(field, NULL);
+        if (v->kind != YAML_SCALAR || !valid(v->scalar))
+                return bad_value(v, key, what, expected, err);
+        return set_string(field, v->scalar);
+}
+
+/* Blank would be "sh -c ' '": healthy at once, which is never what was meant. */
+static bool command_valid(const char *s) {
+        return s[strspn(s, " \t\r\n")] != '\0';
+}
+
+/* Loose on purpose (NSS decides what exists), strict about what breaks group(5) lines or logs. */
+static bool group_name_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n > 255)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) s[i] <= ' ' || s[i] == 0x7f || s[i] == ':' || s[i] == '/')
+                        return false;
+        return true;
+}
+
+static bool url_valid(const char *s) {
+        const char *host;
+
+        if (strncmp(s, "http://", 7) == 0)
+                host = s + 7;
+        else if (strncmp(s, "https://", 8) == 0)
+                host = s + 8;
+        else
+                return false;
+        if (*host == '\0' || *host == '/')
+                return false;
+        for (const char *p = s; *p; p++)
+                if ((unsigned char) *p <= ' ' || *p == 0x7f)
+                        return false;
+        return true;
+}
+
+/* ---- the document ---------------------------------------------------------- */
+
+/* Nothing but blank lines and comments (libyaml reports no document at all for these). */
+static bool text_is_empty(const char *text, size_t len) {
+        size_t i = 0;
+
+        if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+                i = 3;
+        while (i < len) {
+                char c = text[i];
+                if (c == '#')
+                        while (i < len && text[i] != '\n')
+                                i++;
+                else if (c == ' ' || c == '\t' || c == '\r' || c == '\n')
+                        i++;
+                else
+                        return false;
+        }
+        return true;
+}
+
+static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+        static const char *const keys[] = { "ca", NULL };
+        int r;
+
+        if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
+            (r = get_path(map, "ca", PATH_MAX, false, what, &c->trust.ca, err)) < 0)
+                return r;
+        return 0;
+}
+
+static int parse_trial(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+        static const char *const keys[] = { "timeout", "health_command", "health_url", "health_interval", NULL };
+        int r;
+
+        if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
+            (r = get_uint(map, "timeout", 1, 604800, what, &c->trial.timeout, err)) < 0 ||
+            (r = get_optional(map, "health_command", command_valid, "a shell command or \"\"", what,
+                              &c->trial.health_command, err)) < 0 ||
+            (r = get_optional(map, "health_url", url_valid, "an http:// or https:// URL or \"\"", what,
+                              &c->trial.health_url, err)) < 0 ||
+            (r = get_uint(map, "health_interval", 1, 3600, what, &c->trial.health_interval, err)) < 0)
+                return r;
+        return 0;
+}
+
+static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
+        static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
+                                            "keep_versions", "verify", "scrub_interval", NULL };
+        const YamlNode *trust, *trial;
+        int r;
+
+        if (node_is_null(root))
+                return 0;  /* "---" and nothing else */
+        if (root->kind != YAML_MAPPING)
+                return tp_error(err, -EBADMSG, "%s: line %u: expected a mapping of settings, found %s", what,
+                                root->line, root->kind == YAML_SEQUENCE ? "a list" : "a scalar");
+        if ((r = yaml_check_keys(root, keys, what, err)) < 0 ||
+            (r = get_path(root, "state_dir", PATH_MAX, false, what, &c->state_dir, err)) < 0 ||
+            (r = get_path(root, "socket", SOCKET_PATH_MAX, true, what, &c->socket, err)) < 0 ||
+            (r = get_optional(root, "admin_group", group_name_valid,
+                              "a group name (no blanks, ':' or '/'; at most 255 bytes) or \"\"", what, &c->admin_group,
+                              err)) < 0 ||
+            (r = get_path(root, "model_path", PATH_MAX, true, what, &c->model_path, err)) < 0 ||
+            (r = get_section(root, "trust", what, &trust, err)) < 0 ||
+            (trust && (r = parse_trust(trust, what, c, err)) < 0) ||
+            (r = get_section(root, "trial", what, &trial, err)) < 0 ||
+            (trial && (r = parse_trial(trial, what, c, err)) < 0) ||
+            (r = get_uint(root, "keep_versions", 1, 1000, what, &c->keep_versions, err)) < 0 ||
+            (r = get_verify(root, "verify", what, &c->verify, err)) < 0 ||
+            (r = get_uint(root, "scrub_interval", 0, 8760, what, &c->scrub_interval, err)) < 0)
+                return r;
+        return 0;
+}
+
+int config_parse(const char *text, size_t len, const char *what, DaemonConfig *ret, TpError *err) {
+        _cleanup_(config_done) DaemonConfig c = {};
+        _cleanup_(yaml_node_freep) YamlNode *root = NULL;
+        int r;
+
+        if (!what)
+                what = "config";
+        if (len > CONFIG_MAX_BYTES)
+                return tp_error(err, -EFBIG, "%s: %zu bytes exceed the %u-byte cap", what, len, CONFIG_MAX_BYTES);
+        r = config_init(&c);
+        if (r < 0)
+                return tp_error(err, r, "%s: out of memory", what);
+        if (len > 0 && !text_is_empty(text, len)) {
+                r = yaml_doc_parse(text, len, CONFIG_MAX_BYTES, what, &root, err);
+                if (r < 0)
+                        return r;
+                r = parse_root(root, what, &c, err);
+                if (r == -ENOMEM)
+                        return tp_error(err, r, "%s: out of memory", what);
+                if (r < 0)
+                        return r;
+        }
+        config_done(ret);
+        *ret = c;
+        c = (DaemonConfig) {};
+        return 0;
+}
+
+int config_load(const char *path, DaemonConfig *ret, TpError *err) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        size_t n = 0;
+        struct stat st;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return tp_error(err, negative_errno(), "%s: cannot open: %s", path, strerror(errno));
+        if (fstat(fd, &st) < 0)
+                return tp_error(err, negative_errno(), "%s: cannot stat: %s", path, strerror(errno));
+        if (S_ISDIR(st.st_mode))
+                return tp_error(err, -EISDIR, "%s: is a directory, not a configuration file", path);
+        if (S_ISREG(st.st_mode) && (uint64_t) st.st_size > CONFIG_MAX_BYTES)
+                return tp_error(err, -EFBIG, "%s: %" PRIu64 " bytes exceed the %u-byte cap", path,
+                                (uint64_t) st.st_size, CONFIG_MAX_BYTES);
+
+        /* One byte more than the cap, so a file that grew (or a pipe) past it is caught too. */
+        buf = malloc(CONFIG_MAX_BYTES + 1);
+        if (!buf)
+                return tp_error(err, -ENOMEM, "%s: out of memory", path);
+        for (;;) {
+                ssize_t k = read(fd, buf + n, CONFIG_MAX_BYTES + 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return tp_error(err, negative_errno(), "%s: cannot read: %s", path, strerror(errno));
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+                if (n > CONFIG_MAX_BYTES)
+                        return tp_error(err, -EFBIG, "%s: more than the %u-byte cap", path, CONFIG_MAX_BYTES);
+        }
+        return config_parse(buf, n, path, ret, err);
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The daemon's configuration file (taskpatchd.yaml(5)), parsed with the
+ * YAML document tree: unknown keys and bad values are errors that name the
+ * line and the key. Absent keys take the defaults below, which are also
+ * what config/taskpatchd.yaml documents.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define CONFIG_DEFAULT_PATH "/etc/taskpatch/taskpatchd.yaml"
+#define CONFIG_MAX_BYTES (256u << 10)
+
+typedef enum VerifyMode {
+        VERIFY_FULL,            /* full SHA-256 of the staged slot on every switch (the default) */
+        VERIFY_INCREMENTAL,     /* rehash only the chunks a switch touched, against the signed chunk root */
+        _VERIFY_MODE_MAX,
+        _VERIFY_MODE_INVALID = -EINVAL,
+} VerifyMode;
+
+typedef struct DaemonConfig {
+        char *state_dir;                /* "/var/lib/taskpatch"; absolute */
+        char *socket;                   /* "/run/taskpatch/taskpatchd.sock"; absolute */
+        char *admin_group;              /* "taskpatch-admin"; NULL when set to "" */
+        char *model_path;               /* "/var/lib/taskpatch/model.gguf"; absolute */
+        struct {
+                char *ca;               /* "/etc/taskpatch/ca.pem"; absolute */
+        } trust;
+        struct {
+                uint64_t timeout;       /* seconds, 1..604800; default 120 */
+                char *health_command;   /* NULL when "" or absent; run with /bin/sh -c */
+                char *health_url;       /* NULL when "" or absent; http:// or https:// */
+                uint64_t health_interval; /* seconds between probes, 1..3600; default 2 */
+        } trial;
+        uint64_t keep_versions;         /* installed bundles kept per task, 1..1000; default 2 */
+        VerifyMode verify;              /* "verify: full|incremental"; default full */
+        uint64_t scrub_interval;        /* hours between full scrubs of both slots, 0 = never; default 168 */
+} DaemonConfig;
+
+const char *verify_mode_to_string(VerifyMode m);       /* "full", "incremental" */
+VerifyMode verify_mode_from_string(const char *s);
+
+/* Fill @c with the defaults (allocating the strings). */
+_warn_unused_result_ int config_init(DaemonConfig *c);
+/* Free the strings; @c may be zero-filled. */
+void config_done(DaemonConfig *c);
+
+/*
+ * Parse @len bytes of YAML over the defaults: @what names the document in
+ * errors ("taskpatchd.yaml: line 4: 'timeout': expected an integer from 1
+ * to 604800, found 'soon'"). On failure @ret is left as it was.
+ */
+_warn_unused_result_ int config_parse(const char *text, size_t len, const char *what, DaemonConfig *ret,
+                                      TpError *err);
+/* Read @path (at most CONFIG_MAX_BYTES) and parse it. */
+_warn_unused_result_ int config_load(const char *path, DaemonConfig *ret, TpError *err);

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Whole-file work in slices, for callers that must stay responsive between
+ * them (the daemon's event loop): copying a model into a slot and hashing
+ * one. Each *_step() does about @budget bytes and returns 1 while there is
+ * more, 0 when done, or a negative errno.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "macro.h"
+#include "sha256.h"
+
+typedef struct FileCopy {
+        int src, dst;                   /* not owned */
+        uint64_t size, pos;
+        bool cloned;                    /* FICLONE shared the extents: nothing to copy */
+        bool plain;                     /* copy_file_range is unavailable: read/write */
+} FileCopy;
+
+/* Copy @size bytes of @src into the empty @dst: a reflink when the filesystem can, else copy_file_range. */
+void file_copy_init(FileCopy *c, int src, int dst, uint64_t size);
+_warn_unused_result_ int file_copy_step(FileCopy *c, uint64_t budget);
+
+typedef struct FileHash FileHash;
+
+/* Hash the first @size bytes of @fd; with @chunk_size > 0 also the chunk table (slot.h). */
+_warn_unused_result_ int file_hash_new(int fd, uint64_t size, uint64_t chunk_size, FileHash **ret);
+FileHash *file_hash_free(FileHash *h);
+DEFINE_POINTER_CLEANUP(FileHash, file_hash_free)
+/* -EIO when the file ends early. */
+_warn_unused_result_ int file_hash_step(FileHash *h, uint64_t budget);
+uint64_t file_hash_done(const FileHash *h);
+/* After the last step: the digest, and the chunk table (ownership passes; NULL without chunks). */
+void file_hash_result(FileHash *h, uint8_t ret_sha256[SHA256_DIGEST_SIZE], uint8_t **ret_chunks);

@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "slot.h"
+#include "yaml-doc.h"
+
+static const char *const slot_names[_SLOT_ID_MAX] = { [SLOT_A] = "a", [SLOT_B] = "b" };
+
+const char *slot_id_to_string(SlotId s) {
+        return s >= 0 && s < _SLOT_ID_MAX ? slot_names[s] : NULL;
+}
+
+SlotId slot_id_from_string(const char *s) {
+        for (SlotId i = 0; i < _SLOT_ID_MAX; i++)
+                if (s && strcmp(s, slot_names[i]) == 0)
+                        return i;
+        return _SLOT_ID_INVALID;
+}
+
+/* ---- seals ---- */
+
+#define SEAL_FORMAT 1
+
+static json_t *hex(const uint8_t d[SHA256_DIGEST_SIZE]) {
+        char h[SHA256_HEX_SIZE];
+        sha256_to_hex(d, h);
+        return json_string(h);
+}
+
+int seal_save(const char *path, const Seal *s, uint64_t *ret_bytes, TpError *err) {
+        _cleanup_free_ char *text = NULL;
+        json_t *o = json_pack("{s:i, s:b, s:o, s:I, s:o, s:o, s:I, s:I, s:o, s:{s:o, s:o}, s:{s:I, s:o}, s:{s:I, s:I, s:I}}",
+                              "format", SEAL_FORMAT, "dirty", s->dirty,
+                              "task", s->task[0] ? json_string(s->task) : json_null(),
+                              "version", (json_int_t) s->version,
+                              "sites_fingerprint", hex(s->sites_fingerprint), "sha256", hex(s->sha256),
+                              "size", (json_int_t) s->size, "chunk_size", (json_int_t) s->chunk_size,
+                              "chunk_root", hex(s->chunk_root),
+                              "base", "sha256", hex(s->base_sha256), "layout", hex(s->base_layout),
+                              "undo", "spans", (json_int_t) s->undo_spans, "sha256", hex(s->undo_sha256),
+                              "file", "dev", (json_int_t) s->dev, "ino", (json_int_t) s->ino,
+                              "mtime_ns", (json_int_t) s->mtime_ns);
+        if (!o)
+                return -ENOMEM;
+        text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(o);
+        if (!text)
+                return -ENOMEM;
+        size_t len = strlen(text);
+        text[len] = '\n';       /* json_dumps' NUL becomes the final newline */
+        int r = atomic_file_write(path, text, len + 1);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", path, strerror(-r));
+        if (ret_bytes)
+                *ret_bytes = len + 1;
+        return 0;
+}
+
+static int get_digest(json_t *o, const char *key, const char *path, uint8_t ret[SHA256_DIGEST_SIZE], TpError *err) {
+        const char *s = json_string_value(json_object_get(o, key));
+        if (!s || parse_sha256_hex(s, ret) < 0)
+                return tp_error(err, -EBADMSG, "%s: '%s': expected a SHA-256 in hex", path, key);
+        return 0;
+}
+
+static int get_u64(json_t *o, const char *key, const char *path, uint64_t *ret, TpError *err) {
+        json_t *v = json_object_get(o, key);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+                return tp_error(err, -EBADMSG, "%s: '%s': expected an unsigned integer", path, key);
+        *ret = (uint64_t) json_integer_value(v);
+        return 0;
+}
+
+int seal_load(const char *path, Seal *ret, TpError *err) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char buf[SEAL_MAX_BYTES];
+        json_error_t je;
+        Seal s = { 0 };
+        uint64_t format = 0, mtime = 0;
+        ssize_t n;
+        int r;
+
+        if (fd < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        n = read(fd, buf, sizeof(buf));
+        if (n < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if ((size_t) n == sizeof(buf))
+                return tp_error(err, -EBADMSG, "%s: larger than %u bytes", path, SEAL_MAX_BYTES);
+
+        json_t *o = json_loadb(buf, (size_t) n, JSON_REJECT_DUPLICATES, &je);
+        if (!o)
+                return tp_error(err, -EBADMSG, "%s: line %d: %s", path, je.line, je.text);
+        json_t *task = json_object_get(o, "task"), *base = json_object_get(o, "base"),
+               *undo = json_object_get(o, "undo"), *file = json_object_get(o, "file");
+        if ((r = get_u64(o, "format", path, &format, err)) < 0)
+                goto out;
+        if (format != SEAL_FORMAT) {
+                r = tp_error(err, -EBADMSG, "%s: format %" PRIu64 ", this daemon reads format %d", path, format,
+                             SEAL_FORMAT);
+                goto out;
+        }
+        if (!json_is_boolean(json_object_get(o, "dirty")) || !json_is_object(base) || !json_is_object(undo) ||
+            !json_is_object(file) || !(json_is_null(task) || json_is_string(task))) {
+                r = tp_error(err, -EBADMSG, "%s: not a seal (dirty, task, base, undo or file missing)", path);
+                goto out;
+        }
+        s.dirty = json_is_true(json_object_get(o, "dirty"));
+        if (json_is_string(task)) {
+                if (!task_name_valid(json_string_value(task))) {
+                        r = tp_error(err, -EBADMSG, "%s: 'task': not a valid task name", path);
+                        goto out;
+                }
+                strncpy(s.task, json_string_value(task), TASK_NAME_MAX);
+        }
+        if ((r = get_u64(o, "version", path, &s.version, err)) < 0 ||
+            (r = get_digest(o, "sites_fingerprint", path, s.sites_fingerprint, err)) < 0 ||
+            (r = get_digest(o, "sha256", path, s.sha256, err)) < 0 ||
+            (r = get_u64(o, "size", path, &s.size, err)) < 0 ||
+            (r = get_u64(o, "chunk_size", path, &s.chunk_size, err)) < 0 ||
+            (r = get_digest(o, "chunk_root", path, s.chunk_root, err)) < 0 ||
+            (r = get_digest(base, "sha256", path, s.base_sha256, err)) < 0 ||
+            (r = get_digest(base, "layout", path, s.base_layout, err)) < 0 ||
+            (r = get_u64(undo, "spans", path, &s.undo_spans, err)) < 0 ||
+            (r = get_digest(undo, "sha256", path, s.undo_sha256, err)) < 0 ||
+            (r = get_u64(file, "dev", path, &s.dev, err)) < 0 || (r = get_u64(file, "ino", path, &s.ino, err)) < 0 ||
+            (r = get_u64(file, "mtime_ns", path, &mtime, err)) < 0)
+                goto out;
+        if ((s.chunk_size != 0 && s.chunk_size < CHUNK_MIN_SIZE) || (s.chunk_size && chunk_count(s.size, s.chunk_size) > CHUNK_MAX_ENTRIES)) {
+                r = tp_error(err, -EBADMSG, "%s: chunk_size %" PRIu64 " out of range", path, s.chunk_size);
+                goto out;
+        }
+        s.mtime_ns = (int64_t) mtime;
+        *ret = s;
+        r = 0;
+out:
+        json_decref(o);
+        return r;
+}
+
+void seal_set_identity(Seal *s, const struct stat *st) {
+        s->dev = (uint64_t) st->st_dev;
+        s->ino = (uint64_t) st->st_ino;
+        s->size = (uint64_t) st->st_size;
+        s->mtime_ns = (int64_t) st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+bool seal_identity_matches(const Seal *s, const struct stat *st) {
+        return s->dev == (uint64_t) st->st_dev && s->ino == (uint64_t) st->st_ino &&
+               s->size == (uint64_t) st->st_size &&
+               s->mtime_ns == (int64_t) st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* ---- chunk tables ---- */
+
+void chunk_table_root(const uint8_t *table, uint64_t n, uint8_t ret[SHA256_DIGEST_SIZE]) {
+        sha256_digest(table, (size_t) n * SHA256_DIGEST_SIZE, ret);
+}
+
+int chunk_table_load(const char *path, uint64_t size, uint64_t chunk_size, const uint8_t root[SHA256_DIGEST_SIZE],
+                     uint8_t **ret_table, TpError *err) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ uint8_t *t = NULL;
+        uint64_t n = chunk_size ? chunk_count(size, chunk_size) : 0;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        struct stat st;
+        int r;
+
+        if (fd < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if (chunk_size == 0 || n > CHUNK_MAX_ENTRIES)
+                return tp_error(err, -EINVAL, "%s: no chunk table for chunk size %" PRIu64, path, chunk_size);
+        if (fstat(fd, &st) < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if ((uint64_t) st.st_size != n * SHA256_DIGEST_SIZE)
+                return tp_error(err, -EBADMSG, "%s: %jd bytes, expected %" PRIu64 " chunk digests", path,
+                                (intmax_t) st.st_size, n);
+        t = malloc(n * SHA256_DIGEST_SIZE + 1);
+        if (!t)
+                return -ENOMEM;
+        r = pread_full(fd, t, n * SHA256_DIGEST_SIZE, 0);
+        if (r < 0)
+                return tp_error(err, r == -ENODATA ? -EBADMSG : r, "%s: %s", path, strerror(-r));
+        chunk_table_root(t, n, d);
+        if (memcmp(d, root, SHA256_DIGEST_SIZE) != 0)
+                return tp_error(err, -EBADMSG, "%s: the chunk table does not match its seal", path);
+        *ret_table = TAKE_PTR(t);
+        return 0;
+}
+
+int chunk_table_save(const char *path, const uint8_t *table, uint64_t n, uint64_t *ret_bytes, TpError *err) {
+        int r = atomic_file_write(path, table, (size_t) n * SHA256_DIGEST_SIZE);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", path, strerror(-r));
+        if (ret_bytes)
+                *ret_bytes = n * SHA256_DIGEST_SIZE;
+        return 0;
+}
+
+/* ---- undo records ---- */
+
+static void put_u64(uint8_t *p, uint64_t v) {
+        for (unsigned i = 0; i < 8; i++)
+                p[i] = (uint8_t) (v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p) {
+        uint64_t v = 0;
+        for (unsigned i = 0; i < 8; i++)
+                v |= (uint64_t) p[i] << (8 * i);
+        return v;
+}
+
+UndoRecord *undo_record_free(UndoRecord *u) {
+        if (!u)
+                return NULL;
+        safe_close(u->fd);
+        free(u->spans);
+        free(u);
+        return NULL;
+}
+
+int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE], uint64_t file_size,
+                     UndoRecord **ret, TpError *err) {
+        _cleanup_(undo_record_freep) UndoRecord *u = calloc(1, sizeof(*u));
+        uint8_t buf[64 << 10], d[SHA256_DIGEST_SIZE], tail[SHA256_DIGEST_SIZE];
+        struct stat st;
+        Sha256 h;
+        int r;
+
+        if (!u)
+                return -ENOMEM;
+        u->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (u->fd < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if (fstat(u->fd, &st) < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        uint64_t size = (uint64_t) st.st_size;
+        if (n > MANIFEST_MAX_SPANS || size < 16 + 16 * n + SHA256_DIGEST_SIZE)
+                return tp_error(err, -EBADMSG, "%s: too short for %" PRIu64 " spans", path, n);
+
+        u->spans = calloc(n ? n : 1, sizeof(UndoSpan));
+        if (!u->spans)
+                return -ENOMEM;
+        u->n = n;
+        uint64_t body = size - SHA256_DIGEST_SIZE, data = 16 + 16 * n, expect_data = data;
+
+        /* The digest covers everything before it. */
+        sha256_init(&h);
+        for (uint64_t pos = 0; pos < body;) {
+                size_t k = body - pos < sizeof(buf) ? (size_t) (body - pos) : sizeof(buf);
+                if ((r = pread_full(u->fd, buf, k, pos)) < 0)
+                        return tp_error(err, r == -ENODATA ? -EBADMSG : r, "%s: %s", path, strerror(-r));
+                sha256_update(&h, buf, k);
+                pos += k;
+        }
+        sha256_final(&h, d);
+        if ((r = pread_full(u->fd, tail, sizeof(tail), body)) < 0)
+                return tp_error(err, -EBADMSG, "%s: truncated", path);
+        if (memcmp(d, tail, SHA256_DIGEST_SIZE) != 0 || memcmp(d, sha256, SHA256_DIGEST_SIZE) != 0)
+                return tp_error(err, -EBADMSG, "%s: damaged (its SHA-256 does not match the seal)", path);
+
+        if ((r = pread_full(u->fd, buf, 16, 0)) < 0 || memcmp(buf, UNDO_MAGIC, 8) != 0 || get_le64(buf + 8) != n)
+                return tp_error(err, -EBADMSG, "%s: not an undo record of %" PRIu64 " spans", path, n);
+        for (uint64_t i = 0; i < n; i++) {
+                uint8_t e[16];
+                if ((r = pread_full(u->fd, e, sizeof(e), 16 + 16 * i)) < 0)
+                        return tp_error(err, -EBADMSG, "%s: truncated span table", path);
+                u->spans[i] = (UndoSpan) { get_le64(e), get_le64(e + 8), 0 };
+        }
+
+        uint64_t prev_end = 0;
+        for (uint64_t i = 0; i < n; i++) {
+                UndoSpan *s = &u->spans[i];
+                if (s->length == 0 || s->offset < prev_end || s->offset > file_size || s->length > file_size - s->offset)
+                        return tp_error(err, -EBADMSG, "%s: span #%" PRIu64 " out of order or outside the file", path, i);
+                s->data_offset = expect_data;
+                expect_data += s->length;
+                prev_end = s->offset + s->length;
+        }
+        if (expect_data != body)
+                return tp_error(err, -EBADMSG, "%s: holds %" PRIu64 " bytes of data, its spans need %" PRIu64, path,
+                                body - data, expect_data - data);
+        *ret = TAKE_PTR(u);
+        return 0;
+}
+
+struct UndoWriter {
+        AtomicFile file;
+        Sha256 hash;
+        uint64_t bytes;
+};
+
+UndoWriter *undo_writer_free(UndoWriter *w) {
+        if (!w)
+                return NULL;
+        atomic_file_abort(&w->file);
+        free(w);
+        return NULL;
+}
+
+static int undo_write(UndoWriter *w, const void *data, size_t n) {
+        sha256_update(&w->hash, data, n);
+        w->bytes += n;
+        return write_full(w->file.fd, data, n);
+}
+
+int undo_writer_new(const char *path, const UndoSpan *spans, uint64_t n, UndoWriter **ret, TpError *err) {
+        _cleanup_(undo_writer_freep) UndoWriter *w = calloc(1, sizeof(*w));
+        uint8_t head[16];
+        int r;
+
+        if (!w)
+                return -ENOMEM;
+        w->file = ATOMIC_FILE_NULL;
+        r = atomic_file_open(path, &w->file);
+        if (r < 0)
+                return tp_error(err, r, "%s: cannot create a temporary beside it: %s", path, strerror(-r));
+        sha256_init(&w->hash);
+        memcpy(head, UNDO_MAGIC, 8);
+        put_u64(head + 8, n);
+        r = undo_write(w, head, sizeof(head));
+        for (uint64_t i = 0; r >= 0 && i < n; i++) {
+                uint8_t e[16];
+                put_u64(e, spans[i].offset);
+                put_u64(e + 8, spans[i].length);
+                r = undo_write(w, e, sizeof(e));
+        }
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", path, strerror(-r));
+        *ret = TAKE_PTR(w);
+        return 0;
+}
+
+int undo_writer_append(UndoWriter *w, const void *data, size_t n, TpError *err) {
+        int r = undo_write(w, data, n);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", w->file.path, strerror(-r));
+        return 0;
+}
+
+int undo_writer_commit(UndoWriter *w, uint8_t ret_sha256[SHA256_DIGEST_SIZE], uint64_t *ret_bytes, TpError *err) {
+        uint8_t d[SHA256_DIGEST_SIZE];
+        _cleanup_free_ char *path = strdup(w->file.path);
+        int r;
+
+        if (!path)
+                return -ENOMEM;
+        sha256_final(&w->hash, d);
+        r = write_full(w->file.fd, d, sizeof(d));
+        if (r >= 0)
+                r = atomic_file_commit(&w->file);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", path, strerror(-r));
+        memcpy(ret_sha256, d, sizeof(d));
+        if (ret_bytes)
+                *ret_bytes = w->bytes + sizeof(d);
+        return 0;
+}
+
+/* ---- leases ---- */
+
+int file_lease_take(int fd, int sig) {
+        if (fcntl(fd, F_SETSIG, sig) < 0)
+                return negative_errno();
+        if (fcntl(fd, F_SETLEASE, F_WRLCK) < 0)
+                return errno == EAGAIN ? -EBUSY : negative_errno();
+        return 0;
+}
+
+void file_lease_release(int fd) {
+        (void) fcntl(fd, F_SETLEASE, F_UNLCK);
+}

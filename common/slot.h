@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The slot store's records. A slot is a full model file; beside it live
+ *
+ *   <slot>.seal    what the file holds (JSON): the base family, the task
+ *                  and version, the whole file's SHA-256, the chunk-hash
+ *                  root, the undo record's digest, and the file's identity
+ *                  (dev, ino, size, mtime) when it was sealed. A seal whose
+ *                  identity does not match the file on disk, or that is
+ *                  marked dirty, is not trusted: the slot is rebuilt.
+ *   <slot>.undo    the base bytes the slot's task overwrote (below), so the
+ *                  slot can return to the base without a copy of the base.
+ *   <slot>.chunks  the SHA-256 of every chunk_size chunk of the file, back
+ *                  to back; its SHA-256 is the seal's chunk_root (which is
+ *                  the target.chunk_root a manifest signs).
+ *
+ * Every record is written with AtomicFile (temporary, fsync, rename, fsync
+ * of the directory).
+ *
+ * Undo record format (little-endian):
+ *
+ *   "TPUNDO1\0"                    magic
+ *   u64 n                          spans, sorted by offset, not overlapping
+ *   n x { u64 offset, u64 length } where the bytes go
+ *   the bytes of span 0, 1, ... n-1
+ *   32 bytes                       SHA-256 of everything above
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "manifest.h"
+#include "sha256.h"
+
+typedef enum SlotId {
+        SLOT_A,
+        SLOT_B,
+        _SLOT_ID_MAX,
+        _SLOT_ID_INVALID = -EINVAL,
+} SlotId;
+
+const char *slot_id_to_string(SlotId s);       /* "a", "b" */
+SlotId slot_id_from_string(const char *s);
+static inline SlotId slot_other(SlotId s) {
+        return s == SLOT_A ? SLOT_B : SLOT_A;
+}
+
+typedef struct Seal {
+        bool dirty;                             /* a staging began and did not finish */
+        char task[TASK_NAME_MAX + 1];           /* "" = the base */
+        uint64_t version;                       /* 0 for the base */
+        uint8_t sites_fingerprint[SHA256_DIGEST_SIZE];
+        uint8_t sha256[SHA256_DIGEST_SIZE];     /* of the whole file */
+        uint64_t size;
+        uint64_t chunk_size;                    /* granularity of <slot>.chunks */
+        uint8_t chunk_root[SHA256_DIGEST_SIZE];
+        uint8_t base_sha256[SHA256_DIGEST_SIZE];/* the base family: the provisioned base */
+        uint8_t base_layout[SHA256_DIGEST_SIZE];
+        uint64_t undo_spans;                    /* 0: the slot holds the base, no undo record */
+        uint8_t undo_sha256[SHA256_DIGEST_SIZE];
+        uint64_t dev, ino;                      /* file identity when sealed */
+        int64_t mtime_ns;
+} Seal;
+
+#define SEAL_MAX_BYTES (16u << 10)
+
+/* Load and validate a seal. -ENOENT when absent. Errors name the file and field. */
+_warn_unused_result_ int seal_load(const char *path, Seal *ret, TpError *err);
+/* Write @s atomically; *@ret_bytes (may be NULL) = bytes written. */
+_warn_unused_result_ int seal_save(const char *path, const Seal *s, uint64_t *ret_bytes, TpError *err);
+/* Record @st (dev, ino, size, mtime) as the sealed identity. */
+void seal_set_identity(Seal *s, const struct stat *st);
+/* Does @st still look like the file that was sealed? */
+bool seal_identity_matches(const Seal *s, const struct stat *st);
+
+/* ---- chunk tables ---- */
+
+#define CHUNK_MIN_SIZE (4u << 10)
+#define CHUNK_MAX_ENTRIES (1u << 24)
+
+static inline uint64_t chunk_count(uint64_t size, uint64_t chunk_size) {
+        return (size + chunk_size - 1) / chunk_size;
+}
+/* SHA-256 of the concatenated digests (the manifest's chunk_root). */
+void chunk_table_root(const uint8_t *table, uint64_t n, uint8_t ret[SHA256_DIGEST_SIZE]);
+/* Load @path, which must hold chunk_count(size, chunk_size) digests whose root is @root. */
+_warn_unused_result_ int chunk_table_load(const char *path, uint64_t size, uint64_t chunk_size,
+                                          const uint8_t root[SHA256_DIGEST_SIZE], uint8_t **ret_table,
+                                          TpError *err);
+_warn_unused_result_ int chunk_table_save(const char *path, const uint8_t *table, uint64_t n, uint64_t *ret_bytes,
+                                          TpError *err);
+
+/* ---- undo records ---- */
+
+#define UNDO_MAGIC "TPUNDO1"
+
+typedef struct UndoSpan {
+        uint64_t offset;
+        uint64_t length;
+        uint64_t data_offset;           /* of its bytes in the undo file */
+} UndoSpan;
+
+typedef struct UndoRecord {
+        int fd;                         /* owned, read-only */
+        UndoSpan *spans;
+        uint64_t n;
+} UndoRecord;
+
+/*
+ * Open @path and check it against the seal: @n spans, the file's SHA-256
+ * is @sha256, spans sorted, inside @file_size. Reads the whole record once.
+ */
+_warn_unused_result_ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE],
+                                          uint64_t file_size, UndoRecord **ret, TpError *err);
+UndoRecord *undo_record_free(UndoRecord *u);
+DEFINE_POINTER_CLEANUP(UndoRecord, undo_record_free)
+
+/*
+ * Write side: the span table is known up front (the new task's spans); the
+ * bytes follow in span order. undo_writer_commit() appends the digest and
+ * renames the record into place.
+ */
+typedef struct UndoWriter UndoWriter;
+_warn_unused_result_ int undo_writer_new(const char *path, const UndoSpan *spans, uint64_t n, UndoWriter **ret,
+                                         TpError *err);
+_warn_unused_result_ int undo_writer_append(UndoWriter *w, const void *data, size_t n, TpError *err);
+/* Returns the digest and the bytes written. */
+_warn_unused_result_ int undo_writer_commit(UndoWriter *w, uint8_t ret_sha256[SHA256_DIGEST_SIZE],
+                                            uint64_t *ret_bytes, TpError *err);
+/* Remove the temporary; NULL-safe. */
+UndoWriter *undo_writer_free(UndoWriter *w);
+DEFINE_POINTER_CLEANUP(UndoWriter, undo_writer_free)
+
+/* ---- leases ---- */
+
+/*
+ * Take a write lease on @fd (open for writing, no other descriptor of ours
+ * on the file): 0 when no other process has the file open or mapped,
+ * -EBUSY when one has, another -errno when the filesystem offers no leases.
+ * A lease break is announced with @sig (F_SETSIG), which the caller handles.
+ */
+_warn_unused_result_ int file_lease_take(int fd, int sig);
+void file_lease_release(int fd);

@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "delta.h"
+#include "fileio.h"
+#include "hashpipe.h"
+#include "stage.h"
+
+#define STAGE_WINDOW (1u << 20)         /* bytes per read outside spans, and per raw-span piece */
+
+typedef struct Interval {
+        uint64_t start, end;
+} Interval;
+
+/* A hashing-pipeline slot's buffers: untouched until the worker is done with them. */
+typedef struct Buffers {
+        uint8_t *base, *frame, *out;
+} Buffers;
+
+typedef enum StagePhase {
+        PHASE_PASS,                     /* walking the intervals */
+        PHASE_FINISH,                   /* verify, sync, commit the undo record */
+        PHASE_DONE,
+} StagePhase;
+
+struct Stager {
+        int fd;
+        StageSource src;
+        StageTarget tgt;
+        const Manifest *m;              /* NULL when returning to the base */
+        bool incremental;
+        StagePhase phase;
+
+        Interval *iv;                   /* what the pass covers, sorted, chunk-aligned when chunks are kept */
+        size_t n_iv, cur_iv;
+        uint64_t pos;
+
+        SpanReader *reader;
+        size_t next_span;               /* index of the next new span */
+        const ManifestSpan *span;       /* the span being written, or NULL */
+        DeltaLayout layout;
+        size_t group;
+        Sha256 span_base, span_new;
+
+        uint64_t undo_idx;              /* first source undo span not wholly before pos */
+        UndoWriter *undo_out;
+        char *undo_path;
+        uint64_t undo_spans;
+        uint8_t undo_sha256[SHA256_DIGEST_SIZE];
+
+        HashPipe *pipe;
+        Buffers bufs[HASH_PIPE_SLOTS];
+        size_t bufsize;
+        Sha256 full;                    /* VERIFY_FULL: the whole file */
+        Sha256 chunk;                   /* the current chunk */
+        uint8_t *chunks;                /* the new chunk table, or NULL */
+        uint64_t n_chunks;
+
+        StageProgress progress;
+};
+
+Stager *stager_free(Stager *s) {
+        if (!s)
+                return NULL;
+        hash_pipe_free(s->pipe);        /* first: the worker may still read the buffers */
+        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
+                free(s->bufs[i].base);
+                free(s->bufs[i].frame);
+                free(s->bufs[i].out);
+        }
+        span_reader_free(s->reader);
+        undo_writer_free(s->undo_out);
+        free(s->undo_path);
+        free(s->iv);
+        free(s->chunks);
+        free(s);
+        return NULL;
+}
+
+static int add_interval(Stager *s, uint64_t start, uint64_t end) {
+        uint64_t c = s->tgt.chunk_size;
+        start = start / c * c;
+        end = end + c - 1 < end ? s->tgt.size : (end + c - 1) / c * c;
+        if (end > s->tgt.size)
+                end = s->tgt.size;
+        if (s->n_iv > 0 && start <= s->iv[s->n_iv - 1].end) {
+                if (end > s->iv[s->n_iv - 1].end)
+                        s->iv[s->n_iv - 1].end = end;
+                return 0;
+        }
+        s->iv[s->n_iv++] = (Interval) { start, end };
+        return 0;
+}
+
+/* The chunk-aligned ranges touched by the source's undo spans or the target's spans, merged. */
+static int plan_incremental(Stager *s) {
+        uint64_t nu = s->src.undo ? s->src.undo->n : 0, nn = s->m ? s->m->n_spans : 0;
+        s->iv = calloc(nu + nn + 1, sizeof(Interval));
+        if (!s->iv)
+                return -ENOMEM;
+        for (uint64_t i = 0, j = 0; i < nu || j < nn;) {
+                bool take_undo = j >= nn || (i < nu && s->src.undo->spans[i].offset < s->m->spans[j].offset);
+                if (take_undo) {
+                        const UndoSpan *u = &s->src.undo->spans[i++];
+                        add_interval(s, u->offset, u->offset + u->length);
+                } else {
+                        const ManifestSpan *m = &s->m->spans[j++];
+                        add_interval(s, m->offset, m->offset + m->length);
+                }
+        }
+        return 0;
+}
+
+int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, VerifyMode mode, const char *undo_path,
+               Stager **ret, TpError *err) {
+        _cleanup_(stager_freep) Stager *s = calloc(1, sizeof(*s));
+        struct stat st;
+        int r;
+
+        if (!s)
+                return -ENOMEM;
+        s->fd = slot_fd;
+        s->src = *src;
+        s->tgt = *tgt;
+        s->m = tgt->bundle ? tgt->bundle->manifest : NULL;
+        if (fstat(slot_fd, &st) < 0)
+                return tp_error(err, negative_errno(), "slot: %s", strerror(errno));
+        if ((uint64_t) st.st_size != tgt->size || src->seal->size != tgt->size)
+                return tp_error(err, -EBADMSG, "the slot is %jd bytes, the target %" PRIu64
+                                " (tasks that change the model's size are not supported on the device)",
+                                (intmax_t) st.st_size, tgt->size);
+        if (tgt->chunk_size && (tgt->chunk_size < CHUNK_MIN_SIZE ||
+                                chunk_count(tgt->size, tgt->chunk_size) > CHUNK_MAX_ENTRIES))
+                return tp_error(err, -EBADMSG, "chunk size %" PRIu64 " out of range", tgt->chunk_size);
+
+        s->incremental = mode == VERIFY_INCREMENTAL && tgt->chunk_size && src->chunks &&
+                         src->seal->chunk_size == tgt->chunk_size;
+        s->progress.incremental = s->incremental;
+        if (tgt->chunk_size) {
+                s->n_chunks = chunk_count(tgt->size, tgt->chunk_size);
+                s->chunks = malloc(s->n_chunks * SHA256_DIGEST_SIZE + 1);
+                if (!s->chunks)
+                        return -ENOMEM;
+                if (s->incremental)
+                        memcpy(s->chunks, src->chunks, s->n_chunks * SHA256_DIGEST_SIZE);
+        }
+        if (s->incremental) {
+                if ((r = plan_incremental(s)) < 0)
+                        return r;
+        } else {
+                s->iv = calloc(1, sizeof(Interval));
+                if (!s->iv)
+                        return -ENOMEM;
+                s->iv[0] = (Interval) { 0, tgt->size };
+                s->n_iv = tgt->size > 0;
+        }
+        for (size_t i = 0; i < s->n_iv; i++)
+                s->progress.total += s->iv[i].end - s->iv[i].start;
+        if (s->n_iv)
+                s->pos = s->iv[0].start;
+
+        s->bufsize = STAGE_WINDOW;
+        for (DeltaLayout l = 0; l < _DELTA_LAYOUT_MAX; l++)
+                if (delta_group_bytes(l) > s->bufsize)
+                        s->bufsize = delta_group_bytes(l);
+        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
+                s->bufs[i] = (Buffers) { malloc(s->bufsize), malloc(s->bufsize), malloc(s->bufsize) };
+                if (!s->bufs[i].base || !s->bufs[i].frame || !s->bufs[i].out)
+                        return -ENOMEM;
+        }
+        r = hash_pipe_new(&s->pipe);
+        if (r < 0)
+                return tp_error(err, r, "cannot start the hashing thread: %s", strerror(-r));
+        sha256_init(&s->full);
+        sha256_init(&s->chunk);
+
+        s->undo_path = strdup(undo_path);
+        if (!s->undo_path)
+                return -ENOMEM;
+        if (s->m) {
+                if ((r = span_reader_new(tgt->bundle, &s->reader, err)) < 0)
+                        return r;
+                _cleanup_free_ UndoSpan *us = calloc(s->m->n_spans + 1, sizeof(UndoSpan));
+                if (!us)
+                        return -ENOMEM;
+                for (size_t i = 0; i < s->m->n_spans; i++)
+                        us[i] = (UndoSpan) { s->m->spans[i].offset, s->m->spans[i].length, 0 };
+                if ((r = undo_writer_new(undo_path, us, s->m->n_spans, &s->undo_out, err)) < 0)
+                        return r;
+                s->undo_spans = s->m->n_spans;
+        }
+        (void) posix_fadvise(slot_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* Hash result bytes [pos, pos+n) (held in pipeline slot @slot) into the file and chunk digests. */
+static void hash_result(Stager *s, unsigned slot, uint64_t pos, const uint8_t *data, size_t n) {
+        if (!s->chunks) {
+                hash_pipe_feed(s->pipe, slot, &s->full, NULL, data, n);
+                return;
+        }
+        while (n > 0) {
+                uint64_t c = s->tgt.chunk_size, end = (pos / c + 1) * c;
+                size_t k = end - pos < n ? (size_t) (end - pos) : n;
+                hash_pipe_feed(s->pipe, slot, &s->chunk, s->incremental ? NULL : &s->full, data, k);
+                pos += k;
+                data += k;
+                n -= k;
+                if (pos % c == 0 || pos == s->tgt.size) {
+                        hash_pipe_sync(s->pipe);
+                        sha256_final(&s->chunk, s->chunks + (pos - 1) / c * SHA256_DIGEST_SIZE);
+                        sha256_init(&s->chunk);
+                }
+        }
+}
+
+/*
+ * The base bytes of [pos, pos+n) into @buf: the slot's bytes, with the
+ * source undo record's bytes where the source's task overwrote them. With
+ * @restore those undo ranges are also written back into the slot.
+ */
+static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool restore, TpError *err) {
+        UndoRecord *u = s->src.undo;
+        int r = pread_full(s->fd, buf, n, pos);
+
+        if (r < 0)
+                return tp_error(err, r == -ENODATA ? -EIO : r, "slot: reading at offset %" PRIu64 ": %s", pos,
+                                strerror(r == -ENODATA ? EIO : -r));
+        s->progress.read_bytes += n;
+        if (!u)
+                return 0;
+        while (s->undo_idx < u->n && u->spans[s->undo_idx].offset + u->spans[s->undo_idx].length <= pos)
+                s->undo_idx++;
+        for (uint64_t j = s->undo_idx; j < u->n && u->spans[j].offset < pos + n; j++) {
+                const UndoSpan *us = &u->spans[j];
+                uint64_t lo = us->offset > pos ? us->offset : pos;
+                uint64_t hi = us->offset + us->length < pos + n ? us->offset + us->length : pos + n;
+                r = pread_full(u->fd, buf + (lo - pos), hi - lo, us->data_offset + (lo - us->offset));
+                if (r < 0)
+                        return tp_error(err, r == -ENODATA ? -EIO : r, "undo record: reading: %s", strerror(-r));
+                if (restore) {
+                        r = pwrite_full(s->fd, buf + (lo - pos), hi - lo, lo);
+                        if (r < 0)
+                                return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", lo, strerror(-r));
+                        s->progress.slot_bytes += hi - lo;
+                }
+        }
+        return 0;
+}
+
+static int digest_mismatch(const ManifestSpan *s, size_t idx, const char *what, TpError *err) {
+        return tp_error(err, -EBADMSG, "span #%zu (offset %" PRIu64 ", %" PRIu64 " bytes%s%s): %s do not match the manifest",
+                        idx, s->offset, s->length, s->site ? ", site " : "", s->site ? s->site : "", what);
+}
+
+static int begin_span(Stager *s, TpError *err) {
+        const ManifestSpan *sp;
+        int r = span_reader_next(s->reader, &sp, err);
+
+        if (r < 0)
+                return r;
+        if (r == 0 || sp != &s->m->spans[s->next_span])
+                return tp_error(err, -EBADMSG, "the payload ended before span #%zu", s->next_span);
+        if (sp->offset + sp->length > s->tgt.size)
+                return tp_error(err, -EBADMSG, "span #%zu reaches past the end of the model", s->next_span);
+        s->span = sp;
+        s->layout = DELTA_BYTES;
+        s->group = STAGE_WINDOW;
+        if (sp->encoding == SPAN_DELTA) {
+                s->layout = delta_layout_from_string(sp->layout);
+                if (s->layout < 0 || sp->length % delta_unit(s->layout) != 0)
+                        return tp_error(err, -EBADMSG, "span #%zu: bad delta layout '%s' for %" PRIu64 " bytes",
+                                        s->next_span, sp->layout, sp->length);
+                s->group = delta_group_bytes(s->layout);
+        }
+        sha256_init(&s->span_base);
+        sha256_init(&s->span_new);
+        return 0;
+}
+
+static int end_span(Stager *s, TpError *err) {
+        uint8_t db[SHA256_DIGEST_SIZE], dn[SHA256_DIGEST_SIZE];
+
+        hash_pipe_sync(s->pipe);
+        sha256_final(&s->span_base, db);
+        sha256_final(&s->span_new, dn);
+        if (memcmp(db, s->span->base_sha256, SHA256_DIGEST_SIZE) != 0)
+                return digest_mismatch(s->span, s->next_span, "the base bytes (is the slot the right base?)", err);
+        if (memcmp(dn, s->span->new_sha256, SHA256_DIGEST_SIZE) != 0)
+                return digest_mismatch(s->span, s->next_span, "the new bytes", err);
+        s->span = NULL;
+        s->next_span++;
+        return 0;
+}
+
+/* One window: inside a new span (decode and write) or between spans (restore and hash). */
+static int step_window(Stager *s, uint64_t end, TpError *err) {
+        unsigned slot = hash_pipe_slot(s->pipe);
+        Buffers *b = &s->bufs[slot];
+        uint64_t pos = s->pos;
+        size_t n;
+        int r;
+
+        if (!s->span && s->m && s->next_span < s->m->n_spans && s->m->spans[s->next_span].offset == pos)
+                if ((r = begin_span(s, err)) < 0)
+                        return r;
+
+        if (s->span) {
+                uint64_t span_end = s->span->offset + s->span->length;
+                n = span_end - pos < s->group ? (size_t) (span_end - pos) : s->group;
+                if ((r = read_base(s, pos, n, b->base, false, err)) < 0)
+                        return r;
+                hash_pipe_feed(s->pipe, slot, &s->span_base, NULL, b->base, n);
+                if ((r = undo_writer_append(s->undo_out, b->base, n, err)) < 0)
+                        return r;
+                if ((r = span_reader_read(s->reader, b->frame, n, err)) < 0)
+                        return r;
+                const uint8_t *bytes = b->frame;
+                if (s->span->encoding == SPAN_DELTA) {
+                        delta_decode(s->layout, b->base, b->frame, n, b->out);
+                        bytes = b->out;
+                }
+                hash_pipe_feed(s->pipe, slot, &s->span_new, NULL, bytes, n);
+                if ((r = pwrite_full(s->fd, bytes, n, pos)) < 0)
+                        return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", pos, strerror(-r));
+                s->progress.slot_bytes += n;
+                hash_result(s, slot, pos, bytes, n);
+                s->pos += n;
+                if (s->pos == span_end)
+                        return end_span(s, err);
+                return 0;
+        }
+
+        uint64_t limit = end;
+        if (s->m && s->next_span < s->m->n_spans && s->m->spans[s->next_span].offset < limit)
+                limit = s->m->spans[s->next_span].offset;
+        n = limit - pos < STAGE_WINDOW ? (size_t) (limit - pos) : STAGE_WINDOW;
+        if ((r = read_base(s, pos, n, b->base, true, err)) < 0)
+                return r;
+        hash_result(s, slot, pos, b->base, n);
+        s->pos += n;
+        return 0;
+}
+
+static int finish(Stager *s, TpError *err) {
+        uint8_t d[SHA256_DIGEST_SIZE];
+        char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
+        int r;
+
+        hash_pipe_sync(s->pipe);
+        if (s->m && s->next_span != s->m->n_spans)
+                return tp_error(err, -EBADMSG, "the pass ended before span #%zu", s->next_span);
+        if (s->reader && (r = span_reader_finish(s->reader, err)) < 0)
+                return r;
+        if (!s->incremental) {
+                sha256_final(&s->full, d);
+                if (memcmp(d, s->tgt.sha256, SHA256_DIGEST_SIZE) != 0) {
+                        sha256_to_hex(d, got);
+                        sha256_to_hex(s->tgt.sha256, want);
+                        return tp_error(err, -EBADMSG, "the staged slot's SHA-256 %s is not the target's %s", got, want);
+                }
+        }
+        if (s->chunks) {
+                chunk_table_root(s->chunks, s->n_chunks, d);
+                if (memcmp(d, s->tgt.chunk_root, SHA256_DIGEST_SIZE) != 0)
+                        return tp_error(err, -EBADMSG, "the staged slot's chunk-hash root does not match the target's");
+        }
+        if (fdatasync(s->fd) < 0)
+                return tp_error(err, negative_errno(), "slot: fdatasync: %s", strerror(errno));
+        if (s->undo_out) {
+                r = undo_writer_commit(s->undo_out, s->undo_sha256, &s->progress.undo_bytes, err);
+                s->undo_out = undo_writer_free(s->undo_out);
+                if (r < 0)
+                        return r;
+        } else if (unlink(s->undo_path) < 0 && errno != ENOENT)
+                return tp_error(err, negative_errno(), "%s: %s", s->undo_path, strerror(errno));
+        return 0;
+}
+
+int stager_step(Stager *s, uint64_t budget, TpError *err) {
+        uint64_t start = s->progress.done;
+        int r;
+
+        while (s->phase != PHASE_DONE) {
+                switch (s->phase) {
+                case PHASE_PASS:
+                        if (s->cur_iv >= s->n_iv) {
+                                s->phase = PHASE_FINISH;
+                                break;
+                        }
+                        if (s->progress.done - start >= budget)
+                                return 1;
+                        uint64_t before = s->pos;
+                        if ((r = step_window(s, s->iv[s->cur_iv].end, err)) < 0)
+                                return r;
+                        s->progress.done += s->pos - before;
+                        if (s->pos >= s->iv[s->cur_iv].end && ++s->cur_iv < s->n_iv)
+                                s->pos = s->iv[s->cur_iv].start;
+                        break;
+                case PHASE_FINISH:
+                        if ((r = finish(s, err)) < 0)
+                                return r;
+                        s->phase = PHASE_DONE;
+                        break;
+                default:
+                        abort();
+                }
+        }
+        return 0;
+}
+
+const StageProgress *stager_progress(const Stager *s) {
+        return &s->progress;
+}
+
+void stager_result(const Stager *s, const uint8_t **ret_chunks, uint64_t *ret_undo_spans,
+                   uint8_t ret_undo_sha256[SHA256_DIGEST_SIZE]) {
+        *ret_chunks = s->chunks;
+        *ret_undo_spans = s->undo_spans;
+        memcpy(ret_undo_sha256, s->undo_sha256, SHA256_DIGEST_SIZE);
+}

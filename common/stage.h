@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Staging a task into a slot file in place, in slices (so a daemon's event
+ * loop stays responsive between them).
+ *
+ * The slot holds some content (the base, or the base with task A's spans)
+ * described by a clean seal and, for a task, its undo record. Staging task
+ * B is one pass in file order: where A wrote and B does not, the undo
+ * record's base bytes are written back; where B writes, its spans are
+ * decoded against the base bytes (the slot's, or the undo record's where A
+ * changed them), checked against the manifest's per-span hashes, and the
+ * base bytes they replace go into B's new undo record. Bytes written are
+ * O(patch): A's spans outside B's plus B's spans.
+ *
+ * Verification: VERIFY_FULL hashes every byte of the result (unchanged
+ * bytes read, written bytes as they go out) and compares with the target's
+ * SHA-256; with a chunk table it also recomputes every chunk digest.
+ * VERIFY_INCREMENTAL reads and hashes only the chunks the pass touched and
+ * takes the other digests from the source's sealed chunk table: the new
+ * table's root must equal the target's chunk root (which the manifest
+ * signs). Either way nothing is reported done until the result matches.
+ *
+ * The caller marks the slot dirty before the first stager_step() and seals
+ * it after the last; a failure leaves the slot dirty.
+ */
+
+#include <stdint.h>
+
+#include "bundle.h"
+#include "config.h"
+#include "error.h"
+#include "slot.h"
+
+typedef struct StageSource {
+        const Seal *seal;               /* clean: what the slot file holds */
+        UndoRecord *undo;               /* its undo record; NULL when it holds the base */
+        const uint8_t *chunks;          /* its chunk table at seal->chunk_size; NULL when none */
+} StageSource;
+
+typedef struct StageTarget {
+        Bundle *bundle;                 /* verified (signature and manifest); NULL: return to the base */
+        uint8_t sha256[SHA256_DIGEST_SIZE];
+        uint64_t size;
+        uint64_t chunk_size;            /* 0: keep no chunk table */
+        uint8_t chunk_root[SHA256_DIGEST_SIZE];
+} StageTarget;
+
+typedef struct StageProgress {
+        uint64_t done, total;           /* bytes of the file the pass covers */
+        uint64_t slot_bytes;            /* bytes written into the slot */
+        uint64_t undo_bytes;            /* bytes of the new undo record */
+        uint64_t read_bytes;            /* bytes read from the slot */
+        bool incremental;               /* the pass ran in incremental mode */
+} StageProgress;
+
+typedef struct Stager Stager;
+
+/*
+ * @slot_fd: the slot, open read-write. @undo_path: where the new undo record
+ * goes (replaced atomically when the pass succeeds; removed when the target
+ * is the base). VERIFY_INCREMENTAL falls back to a full pass when the
+ * source has no chunk table at the target's chunk size.
+ */
+_warn_unused_result_ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, VerifyMode mode,
+                                    const char *undo_path, Stager **ret, TpError *err);
+Stager *stager_free(Stager *s);
+DEFINE_POINTER_CLEANUP(Stager, stager_free)
+
+/*
+ * Process about @budget bytes: 1 while there is more, 0 when the result is
+ * verified, fdatasync'ed and the undo record committed. After 0:
+ * stager_result() gives the new chunk table (NULL when none is kept; owned
+ * by the stager) and the undo record's span count and digest.
+ */
+_warn_unused_result_ int stager_step(Stager *s, uint64_t budget, TpError *err);
+const StageProgress *stager_progress(const Stager *s);
+void stager_result(const Stager *s, const uint8_t **ret_chunks, uint64_t *ret_undo_spans,
+                   uint8_t ret_undo_sha256[SHA256_DIGEST_SIZE]);

@@ -1,0 +1,549 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-id128.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+#include "yaml-doc.h"
+
+static const char *const state_names[_STATE_MAX] = {
+        [STATE_UNPROVISIONED] = "unprovisioned", [STATE_PROVISIONING] = "provisioning", [STATE_IDLE] = "idle",
+        [STATE_INSTALLING] = "installing",       [STATE_STAGING] = "staging",           [STATE_TRIAL] = "trial",
+        [STATE_ROLLING_BACK] = "rolling-back",
+};
+
+const char *manager_state_to_string(ManagerState s) {
+        return s >= 0 && s < _STATE_MAX ? state_names[s] : NULL;
+}
+
+static void now_utc(char buf[21]) {
+        format_time_utc((int64_t) time(NULL), buf);
+}
+
+/* ---- state, events ---- */
+
+void manager_set_state(Manager *m, ManagerState s) {
+        if (m->state == s)
+                return;
+        log_info("state: %s -> %s", state_names[m->state], state_names[s]);
+        m->state = s;
+        if (s == STATE_TRIAL)
+                (void) sd_notifyf(false, "STATUS=%s v%" PRIu64 " on trial in slot %s",
+                                  m->ps.trial.task[0] ? m->ps.trial.task : "base", m->ps.trial.version,
+                                  slot_id_to_string(m->ps.trial.slot));
+        else if (s == STATE_IDLE && m->ps.provisioned)
+                (void) sd_notifyf(false, "STATUS=idle: %s v%" PRIu64 " active in slot %s",
+                                  m->seals[m->active].task[0] ? m->seals[m->active].task : "base",
+                                  m->seals[m->active].version, slot_id_to_string(m->active));
+        else
+                (void) sd_notifyf(false, "STATUS=%s", state_names[s]);
+}
+
+void manager_emit(Manager *m, const char *transaction, json_t *ev) {
+        char t[21];
+
+        if (!ev)
+                return;
+        now_utc(t);
+        json_object_set_new(ev, "time", json_string(t));
+        if (transaction && transaction[0])
+                json_object_set_new(ev, "transaction", json_string(transaction));
+        if (m->server)
+                server_broadcast(m->server, ev);
+        if (m->op && m->op->client && transaction && strcmp(transaction, m->op->transaction) == 0)
+                client_send_event(m->op->client, ev);
+        else if (m->trial_client && transaction && strcmp(transaction, m->ps.trial.transaction) == 0)
+                client_send_event(m->trial_client, ev);
+        json_decref(ev);
+}
+
+void manager_progress(Manager *m, Operation *op, const char *event_name) {
+        uint64_t now = 0;
+
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+        if (op->done < op->total && now - op->last_event_usec < 200000)
+                return;
+        op->last_event_usec = now;
+        manager_emit(m, op->transaction,
+                     json_pack("{s:s, s:o, s:I, s:s, s:s, s:I, s:I}", "event", event_name, "task",
+                               op->task[0] ? json_string(op->task) : json_null(), "version", (json_int_t) op->version,
+                               "slot", slot_id_to_string(slot_other(m->active)), "phase", op->phase, "done",
+                               (json_int_t) op->done, "total", (json_int_t) op->total));
+}
+
+static void set_last_error(Manager *m, const char *code, const char *msg) {
+        snprintf(m->last_error_code, sizeof(m->last_error_code), "%s", code);
+        snprintf(m->last_error, sizeof(m->last_error), "%s", msg);
+}
+
+int manager_save_state(Manager *m, TpError *err) {
+        uint64_t bytes = 0;
+        int r = state_save(m->state_path, &m->ps, &bytes, err);
+        m->counters.state_bytes += bytes;
+        return r;
+}
+
+int manager_save_seal(Manager *m, SlotId slot, TpError *err) {
+        uint64_t bytes = 0;
+        int r = seal_save(m->files[slot].seal, &m->seals[slot], &bytes, err);
+        m->counters.state_bytes += bytes;
+        return r;
+}
+
+void manager_check_slot(Manager *m, SlotId slot) {
+        struct stat st;
+        TpError err = {};
+
+        m->sealed[slot] = false;
+        if (seal_load(m->files[slot].seal, &m->seals[slot], &err) < 0) {
+                if (err.code != -ENOENT)
+                        log_warning("slot %s: %s: it will be rebuilt", slot_id_to_string(slot), err.message);
+                m->seals[slot] = (Seal) { .dirty = true };
+                return;
+        }
+        if (m->seals[slot].dirty)
+                return;
+        if (stat(m->files[slot].path, &st) < 0 || !seal_identity_matches(&m->seals[slot], &st)) {
+                log_warning("slot %s: the file is not the one sealed (changed or replaced): it will be rebuilt",
+                            slot_id_to_string(slot));
+                return;
+        }
+        if (m->ps.provisioned && memcmp(m->seals[slot].base_sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0)
+                return;
+        m->sealed[slot] = true;
+}
+
+int manager_point_model_path(Manager *m, SlotId slot, TpError *err) {
+        const char *mp = m->config->model_path;
+        _cleanup_free_ char *tmp = NULL, *copy = strdup(mp), *copy2 = strdup(mp);
+        int r;
+
+        if (!copy || !copy2 || asprintf(&tmp, "%s/.%s.taskpatchd-new", dirname(copy), basename(copy2)) < 0)
+                return -ENOMEM;
+        (void) unlink(tmp);
+        if (symlink(m->files[slot].path, tmp) < 0)
+                return tp_error(err, negative_errno(), "%s: %s", tmp, strerror(errno));
+        if (rename(tmp, mp) < 0) {
+                r = tp_error(err, negative_errno(), "%s: %s", mp, strerror(errno));
+                (void) unlink(tmp);
+                return r;
+        }
+        r = fsync_parent_dir(mp);
+        if (r < 0)
+                return tp_error(err, r, "fsync of the directory of %s: %s", mp, strerror(-r));
+        m->active = slot;
+        return 0;
+}
+
+int64_t manager_free_space(Manager *m) {
+        struct statvfs sv;
+        if (statvfs(m->config->state_dir, &sv) < 0)
+                return negative_errno();
+        return (int64_t) ((uint64_t) sv.f_bavail * sv.f_frsize);
+}
+
+static void seal_event_fields(json_t *ev, const Seal *s) {
+        char h[SHA256_HEX_SIZE];
+        sha256_to_hex(s->sha256, h);
+        json_object_set_new(ev, "task", s->task[0] ? json_string(s->task) : json_null());
+        json_object_set_new(ev, "version", json_integer((json_int_t) s->version));
+        json_object_set_new(ev, "sha256", json_string(h));
+}
+
+static void emit_slot_changed(Manager *m, const char *transaction, const char *reason) {
+        json_t *ev = json_pack("{s:s, s:s, s:s, s:s}", "event", "slot-changed", "slot",
+                               slot_id_to_string(m->active), "model_path", m->config->model_path, "reason", reason);
+        seal_event_fields(ev, &m->seals[m->active]);
+        manager_emit(m, transaction, ev);
+}
+
+static void lifecycle(Manager *m, const char *event, SlotId slot, const char *transaction, const char *detail) {
+        char h[SHA256_HEX_SIZE];
+        sha256_to_hex(m->seals[slot].sha256, h);
+        log_lifecycle(event, m->seals[slot].task, (unsigned long long) m->seals[slot].version,
+                      slot_id_to_string(slot), h, transaction, detail);
+}
+
+/* ---- trial ---- */
+
+static void trial_stop(Manager *m) {
+        m->trial_timer = sd_event_source_disable_unref(m->trial_timer);
+        m->probe_timer = sd_event_source_disable_unref(m->probe_timer);
+        m->health = health_check_free(m->health);
+}
+
+static void reply_trial_client(Manager *m, bool committed, const char *reason) {
+        Client *c = TAKE_PTR(m->trial_client);
+        if (!c)
+                return;
+        if (committed) {
+                json_t *resp = json_pack("{s:s, s:s}", "transaction", m->ps.trial.transaction, "state", "committed");
+                seal_event_fields(resp, &m->seals[m->active]);
+                json_object_set_new(resp, "slot", json_string(slot_id_to_string(m->active)));
+                client_reply(c, resp);
+        } else
+                client_reply_error(c, "rolled-back", "%s", reason);
+        client_unref(c);
+}
+
+/* The active task's bundle is kept whatever its age: it is what the running model was made from. */
+static bool keep_in_use(void *userdata, const char *task, uint64_t version) {
+        Manager *m = userdata;
+        return strcmp(m->seals[m->active].task, task) == 0 && m->seals[m->active].version == version;
+}
+
+static void collect_garbage(Manager *m, const char *task) {
+        int n = store_gc(&m->store, task, m->config->keep_versions, keep_in_use, m);
+        if (n > 0)
+                log_info("removed %d old version(s) of %s (keep_versions: %" PRIu64 ")", n, task,
+                         m->config->keep_versions);
+}
+
+static int trial_commit(Manager *m, const char *how) {
+        TpError err = {};
+        TrialInfo t = m->ps.trial;
+        int r;
+
+        trial_stop(m);
+        m->ps.committed = t.slot;
+        m->ps.trial.on = false;
+        r = manager_save_state(m, &err);
+        if (r < 0) {
+                /* Nothing is lost: the state still says "trial", and a restart rolls back. */
+                log_error("cannot record the commit: %s", err.message);
+                set_last_error(m, "io", err.message);
+        }
+        lifecycle(m, "committed", t.slot, t.transaction, how);
+        json_t *ev = json_pack("{s:s, s:s, s:s}", "event", "committed", "slot", slot_id_to_string(t.slot), "how", how);
+        seal_event_fields(ev, &m->seals[t.slot]);
+        manager_emit(m, t.transaction, ev);
+        manager_set_state(m, STATE_IDLE);
+        reply_trial_client(m, true, NULL);
+        if (t.task[0])
+                collect_garbage(m, t.task);
+        return r;
+}
+
+/* Back to the committed slot; @reason says why. */
+static int trial_rollback(Manager *m, const char *reason) {
+        TpError err = {};
+        TrialInfo t = m->ps.trial;
+        int r;
+
+        trial_stop(m);
+        manager_set_state(m, STATE_ROLLING_BACK);
+        r = manager_point_model_path(m, m->ps.committed, &err);
+        if (r < 0) {
+                log_error("rollback failed: %s", err.message);
+                set_last_error(m, "io", err.message);
+                return r;
+        }
+        m->ps.trial.on = false;
+        if (manager_save_state(m, &err) < 0)
+                log_error("cannot record the rollback: %s (the symlink is the truth; a restart repairs it)",
+                          err.message);
+        lifecycle(m, "rolled-back", m->active, t.transaction, reason);
+        emit_slot_changed(m, t.transaction, "rollback");
+        json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s}", "event", "rolled-back", "task",
+                               t.task[0] ? json_string(t.task) : json_null(), "version", (json_int_t) t.version,
+                               "slot", slot_id_to_string(m->active), "reason", reason);
+        manager_emit(m, t.transaction, ev);
+        set_last_error(m, "rolled-back", reason);
+        manager_set_state(m, STATE_IDLE);
+        reply_trial_client(m, false, reason);
+        return 0;
+}
+
+static int on_trial_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        char reason[128];
+        (void) s;
+        (void) usec;
+
+        snprintf(reason, sizeof(reason), "not confirmed within %" PRIu64 " s", m->config->trial.timeout);
+        (void) trial_rollback(m, reason);
+        return 0;
+}
+
+static int schedule_probe(Manager *m);
+
+static void on_health(void *userdata, HealthResult result, const char *detail) {
+        Manager *m = userdata;
+        char reason[256];
+
+        if (m->state != STATE_TRIAL)
+                return;
+        log_info("health check: %s (%s)", health_result_to_string(result), detail);
+        switch (result) {
+        case HEALTH_OK:
+                (void) trial_commit(m, "health check passed");
+                break;
+        case HEALTH_FAILING:
+                snprintf(reason, sizeof(reason), "health check failed: %s", detail);
+                (void) trial_rollback(m, reason);
+                break;
+        default:
+                (void) schedule_probe(m);
+                break;
+        }
+}
+
+static int on_probe_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        (void) s;
+        (void) usec;
+
+        m->probe_timer = sd_event_source_disable_unref(m->probe_timer);
+        if (health_check_probe(m->health, on_health, m) < 0)
+                (void) schedule_probe(m);
+        return 0;
+}
+
+static int schedule_probe(Manager *m) {
+        m->probe_timer = sd_event_source_disable_unref(m->probe_timer);
+        int r = sd_event_add_time_relative(m->event, &m->probe_timer, CLOCK_BOOTTIME,
+                                           m->config->trial.health_interval * 1000000, 0, on_probe_timer, m);
+        if (r >= 0)
+                (void) sd_event_source_set_description(m->probe_timer, "health-probe");
+        return r;
+}
+
+static bool health_configured(const Manager *m) {
+        return m->config->trial.health_command || m->config->trial.health_url;
+}
+
+/* The service was told (slot-changed); now the clock and the health checks start. */
+static int trial_start(Manager *m) {
+        uint64_t timeout = m->config->trial.timeout;
+        char deadline[21];
+        int r;
+
+        r = sd_event_add_time_relative(m->event, &m->trial_timer, CLOCK_BOOTTIME, timeout * 1000000, 0,
+                                       on_trial_timeout, m);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(m->trial_timer, "trial-timeout");
+        if (health_configured(m)) {
+                uint64_t probe = m->config->trial.health_interval * 1000000;
+                r = health_check_new(m->event, m->config->trial.health_command, m->config->trial.health_url,
+                                     probe > 5000000 ? probe : 5000000, &m->health);
+                if (r < 0)
+                        return r;
+                if ((r = schedule_probe(m)) < 0)
+                        return r;
+        }
+        format_time_utc(m->ps.trial.started + (int64_t) timeout, deadline);
+        json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:I, s:s}", "event", "trial-started", "task",
+                               m->ps.trial.task[0] ? json_string(m->ps.trial.task) : json_null(), "version",
+                               (json_int_t) m->ps.trial.version, "slot", slot_id_to_string(m->ps.trial.slot),
+                               "timeout", (json_int_t) timeout, "deadline", deadline);
+        manager_emit(m, m->ps.trial.transaction, ev);
+        manager_set_state(m, STATE_TRIAL);
+        return 0;
+}
+
+int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError *err) {
+        SlotId previous = m->active;
+        int r;
+
+        if (trial) {
+                m->ps.trial = (TrialInfo) { .on = true, .slot = slot, .version = m->seals[slot].version,
+                                            .started = (int64_t) time(NULL) };
+                memcpy(m->ps.trial.task, m->seals[slot].task, sizeof(m->ps.trial.task));
+                memcpy(m->ps.trial.transaction, op->transaction, TRANSACTION_ID_SIZE);
+        } else
+                m->ps.committed = slot;
+        /* The state names the trial before the symlink moves: a crash in between finds no trial started. */
+        if ((r = manager_save_state(m, err)) < 0)
+                return r;
+        if ((r = manager_point_model_path(m, slot, err)) < 0) {
+                m->ps.trial.on = false;
+                m->ps.committed = previous;
+                TpError ignored = {};
+                if (manager_save_state(m, &ignored) < 0)
+                        log_error("%s (a restart repairs the state from the symlink)", ignored.message);
+                return r;
+        }
+        m->counters.switches++;
+        lifecycle(m, "activated", slot, op->transaction, NULL);
+        emit_slot_changed(m, op->transaction, trial ? "switch" : op->cmd);
+        if (trial && (r = trial_start(m)) < 0)
+                return tp_error(err, r, "cannot start the trial: %s", strerror(-r));
+        return 0;
+}
+
+/* ---- operations ---- */
+
+static void operation_free(Operation *op) {
+        if (!op)
+                return;
+        if (op->free_data)
+                op->free_data(op->data);
+        client_unref(op->client);
+        free(op);
+}
+
+static const char *code_for_errno(int r) {
+        switch (r) {
+        case -ENOSPC:
+        case -EDQUOT:
+                return "no-space";
+        case -EBADMSG:
+        case -EKEYREJECTED:
+        case -EPERM:
+                return "refused";
+        case -ENOMEM:
+                return "internal";
+        default:
+                return "io";
+        }
+}
+
+static void operation_finish(Manager *m, int r) {
+        Operation *op = TAKE_PTR(m->op);
+        m->op_source = sd_event_source_disable_unref(m->op_source);
+
+        if (r < 0) {
+                const char *code = op->err_code ? op->err_code : code_for_errno(r);
+                const char *msg = tp_error_message(&op->err, r);
+                log_error("%s failed: %s", op->cmd, msg);
+                set_last_error(m, code, msg);
+                manager_emit(m, op->transaction, json_pack("{s:s, s:s, s:s, s:s}", "event", "error", "code", code,
+                                                           "message", msg, "cmd", op->cmd));
+                if (op->client)
+                        client_reply_error(op->client, code, "%s", msg);
+                if (m->state != STATE_TRIAL)
+                        manager_set_state(m, m->ps.provisioned ? STATE_IDLE : STATE_UNPROVISIONED);
+        } else if (op->client) {
+                json_t *resp = json_pack("{s:s}", "transaction", op->transaction);
+                if (m->state == STATE_TRIAL && health_configured(m) && strcmp(op->cmd, "provision") != 0) {
+                        /* The outcome is the trial's: answer when it commits or rolls back. */
+                        json_decref(resp);
+                        m->trial_client = TAKE_PTR(op->client);
+                } else {
+                        json_object_set_new(resp, "state",
+                                            json_string(m->state == STATE_TRIAL ? "trial" : "committed"));
+                        json_object_set_new(resp, "slot", json_string(slot_id_to_string(m->active)));
+                        if (m->ps.provisioned)
+                                seal_event_fields(resp, &m->seals[m->active]);
+                        if (op->task[0] && strcmp(op->cmd, "install") == 0) {
+                                json_object_set_new(resp, "task", json_string(op->task));
+                                json_object_set_new(resp, "version", json_integer((json_int_t) op->version));
+                        }
+                        client_reply(op->client, resp);
+                }
+        }
+        operation_free(op);
+}
+
+static int on_operation(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+        (void) s;
+
+        int r = m->op->step(m->op);
+        if (r != 1)
+                operation_finish(m, r);
+        return 0;
+}
+
+void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
+        sd_id128_t id;
+        int r;
+
+        op->m = m;
+        if (sd_id128_randomize(&id) >= 0)
+                sd_id128_to_string(id, op->transaction);
+        r = sd_event_add_defer(m->event, &m->op_source, on_operation, m);
+        if (r >= 0) {
+                /* Below every socket: requests are answered between slices. */
+                (void) sd_event_source_set_priority(m->op_source, SD_EVENT_PRIORITY_IDLE);
+                (void) sd_event_source_set_enabled(m->op_source, SD_EVENT_ON);
+                (void) sd_event_source_set_description(m->op_source, op->cmd);
+        }
+        if (r < 0) {
+                client_reply_error(c, "internal", "cannot schedule the operation: %s", strerror(-r));
+                operation_free(op);
+                return;
+        }
+        m->op = op;
+        log_info("%s started (transaction %s)", op->cmd, op->transaction);
+        if (wait)
+                op->client = client_defer(c);
+        else
+                client_reply(c, json_pack("{s:s}", "transaction", op->transaction));
+}
+
+/* ---- requests that need no operation ---- */
+
+int manager_mark_good(Manager *m, Client *c) {
+        if (m->state != STATE_TRIAL) {
+                client_reply_error(c, "not-found", "no task is on trial");
+                return 0;
+        }
+        char how[64];
+        snprintf(how, sizeof(how), "marked good by uid %u", (unsigned) client_uid(c));
+        int r = trial_commit(m, how);
+        if (r < 0)
+                client_reply_error(c, "io", "%s", m->last_error);
+        else
+                client_reply(c, json_pack("{s:s, s:s}", "state", "committed", "slot", slot_id_to_string(m->active)));
+        return 0;
+}
+
+int manager_rollback(Manager *m, Client *c) {
+        char reason[64];
+        TpError err = {};
+
+        snprintf(reason, sizeof(reason), "requested by uid %u", (unsigned) client_uid(c));
+        if (m->state == STATE_TRIAL) {
+                if (trial_rollback(m, reason) < 0)
+                        client_reply_error(c, "io", "%s", m->last_error);
+                else
+                        client_reply(c, json_pack("{s:s, s:s}", "state", "committed", "slot",
+                                                  slot_id_to_string(m->active)));
+                return 0;
+        }
+        if (m->op || m->state != STATE_IDLE) {
+                client_reply_error(c, "busy", "%s is running", m->op ? m->op->cmd : state_names[m->state]);
+                return 0;
+        }
+        /* Committed: go back to what the other slot holds, if it is intact. */
+        SlotId other = slot_other(m->active);
+        manager_check_slot(m, other);
+        if (!m->sealed[other]) {
+                client_reply_error(c, "not-found", "nothing to roll back to: slot %s holds no intact model",
+                                   slot_id_to_string(other));
+                return 0;
+        }
+        SlotId from = m->active;
+        m->ps.committed = other;
+        if (manager_save_state(m, &err) < 0 || manager_point_model_path(m, other, &err) < 0) {
+                m->ps.committed = from;
+                client_reply_error(c, "io", "%s", err.message);
+                return 0;
+        }
+        lifecycle(m, "rolled-back", other, "", reason);
+        emit_slot_changed(m, NULL, "rollback");
+        json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s}", "event", "rolled-back", "task",
+                               m->seals[from].task[0] ? json_string(m->seals[from].task) : json_null(), "version",
+                               (json_int_t) m->seals[from].version, "slot", slot_id_to_string(other), "reason", reason);
+        manager_emit(m, NULL, ev);
+        manager_set_state(m, STATE_IDLE);
+        json_t *resp = json_pack("{s:s, s:s}", "state", "committed", "slot", slot_id_to_string(other));
+        seal_event_fields(resp, &m->seals[other]);
+        client_reply(c, resp);
+        return 0;
+}

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The update state machine. One Manager per daemon: it owns the slots, the
+ * persistent state, the installed bundles, the running operation and the
+ * trial, answers the socket's requests, and tells subscribers what happens.
+ *
+ *   unprovisioned --provision--> idle --switch--> staging --> trial
+ *        idle <--install-- installing      trial --mark-good/health ok--> idle (committed)
+ *                                          trial --timeout/health failing/restart--> rolling-back --> idle
+ *
+ * Long operations (provision, install, switch) run in slices from a
+ * low-priority event source, so requests are answered between slices.
+ * Files:
+ *   taskpatchd-manager.c    state, events, activation, trial, the operation runner
+ *   taskpatchd-startup.c    manager_new(): loading and repairing the state at start
+ *   taskpatchd-requests.c   the socket requests and the status
+ *   taskpatchd-provision.c  provision and install
+ *   taskpatchd-switch.c     staging a task into the inactive slot
+ */
+
+#include <jansson.h>
+#include <systemd/sd-event.h>
+
+#include "bundle.h"
+#include "config.h"
+#include "slot.h"
+#include "taskpatchd-health.h"
+#include "taskpatchd-server.h"
+#include "taskpatchd-store.h"
+
+#define OPERATION_SLICE (8u << 20)      /* bytes of copying, hashing or staging per event-loop turn */
+
+typedef enum ManagerState {
+        STATE_UNPROVISIONED,
+        STATE_PROVISIONING,
+        STATE_IDLE,
+        STATE_INSTALLING,
+        STATE_STAGING,
+        STATE_TRIAL,
+        STATE_ROLLING_BACK,
+        _STATE_MAX,
+        _STATE_INVALID = -EINVAL,
+} ManagerState;
+
+const char *manager_state_to_string(ManagerState s);
+
+typedef struct Manager Manager;
+typedef struct Operation Operation;
+
+/* A long operation: its step() runs once per loop turn until it returns 0 (done) or < 0 (failed, see err). */
+struct Operation {
+        Manager *m;
+        const char *cmd;                /* "provision", "install", "switch" */
+        char transaction[TRANSACTION_ID_SIZE];
+        Client *client;                 /* waiting for the outcome ("wait": true), or NULL */
+        const char *phase;              /* for status and staging events */
+        uint64_t done, total;
+        char task[TASK_NAME_MAX + 1];   /* what it is about, for events */
+        uint64_t version;
+        int (*step)(Operation *op);
+        void (*free_data)(void *data);
+        void *data;
+        TpError err;
+        const char *err_code;           /* protocol error code when step() fails; NULL: from the errno */
+        uint64_t last_event_usec;
+};
+
+typedef struct SlotFiles {
+        char *path, *seal, *undo, *chunks;
+} SlotFiles;
+
+typedef struct Counters {
+        uint64_t switches;
+        uint64_t slot_bytes, undo_bytes, state_bytes;
+        uint64_t last_switch_slot_bytes;
+} Counters;
+
+struct Manager {
+        sd_event *event;
+        const DaemonConfig *config;
+        Server *server;
+        ManagerState state;
+
+        char *state_path;
+        PersistentState ps;
+        SlotFiles files[_SLOT_ID_MAX];
+        Seal seals[_SLOT_ID_MAX];
+        bool sealed[_SLOT_ID_MAX];      /* seal loaded, clean, and the file is the one sealed */
+        SlotId active;                  /* what model_path points at (valid once provisioned) */
+        Store store;
+
+        Operation *op;
+        sd_event_source *op_source;
+
+        sd_event_source *trial_timer, *probe_timer;
+        HealthCheck *health;
+        Client *trial_client;           /* a switch waiting for the trial's outcome */
+
+        int lease_signal;               /* lease breaks on slot files arrive as this signal */
+        sd_event_source *lease_source;
+        bool lease_broken;
+
+        Counters counters;
+        char last_error_code[16];
+        char last_error[TP_ERROR_MAX];
+};
+
+_warn_unused_result_ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError *err);
+Manager *manager_free(Manager *m);
+DEFINE_POINTER_CLEANUP(Manager, manager_free)
+
+/* The socket server's request handler (RequestHandler). */
+void manager_handle_request(void *userdata, Client *c, json_t *req, int fd);
+void manager_set_server(Manager *m, Server *s);
+
+/* ---- shared with the operation files ---- */
+
+void manager_set_state(Manager *m, ManagerState s);
+/* Send an event (reference stolen) to subscribers and to the operation's waiting client; adds time and transaction. */
+void manager_emit(Manager *m, const char *transaction, json_t *ev);
+/* Emit a progress event for the running operation at most a few times per second. */
+void manager_progress(Manager *m, Operation *op, const char *event_name);
+_warn_unused_result_ int manager_save_state(Manager *m, TpError *err);
+_warn_unused_result_ int manager_save_seal(Manager *m, SlotId slot, TpError *err);
+/* Reload a slot's seal and check it against the file: sets m->sealed[slot]. */
+void manager_check_slot(Manager *m, SlotId slot);
+/* Point model_path at @slot: a symlink renamed over it, then an fsync of its directory. */
+_warn_unused_result_ int manager_point_model_path(Manager *m, SlotId slot, TpError *err);
+/* After staging: activate @slot and start its trial (or commit at once with @trial false). */
+_warn_unused_result_ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError *err);
+/* Free space in the state directory in bytes, or -errno. */
+int64_t manager_free_space(Manager *m);
+
+/* mark-good and rollback: immediate, answered at once. */
+int manager_mark_good(Manager *m, Client *c);
+int manager_rollback(Manager *m, Client *c);
+/* The status object (without "ok"). */
+json_t *manager_status(Manager *m);
+
+/*
+ * Open and verify a bundle (takes @fd): signature to the CA, manifest, made
+ * for the provisioned base, same size. *@ret_code is the protocol error code on failure.
+ */
+_warn_unused_result_ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char signer[256],
+                                             const char **ret_code, TpError *err);
+
+/* Start an operation; replies to @c (accepted, or at the end when it waits). */
+void manager_start(Manager *m, Operation *op, Client *c, bool wait);
+
+/* Operation constructors (taskpatchd-provision.c, taskpatchd-switch.c). They reply with errors themselves. */
+_warn_unused_result_ int provision_new(Manager *m, int fd, const uint8_t *expected_sha256, Operation **ret,
+                                       TpError *err);
+_warn_unused_result_ int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Operation **ret,
+                                     const char **ret_code, TpError *err);
+_warn_unused_result_ int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret,
+                                    const char **ret_code, TpError *err);
+/* Turn a running install into a switch to what it installed (install --switch): 1, or 0 when it is already active. */
+_warn_unused_result_ int switch_continue(Operation *op, const char *task, uint64_t version, TpError *err);

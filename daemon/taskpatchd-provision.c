@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: MIT */
+/* Provisioning a base model into both slots, and installing a bundle. Each reads top to bottom. */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bundle.h"
+#include "create.h"
+#include "fileio.h"
+#include "filejob.h"
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+
+#define SPACE_MARGIN (1u << 20)
+
+/* ---- provision ---- */
+
+typedef enum ProvisionStage {
+        PROVISION_COPY,                 /* the client's file into slot b's temporary */
+        PROVISION_HASH,                 /* ... and hash what landed on our disk */
+        PROVISION_CLONE,                /* slot b's temporary into slot a's */
+        PROVISION_VERIFY,               /* ... and check it hashes the same */
+        PROVISION_COMMIT,
+} ProvisionStage;
+
+typedef struct Provision {
+        ProvisionStage stage;
+        int src;
+        uint64_t size;
+        bool has_expected;
+        uint8_t expected[SHA256_DIGEST_SIZE];
+        AtomicFile tmp[_SLOT_ID_MAX];
+        FileCopy copy;
+        FileHash *hash;
+        uint8_t sha256[SHA256_DIGEST_SIZE];
+        uint8_t *chunks;
+        Artifact *artifact;
+} Provision;
+
+static void provision_free(void *data) {
+        Provision *p = data;
+        safe_close(p->src);
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                atomic_file_abort(&p->tmp[s]);
+        file_hash_free(p->hash);
+        free(p->chunks);
+        artifact_free(p->artifact);
+        free(p);
+}
+
+static int provision_commit(Operation *op, Provision *p) {
+        Manager *m = op->m;
+        uint64_t n_chunks = chunk_count(p->size, CREATE_DEFAULT_CHUNK);
+        Seal seal = { .size = p->size, .chunk_size = CREATE_DEFAULT_CHUNK };
+        int r;
+
+        memcpy(seal.sha256, p->sha256, SHA256_DIGEST_SIZE);
+        memcpy(seal.base_sha256, p->sha256, SHA256_DIGEST_SIZE);
+        memcpy(seal.base_layout, p->artifact->layout, SHA256_DIGEST_SIZE);
+        chunk_table_root(p->chunks, n_chunks, seal.chunk_root);
+
+        /* From here the old slots are replaced: a crash leaves "provisioning", which asks for a new provision. */
+        m->ps = (PersistentState) { .provisioning = true, .committed = SLOT_A };
+        m->ps.base = (BaseInfo) { .size = p->size, .kind = p->artifact->kind, .chunk_size = CREATE_DEFAULT_CHUNK };
+        memcpy(m->ps.base.sha256, p->sha256, SHA256_DIGEST_SIZE);
+        memcpy(m->ps.base.layout, p->artifact->layout, SHA256_DIGEST_SIZE);
+        memcpy(m->ps.base.chunk_root, seal.chunk_root, SHA256_DIGEST_SIZE);
+        if ((r = manager_save_state(m, &op->err)) < 0)
+                return r;
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++) {
+                struct stat st;
+                uint64_t bytes = 0;
+                if ((r = atomic_file_commit(&p->tmp[s])) < 0)
+                        return tp_error(&op->err, r, "%s: %s", m->files[s].path, strerror(-r));
+                if (stat(m->files[s].path, &st) < 0)
+                        return tp_error(&op->err, negative_errno(), "%s: %s", m->files[s].path, strerror(errno));
+                if (unlink(m->files[s].undo) < 0 && errno != ENOENT)
+                        return tp_error(&op->err, negative_errno(), "%s: %s", m->files[s].undo, strerror(errno));
+                if ((r = chunk_table_save(m->files[s].chunks, p->chunks, n_chunks, &bytes, &op->err)) < 0)
+                        return r;
+                m->counters.state_bytes += bytes;
+                m->seals[s] = seal;
+                seal_set_identity(&m->seals[s], &st);
+                if ((r = manager_save_seal(m, s, &op->err)) < 0)
+                        return r;
+                m->sealed[s] = true;
+        }
+        m->ps.provisioning = false;
+        m->ps.provisioned = true;
+        if ((r = manager_activate(m, op, SLOT_A, false, &op->err)) < 0)
+                return r;
+
+        /* Bundles made for another base are of no use now; they stay on disk but are not listed. */
+        char *tasks = strdup(m->store.dir);
+        if (tasks) {
+                if (store_scan(&m->store, tasks, m->config->trust.ca, &m->ps.base, NULL) < 0)
+                        log_warning("cannot list the installed bundles in %s", tasks);
+                free(tasks);
+        }
+        char h[SHA256_HEX_SIZE];
+        sha256_to_hex(p->sha256, h);
+        log_info("provisioned %s base (%" PRIu64 " bytes, SHA-256 %s) into slots a and b",
+                 artifact_kind_to_string(p->artifact->kind), p->size, h);
+        manager_set_state(m, STATE_IDLE);
+        return 0;
+}
+
+static int provision_step(Operation *op) {
+        Provision *p = op->data;
+        Manager *m = op->m;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
+        int r;
+
+        switch (p->stage) {
+        case PROVISION_COPY:
+        case PROVISION_CLONE: {
+                op->phase = "copy";
+                r = file_copy_step(&p->copy, OPERATION_SLICE);
+                if (r < 0)
+                        return tp_error(&op->err, r, "copying the model into %s: %s",
+                                        p->stage == PROVISION_COPY ? p->tmp[SLOT_B].path : p->tmp[SLOT_A].path,
+                                        strerror(-r));
+                op->done = p->copy.pos + (p->stage == PROVISION_CLONE ? 2 * p->size : 0);
+                manager_progress(m, op, "staging");
+                if (r > 0)
+                        return 1;
+                SlotId s = p->stage == PROVISION_COPY ? SLOT_B : SLOT_A;
+                if ((r = file_hash_new(p->tmp[s].fd, p->size, CREATE_DEFAULT_CHUNK, &p->hash)) < 0)
+                        return tp_error(&op->err, r, "hashing: %s", strerror(-r));
+                p->stage = p->stage == PROVISION_COPY ? PROVISION_HASH : PROVISION_VERIFY;
+                return 1;
+        }
+        case PROVISION_HASH:
+        case PROVISION_VERIFY:
+                op->phase = "verify";
+                r = file_hash_step(p->hash, OPERATION_SLICE);
+                if (r < 0)
+                        return tp_error(&op->err, r, "reading back the copy: %s", strerror(-r));
+                op->done = file_hash_done(p->hash) + (p->stage == PROVISION_VERIFY ? 3 : 1) * p->size;
+                manager_progress(m, op, "staging");
+                if (r > 0)
+                        return 1;
+                if (p->stage == PROVISION_HASH) {
+                        file_hash_result(p->hash, p->sha256, &p->chunks);
+                        p->hash = file_hash_free(p->hash);
+                        if (p->has_expected && memcmp(p->sha256, p->expected, SHA256_DIGEST_SIZE) != 0) {
+                                sha256_to_hex(p->sha256, got);
+                                sha256_to_hex(p->expected, want);
+                                op->err_code = "refused";
+                                return tp_error(&op->err, -EBADMSG, "the model's SHA-256 is %s, expected %s", got, want);
+                        }
+                        /* The format is read from our copy: the client's file may change under us. */
+                        if ((r = artifact_open(p->tmp[SLOT_B].fd, &p->artifact, &op->err)) < 0) {
+                                op->err_code = "refused";
+                                return r;
+                        }
+                        file_copy_init(&p->copy, p->tmp[SLOT_B].fd, p->tmp[SLOT_A].fd, p->size);
+                        p->stage = PROVISION_CLONE;
+                        return 1;
+                }
+                file_hash_result(p->hash, d, NULL);
+                p->hash = file_hash_free(p->hash);
+                if (memcmp(d, p->sha256, SHA256_DIGEST_SIZE) != 0)
+                        return tp_error(&op->err, -EIO, "slot a's copy reads back differently from slot b's: storage fault?");
+                p->stage = PROVISION_COMMIT;
+                return 1;
+        case PROVISION_COMMIT:
+                op->phase = "commit";
+                r = provision_commit(op, p);
+                return r < 0 ? r : 0;
+        default:
+                abort();
+        }
+}
+
+static void provision_freep(Provision **p) {
+        if (*p)
+                provision_free(*p);
+}
+
+int provision_new(Manager *m, int fd, const uint8_t *expected_sha256, Operation **ret, TpError *err) {
+        _cleanup_free_ Operation *op = calloc(1, sizeof(Operation));
+        _cleanup_(provision_freep) Provision *p = calloc(1, sizeof(Provision));
+        struct stat st;
+        int64_t avail;
+        int r;
+
+        if (!op || !p) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        *p = (Provision) { .src = fd, .tmp = { ATOMIC_FILE_NULL, ATOMIC_FILE_NULL } };
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+                return tp_error(err, -EINVAL, "provision: the descriptor passed is not a non-empty regular file");
+        p->size = (uint64_t) st.st_size;
+        if (expected_sha256) {
+                p->has_expected = true;
+                memcpy(p->expected, expected_sha256, SHA256_DIGEST_SIZE);
+        }
+        avail = manager_free_space(m);
+        if (avail >= 0 && (uint64_t) avail < 2 * p->size + SPACE_MARGIN)
+                return tp_error(err, -ENOSPC, "provision: two slots of %" PRIu64 " bytes need %" PRIu64
+                                " bytes free in %s, %" PRId64 " are", p->size, 2 * p->size + SPACE_MARGIN,
+                                m->config->state_dir, avail);
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                if ((r = atomic_file_open(m->files[s].path, &p->tmp[s])) < 0)
+                        return tp_error(err, r, "%s: cannot create a temporary beside it: %s", m->files[s].path,
+                                        strerror(-r));
+        file_copy_init(&p->copy, p->src, p->tmp[SLOT_B].fd, p->size);
+        op->cmd = "provision";
+        op->step = provision_step;
+        op->total = 4 * p->size;
+        op->data = TAKE_PTR(p);
+        op->free_data = provision_free;
+        manager_set_state(m, STATE_PROVISIONING);
+        *ret = TAKE_PTR(op);
+        return 0;
+}
+
+/* ---- install ---- */
+
+typedef enum InstallStage {
+        INSTALL_COPY,                   /* the client's bundle into a temporary in tasks/<task>/ */
+        INSTALL_VERIFY,                 /* our copy: signature, manifest, payload hash */
+        INSTALL_COMMIT,
+} InstallStage;
+
+typedef struct Install {
+        InstallStage stage;
+        int src;
+        Bundle *bundle;                 /* the client's, opened on a duplicate of src */
+        AtomicFile tmp;
+        char *path;
+        FileCopy copy;
+        Sha256 payload;
+        uint64_t pos;
+        uint8_t *buf;
+        char signer[256];
+        bool then_switch;
+} Install;
+
+static void install_free(void *data) {
+        Install *in = data;
+        safe_close(in->src);
+        bundle_free(in->bundle);
+        atomic_file_abort(&in->tmp);
+        free(in->path);
+        free(in->buf);
+        free(in);
+}
+
+int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char signer[256], const char **ret_code,
+                         TpError *err) {
+        _cleanup_(bundle_freep) Bundle *b = NULL;
+        BundleTrust trust = { .ca_path = m->config->trust.ca, .now = time(NULL) };
+        char want[SHA256_HEX_SIZE], got[SHA256_HEX_SIZE];
+        int r;
+
+        *ret_code = "refused";
+        if ((r = bundle_open_fd(fd, what, &b, err)) < 0 || (r = bundle_verify(b, &trust, err)) < 0)
+                return r;
+        const Manifest *mf = b->manifest;
+        if (memcmp(mf->base.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0) {
+                sha256_to_hex(mf->base.sha256, got);
+                sha256_to_hex(m->ps.base.sha256, want);
+                return tp_error(err, -EBADMSG, "%s: made for another base (SHA-256 %s); this device's base is %s", what,
+                                got, want);
+        }
+        if (memcmp(mf->base.layout, m->ps.base.layout, SHA256_DIGEST_SIZE) != 0 || mf->kind != m->ps.base.kind)
+                return tp_error(err, -EBADMSG, "%s: its base layout is not the provisioned base's", what);
+        if (mf->target.size != m->ps.base.size)
+                return tp_error(err, -EBADMSG, "%s: the task changes the model's size (%" PRIu64 " -> %" PRIu64
+                                " bytes), which the device does not support", what, m->ps.base.size, mf->target.size);
+        snprintf(signer, 256, "%s", trust.signer);
+        *ret = TAKE_PTR(b);
+        return 0;
+}
+
+static int install_step(Operation *op) {
+        Install *in = op->data;
+        Manager *m = op->m;
+        const Manifest *mf = in->bundle->manifest;
+        int r;
+
+        switch (in->stage) {
+        case INSTALL_COPY:
+                op->phase = "copy";
+                r = file_copy_step(&in->copy, OPERATION_SLICE);
+                if (r < 0)
+                        return tp_error(&op->err, r, "copying the bundle to %s: %s", in->path, strerror(-r));
+                op->done = in->copy.pos;
+                if (r > 0)
+                        return 1;
+                {
+                        /* Our copy must carry the very manifest and signature we verified: the client's file may change. */
+                        _cleanup_(bundle_freep) Bundle *copy = NULL;
+                        int cfd = fcntl(in->tmp.fd, F_DUPFD_CLOEXEC, 3);
+                        if (cfd < 0)
+                                return tp_error(&op->err, negative_errno(), "%s: %s", in->path, strerror(errno));
+                        if ((r = bundle_open_fd(cfd, in->path, &copy, &op->err)) < 0 ||
+                            copy->manifest_len != in->bundle->manifest_len ||
+                            memcmp(copy->manifest_text, in->bundle->manifest_text, copy->manifest_len) != 0 ||
+                            copy->signature_len != in->bundle->signature_len ||
+                            (copy->signature_len &&
+                             memcmp(copy->signature, in->bundle->signature, copy->signature_len) != 0)) {
+                                op->err_code = "refused";
+                                return tp_error(&op->err, -EBADMSG, "the bundle changed while it was being copied");
+                        }
+                }
+                in->stage = INSTALL_VERIFY;
+                in->pos = in->bundle->payload_offset;
+                sha256_init(&in->payload);
+                in->buf = malloc(1u << 20);
+                return in->buf ? 1 : -ENOMEM;
+        case INSTALL_VERIFY: {
+                /* What we stored is what gets applied: its payload must be the signed one. */
+                op->phase = "verify";
+                uint64_t end = in->bundle->file_size;
+                for (unsigned k = 0; k < 8 && in->pos < end; k++) {
+                        size_t n = end - in->pos < (1u << 20) ? (size_t) (end - in->pos) : (1u << 20);
+                        if ((r = pread_full(in->tmp.fd, in->buf, n, in->pos)) < 0)
+                                return tp_error(&op->err, r == -ENODATA ? -EIO : r, "%s: reading back: %s", in->path,
+                                                strerror(r == -ENODATA ? EIO : -r));
+                        sha256_update(&in->payload, in->buf, n);
+                        in->pos += n;
+                }
+                op->done = in->bundle->file_size + in->pos;
+                if (in->pos < end)
+                        return 1;
+                uint8_t d[SHA256_DIGEST_SIZE];
+                sha256_final(&in->payload, d);
+                if (memcmp(d, mf->payload.sha256, SHA256_DIGEST_SIZE) != 0) {
+                        op->err_code = "refused";
+                        return tp_error(&op->err, -EBADMSG, "%s: the payload does not match its manifest (damaged or tampered)",
+                                        in->bundle->what);
+                }
+                in->stage = INSTALL_COMMIT;
+                return 1;
+        }
+        case INSTALL_COMMIT:
+                if ((r = atomic_file_commit(&in->tmp)) < 0)
+                        return tp_error(&op->err, r, "%s: %s", in->path, strerror(-r));
+                if ((r = store_add(&m->store, mf, in->path, in->bundle->file_size, in->signer)) < 0)
+                        return r;
+                log_info("installed %s v%" PRIu64 " (%" PRIu64 " bytes, signed by %s)", mf->task, mf->version,
+                         in->bundle->file_size, in->signer[0] ? in->signer : "-");
+                json_t *ev = json_pack("{s:s, s:s, s:I, s:s}", "event", "update-available", "task", mf->task, "version",
+                                       (json_int_t) mf->version, "source", "install");
+                manager_emit(m, op->transaction, ev);
+                if (in->then_switch) {
+                        char task[TASK_NAME_MAX + 1];
+                        uint64_t version = mf->version;
+                        snprintf(task, sizeof(task), "%s", mf->task);
+                        /* switch_continue() frees this install's data: use only copies from here on. */
+                        return switch_continue(op, task, version, &op->err);
+                }
+                manager_set_state(m, STATE_IDLE);
+                return 0;
+        default:
+                abort();
+        }
+}
+
+static void install_freep(Install **p) {
+        if (*p)
+                install_free(*p);
+}
+
+int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Operation **ret, const char **ret_code,
+                TpError *err) {
+        _cleanup_free_ Operation *op = calloc(1, sizeof(Operation));
+        _cleanup_(install_freep) Install *in = calloc(1, sizeof(Install));
+        int dup_fd, r;
+
+        if (!op || !in) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        *in = (Install) { .src = fd, .tmp = ATOMIC_FILE_NULL, .then_switch = then_switch };
+        dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dup_fd < 0)
+                return tp_error(err, negative_errno(), "install: %s", strerror(errno));
+        if ((r = manager_open_bundle(m, dup_fd, "the bundle", &in->bundle, in->signer, ret_code, err)) < 0)
+                return r;
+        const Manifest *mf = in->bundle->manifest;
+        uint64_t newest = store_newest(&m->store, mf->task);
+        *ret_code = "refused";
+        if (mf->version < newest && !allow_downgrade)
+                return tp_error(err, -EBADMSG, "%s v%" PRIu64 " is older than the installed v%" PRIu64
+                                " (use --allow-downgrade to install it anyway)", mf->task, mf->version, newest);
+        int64_t avail = manager_free_space(m);
+        *ret_code = "no-space";
+        if (avail >= 0 && (uint64_t) avail < in->bundle->file_size + SPACE_MARGIN)
+                return tp_error(err, -ENOSPC, "%s v%" PRIu64 ": the bundle is %" PRIu64 " bytes, %" PRId64
+                                " are free in %s", mf->task, mf->version, in->bundle->file_size, avail,
+                                m->config->state_dir);
+        *ret_code = "io";
+        in->path = store_bundle_path(&m->store, mf->task, mf->version);
+        if (!in->path)
+                return -ENOMEM;
+        _cleanup_free_ char *dir = strdup(in->path);
+        if (!dir)
+                return -ENOMEM;
+        *strrchr(dir, '/') = 0;
+        r = mkdir(dir, 0750) < 0 && errno != EEXIST ? negative_errno() : 0;
+        if (r < 0 || (r = atomic_file_open(in->path, &in->tmp)) < 0)
+                return tp_error(err, r, "%s: %s", r == 0 ? dir : in->path, strerror(-r));
+        file_copy_init(&in->copy, in->src, in->tmp.fd, in->bundle->file_size);
+        snprintf(op->task, sizeof(op->task), "%s", mf->task);
+        op->version = mf->version;
+        op->total = 2 * in->bundle->file_size;
+        op->data = TAKE_PTR(in);
+        op->free_data = install_free;
+        op->cmd = "install";
+        op->step = install_step;
+        *ret_code = NULL;
+        if (m->state == STATE_IDLE)
+                manager_set_state(m, STATE_INSTALLING);
+        *ret = TAKE_PTR(op);
+        return 0;
+}

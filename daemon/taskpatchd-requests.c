@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/* The socket requests (packaging/docs/protocol.md): checked, then handed to the manager. */
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+#include "yaml-doc.h"
+
+typedef enum Access {
+        ACCESS_READ,
+        ACCESS_ADMIN,
+} Access;
+
+typedef struct Command {
+        const char *name;
+        Access access;
+        const char *const keys[5];      /* allowed besides "cmd" */
+} Command;
+
+static const Command commands[] = {
+        { "status", ACCESS_READ, { NULL } },
+        { "list", ACCESS_READ, { NULL } },
+        { "subscribe", ACCESS_READ, { NULL } },
+        { "provision", ACCESS_ADMIN, { "sha256", "wait", NULL } },
+        { "install", ACCESS_ADMIN, { "allow_downgrade", "switch", "wait", NULL } },
+        { "switch", ACCESS_ADMIN, { "task", "version", "wait", NULL } },
+        { "mark-good", ACCESS_ADMIN, { NULL } },
+        { "rollback", ACCESS_ADMIN, { "wait", NULL } },
+};
+
+static json_t *hex(const uint8_t d[SHA256_DIGEST_SIZE]) {
+        char h[SHA256_HEX_SIZE];
+        sha256_to_hex(d, h);
+        return json_string(h);
+}
+
+static json_t *slot_json(Manager *m, SlotId s) {
+        const Seal *seal = &m->seals[s];
+        const char *state = m->sealed[s] ? "clean" : seal->dirty ? "dirty" : "missing";
+        json_t *o = json_pack("{s:s, s:b, s:o, s:I, s:o}", "state", state, "active",
+                              m->ps.provisioned && m->active == s, "task",
+                              seal->task[0] ? json_string(seal->task) : json_null(), "version",
+                              (json_int_t) seal->version, "sha256", m->sealed[s] ? hex(seal->sha256) : json_null());
+        return o;
+}
+
+json_t *manager_status(Manager *m) {
+        json_t *o = json_pack("{s:s, s:s, s:s}", "state", manager_state_to_string(m->state), "model_path",
+                              m->config->model_path, "version", TASKPATCH_VERSION);
+        json_t *tasks = json_array(), *slots = json_object();
+
+        if (m->ps.provisioned) {
+                json_t *active = json_pack("{s:s}", "slot", slot_id_to_string(m->active));
+                const Seal *a = &m->seals[m->active];
+                json_object_set_new(active, "task", a->task[0] ? json_string(a->task) : json_null());
+                json_object_set_new(active, "version", json_integer((json_int_t) a->version));
+                json_object_set_new(active, "sha256", hex(a->sha256));
+                json_object_set_new(o, "active", active);
+                for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                        json_object_set_new(slots, slot_id_to_string(s), slot_json(m, s));
+                json_object_set_new(o, "base",
+                                    json_pack("{s:o, s:I, s:s}", "sha256", hex(m->ps.base.sha256), "size",
+                                              (json_int_t) m->ps.base.size, "kind",
+                                              artifact_kind_to_string(m->ps.base.kind)));
+        } else {
+                json_object_set_new(o, "active", json_null());
+                json_object_set_new(o, "base", json_null());
+        }
+        json_object_set_new(o, "slots", slots);
+        for (size_t i = 0; i < m->store.n; i++)
+                json_array_append_new(tasks, json_pack("{s:s, s:I}", "task", m->store.tasks[i].task, "version",
+                                                       (json_int_t) m->store.tasks[i].version));
+        json_object_set_new(o, "tasks", tasks);
+
+        if (m->state == STATE_TRIAL) {
+                char started[21], deadline[21];
+                format_time_utc(m->ps.trial.started, started);
+                format_time_utc(m->ps.trial.started + (int64_t) m->config->trial.timeout, deadline);
+                json_object_set_new(o, "trial",
+                                    json_pack("{s:o, s:I, s:s, s:s, s:s, s:I, s:s}", "task",
+                                              m->ps.trial.task[0] ? json_string(m->ps.trial.task) : json_null(),
+                                              "version", (json_int_t) m->ps.trial.version, "slot",
+                                              slot_id_to_string(m->ps.trial.slot), "started", started, "deadline",
+                                              deadline, "timeout", (json_int_t) m->config->trial.timeout,
+                                              "transaction", m->ps.trial.transaction));
+        } else
+                json_object_set_new(o, "trial", json_null());
+        if (m->op)
+                json_object_set_new(o, "operation",
+                                    json_pack("{s:s, s:s, s:s, s:I, s:I}", "cmd", m->op->cmd, "transaction",
+                                              m->op->transaction, "phase", m->op->phase ? m->op->phase : "",
+                                              "done", (json_int_t) m->op->done, "total", (json_int_t) m->op->total));
+        else
+                json_object_set_new(o, "operation", json_null());
+        json_object_set_new(o, "counters",
+                            json_pack("{s:I, s:I, s:I, s:I, s:I}", "switches", (json_int_t) m->counters.switches,
+                                      "slot_bytes_written", (json_int_t) m->counters.slot_bytes, "undo_bytes_written",
+                                      (json_int_t) m->counters.undo_bytes, "state_bytes_written",
+                                      (json_int_t) m->counters.state_bytes, "last_switch_slot_bytes",
+                                      (json_int_t) m->counters.last_switch_slot_bytes));
+        if (m->last_error[0])
+                json_object_set_new(o, "last_error", json_pack("{s:s, s:s}", "code", m->last_error_code, "message",
+                                                               m->last_error));
+        else
+                json_object_set_new(o, "last_error", json_null());
+        json_object_set_new(o, "verify", json_string(verify_mode_to_string(m->config->verify)));
+        return o;
+}
+
+static json_t *list_json(Manager *m) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < m->store.n; i++) {
+                const InstalledTask *t = &m->store.tasks[i];
+                char created[21];
+                json_t *slot = json_null();
+                format_time_utc(t->created, created);
+                for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                        if (m->sealed[s] && strcmp(m->seals[s].task, t->task) == 0 && m->seals[s].version == t->version)
+                                slot = json_string(slot_id_to_string(s));
+                json_array_append_new(a, json_pack("{s:s, s:I, s:o, s:I, s:I, s:s, s:s, s:b, s:o}", "task", t->task,
+                                                   "version", (json_int_t) t->version, "sha256",
+                                                   hex(t->target_sha256), "bundle_size", (json_int_t) t->bundle_size,
+                                                   "span_bytes", (json_int_t) t->span_bytes, "created", created,
+                                                   "signer", t->signer, "active",
+                                                   m->ps.provisioned && json_is_string(slot) &&
+                                                           slot_id_from_string(json_string_value(slot)) == m->active,
+                                                   "slot", slot));
+        }
+        return json_pack("{s:o}", "tasks", a);
+}
+
+/* Unknown keys and wrong types are refused: a typo must never be silently ignored. */
+static bool check_keys(Client *c, const Command *cmd, json_t *req) {
+        const char *key;
+        json_t *v;
+
+        json_object_foreach(req, key, v) {
+                bool known = strcmp(key, "cmd") == 0;
+                for (size_t i = 0; !known && cmd->keys[i]; i++)
+                        known = strcmp(key, cmd->keys[i]) == 0;
+                if (!known) {
+                        client_reply_error(c, "usage", "%s: unknown field '%s'", cmd->name, key);
+                        return false;
+                }
+                bool ok = true;
+                if (strcmp(key, "wait") == 0 || strcmp(key, "switch") == 0 || strcmp(key, "allow_downgrade") == 0)
+                        ok = json_is_boolean(v);
+                else if (strcmp(key, "version") == 0)
+                        ok = json_is_integer(v) && json_integer_value(v) > 0;
+                else if (strcmp(key, "sha256") == 0 || strcmp(key, "task") == 0)
+                        ok = json_is_string(v) || (strcmp(key, "task") == 0 && json_is_null(v));
+                if (!ok) {
+                        client_reply_error(c, "usage", "%s: field '%s' has the wrong type", cmd->name, key);
+                        return false;
+                }
+        }
+        return true;
+}
+
+static bool refuse_busy(Manager *m, Client *c, bool trial_too) {
+        if (m->op) {
+                client_reply_error(c, "busy", "%s is running (transaction %s)", m->op->cmd, m->op->transaction);
+                return true;
+        }
+        if (trial_too && m->state == STATE_TRIAL) {
+                client_reply_error(c, "busy", "%s v%" PRIu64 " is on trial: 'tpctl mark-good' or 'tpctl rollback' first",
+                                   m->ps.trial.task[0] ? m->ps.trial.task : "the base", m->ps.trial.version);
+                return true;
+        }
+        return false;
+}
+
+static void handle_provision(Manager *m, Client *c, json_t *req, int fd, bool wait) {
+        const char *hexs = json_string_value(json_object_get(req, "sha256"));
+        uint8_t want[SHA256_DIGEST_SIZE];
+        Operation *op = NULL;
+        TpError err = {};
+        int r;
+
+        if (fd < 0) {
+                client_reply_error(c, "usage", "provision: pass the model's file descriptor (SCM_RIGHTS)");
+                return;
+        }
+        if (hexs && parse_sha256_hex(hexs, want) < 0) {
+                safe_close(fd);
+                client_reply_error(c, "usage", "provision: 'sha256' is not 64 hex digits");
+                return;
+        }
+        if (refuse_busy(m, c, true)) {
+                safe_close(fd);
+                return;
+        }
+        r = provision_new(m, fd, hexs ? want : NULL, &op, &err);
+        if (r < 0) {
+                client_reply_error(c, r == -EBADMSG || r == -EINVAL ? "refused" : r == -ENOSPC ? "no-space" : "io",
+                                   "%s", tp_error_message(&err, r));
+                return;
+        }
+        manager_start(m, op, c, wait);
+}
+
+static void handle_install(Manager *m, Client *c, json_t *req, int fd, bool wait) {
+        bool sw = json_is_true(json_object_get(req, "switch"));
+        Operation *op = NULL;
+        const char *code = NULL;
+        TpError err = {};
+        int r;
+
+        if (fd < 0) {
+                client_reply_error(c, "usage", "install: pass the bundle's file descriptor (SCM_RIGHTS)");
+                return;
+        }
+        if (refuse_busy(m, c, sw)) {
+                safe_close(fd);
+                return;
+        }
+        r = install_new(m, fd, json_is_true(json_object_get(req, "allow_downgrade")), sw, &op, &code, &err);
+        if (r < 0) {
+                client_reply_error(c, code ? code : "io", "%s", tp_error_message(&err, r));
+                return;
+        }
+        manager_start(m, op, c, wait);
+}
+
+static void handle_switch(Manager *m, Client *c, json_t *req, bool wait) {
+        json_t *task = json_object_get(req, "task"), *version = json_object_get(req, "version");
+        Operation *op = NULL;
+        const char *code = NULL;
+        TpError err = {};
+        int r;
+
+        if (!task) {
+                client_reply_error(c, "usage", "switch: 'task' is required (null for the base)");
+                return;
+        }
+        if (refuse_busy(m, c, true))
+                return;
+        r = switch_new(m, json_string_value(task), version ? (uint64_t) json_integer_value(version) : 0, &op, &code,
+                       &err);
+        if (r < 0) {
+                client_reply_error(c, code ? code : "io", "%s", tp_error_message(&err, r));
+                return;
+        }
+        if (!op) {
+                json_t *st = manager_status(m);
+                client_reply(c, json_pack("{s:s, s:O, s:s}", "state", "committed", "active",
+                                          json_object_get(st, "active"), "note", "already active"));
+                json_decref(st);
+                return;
+        }
+        manager_start(m, op, c, wait);
+}
+
+static void handle(Manager *m, Client *c, const Command *cmd, json_t *req, int fd) {
+        bool wait = json_is_true(json_object_get(req, "wait"));
+
+        if (strcmp(cmd->name, "provision") == 0)
+                handle_provision(m, c, req, TAKE_FD(fd), wait);
+        else if (strcmp(cmd->name, "install") == 0)
+                handle_install(m, c, req, TAKE_FD(fd), wait);
+        else if (strcmp(cmd->name, "switch") == 0)
+                handle_switch(m, c, req, wait);
+        else if (strcmp(cmd->name, "status") == 0)
+                client_reply(c, manager_status(m));
+        else if (strcmp(cmd->name, "list") == 0)
+                client_reply(c, list_json(m));
+        else if (strcmp(cmd->name, "subscribe") == 0) {
+                client_subscribe(c);
+                client_reply(c, NULL);
+        } else if (strcmp(cmd->name, "mark-good") == 0)
+                (void) manager_mark_good(m, c);
+        else if (strcmp(cmd->name, "rollback") == 0)
+                (void) manager_rollback(m, c);
+        safe_close(fd);
+}
+
+void manager_handle_request(void *userdata, Client *c, json_t *req, int fd) {
+        Manager *m = userdata;
+        const char *name = json_string_value(json_object_get(req, "cmd"));
+
+        for (size_t i = 0; name && i < ELEMENTSOF(commands); i++) {
+                const Command *cmd = &commands[i];
+                if (strcmp(name, cmd->name) != 0)
+                        continue;
+                if (!check_keys(c, cmd, req)) {
+                        safe_close(fd);
+                        return;
+                }
+                if (cmd->access == ACCESS_ADMIN && !client_is_admin(c)) {
+                        log_notice("refused %s from uid %u: not root or in the admin group", name,
+                                   (unsigned) client_uid(c));
+                        safe_close(fd);
+                        client_reply_error(c, "permission", "%s changes state: only root and members of '%s' may do that",
+                                           name, m->config->admin_group ? m->config->admin_group : "(no admin group)");
+                        return;
+                }
+                if (cmd->access == ACCESS_ADMIN && !m->ps.provisioned && strcmp(name, "provision") != 0) {
+                        safe_close(fd);
+                        client_reply_error(c, "not-found", "nothing is provisioned yet: 'tpctl provision MODEL' first");
+                        return;
+                }
+                handle(m, c, cmd, req, fd);
+                return;
+        }
+        safe_close(fd);
+        if (!name)
+                client_reply_error(c, "usage", "a request needs a string field 'cmd'");
+        else
+                client_reply_error(c, "usage", "unknown command '%.64s'", name);
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The socket server (packaging/docs/protocol.md): accepts connections on
+ * the listening socket (socket-activated or bound here), splits requests
+ * into JSON lines with a cap, reads peer credentials, collects descriptors
+ * passed with SCM_RIGHTS, and queues responses and events per client with
+ * a cap -- a client that does not read is disconnected, never waited for.
+ * What a request means is the manager's business (the handler).
+ */
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include "error.h"
+
+#define SERVER_MAX_CLIENTS 128
+
+typedef struct Server Server;
+typedef struct Client Client;
+
+/*
+ * One request: @req is a JSON object (borrowed), @fd the first descriptor
+ * the client passed and no earlier request took, or -1; the handler owns
+ * @fd. The handler must answer with client_reply*() now, or call
+ * client_defer() and answer later (the client's next requests wait).
+ */
+typedef void (*RequestHandler)(void *userdata, Client *c, json_t *req, int fd);
+
+/*
+ * Listen on the socket systemd passed (LISTEN_FDS), else bind @path
+ * (creating its directory, mode 0660). Admins: root, our own user, and
+ * members of @admin_group (NULL or unknown: nobody else).
+ */
+_warn_unused_result_ int server_new(sd_event *e, const char *path, const char *admin_group, RequestHandler handler,
+                                    void *userdata, Server **ret, TpError *err);
+Server *server_free(Server *s);
+DEFINE_POINTER_CLEANUP(Server, server_free)
+
+/* Queue @ev (an event object, borrowed) for every subscriber. */
+void server_broadcast(Server *s, json_t *ev);
+
+bool client_is_admin(const Client *c);
+uid_t client_uid(const Client *c);
+pid_t client_pid(const Client *c);
+
+/* Answer the current request: @resp gets "ok": true added; the reference is stolen. */
+void client_reply(Client *c, json_t *resp);
+/* Answer with {"ok":false,"error":{"code":...,"message":...}}. */
+_printf_(3, 4) void client_reply_error(Client *c, const char *code, const char *fmt, ...);
+/* The answer comes later; keep the client (and its reference) until client_reply*(). */
+Client *client_defer(Client *c);
+/* Drop a reference taken by client_defer() (after replying, or when giving up). */
+Client *client_unref(Client *c);
+/* Send an event line (borrowed) to this client only. */
+void client_send_event(Client *c, json_t *ev);
+/* From now on the client receives every broadcast. */
+void client_subscribe(Client *c);

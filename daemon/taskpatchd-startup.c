@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/* Bringing the manager up: paths, the state file, the slots' seals, and the repairs a crash may need. */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+
+static int slot_files_init(Manager *m, SlotId s) {
+        const char *mp = m->config->model_path, *slash = strrchr(mp, '/'), *dot = strrchr(mp, '.');
+        const char *ext = dot && dot > slash && dot[1] ? dot : "";
+        const char *id = slot_id_to_string(s), *dir = m->config->state_dir;
+        SlotFiles *f = &m->files[s];
+
+        if (asprintf(&f->path, "%s/slots/%s%s", dir, id, ext) < 0 || asprintf(&f->seal, "%s/slots/%s.seal", dir, id) < 0 ||
+            asprintf(&f->undo, "%s/slots/%s.undo", dir, id) < 0 || asprintf(&f->chunks, "%s/slots/%s.chunks", dir, id) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Temporaries ("." + name + ".XXXXXX") a crash left behind in @dir. Partial downloads are not ours to touch. */
+static void remove_litter(const char *dir) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        int removed = 0;
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                size_t n = strlen(de->d_name);
+                bool tmp = de->d_name[0] == '.' && n > 8 && de->d_name[n - 7] == '.';
+                bool link = de->d_name[0] == '.' && n > 15 && strcmp(de->d_name + n - 15, ".taskpatchd-new") == 0;
+                if (!tmp && !link)
+                        continue;
+                if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+                        log_info("removed %s/%s, left by an interrupted write", dir, de->d_name);
+                        removed++;
+                }
+        }
+        if (removed)
+                (void) fsync(dirfd(d));
+        closedir(d);
+}
+
+static void remove_all_litter(Manager *m) {
+        char *p;
+        DIR *d;
+        struct dirent *de;
+
+        remove_litter(m->config->state_dir);
+        if (asprintf(&p, "%s/slots", m->config->state_dir) >= 0) {
+                remove_litter(p);
+                free(p);
+        }
+        _cleanup_free_ char *mp = strdup(m->config->model_path);
+        if (mp && strrchr(mp, '/')) {
+                *strrchr(mp, '/') = 0;
+                remove_litter(mp[0] ? mp : "/");
+        }
+        if (asprintf(&p, "%s/tasks", m->config->state_dir) < 0)
+                return;
+        d = opendir(p);
+        while (d && (de = readdir(d))) {
+                char *t;
+                if (de->d_name[0] != '.' && asprintf(&t, "%s/%s", p, de->d_name) >= 0) {
+                        remove_litter(t);
+                        free(t);
+                }
+        }
+        if (d)
+                closedir(d);
+        free(p);
+}
+
+/* Which slot model_path points at, or -ENOENT / -EINVAL (it points elsewhere or is not a symlink). */
+static int read_model_path(Manager *m, SlotId *ret) {
+        char target[4096];
+        ssize_t n = readlink(m->config->model_path, target, sizeof(target) - 1);
+
+        if (n < 0)
+                return errno == EINVAL ? -EINVAL : negative_errno();
+        target[n] = 0;
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                if (strcmp(target, m->files[s].path) == 0) {
+                        *ret = s;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+static void report_bundle(const char *path, const char *why) {
+        log_warning("ignoring %s: %s", path, why);
+}
+
+/* After a crash or a power cut: make the state agree with the symlink, finish or undo what was cut short. */
+static int repair(Manager *m, TpError *err) {
+        SlotId link = _SLOT_ID_INVALID;
+        int r;
+
+        if (m->ps.provisioning) {
+                log_warning("a provisioning was interrupted: provision the base model again");
+                m->ps = (PersistentState) { 0 };
+                return manager_save_state(m, err);
+        }
+        if (!m->ps.provisioned)
+                return 0;
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                manager_check_slot(m, s);
+
+        r = read_model_path(m, &link);
+        if (r < 0) {
+                SlotId c = m->ps.committed;
+                log_warning("%s does not point at a slot: pointing it at the committed slot %s", m->config->model_path,
+                            slot_id_to_string(c));
+                if ((r = manager_point_model_path(m, c, err)) < 0)
+                        return r;
+                link = c;
+        }
+        m->active = link;
+
+        if (m->ps.trial.on) {
+                TrialInfo t = m->ps.trial;
+                m->ps.trial.on = false;
+                if (link == t.slot && link != m->ps.committed) {
+                        log_warning("the daemon stopped while %s v%" PRIu64 " was on trial: rolling back to slot %s",
+                                    t.task[0] ? t.task : "the base", t.version, slot_id_to_string(m->ps.committed));
+                        if ((r = manager_point_model_path(m, m->ps.committed, err)) < 0)
+                                return r;
+                        log_lifecycle("rolled-back", t.task, (unsigned long long) t.version,
+                                      slot_id_to_string(m->ps.committed), "", t.transaction,
+                                      "the daemon restarted during the trial");
+                        snprintf(m->last_error_code, sizeof(m->last_error_code), "rolled-back");
+                        snprintf(m->last_error, sizeof(m->last_error),
+                                 "%s v%" PRIu64 " rolled back: the daemon restarted during its trial",
+                                 t.task[0] ? t.task : "base", t.version);
+                }
+                if ((r = manager_save_state(m, err)) < 0)
+                        return r;
+        } else if (link != m->ps.committed) {
+                log_warning("the state said slot %s, %s points at slot %s: the symlink wins",
+                            slot_id_to_string(m->ps.committed), m->config->model_path, slot_id_to_string(link));
+                m->ps.committed = link;
+                if ((r = manager_save_state(m, err)) < 0)
+                        return r;
+        }
+        if (!m->sealed[m->active]) {
+                snprintf(m->last_error_code, sizeof(m->last_error_code), "io");
+                snprintf(m->last_error, sizeof(m->last_error),
+                         "the active slot %s does not match its seal (changed on disk?)", slot_id_to_string(m->active));
+                log_error("%s", m->last_error);
+        }
+        return 0;
+}
+
+static int on_lease_break(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+        (void) s;
+
+        log_warning("another process opened the slot being staged (fd %d): abandoning it", (int) si->ssi_fd);
+        m->lease_broken = true;
+        /* Let the opener in at once: it must not wait for the lease-break timeout. */
+        file_lease_release((int) si->ssi_fd);
+        return 0;
+}
+
+int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError *err) {
+        _cleanup_(manager_freep) Manager *m = calloc(1, sizeof(*m));
+        char *slots;
+        int r;
+
+        if (!m)
+                return -ENOMEM;
+        m->event = sd_event_ref(e);
+        m->config = config;
+        m->state = STATE_UNPROVISIONED;
+        if (asprintf(&m->state_path, "%s/state.json", config->state_dir) < 0)
+                return -ENOMEM;
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                if ((r = slot_files_init(m, s)) < 0)
+                        return r;
+        if (mkdir(config->state_dir, 0750) < 0 && errno != EEXIST)
+                return tp_error(err, negative_errno(), "%s: %s", config->state_dir, strerror(errno));
+        if (asprintf(&slots, "%s/slots", config->state_dir) < 0)
+                return -ENOMEM;
+        r = mkdir(slots, 0755) < 0 && errno != EEXIST ? negative_errno() : 0;
+        free(slots);
+        if (r < 0)
+                return tp_error(err, r, "%s/slots: %s", config->state_dir, strerror(-r));
+
+        m->lease_signal = SIGRTMIN + 4;
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, m->lease_signal);
+        (void) sigprocmask(SIG_BLOCK, &mask, NULL);
+        r = sd_event_add_signal(e, &m->lease_source, m->lease_signal, on_lease_break, m);
+        if (r < 0)
+                return tp_error(err, r, "cannot watch for lease breaks: %s", strerror(-r));
+        (void) sd_event_source_set_description(m->lease_source, "lease-break");
+
+        remove_all_litter(m);
+        r = state_load(m->state_path, &m->ps, err);
+        if (r == -ENOENT) {
+                log_info("no state yet in %s: waiting to be provisioned", config->state_dir);
+                *err = (TpError) { 0 };
+        } else if (r < 0)
+                return r;
+        if ((r = repair(m, err)) < 0)
+                return r;
+        {
+                char *tasks;
+                if (asprintf(&tasks, "%s/tasks", config->state_dir) < 0)
+                        return -ENOMEM;
+                r = store_scan(&m->store, tasks, config->trust.ca, m->ps.provisioned ? &m->ps.base : NULL,
+                               report_bundle);
+                free(tasks);
+                if (r < 0)
+                        return tp_error(err, r, "%s/tasks: %s", config->state_dir, strerror(-r));
+        }
+        manager_set_state(m, m->ps.provisioned ? STATE_IDLE : STATE_UNPROVISIONED);
+        if (m->ps.provisioned)
+                log_info("slot %s active: %s v%" PRIu64 ", %zu installed bundle(s)", slot_id_to_string(m->active),
+                         m->seals[m->active].task[0] ? m->seals[m->active].task : "base",
+                         m->seals[m->active].version, m->store.n);
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+void manager_set_server(Manager *m, Server *s) {
+        m->server = s;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        if (m->op) {
+                /* Stopping mid-operation: the slot stays dirty and is redone when next needed. */
+                if (m->op->free_data)
+                        m->op->free_data(m->op->data);
+                client_unref(m->op->client);
+                free(m->op);
+        }
+        sd_event_source_disable_unref(m->op_source);
+        sd_event_source_disable_unref(m->trial_timer);
+        sd_event_source_disable_unref(m->probe_timer);
+        sd_event_source_disable_unref(m->lease_source);
+        health_check_free(m->health);
+        client_unref(m->trial_client);
+        store_done(&m->store);
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++) {
+                free(m->files[s].path);
+                free(m->files[s].seal);
+                free(m->files[s].undo);
+                free(m->files[s].chunks);
+        }
+        free(m->state_path);
+        sd_event_unref(m->event);
+        free(m);
+        return NULL;
+}

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bundle.h"
+#include "fileio.h"
+#include "taskpatchd-store.h"
+#include "yaml-doc.h"
+
+#define STATE_FORMAT 1
+#define STATE_MAX_BYTES (64u << 10)
+
+/* ---- the state file ---- */
+
+static json_t *hex(const uint8_t d[SHA256_DIGEST_SIZE]) {
+        char h[SHA256_HEX_SIZE];
+        sha256_to_hex(d, h);
+        return json_string(h);
+}
+
+int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, TpError *err) {
+        json_t *o = json_pack("{s:i, s:b, s:b, s:s}", "format", STATE_FORMAT, "provisioned", s->provisioned,
+                              "provisioning", s->provisioning, "committed", slot_id_to_string(s->committed));
+        _cleanup_free_ char *text = NULL;
+
+        if (!o)
+                return -ENOMEM;
+        if (s->provisioned || s->provisioning)
+                json_object_set_new(o, "base",
+                                    json_pack("{s:o, s:I, s:o, s:s, s:I, s:o}", "sha256", hex(s->base.sha256), "size",
+                                              (json_int_t) s->base.size, "layout", hex(s->base.layout), "kind",
+                                              artifact_kind_to_string(s->base.kind), "chunk_size",
+                                              (json_int_t) s->base.chunk_size, "chunk_root",
+                                              hex(s->base.chunk_root)));
+        if (s->trial.on)
+                json_object_set_new(o, "trial",
+                                    json_pack("{s:s, s:o, s:I, s:s, s:I}", "slot", slot_id_to_string(s->trial.slot),
+                                              "task", s->trial.task[0] ? json_string(s->trial.task) : json_null(),
+                                              "version", (json_int_t) s->trial.version, "transaction",
+                                              s->trial.transaction, "started", (json_int_t) s->trial.started));
+        text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(o);
+        if (!text)
+                return -ENOMEM;
+        size_t len = strlen(text);
+        text[len] = '\n';
+        int r = atomic_file_write(path, text, len + 1);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", path, strerror(-r));
+        if (ret_bytes)
+                *ret_bytes = len + 1;
+        return 0;
+}
+
+static int get_hex(json_t *o, const char *key, uint8_t ret[SHA256_DIGEST_SIZE]) {
+        const char *s = json_string_value(json_object_get(o, key));
+        return s ? parse_sha256_hex(s, ret) : -EBADMSG;
+}
+
+static int get_uint(json_t *o, const char *key, uint64_t *ret) {
+        json_t *v = json_object_get(o, key);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+                return -EBADMSG;
+        *ret = (uint64_t) json_integer_value(v);
+        return 0;
+}
+
+static int parse_state(json_t *o, PersistentState *s) {
+        json_t *base = json_object_get(o, "base"), *trial = json_object_get(o, "trial");
+        uint64_t format, u;
+
+        if (get_uint(o, "format", &format) < 0 || format != STATE_FORMAT)
+                return -EPROTONOSUPPORT;
+        s->provisioned = json_is_true(json_object_get(o, "provisioned"));
+        s->provisioning = json_is_true(json_object_get(o, "provisioning"));
+        s->committed = slot_id_from_string(json_string_value(json_object_get(o, "committed")));
+        if (s->committed < 0)
+                return -EBADMSG;
+        if (s->provisioned || s->provisioning) {
+                if (!json_is_object(base) || get_hex(base, "sha256", s->base.sha256) < 0 ||
+                    get_uint(base, "size", &s->base.size) < 0 || get_hex(base, "layout", s->base.layout) < 0 ||
+                    get_uint(base, "chunk_size", &s->base.chunk_size) < 0 ||
+                    get_hex(base, "chunk_root", s->base.chunk_root) < 0)
+                        return -EBADMSG;
+                s->base.kind = artifact_kind_from_string(json_string_value(json_object_get(base, "kind")));
+                if (s->base.kind < 0)
+                        return -EBADMSG;
+        }
+        if (json_is_object(trial)) {
+                json_t *task = json_object_get(trial, "task");
+                const char *tx = json_string_value(json_object_get(trial, "transaction"));
+                s->trial.on = true;
+                s->trial.slot = slot_id_from_string(json_string_value(json_object_get(trial, "slot")));
+                if (s->trial.slot < 0 || get_uint(trial, "version", &s->trial.version) < 0 ||
+                    get_uint(trial, "started", &u) < 0 || !tx || strlen(tx) >= TRANSACTION_ID_SIZE)
+                        return -EBADMSG;
+                s->trial.started = (int64_t) u;
+                snprintf(s->trial.transaction, sizeof(s->trial.transaction), "%s", tx);
+                if (json_is_string(task)) {
+                        if (!task_name_valid(json_string_value(task)))
+                                return -EBADMSG;
+                        snprintf(s->trial.task, sizeof(s->trial.task), "%s", json_string_value(task));
+                } else if (!json_is_null(task))
+                        return -EBADMSG;
+        } else if (trial && !json_is_null(trial))
+                return -EBADMSG;
+        return 0;
+}
+
+int state_load(const char *path, PersistentState *ret, TpError *err) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *buf = malloc(STATE_MAX_BYTES);
+        PersistentState s = { 0 };
+        json_error_t je;
+        ssize_t n;
+
+        if (fd < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if (!buf)
+                return -ENOMEM;
+        n = read(fd, buf, STATE_MAX_BYTES);
+        if (n < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if ((size_t) n == STATE_MAX_BYTES)
+                return tp_error(err, -EBADMSG, "%s: larger than %u bytes", path, STATE_MAX_BYTES);
+        json_t *o = json_loadb(buf, (size_t) n, JSON_REJECT_DUPLICATES, &je);
+        if (!o)
+                return tp_error(err, -EBADMSG, "%s: line %d: %s", path, je.line, je.text);
+        int r = parse_state(o, &s);
+        json_decref(o);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", path,
+                                r == -EPROTONOSUPPORT ? "written by another version (format)" : "not a valid state file");
+        *ret = s;
+        return 0;
+}
+
+/* ---- installed bundles ---- */
+
+void store_done(Store *s) {
+        for (size_t i = 0; i < s->n; i++)
+                free(s->tasks[i].path);
+        free(s->tasks);
+        free(s->dir);
+        *s = (Store) { 0 };
+}
+
+static int compare_tasks(const void *a, const void *b) {
+        const InstalledTask *x = a, *y = b;
+        int c = strcmp(x->task, y->task);
+        return c ? c : (x->version > y->version) - (x->version < y->version);
+}
+
+int store_add(Store *s, const Manifest *m, const char *path, uint64_t bundle_size, const char *signer) {
+        InstalledTask t = { .version = m->version, .bundle_size = bundle_size, .created = m->created };
+
+        for (size_t i = 0; i < s->n; i++)
+                if (strcmp(s->tasks[i].task, m->task) == 0 && s->tasks[i].version == m->version) {
+                        free(s->tasks[i].path);
+                        memmove(&s->tasks[i], &s->tasks[i + 1], (s->n - i - 1) * sizeof(InstalledTask));
+                        s->n--;
+                        break;
+                }
+        InstalledTask *p = realloc(s->tasks, (s->n + 1) * sizeof(InstalledTask));
+        if (!p)
+                return -ENOMEM;
+        s->tasks = p;
+        snprintf(t.task, sizeof(t.task), "%s", m->task);
+        snprintf(t.signer, sizeof(t.signer), "%s", signer ? signer : "");
+        memcpy(t.target_sha256, m->target.sha256, SHA256_DIGEST_SIZE);
+        for (size_t i = 0; i < m->n_spans; i++)
+                t.span_bytes += m->spans[i].length;
+        t.path = strdup(path);
+        if (!t.path)
+                return -ENOMEM;
+        s->tasks[s->n++] = t;
+        qsort(s->tasks, s->n, sizeof(InstalledTask), compare_tasks);
+        return 0;
+}
+
+char *store_bundle_path(const Store *s, const char *task, uint64_t version) {
+        char *p;
+        if (asprintf(&p, "%s/%s/%" PRIu64 ".tpb", s->dir, task, version) < 0)
+                return NULL;
+        return p;
+}
+
+static void scan_task(Store *s, const char *task, const char *ca_path, const BaseInfo *base,
+                      void (*report)(const char *path, const char *why)) {
+        _cleanup_free_ char *tdir = NULL;
+        DIR *d;
+        struct dirent *de;
+
+        if (asprintf(&tdir, "%s/%s", s->dir, task) < 0)
+                return;
+        d = opendir(tdir);
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                uint64_t version;
+                char num[32];
+                size_t len = strlen(de->d_name);
+                if (len < 5 || len - 4 >= sizeof(num) || strcmp(de->d_name + len - 4, ".tpb") != 0)
+                        continue;
+                memcpy(num, de->d_name, len - 4);
+                num[len - 4] = 0;
+                if (parse_u64(num, &version) < 0)
+                        continue;
+                _cleanup_free_ char *path = store_bundle_path(s, task, version);
+                _cleanup_(bundle_freep) Bundle *b = NULL;
+                BundleTrust trust = { .ca_path = ca_path };
+                TpError err = {};
+                if (!path)
+                        continue;
+                if (bundle_open(path, &b, &err) < 0 || bundle_verify(b, &trust, &err) < 0) {
+                        if (report)
+                                report(path, tp_error_message(&err, -EBADMSG));
+                        continue;
+                }
+                if (strcmp(b->manifest->task, task) != 0 || b->manifest->version != version) {
+                        if (report)
+                                report(path, "its manifest names another task or version than its file name");
+                        continue;
+                }
+                if (base && memcmp(b->manifest->base.sha256, base->sha256, SHA256_DIGEST_SIZE) != 0) {
+                        if (report)
+                                report(path, "made for another base");
+                        continue;
+                }
+                if (store_add(s, b->manifest, path, b->file_size, trust.signer) < 0)
+                        break;
+        }
+        closedir(d);
+}
+
+int store_scan(Store *s, const char *dir, const char *ca_path, const BaseInfo *base,
+               void (*report)(const char *path, const char *why)) {
+        DIR *d;
+        struct dirent *de;
+
+        store_done(s);
+        s->dir = strdup(dir);
+        if (!s->dir)
+                return -ENOMEM;
+        if (mkdir(dir, 0750) < 0 && errno != EEXIST)
+                return negative_errno();
+        d = opendir(dir);
+        if (!d)
+                return negative_errno();
+        while ((de = readdir(d)))
+                if (task_name_valid(de->d_name))
+                        scan_task(s, de->d_name, ca_path, base, report);
+        closedir(d);
+        return 0;
+}
+
+const InstalledTask *store_find(const Store *s, const char *task, uint64_t version) {
+        const InstalledTask *best = NULL;
+        for (size_t i = 0; i < s->n; i++)
+                if (strcmp(s->tasks[i].task, task) == 0 && (version == 0 || s->tasks[i].version == version))
+                        best = &s->tasks[i];    /* sorted: the last match is the newest */
+        return best;
+}
+
+uint64_t store_newest(const Store *s, const char *task) {
+        const InstalledTask *t = store_find(s, task, 0);
+        return t ? t->version : 0;
+}
+
+int store_gc(Store *s, const char *task, uint64_t keep, bool (*keep_also)(void *userdata, const char *task,
+                                                                          uint64_t version), void *userdata) {
+        uint64_t seen = 0;
+        int removed = 0;
+
+        for (size_t i = s->n; i-- > 0;) {
+                InstalledTask *t = &s->tasks[i];
+                if (strcmp(t->task, task) != 0)
+                        continue;
+                if (++seen <= keep || (keep_also && keep_also(userdata, t->task, t->version)))
+                        continue;
+                if (unlink(t->path) < 0 && errno != ENOENT)
+                        continue;
+                if (fsync_parent_dir(t->path) < 0) {
+                        /* Not durable yet; the next scan lists it again if a crash brings it back. */
+                }
+                free(t->path);
+                memmove(t, t + 1, (s->n - i - 1) * sizeof(InstalledTask));
+                s->n--;
+                removed++;
+        }
+        return removed;
+}

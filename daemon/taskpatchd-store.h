@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * What the daemon keeps on disk besides the slots:
+ *
+ *   <state_dir>/state.json                 the persistent state (below)
+ *   <state_dir>/tasks/<task>/<version>.tpb installed bundles
+ *
+ * The state file says which base is provisioned, which slot is committed
+ * and whether a task is on trial. The model_path symlink is the truth about
+ * which slot is active; the manager repairs the state from it at start.
+ * Every write is atomic (AtomicFile).
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "artifact.h"
+#include "error.h"
+#include "manifest.h"
+#include "slot.h"
+
+#define TRANSACTION_ID_SIZE 33          /* 32 hex digits and a NUL */
+
+typedef struct BaseInfo {
+        uint8_t sha256[SHA256_DIGEST_SIZE];
+        uint64_t size;
+        uint8_t layout[SHA256_DIGEST_SIZE];
+        ArtifactKind kind;
+        uint64_t chunk_size;            /* 0: no chunk table kept */
+        uint8_t chunk_root[SHA256_DIGEST_SIZE];
+} BaseInfo;
+
+typedef struct TrialInfo {
+        bool on;
+        SlotId slot;
+        char task[TASK_NAME_MAX + 1];   /* "" = the base */
+        uint64_t version;
+        char transaction[TRANSACTION_ID_SIZE];
+        int64_t started;                /* seconds since the epoch */
+} TrialInfo;
+
+typedef struct PersistentState {
+        bool provisioned;               /* base is valid */
+        bool provisioning;              /* a provisioning began and did not finish */
+        BaseInfo base;
+        SlotId committed;
+        TrialInfo trial;
+} PersistentState;
+
+/* -ENOENT when there is no state file (a fresh device). */
+_warn_unused_result_ int state_load(const char *path, PersistentState *ret, TpError *err);
+_warn_unused_result_ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, TpError *err);
+
+/* One installed bundle. */
+typedef struct InstalledTask {
+        char task[TASK_NAME_MAX + 1];
+        uint64_t version;
+        char *path;
+        uint8_t target_sha256[SHA256_DIGEST_SIZE];
+        uint64_t bundle_size;
+        uint64_t span_bytes;            /* bytes its spans write */
+        int64_t created;
+        char signer[256];
+} InstalledTask;
+
+typedef struct Store {
+        char *dir;                      /* <state_dir>/tasks */
+        InstalledTask *tasks;           /* sorted by task, then version */
+        size_t n;
+} Store;
+
+void store_done(Store *s);
+/*
+ * List <dir>: every <task>/<version>.tpb whose bundle opens, verifies
+ * against @ca_path and was made for @base (NULL: not checked). Files that
+ * fail are skipped and reported through @report (may be NULL).
+ */
+_warn_unused_result_ int store_scan(Store *s, const char *dir, const char *ca_path, const BaseInfo *base,
+                                    void (*report)(const char *path, const char *why));
+/* @version 0: the newest. NULL when not installed. */
+const InstalledTask *store_find(const Store *s, const char *task, uint64_t version);
+/* The newest installed version of @task, 0 if none. */
+uint64_t store_newest(const Store *s, const char *task);
+/* Record a bundle already renamed into place at its path (from its verified manifest). */
+_warn_unused_result_ int store_add(Store *s, const Manifest *m, const char *path, uint64_t bundle_size,
+                                   const char *signer);
+/* <dir>/<task>/<version>.tpb (malloc'ed). */
+char *store_bundle_path(const Store *s, const char *task, uint64_t version);
+/*
+ * Remove all but the newest @keep versions of @task, never the versions
+ * for which @keep_also returns true. Returns the number removed.
+ */
+int store_gc(Store *s, const char *task, uint64_t keep, bool (*keep_also)(void *userdata, const char *task,
+                                                                          uint64_t version), void *userdata);

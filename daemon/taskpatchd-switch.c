@@ -1,0 +1,458 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Switching to a task: stage it into the inactive slot, verify, seal,
+ * activate. In place when the slot's seal holds and no other process has
+ * the file open (a write lease says so); otherwise into a fresh copy of the
+ * active slot that is renamed over the slot, so that a service still
+ * mapping the old file keeps its old inode.
+ */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "filejob.h"
+#include "stage.h"
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+
+#define SPACE_MARGIN (1u << 20)
+
+typedef enum SwitchStage {
+        SWITCH_PREPARE,
+        SWITCH_COPY,                    /* fresh mode: the active slot into a temporary */
+        SWITCH_STAGE,                   /* undo the old task, write the new one, verify */
+        SWITCH_CHECK,                   /* the slot already holds the task: verify it */
+        SWITCH_SEAL,
+        SWITCH_ACTIVATE,
+} SwitchStage;
+
+typedef struct Switch {
+        SwitchStage stage;
+        Bundle *bundle;                 /* NULL: back to the base */
+        StageTarget target;
+        SlotId slot;
+        int fd;                         /* what is staged into: the slot (leased) or the fresh temporary */
+        bool fresh;
+        AtomicFile fresh_tmp;
+        int copy_src;
+        FileCopy copy;
+        Seal source;                    /* what fd holds before staging */
+        UndoRecord *undo;
+        uint8_t *chunks;
+        Stager *stager;
+        FileHash *check;
+        uint64_t copied;
+} Switch;
+
+static void switch_free(void *data) {
+        Switch *sw = data;
+        if (!sw)
+                return;
+        bundle_free(sw->bundle);
+        safe_close(sw->fd);             /* releases the lease */
+        atomic_file_abort(&sw->fresh_tmp);
+        safe_close(sw->copy_src);
+        undo_record_free(sw->undo);
+        free(sw->chunks);
+        stager_free(sw->stager);
+        file_hash_free(sw->check);
+        free(sw);
+}
+
+/* Load what the stager needs to know about @from's content: its undo record and chunk table. */
+static int load_source(Manager *m, Switch *sw, SlotId from, TpError *err) {
+        TpError ignored = {};
+        int r;
+
+        sw->source = m->seals[from];
+        sw->undo = undo_record_free(sw->undo);
+        free(sw->chunks);
+        sw->chunks = NULL;
+        if (sw->source.undo_spans &&
+            (r = undo_record_open(m->files[from].undo, sw->source.undo_spans, sw->source.undo_sha256, sw->source.size,
+                                  &sw->undo, err)) < 0)
+                return r;
+        if (m->config->verify == VERIFY_INCREMENTAL && sw->source.chunk_size &&
+            chunk_table_load(m->files[from].chunks, sw->source.size, sw->source.chunk_size, sw->source.chunk_root,
+                             &sw->chunks, &ignored) < 0)
+                log_warning("slot %s: %s: verifying this switch in full", slot_id_to_string(from), ignored.message);
+        return 0;
+}
+
+static uint64_t undo_size(const Switch *sw) {
+        uint64_t n = 48;
+        for (size_t i = 0; sw->bundle && i < sw->bundle->manifest->n_spans; i++)
+                n += 16 + sw->bundle->manifest->spans[i].length;
+        return n;
+}
+
+static int check_space(Manager *m, Switch *sw, TpError *err) {
+        uint64_t need = undo_size(sw) + SPACE_MARGIN + (sw->fresh ? sw->target.size : 0);
+        int64_t avail = manager_free_space(m);
+        if (avail >= 0 && (uint64_t) avail < need)
+                return tp_error(err, -ENOSPC, "staging needs %" PRIu64 " bytes in %s (%s), %" PRId64 " are free",
+                                need, m->config->state_dir, sw->fresh ? "a fresh slot copy and an undo record" : "an undo record",
+                                avail);
+        return 0;
+}
+
+/* Stage into a fresh copy of the active slot (slot busy, seal broken, or a lease broke mid-way). */
+static int start_fresh(Operation *op, Switch *sw) {
+        Manager *m = op->m;
+        int r;
+
+        sw->stager = stager_free(sw->stager);
+        sw->fd = safe_close(sw->fd);
+        atomic_file_abort(&sw->fresh_tmp);
+        sw->fresh = true;
+        if ((r = load_source(m, sw, m->active, &op->err)) < 0)
+                return r;
+        sw->copy_src = safe_close(sw->copy_src);
+        sw->copy_src = open(m->files[m->active].path, O_RDONLY | O_CLOEXEC);
+        if (sw->copy_src < 0)
+                return tp_error(&op->err, negative_errno(), "%s: %s", m->files[m->active].path, strerror(errno));
+        if ((r = atomic_file_open(m->files[sw->slot].path, &sw->fresh_tmp)) < 0)
+                return tp_error(&op->err, r, "%s: cannot create a temporary beside it: %s", m->files[sw->slot].path,
+                                strerror(-r));
+        sw->fd = TAKE_FD(sw->fresh_tmp.fd);     /* the stager's descriptor; the AtomicFile keeps the name */
+        sw->fresh_tmp.no_sync = false;
+        file_copy_init(&sw->copy, sw->copy_src, sw->fd, sw->source.size);
+        sw->stage = SWITCH_COPY;
+        return 0;
+}
+
+static bool holds_target(const Manager *m, const Switch *sw, SlotId s) {
+        const char *task = sw->bundle ? sw->bundle->manifest->task : "";
+        uint64_t version = sw->bundle ? sw->bundle->manifest->version : 0;
+        return m->sealed[s] && strcmp(m->seals[s].task, task) == 0 && m->seals[s].version == version &&
+               memcmp(m->seals[s].sha256, sw->target.sha256, SHA256_DIGEST_SIZE) == 0;
+}
+
+static int prepare(Operation *op, Switch *sw) {
+        Manager *m = op->m;
+        int r;
+
+        sw->slot = slot_other(m->active);
+        manager_check_slot(m, sw->slot);
+        if (holds_target(m, sw, sw->slot)) {
+                /* A sibling switch back: the slot already holds the task. */
+                if (m->config->verify == VERIFY_INCREMENTAL) {
+                        sw->stage = SWITCH_ACTIVATE;
+                        return 0;
+                }
+                sw->fd = open(m->files[sw->slot].path, O_RDONLY | O_CLOEXEC);
+                if (sw->fd < 0)
+                        return tp_error(&op->err, negative_errno(), "%s: %s", m->files[sw->slot].path, strerror(errno));
+                if ((r = file_hash_new(sw->fd, sw->target.size, 0, &sw->check)) < 0)
+                        return tp_error(&op->err, r, "hashing: %s", strerror(-r));
+                op->total = sw->target.size;
+                sw->stage = SWITCH_CHECK;
+                return 0;
+        }
+
+        bool in_place = m->sealed[sw->slot];
+        if (in_place) {
+                sw->fd = open(m->files[sw->slot].path, O_RDWR | O_CLOEXEC);
+                r = sw->fd < 0 ? negative_errno() : file_lease_take(sw->fd, m->lease_signal);
+                if (r < 0) {
+                        log_notice("slot %s: %s: staging into a fresh copy so its users keep the old file",
+                                   slot_id_to_string(sw->slot),
+                                   r == -EBUSY ? "another process has it open or mapped" : strerror(-r));
+                        sw->fd = safe_close(sw->fd);
+                        in_place = false;
+                }
+        }
+        /* Refused before anything is written: the slot stays as it was. */
+        sw->fresh = !in_place;
+        if ((r = check_space(m, sw, &op->err)) < 0) {
+                sw->fd = safe_close(sw->fd);
+                return r;
+        }
+        /* The slot is dirty from the first byte written until it is sealed again. */
+        m->seals[sw->slot].dirty = true;
+        m->sealed[sw->slot] = false;
+        if ((r = manager_save_seal(m, sw->slot, &op->err)) < 0)
+                return r;
+        m->lease_broken = false;
+        if (!in_place)
+                return start_fresh(op, sw);
+        /* Reload: the in-memory seal was just marked dirty. */
+        Seal clean;
+        TpError ignored = {};
+        if (seal_load(m->files[sw->slot].seal, &clean, &ignored) < 0)
+                return tp_error(&op->err, -EIO, "slot %s: the seal vanished", slot_id_to_string(sw->slot));
+        m->seals[sw->slot] = clean;
+        r = load_source(m, sw, sw->slot, &op->err);
+        m->seals[sw->slot].dirty = true;
+        if (r < 0)
+                return r;
+        sw->stage = SWITCH_STAGE;
+        return 0;
+}
+
+static int stage_step(Operation *op, Switch *sw) {
+        Manager *m = op->m;
+        int r;
+
+        if (!sw->fresh && m->lease_broken) {
+                log_notice("slot %s was opened by another process during staging: restarting into a fresh copy",
+                           slot_id_to_string(sw->slot));
+                sw->fresh = true;
+                if ((r = check_space(m, sw, &op->err)) < 0)
+                        return r;
+                return start_fresh(op, sw);
+        }
+        if (!sw->stager) {
+                StageSource src = { .seal = &sw->source, .undo = sw->undo, .chunks = sw->chunks };
+                if ((r = stager_new(sw->fd, &src, &sw->target, m->config->verify, m->files[sw->slot].undo, &sw->stager,
+                                    &op->err)) < 0)
+                        return r;
+                op->total = sw->copied + stager_progress(sw->stager)->total;
+        }
+        op->phase = "write";
+        r = stager_step(sw->stager, OPERATION_SLICE, &op->err);
+        if (r < 0) {
+                op->err_code = r == -EBADMSG ? "refused" : NULL;
+                return r;
+        }
+        op->done = sw->copied + stager_progress(sw->stager)->done;
+        manager_progress(m, op, "staging");
+        if (r == 0)
+                sw->stage = SWITCH_SEAL;
+        return 0;
+}
+
+static int seal_slot(Operation *op, Switch *sw) {
+        Manager *m = op->m;
+        const StageProgress *p = stager_progress(sw->stager);
+        const uint8_t *chunks;
+        Seal seal = { .size = sw->target.size, .version = sw->bundle ? sw->bundle->manifest->version : 0 };
+        struct stat st;
+        uint64_t bytes = 0;
+        char h[SHA256_HEX_SIZE];
+        int r;
+
+        if (sw->fresh) {
+                sw->fresh_tmp.fd = TAKE_FD(sw->fd);
+                if ((r = atomic_file_commit(&sw->fresh_tmp)) < 0)
+                        return tp_error(&op->err, r, "%s: %s", m->files[sw->slot].path, strerror(-r));
+        }
+        if (stat(m->files[sw->slot].path, &st) < 0)
+                return tp_error(&op->err, negative_errno(), "%s: %s", m->files[sw->slot].path, strerror(errno));
+        if (sw->bundle) {
+                snprintf(seal.task, sizeof(seal.task), "%s", sw->bundle->manifest->task);
+                memcpy(seal.sites_fingerprint, sw->bundle->manifest->sites_fingerprint, SHA256_DIGEST_SIZE);
+        }
+        memcpy(seal.sha256, sw->target.sha256, SHA256_DIGEST_SIZE);
+        memcpy(seal.base_sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE);
+        memcpy(seal.base_layout, m->ps.base.layout, SHA256_DIGEST_SIZE);
+        stager_result(sw->stager, &chunks, &seal.undo_spans, seal.undo_sha256);
+        if (chunks) {
+                seal.chunk_size = sw->target.chunk_size;
+                memcpy(seal.chunk_root, sw->target.chunk_root, SHA256_DIGEST_SIZE);
+                if ((r = chunk_table_save(m->files[sw->slot].chunks, chunks,
+                                          chunk_count(seal.size, seal.chunk_size), &bytes, &op->err)) < 0)
+                        return r;
+                m->counters.state_bytes += bytes;
+        }
+        seal_set_identity(&seal, &st);
+        m->seals[sw->slot] = seal;
+        if ((r = manager_save_seal(m, sw->slot, &op->err)) < 0)
+                return r;
+        m->sealed[sw->slot] = true;
+        sw->fd = safe_close(sw->fd);    /* releases the lease */
+
+        m->counters.slot_bytes += p->slot_bytes + sw->copied;
+        m->counters.undo_bytes += p->undo_bytes;
+        m->counters.last_switch_slot_bytes = p->slot_bytes + sw->copied;
+        sha256_to_hex(seal.sha256, h);
+        log_lifecycle("staged", seal.task, (unsigned long long) seal.version, slot_id_to_string(sw->slot), h,
+                      op->transaction, sw->fresh ? "into a fresh copy" : "in place");
+        log_info("staged %s v%" PRIu64 ": %" PRIu64 " bytes written into the slot%s, %" PRIu64
+                 " into its undo record, %s verification (%" PRIu64 " bytes read)",
+                 seal.task[0] ? seal.task : "base", seal.version, p->slot_bytes + sw->copied,
+                 sw->fresh ? " (a full copy)" : "", p->undo_bytes, p->incremental ? "incremental" : "full",
+                 p->read_bytes);
+        json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s, s:I, s:I, s:b, s:s}", "event", "staged", "task",
+                               seal.task[0] ? json_string(seal.task) : json_null(), "version",
+                               (json_int_t) seal.version, "slot", slot_id_to_string(sw->slot), "sha256", h,
+                               "slot_bytes_written", (json_int_t) (p->slot_bytes + sw->copied), "undo_bytes_written",
+                               (json_int_t) p->undo_bytes, "fresh_copy", sw->fresh, "verify",
+                               p->incremental ? "incremental" : "full");
+        manager_emit(m, op->transaction, ev);
+        sw->stage = SWITCH_ACTIVATE;
+        return 0;
+}
+
+static int switch_step(Operation *op) {
+        Switch *sw = op->data;
+        Manager *m = op->m;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        int r = 0;
+
+        switch (sw->stage) {
+        case SWITCH_PREPARE:
+                r = prepare(op, sw);
+                break;
+        case SWITCH_COPY:
+                op->phase = "copy";
+                r = file_copy_step(&sw->copy, OPERATION_SLICE);
+                if (r < 0)
+                        return tp_error(&op->err, r, "copying slot %s: %s", slot_id_to_string(m->active), strerror(-r));
+                sw->copied = sw->copy.pos;
+                op->done = sw->copied;
+                op->total = sw->source.size * 2;
+                manager_progress(m, op, "staging");
+                if (r == 0) {
+                        sw->copy_src = safe_close(sw->copy_src);
+                        sw->stage = SWITCH_STAGE;
+                }
+                r = 0;
+                break;
+        case SWITCH_STAGE:
+                r = stage_step(op, sw);
+                break;
+        case SWITCH_CHECK:
+                op->phase = "verify";
+                r = file_hash_step(sw->check, OPERATION_SLICE);
+                if (r < 0)
+                        return tp_error(&op->err, r, "reading slot %s: %s", slot_id_to_string(sw->slot), strerror(-r));
+                op->done = file_hash_done(sw->check);
+                manager_progress(m, op, "staging");
+                if (r > 0)
+                        return 1;
+                file_hash_result(sw->check, d, NULL);
+                sw->check = file_hash_free(sw->check);
+                sw->fd = safe_close(sw->fd);
+                if (memcmp(d, sw->target.sha256, SHA256_DIGEST_SIZE) != 0) {
+                        log_error("slot %s does not hash to what its seal says: rebuilding it", slot_id_to_string(sw->slot));
+                        m->sealed[sw->slot] = false;
+                        sw->stage = SWITCH_PREPARE;
+                        return 1;
+                }
+                sw->stage = SWITCH_ACTIVATE;
+                break;
+        case SWITCH_SEAL:
+                r = seal_slot(op, sw);
+                break;
+        case SWITCH_ACTIVATE:
+                if (!sw->stager)
+                        m->counters.last_switch_slot_bytes = 0;         /* the slot already held the task */
+                r = manager_activate(m, op, sw->slot, true, &op->err);
+                return r < 0 ? r : 0;
+        default:
+                abort();
+        }
+        return r < 0 ? r : 1;
+}
+
+/* Find, open and verify what to switch to; NULL task = the base. Returns 0 with *ret_sw NULL when it is already active. */
+static int switch_setup(Manager *m, const char *task, uint64_t version, Switch **ret_sw, const char **ret_code,
+                        TpError *err) {
+        Switch *sw = calloc(1, sizeof(Switch));
+        char signer[256];
+        int r;
+
+        if (!sw)
+                return -ENOMEM;
+        *sw = (Switch) { .fd = -1, .copy_src = -1, .fresh_tmp = ATOMIC_FILE_NULL };
+        sw->target = (StageTarget) { .size = m->ps.base.size };
+        if (!task) {
+                memcpy(sw->target.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE);
+                if (m->config->verify == VERIFY_INCREMENTAL) {
+                        sw->target.chunk_size = m->ps.base.chunk_size;
+                        memcpy(sw->target.chunk_root, m->ps.base.chunk_root, SHA256_DIGEST_SIZE);
+                }
+        } else {
+                const InstalledTask *t = task_name_valid(task) ? store_find(&m->store, task, version) : NULL;
+                if (!t) {
+                        switch_free(sw);
+                        *ret_code = task_name_valid(task) ? "not-found" : "usage";
+                        if (!task_name_valid(task))
+                                return tp_error(err, -EINVAL, "'%.80s' is not a valid task name", task);
+                        if (version)
+                                return tp_error(err, -ENOENT, "%s v%" PRIu64 " is not installed", task, version);
+                        return tp_error(err, -ENOENT, "no version of task '%s' is installed", task);
+                }
+                int fd = open(t->path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0) {
+                        switch_free(sw);
+                        return tp_error(err, negative_errno(), "%s: %s", t->path, strerror(errno));
+                }
+                if ((r = manager_open_bundle(m, fd, t->path, &sw->bundle, signer, ret_code, err)) < 0) {
+                        switch_free(sw);
+                        return r;
+                }
+                const Manifest *mf = sw->bundle->manifest;
+                memcpy(sw->target.sha256, mf->target.sha256, SHA256_DIGEST_SIZE);
+                if (m->config->verify == VERIFY_INCREMENTAL) {
+                        sw->target.chunk_size = mf->target.chunk_size;
+                        memcpy(sw->target.chunk_root, mf->target.chunk_root, SHA256_DIGEST_SIZE);
+                }
+                sw->target.bundle = sw->bundle;
+        }
+        if (m->state != STATE_TRIAL && holds_target(m, sw, m->active)) {
+                switch_free(sw);
+                *ret_sw = NULL;
+                return 0;
+        }
+        *ret_sw = sw;
+        return 0;
+}
+
+static void switch_attach(Manager *m, Operation *op, Switch *sw) {
+        op->data = sw;
+        op->free_data = switch_free;
+        op->cmd = "switch";
+        op->step = switch_step;
+        op->done = op->total = 0;
+        op->phase = "prepare";
+        snprintf(op->task, sizeof(op->task), "%s", sw->bundle ? sw->bundle->manifest->task : "");
+        op->version = sw->bundle ? sw->bundle->manifest->version : 0;
+        manager_set_state(m, STATE_STAGING);
+}
+
+int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret, const char **ret_code, TpError *err) {
+        Switch *sw = NULL;
+        int r = switch_setup(m, task, version, &sw, ret_code, err);
+
+        if (r < 0)
+                return r;
+        *ret = NULL;
+        if (!sw)
+                return 0;
+        Operation *op = calloc(1, sizeof(Operation));
+        if (!op) {
+                switch_free(sw);
+                return -ENOMEM;
+        }
+        switch_attach(m, op, sw);
+        *ret = op;
+        return 0;
+}
+
+int switch_continue(Operation *op, const char *task, uint64_t version, TpError *err) {
+        const char *code = NULL;
+        Switch *sw = NULL;
+        int r = switch_setup(op->m, task, version, &sw, &code, err);
+
+        if (r < 0) {
+                op->err_code = code;
+                return r;
+        }
+        if (op->free_data)
+                op->free_data(op->data);
+        op->data = NULL;
+        op->free_data = NULL;
+        if (!sw) {
+                manager_set_state(op->m, STATE_IDLE);
+                return 0;
+        }
+        switch_attach(op->m, op, sw);
+        return 1;
+}

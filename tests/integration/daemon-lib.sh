@@ -1,0 +1,93 @@
+# shellcheck shell=bash
+# Sourced by the daemon's integration tests after lib.sh: fixtures, a test PKI, and the real
+# taskpatchd on a temporary state directory driven by the real tpctl.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+SOCK="$TMP/taskpatchd.sock"
+STATE="$TMP/state"
+MODEL="$STATE/model.gguf"
+CONF="$TMP/taskpatchd.yaml"
+DPID=
+trap 'stop_daemon; rm -rf "$TMP"' EXIT
+
+tpctl() { $WRAP "$BIN/tpctl" --socket "$SOCK" --no-progress "$@"; }
+
+# shellcheck disable=SC2120  # callers outside this file pass EXTRA-YAML
+# write_config [EXTRA-YAML]: the test daemon's configuration; EXTRA-YAML replaces the trial section.
+write_config() {
+    cat > "$CONF" <<EOC
+state_dir: $STATE
+socket: $SOCK
+model_path: $MODEL
+trust:
+  ca: $TMP/pki/ca.pem
+${1:-trial:
+  timeout: 4}
+EOC
+}
+
+# start_daemon: start taskpatchd in the background (log in $TMP/daemon.log) and wait for its socket.
+start_daemon() {
+    [ -f "$CONF" ] || write_config
+    $WRAP "$BIN/taskpatchd" --config "$CONF" >> "$TMP/daemon.log" 2>&1 &
+    DPID=$!
+    for _ in $(seq 100); do
+        [ -S "$SOCK" ] && tpctl status > /dev/null 2>&1 && return 0
+        kill -0 "$DPID" 2> /dev/null || break
+        sleep 0.05
+    done
+    echo "taskpatchd did not come up:"; tail -n 5 "$TMP/daemon.log"
+    return 1
+}
+
+stop_daemon() {
+    [ -n "$DPID" ] || return 0
+    pkill -TERM -P "$DPID" 2> /dev/null   # a daemon started under strace: stop the tracee too
+    kill -TERM "$DPID" 2> /dev/null
+    wait "$DPID" 2> /dev/null
+    DPID=
+}
+
+crash_daemon() {
+    pkill -KILL -P "$DPID" 2> /dev/null
+    kill -KILL "$DPID" 2> /dev/null
+    wait "$DPID" 2> /dev/null
+    DPID=
+}
+
+# jget FIELD...: read a value from the JSON on stdin (python: a.b.c paths).
+jget() { python3 -c "
+import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1].split('.'):
+    v = v[int(k)] if isinstance(v, list) else v[k]
+print('null' if v is None else v)" "$1"; }
+
+# make_gguf_fixtures: base.gguf and two sibling tasks (json: attn_q,ffn_down; shout: attn_v,ffn_up)
+# quantized by ggml (q4_0), their signed bundles json.tpb and shout.tpb, and the test PKI.
+make_gguf_fixtures() {
+    local ggml fix dims
+    fix="$(dirname "$BIN")/tools/gguf-fixture"
+    dims=(--type q4_0 --dim 256 --ff 512 --layers 2 --vocab 300)
+    sh "$root/tests/tools/make-pki.sh" "$TMP/pki" > /dev/null || return 1
+    ggml=$(sh "$root/tests/tools/npm-ggml.sh" "$root/build/npm" 2> "$TMP/npm.err" | tail -n 1)
+    [ -e "$ggml/libggml-base.so" ] || { echo "ggml from npm is not available: $(cat "$TMP/npm.err")"; return 1; }
+    "$fix" --ggml "$ggml" "${dims[@]}" -o "$TMP/base.gguf" > /dev/null &&
+    "$fix" --ggml "$ggml" "${dims[@]}" --mode lora --targets attn_q,ffn_down -o "$TMP/json.gguf" > /dev/null &&
+    "$fix" --ggml "$ggml" "${dims[@]}" --mode lora --targets attn_v,ffn_up --task-seed 9 -o "$TMP/shout.gguf" > /dev/null &&
+    "$fix" --ggml "$ggml" "${dims[@]}" --mode lora --targets attn_q --task-seed 11 -o "$TMP/json2.gguf" > /dev/null ||
+        return 1
+    make_bundle json.gguf json.tpb json 1 &&
+    make_bundle shout.gguf shout.tpb shout 1 &&
+    make_bundle json2.gguf json-v2.tpb json 2
+}
+
+# make_bundle TARGET OUT TASK VERSION [create options...]: a bundle against base.gguf signed by the test signer.
+make_bundle() {
+    local target=$1 out=$2 task=$3 version=$4
+    shift 4
+    $WRAP "$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/$target" -o "$TMP/$out" --task "$task" --version "$version" \
+        --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3 "$@" > /dev/null
+}
+
+# same FILE: the model path holds exactly FILE's bytes.
+same() { cmp -s "$MODEL" "$1"; }

@@ -1,0 +1,192 @@
+#!/bin/bash
+# taskpatchd under bad input: tampered bundles, another base, another CA, bad task names,
+# garbage and oversized socket lines, a reader asking for a change, a bundle bigger than the
+# free space, ENOSPC in the middle of staging, a broken config. Each is refused with a clear
+# error; the active model stays untouched and the daemon stays up.
+# shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/daemon-lib.sh"
+
+if ! make_gguf_fixtures > "$TMP/fixtures.log" 2>&1; then
+    fail "fixtures: $(tail -n 3 "$TMP/fixtures.log")"
+    finish
+    exit 1
+fi
+
+# A config with wrong types or unknown keys: the daemon refuses to start and names the line.
+printf 'state_dir: %s\ntrial:\n  timeout: soon\n' "$STATE" > "$TMP/bad.yaml"
+$WRAP "$BIN/taskpatchd" --config "$TMP/bad.yaml" > "$TMP/out" 2>&1
+check "config with a wrong type: exit 1" test $? -eq 1
+check "... names the line and the key" grep -q "line 3: 'timeout'" "$TMP/out"
+printf 'state_dir: %s\nkeep_version: 2\n' "$STATE" > "$TMP/bad.yaml"
+$WRAP "$BIN/taskpatchd" --config "$TMP/bad.yaml" > "$TMP/out" 2>&1
+check "config with an unknown key: exit 1, named" grep -q "keep_version" "$TMP/out"
+$WRAP "$BIN/taskpatchd" --config "$TMP/none.yaml" > "$TMP/out" 2>&1
+check "missing config: exit 1, names the file" grep -q "none.yaml" "$TMP/out"
+
+start_daemon || { fail "daemon start"; finish; exit 1; }
+tpctl provision "$TMP/base.gguf" > /dev/null
+tpctl install "$TMP/json.tpb" > /dev/null
+tpctl switch json > /dev/null && tpctl mark-good > /dev/null
+check "set-up: json active" same "$TMP/json.gguf"
+
+# refused BUNDLE DESCRIPTION PATTERN: install is refused (exit 2) with a message matching PATTERN.
+refused() {
+    tpctl install "$1" > "$TMP/out" 2>&1
+    local rc=$?
+    check "$2: refused (exit 2, got $rc)" test $rc -eq 2
+    check "$2: the message says why" grep -qi "$3" "$TMP/out"
+    check "$2: the active model is untouched" same "$TMP/json.gguf"
+}
+
+size=$(stat -c %s "$TMP/shout.tpb")
+cp "$TMP/shout.tpb" "$TMP/t1.tpb"
+printf '\xff' | dd of="$TMP/t1.tpb" bs=1 seek=$((size - 10)) conv=notrunc status=none
+refused "$TMP/t1.tpb" "payload byte flipped" "payload"
+python3 -c "
+d = open('$TMP/shout.tpb', 'rb').read()
+open('$TMP/t2.tpb', 'wb').write(d.replace(b'version: 1', b'version: 9', 1))"
+refused "$TMP/t2.tpb" "manifest edited (version 1 -> 9)" "signature"
+"$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/shout.gguf" -o "$TMP/other-ca.tpb" --task shout --version 1 \
+    --key "$TMP/pki/other-signer.key" --cert "$TMP/pki/other-signer.crt" --level 1 > /dev/null
+refused "$TMP/other-ca.tpb" "signer from another CA" "verif\|certificate\|chain"
+"$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/shout.gguf" -o "$TMP/unsigned.tpb" --task shout --unsigned \
+    --level 1 > /dev/null
+refused "$TMP/unsigned.tpb" "unsigned bundle" "unsigned\|signature"
+"$BIN/taskpatch" create "$TMP/json.gguf" "$TMP/shout.gguf" -o "$TMP/other-base.tpb" --task shout --version 1 \
+    --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 1 > /dev/null
+refused "$TMP/other-base.tpb" "bundle for another base" "another base"
+head -c 100 "$TMP/shout.tpb" > "$TMP/short.tpb"
+refused "$TMP/short.tpb" "truncated bundle" "bundle"
+
+tpctl switch ../etc > "$TMP/out" 2>&1
+check "task name with '..': refused (exit 2)" test $? -eq 2
+check "... says it is not a valid name" grep -q "not a valid task name" "$TMP/out"
+tpctl switch nosuch > "$TMP/out" 2>&1
+check "a task that is not installed: exit 2, named" grep -q "nosuch" "$TMP/out"
+
+# Raw protocol abuse: garbage, non-objects, unknown commands and fields, 1 MB lines, silence.
+python3 - "$SOCK" > "$TMP/proto.out" 2>&1 <<'EOF'
+import json, socket, sys
+def conn():
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); return s, s.makefile('rb')
+s, f = conn()
+def ask(line):
+    s.sendall(line); return json.loads(f.readline())
+r = ask(b'hello\n'); assert r['ok'] is False and r['error']['code'] == 'usage', r
+r = ask(b'[1,2]\n'); assert r['error']['code'] == 'usage', r
+r = ask(b'{"cmd":"frobnicate"}\n'); assert r['error']['code'] == 'usage' and 'frobnicate' in r['error']['message'], r
+r = ask(b'{"cmd":"status","x":1}\n'); assert r['error']['code'] == 'usage' and "'x'" in r['error']['message'], r
+r = ask(b'{"cmd":"switch","task":5}\n'); assert r['error']['code'] == 'usage', r
+r = ask(b'{"cmd":"switch","task":"a/b"}\n'); assert r['ok'] is False, r
+r = ask(b'{"cmd":"install"}\n'); assert r['error']['code'] == 'usage' and 'descriptor' in r['error']['message'], r
+r = ask(b'{"cmd":"status"}\n'); assert r['ok'] is True and r['state'] == 'idle', r
+print('garbage ok')
+# An empty connection, and one that says nothing, do not disturb anyone.
+socket.socket(socket.AF_UNIX).connect(sys.argv[1])
+quiet, _ = conn()
+# A 1 MB line: too-large, then the connection is closed.
+t, tf = conn()
+try:
+    t.sendall(b'{"cmd":"status","pad":"' + b'x' * (1 << 20))
+except BrokenPipeError:
+    pass
+r = json.loads(tf.readline()); assert r['error']['code'] == 'too-large', r
+assert tf.readline() == b'', 'the connection stays open after too-large'
+print('too-large ok')
+# Many requests in one write, answered in order.
+r = [ask(b'{"cmd":"status"}\n{"cmd":"list"}\n'), json.loads(f.readline())]
+assert 'state' in r[0] and 'tasks' in r[1], r
+print('pipelined ok')
+EOF
+check "garbage, non-objects, unknown commands/fields, wrong types: usage errors" grep -q "garbage ok" "$TMP/proto.out"
+check "a 1 MB line: too-large, connection closed" grep -q "too-large ok" "$TMP/proto.out"
+check "pipelined requests answered in order" grep -q "pipelined ok" "$TMP/proto.out"
+[ -s "$TMP/proto.out" ] && grep -v " ok$" "$TMP/proto.out" | head -n 5
+check "the daemon is alive after the abuse" tpctl status > /dev/null
+check "... and the model untouched" same "$TMP/json.gguf"
+
+# A reader (socket group, not admin) may read but not change state.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv > /dev/null; then
+    chmod 0711 "$TMP"
+    chmod 0666 "$SOCK"
+    asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN/tpctl" --socket "$SOCK" "$@"; }
+    asnobody status > /dev/null 2>&1
+    check "non-admin peer: status allowed" test $? -eq 0
+    asnobody switch --base > "$TMP/out" 2>&1
+    check "non-admin peer: switch refused (exit 2)" test $? -eq 2
+    check "... with a permission error" grep -qi "only root and members" "$TMP/out"
+    chmod 0660 "$SOCK"
+    chgrp 0 "$SOCK"
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN/tpctl" --socket "$SOCK" status > "$TMP/out" 2>&1
+    check "outside the socket's group: cannot connect (exit 3)" test $? -eq 3
+    check "the model is untouched by refused peers" same "$TMP/json.gguf"
+else
+    echo "  note: permission refusal needs root (to run tpctl as another uid): not run here"
+fi
+
+# ENOSPC in the middle of staging (strace fault injection on the daemon's slot writes).
+if command -v strace > /dev/null; then
+    stop_daemon
+    $WRAP strace -o /dev/null -f -e trace=pwrite64 -e inject=pwrite64:error=ENOSPC:when=2 \
+        "$BIN/taskpatchd" --config "$CONF" >> "$TMP/daemon.log" 2>&1 &
+    DPID=$!
+    for _ in $(seq 100); do [ -S "$SOCK" ] && tpctl status > /dev/null 2>&1 && break; sleep 0.05; done
+    tpctl install "$TMP/shout.tpb" > /dev/null
+    tpctl switch shout > "$TMP/out" 2>&1
+    rc=$?
+    check "ENOSPC while staging: exit 3 (got $rc)" test $rc -eq 3
+    check "... reported as no space" grep -qi "no space\|no-space" "$TMP/out"
+    check "... the active model untouched" same "$TMP/json.gguf"
+    tpctl --json status > "$TMP/st.json"
+    check "... the slot left dirty, the daemon idle" \
+        test "$(jget slots.a.state < "$TMP/st.json") $(jget state < "$TMP/st.json")" = "dirty idle"
+    stop_daemon
+    start_daemon
+    check "after ENOSPC: the next switch works (the dirty slot is rebuilt)" tpctl switch shout
+    check "... model_path == shout.gguf" same "$TMP/shout.gguf"
+    tpctl mark-good > /dev/null
+    tpctl switch json > /dev/null && tpctl mark-good > /dev/null
+else
+    fail "strace is not installed (make deps installs it)"
+fi
+
+# Free space: a small tmpfs as the state directory (needs root to mount).
+if [ "$(id -u)" -eq 0 ] && mkdir -p "$TMP/small" && mount -t tmpfs -o size=4m tmpfs "$TMP/small" 2> /dev/null; then
+    stop_daemon
+    cat > "$TMP/small.yaml" <<EOC
+state_dir: $TMP/small/state
+socket: $TMP/small.sock
+model_path: $TMP/small/state/model.gguf
+trust:
+  ca: $TMP/pki/ca.pem
+EOC
+    SOCK="$TMP/small.sock" MODEL="$TMP/small/state/model.gguf" CONF="$TMP/small.yaml"
+    start_daemon
+    tpctl provision "$TMP/base.gguf" > /dev/null
+    check "tmpfs: provisioned" same "$TMP/base.gguf"
+    avail=$(df --output=avail -B1 "$TMP/small" | tail -n 1)
+    bsize=$(stat -c %s "$TMP/json.tpb")
+    fill=$(( avail - bsize - 512 * 1024 ))
+    [ "$fill" -gt 0 ] && head -c "$fill" /dev/zero > "$TMP/small/filler"
+    tpctl install "$TMP/json.tpb" > "$TMP/out" 2>&1
+    rc=$?
+    check "a bundle bigger than the free space: exit 3 (got $rc)" test $rc -eq 3
+    check "... says how much is needed and free" grep -q "are free" "$TMP/out"
+    check "... nothing left behind" test -z "$(find "$TMP/small/state/tasks" -type f)"
+    rm -f "$TMP/small/filler"
+    tpctl install "$TMP/json.tpb" > /dev/null
+    avail=$(df --output=avail -B1 "$TMP/small" | tail -n 1)
+    head -c $(( avail - 256 * 1024 )) /dev/zero > "$TMP/small/filler"
+    tpctl switch json > "$TMP/out" 2>&1
+    rc=$?
+    check "a switch that would not fit: refused before writing (exit 3, got $rc)" test $rc -eq 3
+    check "... the model untouched" same "$TMP/base.gguf"
+    check "... the inactive slot still clean" test "$(tpctl --json status | jget slots.b.state)" = clean
+    stop_daemon
+    umount "$TMP/small"
+else
+    echo "  note: the free-space checks need root (a size-limited tmpfs): not run here"
+fi
+
+finish

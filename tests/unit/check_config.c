@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: MIT */
+/* common/config.c: defaults, every key, every refusal, loading, and config/taskpatchd.yaml. */
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "check-main.h"
+#include "config.h"
+
+/* The documented example, relative to the repository root (where the tests run). */
+#define EXAMPLE_PATH "config/taskpatchd.yaml"
+
+static void str_eq_or_null(const char *a, const char *b, const char *field) {
+        if (!a || !b)
+                ck_assert_msg(a == b, "%s: '%s' != '%s'", field, a ? a : "(null)", b ? b : "(null)");
+        else
+                ck_assert_msg(strcmp(a, b) == 0, "%s: '%s' != '%s'", field, a, b);
+}
+
+static void config_assert_eq(const DaemonConfig *a, const DaemonConfig *b) {
+        str_eq_or_null(a->state_dir, b->state_dir, "state_dir");
+        str_eq_or_null(a->socket, b->socket, "socket");
+        str_eq_or_null(a->admin_group, b->admin_group, "admin_group");
+        str_eq_or_null(a->model_path, b->model_path, "model_path");
+        str_eq_or_null(a->trust.ca, b->trust.ca, "trust.ca");
+        ck_assert_uint_eq(a->trial.timeout, b->trial.timeout);
+        str_eq_or_null(a->trial.health_command, b->trial.health_command, "trial.health_command");
+        str_eq_or_null(a->trial.health_url, b->trial.health_url, "trial.health_url");
+        ck_assert_uint_eq(a->trial.health_interval, b->trial.health_interval);
+        ck_assert_uint_eq(a->keep_versions, b->keep_versions);
+        ck_assert_int_eq(a->verify, b->verify);
+        ck_assert_uint_eq(a->scrub_interval, b->scrub_interval);
+}
+
+static void parse_ok(const char *text, DaemonConfig *c) {
+        TpError err = {};
+        int r = config_parse(text, strlen(text), "test.yaml", c, &err);
+        ck_assert_msg(r == 0, "'%s' refused: %s", text, err.message);
+}
+
+/* Every key set to something other than its default. */
+static const char all_keys[] =
+        "state_dir: /srv/tp\n"
+        "socket: /run/tp.sock\n"
+        "admin_group: wheel\n"
+        "model_path: /srv/models/current.gguf\n"
+        "trust:\n"
+        "  ca: /etc/tp/ca.d\n"
+        "trial:\n"
+        "  timeout: 604800\n"
+        "  health_command: \"curl -fsS localhost:8080/ready || exit 75\"\n"
+        "  health_url: https://127.0.0.1:8080/health\n"
+        "  health_interval: 3600\n"
+        "keep_versions: 1000\n"
+        "verify: incremental\n"
+        "scrub_interval: 0\n";
+
+START_TEST(test_defaults) {
+        DaemonConfig c = {};
+
+        ck_assert_int_eq(config_init(&c), 0);
+        ck_assert_str_eq(c.state_dir, "/var/lib/taskpatch");
+        ck_assert_str_eq(c.socket, "/run/taskpatch/taskpatchd.sock");
+        ck_assert_str_eq(c.admin_group, "taskpatch-admin");
+        ck_assert_str_eq(c.model_path, "/var/lib/taskpatch/model.gguf");
+        ck_assert_str_eq(c.trust.ca, "/etc/taskpatch/ca.pem");
+        ck_assert_uint_eq(c.trial.timeout, 120);
+        ck_assert_ptr_null(c.trial.health_command);
+        ck_assert_ptr_null(c.trial.health_url);
+        ck_assert_uint_eq(c.trial.health_interval, 2);
+        ck_assert_uint_eq(c.keep_versions, 2);
+        ck_assert_int_eq(c.verify, VERIFY_FULL);
+        ck_assert_uint_eq(c.scrub_interval, 168);
+        config_done(&c);
+}
+END_TEST
+
+/* Documents that say nothing give the defaults; so do sections with every key commented out. */
+static const char *const empty_docs[] = {
+        "",
+        "\n\n",
+        "# nothing here\n",
+        "  # indented comment\n\t\n# another\r\n",
+        "\xef\xbb\xbf# with a BOM\n",
+        "---\n",
+        "--- ~\n",
+        "{}\n",
+        "trial:\n#  timeout: 5\ntrust:\n",
+        "trial: {}\ntrust: ~\n",
+};
+
+START_TEST(test_empty) {
+        DaemonConfig c = {}, d = {};
+
+        ck_assert_int_eq(config_init(&d), 0);
+        parse_ok(all_keys, &c);  /* parsing replaces everything: nothing of this survives */
+        parse_ok(empty_docs[_i], &c);
+        config_assert_eq(&c, &d);
+        config_done(&c);
+        config_done(&d);
+}
+END_TEST
+
+START_TEST(test_all_keys) {
+        DaemonConfig c = {};
+
+        parse_ok(all_keys, &c);
+        ck_assert_str_eq(c.state_dir, "/srv/tp");
+        ck_assert_str_eq(c.socket, "/run/tp.sock");
+        ck_assert_str_eq(c.admin_group, "wheel");
+        ck_assert_str_eq(c.model_path, "/srv/models/current.gguf");
+        ck_assert_str_eq(c.trust.ca, "/etc/tp/ca.d");
+        ck_assert_uint_eq(c.trial.timeout, 604800);
+        ck_assert_str_eq(c.trial.health_command, "curl -fsS localhost:8080/ready || exit 75");
+        ck_assert_str_eq(c.trial.health_url, "https://127.0.0.1:8080/health");
+        ck_assert_uint_eq(c.trial.health_interval, 3600);
+        ck_assert_uint_eq(c.keep_versions, 1000);
+        ck_assert_int_eq(c.verify, VERIFY_INCREMENTAL);
+        ck_assert_uint_eq(c.scrub_interval, 0);
+        config_done(&c);
+}
+END_TEST
+
+/* "" (and a YAML null) unset the optional strings; the lowest values of each range are accepted. */
+START_TEST(test_unset_and_edges) {
+        DaemonConfig c = {};
+
+        parse_ok("admin_group: \"\"\ntrial:\n  health_command: ''\n  health_url: \"\"\n  timeout: 1\n"
+                 "  health_interval: 1\nkeep_versions: 1\nscrub_interval: 8760\nverify: full\n",
+                 &c);
+        ck_assert_ptr_null(c.admin_group);
+        ck_assert_ptr_null(c.trial.health_command);
+        ck_assert_ptr_null(c.trial.health_url);
+        ck_assert_uint_eq(c.trial.timeout, 1);
+        ck_assert_uint_eq(c.trial.health_interval, 1);
+        ck_assert_uint_eq(c.keep_versions, 1);
+        ck_assert_uint_eq(c.scrub_interval, 8760);
+        ck_assert_int_eq(c.verify, VERIFY_FULL);
+
+        parse_ok("admin_group:\ntrial:\n  health_url: ~\n  health_command: null\n", &c);
+        ck_assert_ptr_null(c.admin_group);
+        ck_assert_ptr_null(c.trial.health_url);
+        ck_assert_ptr_null(c.trial.health_command);
+
+        /* A quoted enum is the same enum. */
+        parse_ok("verify: \"incremental\"\n", &c);
+        ck_assert_int_eq(c.verify, VERIFY_INCREMENTAL);
+
+        /* A quoted "null" is a string; http:// works as well as https://; multi-line commands are kept. */
+        parse_ok("admin_group: \"null\"\ntrial:\n  health_url: http://[::1]:80/\n"
+                 "  health_command: |\n    test -e /run/ready\n    exit 0\n",
+                 &c);
+        ck_assert_str_eq(c.admin_group, "null");
+        ck_assert_str_eq(c.trial.health_url, "http://[::1]:80/");
+        ck_assert_str_eq(c.trial.health_command, "test -e /run/ready\nexit 0\n");
+
+        /* 107 bytes is the longest socket path sun_path holds. */
+        char doc[160] = "socket: /";
+        memset(doc + 9, 's', 106);
+        memcpy(doc + 115, "\n", 2);
+        parse_ok(doc, &c);
+        ck_assert_uint_eq(strlen(c.socket), 107);
+        config_done(&c);
+}
+END_TEST
+
+#define A32 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define X01_8 "\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01"
+
+/* Each document must be refused with a message holding every one of the given words. */
+static const struct {
+        const char *text;
+        const char *words[4];
+} bad_cases[] = {
+        /* wrong types */
+        { "trial:\n  timeout: soon\n", { "line 2", "'timeout'", "an integer from 1 to 604800", "found 'soon'" } },
+        { "keep_versions: -1\n", { "line 1", "'keep_versions'", "from 1 to 1000", "found '-1'" } },
+        { "keep_versions: 2.5\n", { "line 1", "'keep_versions'", "from 1 to 1000", "found '2.5'" } },
+        { "keep_versions: \"3\"\n", { "line 1", "'keep_versions'", "from 1 to 1000", "quoted string \"3\"" } },
+        { "keep_versions:\n", { "line 1", "'keep_versions'", "from 1 to 1000", "found ''" } },
+        { "scrub_interval: [1]\n", { "line 1", "'scrub_interval'", "from 0 to 8760", "found a list" } },
+        { "state_dir: {a: b}\n", { "line 1", "'state_dir'", "an absolute path", "found a mapping" } },
+        { "admin_group: [a, b]\n", { "line 1", "'admin_group'", "a group name", "found a list" } },
+        { "trial:\n  health_command: {a: 1}\n", { "line 2", "'health_command'", "a shell command", "a mapping" } },
+        /* out of range */
+        { "trial:\n  timeout: 0\n", { "line 2", "'timeout'", "from 1 to 604800", "found '0'" } },
+        { "trial:\n  timeout: 604801\n", { "line 2", "'timeout'", "from 1 to 604800", "found '604801'" } },
+        { "trial:\n  health_interval: 0\n", { "line 2", "'health_interval'", "from 1 to 3600", "found '0'" } },
+        { "\ntrial:\n  health_interval: 3601\n", { "line 3", "'health_interval'", "from 1 to 3600", "'3601'" } },
+        { "keep_versions: 0\n", { "line 1", "'keep_versions'", "from 1 to 1000", "found '0'" } },
+        { "keep_versions: 1001\n", { "line 1", "'keep_versions'", "from 1 to 1000", "found '1001'" } },
+        { "scrub_interval: 8761\n", { "line 1", "'scrub_interval'", "from 0 to 8760", "found '8761'" } },
+        { "scrub_interval: 99999999999999999999\n", { "line 1", "'scrub_interval'", "from 0 to 8760", "'9999" } },
+        /* paths */
+        { "state_dir: var/lib/taskpatch\n", { "line 1", "'state_dir'", "an absolute path", "'var/lib/taskpatch'" } },
+        { "# c\nsocket: taskpatchd.sock\n", { "line 2", "'socket'", "an absolute path", "'taskpatchd.sock'" } },
+        { "model_path: ./model.gguf\n", { "line 1", "'model_path'", "an absolute path", "'./model.gguf'" } },
+        { "trust:\n  ca: ca.pem\n", { "line 2", "'ca'", "an absolute path", "found 'ca.pem'" } },
+        { "state_dir: \"\"\n", { "line 1", "'state_dir'", "an absolute path", "quoted string \"\"" } },
+        { "state_dir: /var/lib/../../etc\n", { "line 1", "'state_dir'", "without '..'", "'/var/lib/../../etc'" } },
+        { "trust:\n  ca: /etc/taskpatch/..\n", { "line 2", "'ca'", "without '..'", "'/etc/taskpatch/..'" } },
+        { "model_path: /var/lib/taskpatch/\n", { "line 1", "'model_path'", "no trailing '/'", "found '/var" } },
+        { "state_dir: \"/var/lib/a\\nb\"\n", { "line 1", "'state_dir'", "control characters", "\"/var/lib/a\\nb\"" } },
+        { "socket: /run/taskpatch/0123456789012345678901234567890123456789012345678901234567890123456789"
+          "0123456789012345678901234567890123456789.sock\n",
+          { "line 1", "'socket'", "at most 107 bytes", "found '/run/taskpatch/" } },
+        /* what was found is shown escaped and cut */
+        { "state_dir: " A32 A32 A32 "\n", { "line 1", "'state_dir'", "found '" A32 A32 "...'" } },
+        { "trial:\n  health_url: \"" X01_8 X01_8 X01_8 "\"\n",
+          { "line 2", "'health_url'", "found the quoted string \"\\x01\\x01", "\\x01...\"" } },
+        /* unknown and duplicate keys */
+        { "state_dir: /a\nstatedir: /b\n", { "line 2", "unknown key 'statedir'" } },
+        { "trial:\n  timeout: 5\n  retries: 3\n", { "line 3", "unknown key 'retries'" } },
+        { "trust:\n  ca: /a\n  crl: /b\n", { "line 3", "unknown key 'crl'" } },
+        { "verify: full\nverify: full\n", { "line 2", "duplicate key 'verify'" } },
+        /* enums and URLs */
+        { "verify: fast\n", { "line 1", "'verify'", "full or incremental", "found 'fast'" } },
+        { "verify: FULL\n", { "line 1", "'verify'", "full or incremental", "found 'FULL'" } },
+        { "trial:\n  health_url: ftp://host/health\n", { "line 2", "'health_url'", "http:// or https://", "'ftp:" } },
+        { "trial:\n  health_url: localhost:8080/health\n", { "line 2", "'health_url'", "http://", "'localhost:" } },
+        { "trial:\n  health_url: http://\n", { "line 2", "'health_url'", "http://", "found 'http://'" } },
+        { "trial:\n  health_url: http://a b/\n", { "line 2", "'health_url'", "http://", "found 'http://a b/'" } },
+        { "trial:\n  health_command: \" \"\n", { "line 2", "'health_command'", "a shell command", "\" \"" } },
+        { "admin_group: \"task patch\"\n", { "line 1", "'admin_group'", "a group name", "\"task patch\"" } },
+        { "admin_group: a:b\n", { "line 1", "'admin_group'", "a group name", "found 'a:b'" } },
+        /* the wrong shape */
+        { "trial: [1, 2]\n", { "line 1", "'trial'", "expected a mapping", "found a list" } },
+        { "trial:\n  - timeout: 5\n", { "line 2", "'trial'", "expected a mapping", "found a list" } },
+        { "trust: /etc/taskpatch/ca.pem\n", { "line 1", "'trust'", "expected a mapping", "found '/etc/task" } },
+        { "- state_dir: /a\n", { "line 1", "expected a mapping of settings", "found a list" } },
+        { "just a string\n", { "line 1", "expected a mapping of settings", "found a scalar" } },
+        /* YAML syntax */
+        { "state_dir: /a\n socket: /b\n", { "line 2", "mapping values are not allowed" } },
+        { "trial:\n  timeout: [5\nverify: full\n", { "line 3", "test.yaml" } },
+        { "state_dir: &a /a\nsocket: *a\n", { "line 1", "anchors are not allowed" } },
+        { "state_dir: /a\n---\nstate_dir: /b\n", { "line 2", "only one YAML document" } },
+};
+
+START_TEST(test_refusals) {
+        DaemonConfig c = {}, before = {};
+        TpError err = {};
+        const char *text = bad_cases[_i].text;
+
+        /* A previous configuration that differs from the defaults in every field. */
+        parse_ok(all_keys, &c);
+        parse_ok(all_keys, &before);
+        int r = config_parse(text, strlen(text), "test.yaml", &c, &err);
+        ck_assert_msg(r < 0, "case %d parsed: %s", _i, text);
+        ck_assert_int_eq(err.code, r);
+        ck_assert_msg(strncmp(err.message, "test.yaml: ", 11) == 0, "case %d: '%s' does not name the document", _i,
+                      err.message);
+        for (size_t w = 0; w < ELEMENTSOF(bad_cases[_i].words) && bad_cases[_i].words[w]; w++)
+                ck_assert_msg(strstr(err.message, bad_cases[_i].words[w]), "case %d: '%s' lacks '%s'", _i,
+                              err.message, bad_cases[_i].words[w]);
+        config_assert_eq(&c, &before);
+        config_done(&c);
+        config_done(&before);
+}
+END_TEST
+
+/* Every prefix of a full document either parses or is refused cleanly (ASan watches the rest). */
+START_TEST(test_truncations) {
+        DaemonConfig c = {};
+        size_t len = strlen(all_keys);
+
+        ck_assert_int_eq(config_init(&c), 0);
+        for (size_t cut = 0; cut <= len; cut++) {
+                TpError err = {};
+                int r = config_parse(all_keys, cut, "cut.yaml", &c, &err);
+                ck_assert_msg(r == 0 || (r < 0 && err.message[0]), "cut %zu: %d without a message", cut, r);
+        }
+        config_done(&c);
+}
+END_TEST
+
+static char tmpdir[64];
+
+static void tmpdir_setup(void) {
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_config.XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void tmpdir_teardown(void) {
+        char p[128];
+        snprintf(p, sizeof(p), "%s/taskpatchd.yaml", tmpdir);
+        unlink(p);
+        rmdir(tmpdir);
+}
+
+static void write_file(const char *path, const char *text, size_t len) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, text, len), (ssize_t) len);
+        close(fd);
+}
+
+static void write_str(const char *path, const char *text) {
+        write_file(path, text, strlen(text));
+}
+
+START_TEST(test_load) {
+        DaemonConfig c = {}, before = {};
+        TpError err = {};
+        char path[128];
+
+        snprintf(path, sizeof(path), "%s/taskpatchd.yaml", tmpdir);
+        parse_ok(all_keys, &before);
+
+        /* A good file. */
+        write_str(path, "trial:\n  timeout: 30\n");
+        ck_assert_int_eq(config_init(&c), 0);
+        ck_assert_msg(config_load(path, &c, &err) == 0, "%s", err.message);
+        ck_assert_uint_eq(c.trial.timeout, 30);
+        config_done(&c);
+
+        /* A bad value names the file, the line and the key. */
+        parse_ok(all_keys, &c);
+        write_str(path, "verify: full\nkeep_versions: many\n");
+        ck_assert_int_lt(config_load(path, &c, &err), 0);
+        ck_assert_ptr_nonnull(strstr(err.message, path));
+        ck_assert_msg(strstr(err.message, ": line 2: 'keep_versions': expected an integer from 1 to 1000, "
+                                          "found 'many'"),
+                      "%s", err.message);
+        config_assert_eq(&c, &before);
+
+        /* One byte over the cap, even of comments only. */
+        size_t big = CONFIG_MAX_BYTES + 1;
+        char *text = malloc(big);
+        ck_assert_ptr_nonnull(text);
+        memset(text, '#', big);
+        write_file(path, text, big);
+        ck_assert_int_eq(config_load(path, &c, &err), -EFBIG);
+        ck_assert_ptr_nonnull(strstr(err.message, path));
+        ck_assert_msg(strstr(err.message, "262145 bytes exceed the 262144-byte cap"), "%s", err.message);
+        config_assert_eq(&c, &before);
+        /* The same through config_parse. */
+        ck_assert_int_eq(config_parse(text, big, "big.yaml", &c, &err), -EFBIG);
+        ck_assert_msg(strstr(err.message, "big.yaml: 262145 bytes exceed the 262144-byte cap"), "%s", err.message);
+        free(text);
+
+        /* Exactly at the cap is fine. */
+        ck_assert_int_eq(truncate(path, CONFIG_MAX_BYTES), 0);
+        ck_assert_msg(config_load(path, &c, &err) == 0, "%s", err.message);
+        config_done(&c);
+        parse_ok(all_keys, &c);
+
+        /* A missing file, a directory. */
+        ck_assert_int_eq(unlink(path), 0);
+        ck_assert_int_eq(config_load(path, &c, &err), -ENOENT);
+        ck_assert_ptr_nonnull(strstr(err.message, path));
+        ck_assert_msg(strstr(err.message, "No such file or directory"), "%s", err.message);
+        ck_assert_int_eq(config_load(tmpdir, &c, &err), -EISDIR);
+        ck_assert_ptr_nonnull(strstr(err.message, tmpdir));
+        config_assert_eq(&c, &before);
+
+        /* A stream with no size (a pipe, opened again through /dev/fd) is capped while reading. */
+        int p[2];
+        ck_assert_int_eq(pipe(p), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                static char hashes[4096];
+                close(p[0]);
+                memset(hashes, '#', sizeof(hashes));
+                for (size_t sent = 0; sent < CONFIG_MAX_BYTES + sizeof(hashes); sent += sizeof(hashes))
+                        if (write(p[1], hashes, sizeof(hashes)) != (ssize_t) sizeof(hashes))
+                                _exit(1);
+                _exit(0);
+        }
+        close(p[1]);
+        char fdpath[32];
+        snprintf(fdpath, sizeof(fdpath), "/dev/fd/%d", p[0]);
+        ck_assert_int_eq(config_load(fdpath, &c, &err), -EFBIG);
+        ck_assert_msg(strstr(err.message, "more than the 262144-byte cap"), "%s", err.message);
+        close(p[0]);
+        ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+        config_assert_eq(&c, &before);
+
+        config_done(&c);
+        config_done(&before);
+}
+END_TEST
+
+/* The documented example is exactly the defaults. */
+START_TEST(test_example_file) {
+        DaemonConfig c = {}, d = {};
+        TpError err = {};
+        struct stat st;
+
+        ck_assert_msg(stat(EXAMPLE_PATH, &st) == 0, "run the tests from the repository root (%s)", EXAMPLE_PATH);
+        parse_ok(all_keys, &c);
+        ck_assert_msg(config_load(EXAMPLE_PATH, &c, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(config_init(&d), 0);
+        config_assert_eq(&c, &d);
+        config_done(&c);
+        config_done(&d);
+}
+END_TEST
+
+/* Every key the parser knows appears in the example (uncommented), so the file documents them all. */
+START_TEST(test_example_has_every_key) {
+        static const char *const keys[] = { "\nstate_dir: ", "\nsocket: ", "\nadmin_group: ", "\nmodel_path: ",
+                                            "\ntrust:\n", "\n  ca: ", "\ntrial:\n", "\n  timeout: ",
+                                            "\n  health_command: ", "\n  health_url: ", "\n  health_interval: ",
+                                            "\nkeep_versions: ", "\nverify: ", "\nscrub_interval: " };
+        char text[16384];
+        FILE *f = fopen(EXAMPLE_PATH, "re");
+
+        ck_assert_ptr_nonnull(f);
+        text[0] = '\n';
+        size_t n = fread(text + 1, 1, sizeof(text) - 2, f);
+        fclose(f);
+        text[n + 1] = '\0';
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                ck_assert_msg(strstr(text, keys[i]), "%s lacks '%s'", EXAMPLE_PATH, keys[i] + 1);
+}
+END_TEST
+
+START_TEST(test_done) {
+        DaemonConfig c = {};
+
+        config_done(&c);  /* zero-filled */
+        config_done(NULL);
+        ck_assert_int_eq(config_init(&c), 0);
+        config_done(&c);
+        ck_assert_ptr_null(c.state_dir);
+        config_done(&c);  /* twice */
+
+        /* config_parse into a zero-filled struct works too. */
+        parse_ok("keep_versions: 3\n", &c);
+        ck_assert_uint_eq(c.keep_versions, 3);
+        ck_assert_str_eq(c.socket, "/run/taskpatch/taskpatchd.sock");
+
+        /* Without a TpError the code alone says what went wrong. */
+        ck_assert_int_eq(config_parse("verify: x\n", 10, "t", &c, NULL), -EBADMSG);
+        ck_assert_uint_eq(c.keep_versions, 3);
+        config_done(&c);
+}
+END_TEST
+
+START_TEST(test_verify_mode_names) {
+        for (VerifyMode m = 0; m < _VERIFY_MODE_MAX; m++)
+                ck_assert_int_eq(verify_mode_from_string(verify_mode_to_string(m)), m);
+        ck_assert_str_eq(verify_mode_to_string(VERIFY_FULL), "full");
+        ck_assert_str_eq(verify_mode_to_string(VERIFY_INCREMENTAL), "incremental");
+        ck_assert_ptr_null(verify_mode_to_string(_VERIFY_MODE_MAX));
+        ck_assert_ptr_null(verify_mode_to_string(_VERIFY_MODE_INVALID));
+        ck_assert_int_eq(verify_mode_from_string("Full"), _VERIFY_MODE_INVALID);
+        ck_assert_int_eq(verify_mode_from_string(""), _VERIFY_MODE_INVALID);
+        ck_assert_int_eq(verify_mode_from_string(NULL), _VERIFY_MODE_INVALID);
+}
+END_TEST
+
+static Suite *config_suite(void) {
+        Suite *s = suite_create("config");
+        TCase *tc = tcase_create("config");
+        TCase *files = tcase_create("files");
+
+        tcase_add_test(tc, test_defaults);
+        tcase_add_loop_test(tc, test_empty, 0, (int) ELEMENTSOF(empty_docs));
+        tcase_add_test(tc, test_all_keys);
+        tcase_add_test(tc, test_unset_and_edges);
+        tcase_add_loop_test(tc, test_refusals, 0, (int) ELEMENTSOF(bad_cases));
+        tcase_add_test(tc, test_truncations);
+        tcase_add_test(tc, test_done);
+        tcase_add_test(tc, test_verify_mode_names);
+        suite_add_tcase(s, tc);
+
+        tcase_add_checked_fixture(files, tmpdir_setup, tmpdir_teardown);
+        tcase_add_test(files, test_load);
+        tcase_add_test(files, test_example_file);
+        tcase_add_test(files, test_example_has_every_key);
+        suite_add_tcase(s, files);
+        return s;
+}
+
+CHECK_MAIN(config_suite)

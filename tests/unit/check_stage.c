@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: MIT */
+/* common/stage.c, common/slot.c, common/filejob.c: staging tasks into a slot file in place. */
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "artifact.h"
+#include "check-main.h"
+#include "create.h"
+#include "diff.h"
+#include "fileio.h"
+#include "filejob.h"
+#include "stage.h"
+
+#define SIZE ((3u << 20) + 123)
+#define CHUNK (64u << 10)
+
+static char dir[64];
+static uint8_t *base, *task_a, *task_b;
+
+static uint32_t rng = 12345;
+static uint8_t next_byte(void) {
+        rng = rng * 1103515245u + 12345u;
+        return (uint8_t) (rng >> 16);
+}
+
+static char *path_of(const char *name) {
+        static char p[4][128];
+        static unsigned k;
+        k = (k + 1) % 4;
+        snprintf(p[k], sizeof(p[k]), "%s/%s", dir, name);
+        return p[k];
+}
+
+static void write_file(const char *name, const uint8_t *d, size_t n) {
+        ck_assert_int_eq(atomic_file_write(path_of(name), d, n), 0);
+}
+
+static void change(uint8_t *t, uint64_t off, uint64_t len) {
+        for (uint64_t i = 0; i < len; i++)
+                t[off + i] ^= (uint8_t) (1 + (next_byte() % 255));
+}
+
+static void make_bundle(const char *target_name, const char *out, const char *task, uint64_t version) {
+        _cleanup_close_ int bfd = open(path_of("base"), O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int tfd = open(path_of(target_name), O_RDONLY | O_CLOEXEC);
+        _cleanup_(artifact_freep) Artifact *ba = NULL, *ta = NULL;
+        _cleanup_(diff_freep) Diff *d = NULL;
+        CreateOptions o = { .task = task, .version = version, .created = 1, .level = 3, .chunk_size = CHUNK };
+        TpError err = {};
+
+        ck_assert_int_eq(artifact_open(bfd, &ba, &err), 0);
+        ck_assert_int_eq(artifact_open(tfd, &ta, &err), 0);
+        ck_assert_int_eq(diff_compute(bfd, ba, tfd, ta, &d, &err), 0);
+        ck_assert_msg(bundle_create(bfd, ba, tfd, ta, d, &o, path_of(out), NULL, &err) == 0, "%s", err.message);
+}
+
+static void setup(void) {
+        snprintf(dir, sizeof(dir), "/tmp/check-stage.XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        base = malloc(SIZE);
+        task_a = malloc(SIZE);
+        task_b = malloc(SIZE);
+        for (size_t i = 0; i < SIZE; i++)
+                base[i] = next_byte();
+        memcpy(task_a, base, SIZE);
+        memcpy(task_b, base, SIZE);
+        change(task_a, 100000, 5000);
+        change(task_a, (2u << 20) + 7, 70000);
+        change(task_b, 101000, 8000);           /* overlaps A's first span */
+        change(task_b, 1536u << 10, 3000);
+        change(task_b, SIZE - 10, 10);          /* the short last chunk */
+        write_file("base", base, SIZE);
+        write_file("a", task_a, SIZE);
+        write_file("b", task_b, SIZE);
+        make_bundle("a", "a.tpb", "alpha", 1);
+        make_bundle("b", "b.tpb", "beta", 1);
+}
+
+static void teardown(void) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        ck_assert_int_eq(system(cmd), 0);
+        free(base);
+        free(task_a);
+        free(task_b);
+}
+
+/* What a test's slot holds: its seal, chunk table and undo record path. */
+typedef struct Held {
+        Seal seal;
+        uint8_t *chunks;
+} Held;
+
+static void seal_base(int fd, Held *h) {
+        _cleanup_(file_hash_freep) FileHash *fh = NULL;
+        ck_assert_int_eq(file_hash_new(fd, SIZE, CHUNK, &fh), 0);
+        while (file_hash_step(fh, 100000) > 0)
+                ;
+        memset(h, 0, sizeof(*h));
+        file_hash_result(fh, h->seal.sha256, &h->chunks);
+        h->seal.size = SIZE;
+        h->seal.chunk_size = CHUNK;
+        chunk_table_root(h->chunks, chunk_count(SIZE, CHUNK), h->seal.chunk_root);
+        memcpy(h->seal.base_sha256, h->seal.sha256, 32);
+}
+
+static Bundle *open_bundle(const char *name) {
+        Bundle *b = NULL;
+        BundleTrust t = { .allow_unsigned = true };
+        TpError err = {};
+        ck_assert_int_eq(bundle_open(path_of(name), &b, &err), 0);
+        ck_assert_int_eq(bundle_verify(b, &t, &err), 0);
+        return b;
+}
+
+/* Stage @b (NULL: the base) into @fd from @h; returns the stager's result code, updates @h on success. */
+static int stage(int fd, Held *h, Bundle *b, VerifyMode mode, StageProgress *ret_p, TpError *err) {
+        _cleanup_(stager_freep) Stager *st = NULL;
+        _cleanup_(undo_record_freep) UndoRecord *u = NULL;
+        StageTarget t = { .bundle = b, .size = SIZE, .chunk_size = CHUNK };
+        int r;
+
+        if (b) {
+                memcpy(t.sha256, b->manifest->target.sha256, 32);
+                memcpy(t.chunk_root, b->manifest->target.chunk_root, 32);
+        } else {
+                memcpy(t.sha256, h->seal.base_sha256, 32);
+                /* the base's root: the test keeps it in the seal of the base */
+                memcpy(t.chunk_root, h->seal.base_layout, 32);
+        }
+        if (h->seal.undo_spans)
+                ck_assert_int_eq(undo_record_open(path_of("slot.undo"), h->seal.undo_spans, h->seal.undo_sha256, SIZE,
+                                                  &u, err), 0);
+        StageSource src = { .seal = &h->seal, .undo = u, .chunks = h->chunks };
+        r = stager_new(fd, &src, &t, mode, path_of("slot.undo"), &st, err);
+        if (r < 0)
+                return r;
+        while ((r = stager_step(st, 100000, err)) > 0)
+                ;
+        if (r < 0)
+                return r;
+        const uint8_t *chunks;
+        stager_result(st, &chunks, &h->seal.undo_spans, h->seal.undo_sha256);
+        memcpy(h->chunks, chunks, chunk_count(SIZE, CHUNK) * 32);
+        memcpy(h->seal.sha256, t.sha256, 32);
+        memcpy(h->seal.chunk_root, t.chunk_root, 32);
+        *ret_p = *stager_progress(st);
+        return 0;
+}
+
+static void assert_slot_is(int fd, const uint8_t *want) {
+        uint8_t *got = malloc(SIZE);
+        ck_assert_int_eq(pread_full(fd, got, SIZE, 0), 0);
+        ck_assert_msg(memcmp(got, want, SIZE) == 0, "the slot does not hold the expected bytes");
+        free(got);
+}
+
+static void run_sequence(VerifyMode mode) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb"), *b = open_bundle("b.tpb");
+        StageProgress p;
+        Held h;
+        TpError err = {};
+
+        write_file("slot", base, SIZE);
+        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        seal_base(fd, &h);
+        memcpy(h.seal.base_layout, h.seal.chunk_root, 32);     /* see stage(): the base root */
+
+        ck_assert_msg(stage(fd, &h, a, mode, &p, &err) == 0, "%s", err.message);
+        assert_slot_is(fd, task_a);
+        ck_assert_uint_eq(p.slot_bytes, a->manifest->spans[0].length + a->manifest->spans[1].length);
+
+        /* Sibling switch: undo A, write B, in one pass. */
+        uint64_t a_bytes = p.slot_bytes, b_bytes = 0;
+        for (size_t i = 0; i < b->manifest->n_spans; i++)
+                b_bytes += b->manifest->spans[i].length;
+        ck_assert_msg(stage(fd, &h, b, mode, &p, &err) == 0, "%s", err.message);
+        assert_slot_is(fd, task_b);
+        ck_assert_uint_le(p.slot_bytes * 10, (a_bytes + b_bytes) * 11);
+        if (mode == VERIFY_INCREMENTAL) {
+                ck_assert(p.incremental);
+                ck_assert_uint_lt(p.read_bytes, SIZE / 2);
+        } else
+                ck_assert_uint_ge(p.read_bytes, SIZE);
+
+        /* Back to the base: only the undo record's bytes are written. */
+        ck_assert_msg(stage(fd, &h, NULL, mode, &p, &err) == 0, "%s", err.message);
+        assert_slot_is(fd, base);
+        ck_assert_uint_eq(h.seal.undo_spans, 0);
+        ck_assert_int_eq(access(path_of("slot.undo"), F_OK), -1);
+        free(h.chunks);
+}
+
+START_TEST(test_full) {
+        run_sequence(VERIFY_FULL);
+}
+END_TEST
+
+START_TEST(test_incremental) {
+        run_sequence(VERIFY_INCREMENTAL);
+}
+END_TEST
+
+/* A slot whose bytes under a span are not the base's is refused, naming the span. */
+START_TEST(test_wrong_base_bytes) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb");
+        StageProgress p;
+        Held h;
+        TpError err = {};
+
+        write_file("slot", base, SIZE);
+        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
+        seal_base(fd, &h);
+        ck_assert_int_eq(pwrite_full(fd, "x", 1, 100001), 0);
+        ck_assert_int_eq(stage(fd, &h, a, VERIFY_FULL, &p, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "span #0") && strstr(err.message, "base bytes"), "%s", err.message);
+        free(h.chunks);
+}
+END_TEST
+
+/* Outside the spans, full verification catches a flipped byte that incremental mode never reads. */
+START_TEST(test_full_catches_outside_damage) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb");
+        StageProgress p;
+        Held h;
+        TpError err = {};
+
+        write_file("slot", base, SIZE);
+        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
+        seal_base(fd, &h);
+        ck_assert_int_eq(pwrite_full(fd, "x", 1, 3000000), 0);
+        ck_assert_int_eq(stage(fd, &h, a, VERIFY_FULL, &p, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "SHA-256"), "%s", err.message);
+        free(h.chunks);
+}
+END_TEST
+
+/* A damaged undo record is refused before it is used. */
+START_TEST(test_damaged_undo) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb");
+        _cleanup_(undo_record_freep) UndoRecord *u = NULL;
+        StageProgress p;
+        Held h;
+        TpError err = {};
+
+        write_file("slot", base, SIZE);
+        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
+        seal_base(fd, &h);
+        memcpy(h.seal.base_layout, h.seal.chunk_root, 32);
+        ck_assert_msg(stage(fd, &h, a, VERIFY_FULL, &p, &err) == 0, "%s", err.message);
+        _cleanup_close_ int ufd = open(path_of("slot.undo"), O_RDWR | O_CLOEXEC);
+        ck_assert_int_eq(pwrite_full(ufd, "\xff", 1, 100), 0);
+        ck_assert_int_eq(undo_record_open(path_of("slot.undo"), h.seal.undo_spans, h.seal.undo_sha256, SIZE, &u, &err),
+                         -EBADMSG);
+        ck_assert_msg(strstr(err.message, "damaged"), "%s", err.message);
+        free(h.chunks);
+}
+END_TEST
+
+START_TEST(test_seal_round_trip) {
+        Seal s = { .dirty = true, .version = 7, .size = 5, .chunk_size = CHUNK, .undo_spans = 3, .dev = 1, .ino = 2,
+                   .mtime_ns = 1234567890123 }, t;
+        TpError err = {};
+        uint64_t bytes;
+        struct stat st = { .st_dev = 1, .st_ino = 2, .st_size = 5 };
+
+        strcpy(s.task, "json");
+        s.sha256[0] = 0xab;
+        ck_assert_int_eq(seal_save(path_of("x.seal"), &s, &bytes, &err), 0);
+        ck_assert_uint_gt(bytes, 100);
+        ck_assert_int_eq(seal_load(path_of("x.seal"), &t, &err), 0);
+        ck_assert_mem_eq(&s, &t, sizeof(s));
+        st.st_mtim.tv_sec = 1;
+        st.st_mtim.tv_nsec = 234567890123 % 1000000000;
+        ck_assert(!seal_identity_matches(&s, &st));
+        seal_set_identity(&s, &st);
+        ck_assert(seal_identity_matches(&s, &st));
+        write_file("bad.seal", (const uint8_t *) "{\"format\": 1}", 13);
+        ck_assert_int_eq(seal_load(path_of("bad.seal"), &t, &err), -EBADMSG);
+        ck_assert_int_eq(seal_load(path_of("none.seal"), &t, &err), -ENOENT);
+}
+END_TEST
+
+/* Copy and hash in slices give what one pass gives. */
+START_TEST(test_filejob) {
+        _cleanup_close_ int src = open(path_of("a"), O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int dst = open(path_of("copy"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        _cleanup_(file_hash_freep) FileHash *fh = NULL;
+        FileCopy c;
+        uint8_t d[32], want[32];
+        int r;
+
+        file_copy_init(&c, src, dst, SIZE);
+        while ((r = file_copy_step(&c, 300000)) > 0)
+                ;
+        ck_assert_int_eq(r, 0);
+        ck_assert_int_eq(file_hash_new(dst, SIZE, 0, &fh), 0);
+        while ((r = file_hash_step(fh, 77777)) > 0)
+                ;
+        ck_assert_int_eq(r, 0);
+        file_hash_result(fh, d, NULL);
+        sha256_digest(task_a, SIZE, want);
+        ck_assert_mem_eq(d, want, 32);
+}
+END_TEST
+
+static Suite *stage_suite(void) {
+        Suite *s = suite_create("stage");
+        TCase *tc = tcase_create("stage");
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_full);
+        tcase_add_test(tc, test_incremental);
+        tcase_add_test(tc, test_wrong_base_bytes);
+        tcase_add_test(tc, test_full_catches_outside_damage);
+        tcase_add_test(tc, test_damaged_undo);
+        tcase_add_test(tc, test_seal_round_trip);
+        tcase_add_test(tc, test_filejob);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+CHECK_MAIN(stage_suite)
