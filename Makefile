@@ -8,6 +8,8 @@
 #   make arm64           cross-build everything for aarch64 into build/arm64/
 #   make asan            build with AddressSanitizer + UBSan into build/asan/ and run the tests
 #   make bench-hash      SHA-256 benchmark against openssl and sha256sum
+#   make bench-bundle    bundle size and apply time against bsdiff, xdelta3, zstd, cp + openssl
+#   make bench-switch    device switch time, bytes written, status latency and memory
 #   make install / uninstall   PREFIX=/usr/local DESTDIR=
 #
 # Variables: BUILD (output dir), CROSS (toolchain prefix), WERROR=0 to drop -Werror,
@@ -185,10 +187,11 @@ $(BUILD)/tools/%: $(OBJ)/tests/tools/%.o $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LIBS) -ldl -lm
 
-$(BUILD)/fuzz/%: $(OBJ)/tests/fuzz/%.o $(LIB)
+# libtaskpatchd.a too, for the daemon's own parsers (fuzz_state); a target pulls in only what it uses.
+$(BUILD)/fuzz/%: $(OBJ)/tests/fuzz/%.o $(DLIB) $(LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(DLIB) $(LIB) $(LIBS)
 
 .PHONY: fuzz-build
 fuzz-build: $(FUZZERS)
@@ -238,14 +241,17 @@ arm64:
 
 # ---- benchmarks ------------------------------------------------------------
 
-.PHONY: bench bench-hash bench-bundle
-bench: bench-hash bench-bundle
+.PHONY: bench bench-hash bench-bundle bench-switch
+bench: bench-hash bench-bundle bench-switch
 
 bench-hash: tests-build
 	@tests/bench/hash.sh $(BUILD)
 
 bench-bundle: tests-build
 	@tests/bench/bundle.sh $(BUILD)
+
+bench-switch: tests-build
+	@tests/bench/switch.sh $(BUILD)
 
 # ---- demo, deps ------------------------------------------------------------
 
@@ -261,15 +267,24 @@ deps:
 
 # ---- install ---------------------------------------------------------------
 
+# Man pages by section: one list drives both install and uninstall.
+MAN1 := packaging/man/taskpatch.1 packaging/man/tpctl.1
+MAN5 := packaging/man/taskpatchd.yaml.5
+MAN8 := packaging/man/taskpatchd.8
+
 .PHONY: install uninstall
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(BINS) $(DESTDIR)$(BINDIR)/
-	install -m 0644 packaging/man/taskpatch.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BINS)))
-	rm -f $(DESTDIR)$(MANDIR)/man1/taskpatch.1
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
 
 .PHONY: clean
 clean:

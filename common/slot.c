@@ -293,7 +293,7 @@ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_D
 struct UndoWriter {
         AtomicFile file;
         Sha256 hash;
-        uint64_t bytes;
+        uint64_t bytes, unkicked;
 };
 
 UndoWriter *undo_writer_free(UndoWriter *w) {
@@ -307,6 +307,12 @@ UndoWriter *undo_writer_free(UndoWriter *w) {
 static int undo_write(UndoWriter *w, const void *data, size_t n) {
         sha256_update(&w->hash, data, n);
         w->bytes += n;
+        w->unkicked += n;
+        if (w->unkicked >= (4u << 20)) {
+                /* Start writeback now, so that the commit's fsync finds little left to do. */
+                (void) sync_file_range(w->file.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+                w->unkicked = 0;
+        }
         return write_full(w->file.fd, data, n);
 }
 

@@ -11,7 +11,9 @@
 #include "hashpipe.h"
 #include "stage.h"
 
-#define STAGE_WINDOW (1u << 20)         /* bytes per read outside spans, and per raw-span piece */
+#define STAGE_WINDOW (256u << 10)       /* bytes per read outside spans, and per raw-span piece */
+#define WRITEBACK_KICK (4u << 20)       /* start writeback after this many bytes, so the final fdatasync is short */
+#define CHUNK_RING 16                   /* chunk digests in flight on the hashing thread */
 
 typedef struct Interval {
         uint64_t start, end;
@@ -57,12 +59,25 @@ struct Stager {
         Buffers bufs[HASH_PIPE_SLOTS];
         size_t bufsize;
         Sha256 full;                    /* VERIFY_FULL: the whole file */
-        Sha256 chunk;                   /* the current chunk */
+        Sha256 ring[CHUNK_RING];        /* chunk states: the current one and those still being hashed */
+        uint64_t ring_chunk[CHUNK_RING];/* which chunk each holds */
+        unsigned ring_cur, ring_pending;/* the current entry; entries ended but not yet finalised */
         uint8_t *chunks;                /* the new chunk table, or NULL */
         uint64_t n_chunks;
 
         StageProgress progress;
+        uint64_t unkicked;              /* bytes written since writeback was last started */
 };
+
+/* Count bytes written into the slot; now and then start their writeback without waiting for it. */
+static void written(Stager *s, uint64_t n) {
+        s->progress.slot_bytes += n;
+        s->unkicked += n;
+        if (s->unkicked >= WRITEBACK_KICK) {
+                (void) sync_file_range(s->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+                s->unkicked = 0;
+        }
+}
 
 Stager *stager_free(Stager *s) {
         if (!s)
@@ -177,7 +192,8 @@ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, Veri
         if (r < 0)
                 return tp_error(err, r, "cannot start the hashing thread: %s", strerror(-r));
         sha256_init(&s->full);
-        sha256_init(&s->chunk);
+        sha256_init(&s->ring[0]);
+        s->ring_chunk[0] = s->pos / (tgt->chunk_size ? tgt->chunk_size : 1);
 
         s->undo_path = strdup(undo_path);
         if (!s->undo_path)
@@ -199,7 +215,21 @@ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, Veri
         return 0;
 }
 
-/* Hash result bytes [pos, pos+n) (held in pipeline slot @slot) into the file and chunk digests. */
+/* Finalise the chunk digests the hashing thread has finished (all of them after a sync). */
+static void chunks_settle(Stager *s) {
+        hash_pipe_sync(s->pipe);
+        for (unsigned k = 1; k <= s->ring_pending; k++) {
+                unsigned e = (s->ring_cur + CHUNK_RING - k) % CHUNK_RING;
+                sha256_final(&s->ring[e], s->chunks + s->ring_chunk[e] * SHA256_DIGEST_SIZE);
+        }
+        s->ring_pending = 0;
+}
+
+/*
+ * Hash result bytes [pos, pos+n) (held in pipeline slot @slot) into the file
+ * and chunk digests. A chunk's state stays in the ring until the hashing
+ * thread is done with it, so chunk boundaries do not stall the pipeline.
+ */
 static void hash_result(Stager *s, unsigned slot, uint64_t pos, const uint8_t *data, size_t n) {
         if (!s->chunks) {
                 hash_pipe_feed(s->pipe, slot, &s->full, NULL, data, n);
@@ -208,14 +238,23 @@ static void hash_result(Stager *s, unsigned slot, uint64_t pos, const uint8_t *d
         while (n > 0) {
                 uint64_t c = s->tgt.chunk_size, end = (pos / c + 1) * c;
                 size_t k = end - pos < n ? (size_t) (end - pos) : n;
-                hash_pipe_feed(s->pipe, slot, &s->chunk, s->incremental ? NULL : &s->full, data, k);
+                Sha256 *cur = &s->ring[s->ring_cur];
+                if (s->ring_chunk[s->ring_cur] != pos / c) {
+                        /* An interval starts at a new chunk (incremental passes skip untouched ones). */
+                        s->ring_chunk[s->ring_cur] = pos / c;
+                        sha256_init(cur);
+                }
+                hash_pipe_feed(s->pipe, slot, cur, s->incremental ? NULL : &s->full, data, k);
                 pos += k;
                 data += k;
                 n -= k;
                 if (pos % c == 0 || pos == s->tgt.size) {
-                        hash_pipe_sync(s->pipe);
-                        sha256_final(&s->chunk, s->chunks + (pos - 1) / c * SHA256_DIGEST_SIZE);
-                        sha256_init(&s->chunk);
+                        if (s->ring_pending == CHUNK_RING - 1)
+                                chunks_settle(s);
+                        s->ring_pending++;
+                        s->ring_cur = (s->ring_cur + 1) % CHUNK_RING;
+                        s->ring_chunk[s->ring_cur] = pos / c;
+                        sha256_init(&s->ring[s->ring_cur]);
                 }
         }
 }
@@ -248,7 +287,7 @@ static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool resto
                         r = pwrite_full(s->fd, buf + (lo - pos), hi - lo, lo);
                         if (r < 0)
                                 return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", lo, strerror(-r));
-                        s->progress.slot_bytes += hi - lo;
+                        written(s, hi - lo);
                 }
         }
         return 0;
@@ -287,7 +326,6 @@ static int begin_span(Stager *s, TpError *err) {
 static int end_span(Stager *s, TpError *err) {
         uint8_t db[SHA256_DIGEST_SIZE], dn[SHA256_DIGEST_SIZE];
 
-        hash_pipe_sync(s->pipe);
         sha256_final(&s->span_base, db);
         sha256_final(&s->span_new, dn);
         if (memcmp(db, s->span->base_sha256, SHA256_DIGEST_SIZE) != 0)
@@ -316,7 +354,8 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
                 n = span_end - pos < s->group ? (size_t) (span_end - pos) : s->group;
                 if ((r = read_base(s, pos, n, b->base, false, err)) < 0)
                         return r;
-                hash_pipe_feed(s->pipe, slot, &s->span_base, NULL, b->base, n);
+                /* Span digests on this thread: the hashing thread's one job is the whole-file stream. */
+                sha256_update(&s->span_base, b->base, n);
                 if ((r = undo_writer_append(s->undo_out, b->base, n, err)) < 0)
                         return r;
                 if ((r = span_reader_read(s->reader, b->frame, n, err)) < 0)
@@ -326,10 +365,10 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
                         delta_decode(s->layout, b->base, b->frame, n, b->out);
                         bytes = b->out;
                 }
-                hash_pipe_feed(s->pipe, slot, &s->span_new, NULL, bytes, n);
+                sha256_update(&s->span_new, bytes, n);
                 if ((r = pwrite_full(s->fd, bytes, n, pos)) < 0)
                         return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", pos, strerror(-r));
-                s->progress.slot_bytes += n;
+                written(s, n);
                 hash_result(s, slot, pos, bytes, n);
                 s->pos += n;
                 if (s->pos == span_end)
@@ -354,6 +393,8 @@ static int finish(Stager *s, TpError *err) {
         int r;
 
         hash_pipe_sync(s->pipe);
+        if (s->chunks)
+                chunks_settle(s);
         if (s->m && s->next_span != s->m->n_spans)
                 return tp_error(err, -EBADMSG, "the pass ended before span #%zu", s->next_span);
         if (s->reader && (r = span_reader_finish(s->reader, err)) < 0)

@@ -21,6 +21,7 @@
 #include "taskpatchd-manager.h"
 
 #define SPACE_MARGIN (1u << 20)
+#define STAGE_SLICE (2u << 20)          /* staging decodes as it goes: smaller slices keep requests quick */
 
 typedef enum SwitchStage {
         SWITCH_PREPARE,
@@ -215,7 +216,7 @@ static int stage_step(Operation *op, Switch *sw) {
                 op->total = sw->copied + stager_progress(sw->stager)->total;
         }
         op->phase = "write";
-        r = stager_step(sw->stager, OPERATION_SLICE, &op->err);
+        r = stager_step(sw->stager, STAGE_SLICE, &op->err);
         if (r < 0) {
                 op->err_code = r == -EBADMSG ? "refused" : NULL;
                 return r;

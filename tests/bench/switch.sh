@@ -1,0 +1,208 @@
+#!/bin/bash
+# Device benchmarks (issue "Device"), printed as ratios against named peers in one run:
+#  1. a sibling switch on a ~350 MB q4_0 model with ~12 MB tasks (page cache warm, fsync
+#     included, this filesystem): bytes written into the slot vs the spans undone + written;
+#     time with full verification vs one `openssl dgst -sha256` of the model and vs the
+#     full-copy alternative (cp the task model, fsync it, sha256 it); the same with
+#     incremental verification;
+#  2. the slowest `status` answer while a switch runs (one client asking every 5 ms);
+#  3. daemon memory: RssAnon idle and at its peak while switching a 4 GiB model (sampled
+#     every 5 ms), VmHWM beside it; provisioning time of the 4 GiB model (no reflink on ext4).
+# Usage: tests/bench/switch.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/switch.json;
+#        SKIP_4G=1 leaves out part 3's 4 GiB model, which needs ~13 GB of disk)
+set -eu
+build=$(cd "$1" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tp="$build/bin/taskpatch" tpctl="$build/bin/tpctl" daemon="$build/bin/taskpatchd"
+fix="$build/tools/gguf-fixture"
+work="$build/bench/switch"
+mkdir -p "$work"
+ggml=$(sh "$root/tests/tools/npm-ggml.sh" "$root/build/npm" | tail -n 1)
+sh "$root/tests/tools/make-pki.sh" "$work/pki" > /dev/null
+sign=(--key "$work/pki/signer.key" --cert "$work/pki/signer.crt")
+results="$work/results.jsonl"
+: > "$results"
+dpid=
+trap '[ -n "$dpid" ] && kill "$dpid" 2> /dev/null; true' EXIT
+
+size() { stat -c %s "$1"; }
+emit() { echo "$1" >> "$results"; }
+ns() { date +%s%N; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+secs() { awk -v t="$1" 'BEGIN {printf "%.4f", t / 1e9}'; }
+best() { printf '%s\n' "$@" | sort -n | head -n 1; }
+
+# start_daemon NAME [EXTRA-YAML]: a daemon on $work/NAME
+start_daemon() {
+    local d="$work/$1"
+    rm -rf "$d"
+    mkdir -p "$d"
+    printf 'state_dir: %s/state\nsocket: %s/sock\nmodel_path: %s/state/model.gguf\ntrust:\n  ca: %s/pki/ca.pem\ntrial:\n  timeout: 600\n%s\n' \
+        "$d" "$d" "$d" "$work" "${2:-}" > "$d/conf.yaml"
+    TASKPATCHD_LOG_LEVEL=notice "$daemon" --config "$d/conf.yaml" 2> "$d/log" &
+    dpid=$!
+    sock="$d/sock"
+    for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+    model="$d/state/model.gguf"
+}
+stop_daemon() { kill "$dpid"; wait "$dpid" 2> /dev/null || true; dpid=; }
+ctl() { "$tpctl" --socket "$sock" --no-progress "$@"; }
+st() { ctl --json status | python3 -c "import json,sys; v=json.load(sys.stdin)
+for k in sys.argv[1].split('.'): v = v[k]
+print(v)" "$1"; }
+
+echo "1. sibling switches on a ~350 MB q4_0 model (page cache warm, fsync included, $(stat -f -c %T "$work"))"
+dims=(--type q4_0 --dim 2048 --ff 5632 --layers 12 --vocab 300)
+tq="blk.0.attn_q.weight,blk.0.attn_v.weight,blk.1.attn_q.weight,blk.1.attn_v.weight,blk.2.attn_q.weight"
+tv="blk.5.attn_q.weight,blk.5.attn_v.weight,blk.6.attn_q.weight,blk.6.attn_v.weight,blk.7.attn_q.weight"
+tb="blk.9.attn_q.weight,blk.9.attn_v.weight,blk.10.attn_q.weight,blk.10.attn_v.weight,blk.11.attn_q.weight"
+[ -f "$work/base.gguf" ] || "$fix" --ggml "$ggml" "${dims[@]}" -o "$work/base.gguf" > /dev/null
+[ -f "$work/json.gguf" ] || "$fix" --ggml "$ggml" "${dims[@]}" --mode lora --targets "$tq" -o "$work/json.gguf" > /dev/null
+[ -f "$work/shout.gguf" ] || "$fix" --ggml "$ggml" "${dims[@]}" --mode lora --targets "$tv" --task-seed 9 -o "$work/shout.gguf" > /dev/null
+[ -f "$work/bullet.gguf" ] || "$fix" --ggml "$ggml" "${dims[@]}" --mode lora --targets "$tb" --task-seed 13 -o "$work/bullet.gguf" > /dev/null
+for t in json shout bullet; do
+    "$tp" create "$work/base.gguf" "$work/$t.gguf" -o "$work/$t.tpb" --task "$t" "${sign[@]}" --level 3 > /dev/null
+done
+msize=$(size "$work/base.gguf")
+spans() { "$tp" inspect --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["changed_bytes"])'; }
+sj=$(spans "$work/json.tpb")
+printf '   model %d B; three sibling tasks (json, shout, bullet), each changing 5 tensors: spans %d B, bundle %d B\n' \
+    "$msize" "$sj" "$(size "$work/json.tpb")"
+
+# The peers, in this run: one openssl pass; the full-copy alternative.
+sync
+cat "$work/base.gguf" "$work"/*.gguf > /dev/null
+dg=() fc=()
+for _ in 1 2 3 4 5; do
+    t0=$(ns); openssl dgst -sha256 "$work/base.gguf" > /dev/null; t1=$(ns); dg+=($((t1 - t0)))
+    t0=$(ns); cp "$work/json.gguf" "$work/copy.gguf" && sync "$work/copy.gguf" && openssl dgst -sha256 "$work/copy.gguf" > /dev/null
+    t1=$(ns); fc+=($((t1 - t0))); rm -f "$work/copy.gguf"
+done
+t_dgst=$(best "${dg[@]}") t_copy=$(best "${fc[@]}")
+printf '   openssl dgst -sha256 of the model: %s s; cp + fsync + openssl dgst of the task model: %s s\n' \
+    "$(secs "$t_dgst")" "$(secs "$t_copy")"
+
+for mode in full incremental; do
+    start_daemon "$mode" "verify: $mode"
+    t0=$(ns); ctl provision "$work/base.gguf" > /dev/null; t1=$(ns)
+    t_prov=$((t1 - t0))
+    for t in json shout bullet; do ctl install "$work/$t.tpb" > /dev/null; done
+    # Both slots get a task first; then three tasks rotate through two slots, so every measured
+    # switch undoes one task in the inactive slot and writes another.
+    ctl switch json > /dev/null; ctl mark-good > /dev/null
+    ctl switch shout > /dev/null; ctl mark-good > /dev/null
+    times=() bytes=()
+    for task in bullet json shout bullet json shout; do
+        t0=$(ns); ctl switch "$task" > /dev/null; t1=$(ns)
+        times+=($((t1 - t0)))
+        bytes+=("$(st counters.last_switch_slot_bytes)")
+        ctl mark-good > /dev/null
+        cmp -s "$model" "$work/$task.gguf" || { echo "switch.sh: $mode: $task is not byte-identical" >&2; exit 1; }
+    done
+    t_sw=$(best "${times[@]}")
+    written=$(printf '%s\n' "${bytes[@]}" | sort -n | tail -n 1)
+    undo_total=$(st counters.undo_bytes_written) state_total=$(st counters.state_bytes_written)
+    n_sw=$(st counters.switches)
+    budget=$((2 * sj))
+    printf '   %-11s switch %s s: %s x openssl dgst, %s x full copy; slot bytes %d = %s x (undone %d + written %d); undo %d B/switch, state files %d B/switch\n' \
+        "$mode:" "$(secs "$t_sw")" "$(ratio "$t_sw" "$t_dgst")" "$(ratio "$t_sw" "$t_copy")" "$written" \
+        "$(ratio "$written" "$budget")" "$sj" "$sj" $((undo_total / n_sw)) $((state_total / n_sw))
+    emit "{\"case\": \"switch-350MB-$mode\", \"model_bytes\": $msize, \"switch_s\": $(secs "$t_sw"), \"openssl_dgst_s\": $(secs "$t_dgst"), \"full_copy_s\": $(secs "$t_copy"), \"ratio_to_dgst\": $(ratio "$t_sw" "$t_dgst"), \"ratio_to_full_copy\": $(ratio "$t_sw" "$t_copy"), \"slot_bytes\": $written, \"spans_undone_plus_written\": $budget, \"undo_bytes_per_switch\": $((undo_total / n_sw)), \"state_bytes_per_switch\": $((state_total / n_sw)), \"provision_s\": $(secs "$t_prov")}"
+
+    if [ "$mode" = full ]; then
+        echo
+        echo "2. the slowest status answer during a switch (one client, a request every 5 ms)"
+        python3 - "$sock" "$tpctl" > "$work/latency.txt" <<'PY'
+import json, socket, subprocess, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile('rb')
+sw = subprocess.Popen([sys.argv[2], '--socket', sys.argv[1], '--no-progress', 'switch', 'bullet'], stdout=subprocess.DEVNULL)
+worst, n = 0.0, 0
+while sw.poll() is None:
+    t0 = time.perf_counter(); s.sendall(b'{"cmd":"status"}\n'); r = json.loads(f.readline())
+    worst = max(worst, time.perf_counter() - t0); n += 1
+    time.sleep(0.005)
+print(f"{worst * 1000:.2f} {n}")
+PY
+        read -r worst n < "$work/latency.txt"
+        ctl mark-good > /dev/null
+        printf '   %d status requests during the switch, slowest answer %s ms (required < 100 ms)\n' "$n" "$worst"
+        emit "{\"case\": \"status-latency-during-switch\", \"requests\": $n, \"worst_ms\": $worst}"
+        echo
+    fi
+    stop_daemon
+done
+printf '   provisioning the 350 MB model (copy into two slots, hash both): %s s\n' "$(secs "$t_prov")"
+
+if [ "${SKIP_4G:-0}" != 1 ]; then
+    echo
+    echo "3. daemon memory: idle, and at its peak while switching a 4 GiB model"
+    python3 - "$work" <<'PY'
+import os, sys
+d = sys.argv[1]
+size = 4 << 30
+with open(f"{d}/big-base.bin", "wb") as f:
+    f.truncate(size)
+    for off in range(0, size, 32 << 20):
+        f.seek(off); f.write(os.urandom(1 << 20))
+import shutil
+for name, seed in (("big-a.bin", 1), ("big-b.bin", 2)):
+    shutil.copyfile(f"{d}/big-base.bin", f"{d}/{name}")
+    with open(f"{d}/{name}", "r+b") as f:
+        for k, off in enumerate((seed << 20, 1 << 30, (3 << 30) + (seed << 22), size - (8 << 20))):
+            f.seek(off); f.write(os.urandom(3 << 20))
+PY
+    "$tp" create "$work/big-base.bin" "$work/big-a.bin" -o "$work/big-a.tpb" --task biga "${sign[@]}" --level 3 > /dev/null
+    "$tp" create "$work/big-base.bin" "$work/big-b.bin" -o "$work/big-b.tpb" --task bigb "${sign[@]}" --level 3 > /dev/null
+    start_daemon big
+    sleep 0.5
+    idle=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
+    t0=$(ns); ctl provision "$work/big-base.bin" > /dev/null; t1=$(ns)
+    t_prov4=$((t1 - t0))
+    ctl install "$work/big-a.tpb" > /dev/null
+    ctl install "$work/big-b.tpb" > /dev/null
+    ctl switch biga > /dev/null; ctl mark-good > /dev/null
+    python3 - "$dpid" > "$work/rss.txt" <<'PY' &
+import sys, time
+peak = 0
+path = f"/proc/{sys.argv[1]}/status"
+t_end = time.time() + 600
+while time.time() < t_end:
+    try:
+        v = dict(l.split(':', 1) for l in open(path))
+    except OSError:
+        break
+    peak = max(peak, int(v['RssAnon'].split()[0]))
+    hwm = int(v['VmHWM'].split()[0])
+    print(peak, hwm, flush=True)
+    time.sleep(0.005)
+PY
+    sampler=$!
+    t0=$(ns); ctl switch bigb > /dev/null; t1=$(ns)
+    ctl mark-good > /dev/null
+    cmp -s "$model" "$work/big-b.bin" || { echo "switch.sh: 4 GiB switch is not byte-identical" >&2; exit 1; }
+    idle_after=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
+    stop_daemon
+    wait "$sampler" 2> /dev/null || true
+    read -r peak hwm < <(tail -n 1 "$work/rss.txt")
+    printf '   RssAnon idle %d KB (required <= 4 MB), after the work %d KB; peak while switching %d KB (required <= 16 MB); VmHWM %d KB\n' \
+        "$idle" "$idle_after" "$peak" "$hwm"
+    printf '   provisioning 4 GiB (copy into two slots and hash both, ext4 has no reflink): %s s; the switch: %s s\n' \
+        "$(secs "$t_prov4")" "$(secs $((t1 - t0)))"
+    emit "{\"case\": \"memory-4GiB\", \"rss_anon_idle_kb\": $idle, \"rss_anon_idle_after_kb\": $idle_after, \"rss_anon_peak_kb\": $peak, \"vmhwm_kb\": $hwm, \"provision_4GiB_s\": $(secs "$t_prov4"), \"switch_4GiB_s\": $(secs $((t1 - t0)))}"
+    rm -rf "$work"/big-* "$work/big"
+fi
+
+python3 - "$results" "$work/switch.json" <<'PY'
+import json, os, platform, sys
+cases = [json.loads(l) for l in open(sys.argv[1])]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith(("model name", "Model"))), "unknown")
+json.dump({"benchmark": "switch", "conditions": {"cpu": cpu, "arch": platform.machine(), "page_cache": "warm",
+           "fsync": "included (daemon and the cp peer)",
+           "filesystem": os.popen("stat -f -c %T " + sys.argv[2].rsplit('/', 1)[0]).read().strip()},
+           "cases": cases}, open(sys.argv[2], "w"), indent=2)
+PY
+if [ "${RECORD:-0}" = 1 ]; then
+    mkdir -p "$root/tests/bench/results"
+    cp "$work/switch.json" "$root/tests/bench/results/switch.json"
+    echo "recorded tests/bench/results/switch.json"
+fi
