@@ -200,6 +200,27 @@ static int on_command_timeout(sd_event_source *s _unused_, uint64_t usec _unused
         return 0;
 }
 
+/*
+ * The daemon's environment without what the service manager meant for the daemon
+ * alone: a probe must not send sd_notify messages or pet the watchdog in its name.
+ */
+static char **child_environment(void) {
+        static char *env[256];
+        static const char *const drop[] = { "NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=", "LISTEN_FDS=",
+                                            "LISTEN_PID=", "LISTEN_FDNAMES=" };
+        size_t n = 0;
+
+        for (char **e = environ; *e && n < ELEMENTSOF(env) - 1; e++) {
+                bool keep = true;
+                for (size_t i = 0; keep && i < ELEMENTSOF(drop); i++)
+                        keep = strncmp(*e, drop[i], strlen(drop[i])) != 0;
+                if (keep)
+                        env[n++] = *e;
+        }
+        env[n] = NULL;
+        return env;
+}
+
 static int command_spawn(const char *command, pid_t *ret_pid) {
         char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) command, NULL };
         posix_spawn_file_actions_t actions;
@@ -241,7 +262,7 @@ static int command_spawn(const char *command, pid_t *ret_pid) {
                 r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
                                                             POSIX_SPAWN_SETPGROUP);
         if (r == 0)
-                r = posix_spawn(&pid, argv[0], &actions, &attr, argv, environ);
+                r = posix_spawn(&pid, argv[0], &actions, &attr, argv, child_environment());
 
         posix_spawnattr_destroy(&attr);
         posix_spawn_file_actions_destroy(&actions);

@@ -35,21 +35,25 @@ static void now_utc(char buf[21]) {
 
 /* ---- state, events ---- */
 
-void manager_set_state(Manager *m, ManagerState s) {
-        if (m->state == s)
-                return;
-        log_info("state: %s -> %s", state_names[m->state], state_names[s]);
-        m->state = s;
-        if (s == STATE_TRIAL)
+void manager_send_status(Manager *m) {
+        const Seal *a = &m->seals[m->active];
+
+        if (m->state == STATE_TRIAL)
                 (void) sd_notifyf(false, "STATUS=%s v%" PRIu64 " on trial in slot %s",
                                   m->ps.trial.task[0] ? m->ps.trial.task : "base", m->ps.trial.version,
                                   slot_id_to_string(m->ps.trial.slot));
-        else if (s == STATE_IDLE && m->ps.provisioned)
-                (void) sd_notifyf(false, "STATUS=idle: %s v%" PRIu64 " active in slot %s",
-                                  m->seals[m->active].task[0] ? m->seals[m->active].task : "base",
-                                  m->seals[m->active].version, slot_id_to_string(m->active));
+        else if (m->state == STATE_IDLE && m->ps.provisioned)
+                (void) sd_notifyf(false, "STATUS=idle: %s v%" PRIu64 " active in slot %s", a->task[0] ? a->task : "base",
+                                  a->version, slot_id_to_string(m->active));
         else
-                (void) sd_notifyf(false, "STATUS=%s", state_names[s]);
+                (void) sd_notifyf(false, "STATUS=%s", state_names[m->state]);
+}
+
+void manager_set_state(Manager *m, ManagerState s) {
+        if (m->state != s)
+                log_info("state: %s -> %s", state_names[m->state], state_names[s]);
+        m->state = s;
+        manager_send_status(m);
 }
 
 void manager_emit(Manager *m, const char *transaction, json_t *ev) {
@@ -177,6 +181,19 @@ static void lifecycle(Manager *m, const char *event, SlotId slot, const char *tr
                       slot_id_to_string(slot), h, transaction, detail);
 }
 
+/* The journal entry of a rollback: the task that was rolled back, and the slot active again. */
+static void rolled_back_entry(Manager *m, const char *task, uint64_t version, SlotId from, const char *transaction,
+                              const char *reason) {
+        char h[SHA256_HEX_SIZE], detail[TP_ERROR_MAX + 64];
+        const Seal *now = &m->seals[m->active];
+
+        sha256_to_hex(m->seals[from].sha256, h);
+        snprintf(detail, sizeof(detail), "%s; slot %s (%s v%" PRIu64 ") is active again", reason,
+                 slot_id_to_string(m->active), now->task[0] ? now->task : "base", now->version);
+        log_lifecycle("rolled-back", task, (unsigned long long) version, slot_id_to_string(m->active), h,
+                      transaction, detail);
+}
+
 /* ---- trial ---- */
 
 static void trial_stop(Manager *m) {
@@ -255,7 +272,7 @@ static int trial_rollback(Manager *m, const char *reason) {
         if (manager_save_state(m, &err) < 0)
                 log_error("cannot record the rollback: %s (the symlink is the truth; a restart repairs it)",
                           err.message);
-        lifecycle(m, "rolled-back", m->active, t.transaction, reason);
+        rolled_back_entry(m, t.task, t.version, t.slot, t.transaction, reason);
         emit_slot_changed(m, t.transaction, "rollback");
         json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s}", "event", "rolled-back", "task",
                                t.task[0] ? json_string(t.task) : json_null(), "version", (json_int_t) t.version,
@@ -535,12 +552,16 @@ int manager_rollback(Manager *m, Client *c) {
                 client_reply_error(c, "io", "%s", err.message);
                 return 0;
         }
-        lifecycle(m, "rolled-back", other, "", reason);
-        emit_slot_changed(m, NULL, "rollback");
+        char transaction[TRANSACTION_ID_SIZE] = "";
+        sd_id128_t id;
+        if (sd_id128_randomize(&id) >= 0)
+                sd_id128_to_string(id, transaction);
+        rolled_back_entry(m, m->seals[from].task, m->seals[from].version, from, transaction, reason);
+        emit_slot_changed(m, transaction, "rollback");
         json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s}", "event", "rolled-back", "task",
                                m->seals[from].task[0] ? json_string(m->seals[from].task) : json_null(), "version",
                                (json_int_t) m->seals[from].version, "slot", slot_id_to_string(other), "reason", reason);
-        manager_emit(m, NULL, ev);
+        manager_emit(m, transaction, ev);
         manager_set_state(m, STATE_IDLE);
         json_t *resp = json_pack("{s:s, s:s}", "state", "committed", "slot", slot_id_to_string(other));
         seal_event_fields(resp, &m->seals[other]);

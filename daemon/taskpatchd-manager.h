@@ -102,6 +102,7 @@ struct Manager {
         sd_event_source *lease_source;
         bool lease_broken;
 
+        int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
         Counters counters;
         char last_error_code[16];
         char last_error[TP_ERROR_MAX];
@@ -117,7 +118,9 @@ void manager_set_server(Manager *m, Server *s);
 
 /* ---- shared with the operation files ---- */
 
+/* Change state (logged), and tell the service manager (sd_notify STATUS=) what runs now. */
 void manager_set_state(Manager *m, ManagerState s);
+void manager_send_status(Manager *m);
 /* Send an event (reference stolen) to subscribers and to the operation's waiting client; adds time and transaction. */
 void manager_emit(Manager *m, const char *transaction, json_t *ev);
 /* Emit a progress event for the running operation at most a few times per second. */

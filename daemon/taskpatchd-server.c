@@ -372,8 +372,10 @@ static int bind_socket(Server *s, const char *path, TpError *err) {
         if (lstat(path, &st) == 0) {
                 if (!S_ISSOCK(st.st_mode))
                         return tp_error(err, -EEXIST, "%s exists and is not a socket", path);
-                _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                if (probe >= 0 && connect(probe, (struct sockaddr *) &sa, sizeof(sa)) == 0)
+                _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                if (probe < 0)
+                        return tp_error(err, negative_errno(), "socket: %s", strerror(errno));
+                if (connect(probe, (struct sockaddr *) &sa, sizeof(sa)) == 0 || errno != ECONNREFUSED)
                         return tp_error(err, -EADDRINUSE, "%s: another taskpatchd is listening there", path);
                 (void) unlink(path);
         }

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,8 +135,10 @@ static int repair(Manager *m, TpError *err) {
                                     t.task[0] ? t.task : "the base", t.version, slot_id_to_string(m->ps.committed));
                         if ((r = manager_point_model_path(m, m->ps.committed, err)) < 0)
                                 return r;
+                        char h[SHA256_HEX_SIZE];
+                        sha256_to_hex(m->seals[t.slot].sha256, h);
                         log_lifecycle("rolled-back", t.task, (unsigned long long) t.version,
-                                      slot_id_to_string(m->ps.committed), "", t.transaction,
+                                      slot_id_to_string(m->ps.committed), h, t.transaction,
                                       "the daemon restarted during the trial");
                         snprintf(m->last_error_code, sizeof(m->last_error_code), "rolled-back");
                         snprintf(m->last_error, sizeof(m->last_error),
@@ -178,6 +181,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
 
         if (!m)
                 return -ENOMEM;
+        m->lock_fd = -1;
         m->event = sd_event_ref(e);
         m->config = config;
         m->state = STATE_UNPROVISIONED;
@@ -188,6 +192,18 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                         return r;
         if (mkdir(config->state_dir, 0750) < 0 && errno != EEXIST)
                 return tp_error(err, negative_errno(), "%s: %s", config->state_dir, strerror(errno));
+        /* First of all: nothing in the state directory is touched while another daemon owns it. */
+        {
+                _cleanup_free_ char *lock = NULL;
+                if (asprintf(&lock, "%s/taskpatchd.lock", config->state_dir) < 0)
+                        return -ENOMEM;
+                m->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+                if (m->lock_fd < 0)
+                        return tp_error(err, negative_errno(), "%s: %s", lock, strerror(errno));
+                if (flock(m->lock_fd, LOCK_EX | LOCK_NB) < 0)
+                        return tp_error(err, errno == EWOULDBLOCK ? -EBUSY : negative_errno(),
+                                        "%s is in use by another taskpatchd (%s)", config->state_dir, lock);
+        }
         if (asprintf(&slots, "%s/slots", config->state_dir) < 0)
                 return -ENOMEM;
         r = mkdir(slots, 0755) < 0 && errno != EEXIST ? negative_errno() : 0;
@@ -261,6 +277,7 @@ Manager *manager_free(Manager *m) {
                 free(m->files[s].chunks);
         }
         free(m->state_path);
+        safe_close(m->lock_fd);
         sd_event_unref(m->event);
         free(m);
         return NULL;

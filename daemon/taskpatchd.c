@@ -32,6 +32,14 @@ static void help(void) {
                CONFIG_DEFAULT_PATH);
 }
 
+static int on_hangup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        (void) s;
+        (void) si;
+        (void) userdata;
+        log_notice("SIGHUP: the configuration is read only at start; restart taskpatchd to apply changes");
+        return 0;
+}
+
 static int on_stop(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         (void) userdata;
         log_info("received %s: stopping", strsignal((int) si->ssi_signo));
@@ -103,6 +111,7 @@ int main(int argc, char *argv[]) {
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 
@@ -113,6 +122,7 @@ int main(int argc, char *argv[]) {
         }
         (void) sd_event_add_signal(e, NULL, SIGTERM, on_stop, NULL);
         (void) sd_event_add_signal(e, NULL, SIGINT, on_stop, NULL);
+        (void) sd_event_add_signal(e, NULL, SIGHUP, on_hangup, NULL);
         (void) sd_event_set_watchdog(e, true);  /* WATCHDOG=1 when WATCHDOG_USEC is set */
 
         r = manager_new(e, &config, &m, &err);
@@ -129,7 +139,7 @@ int main(int argc, char *argv[]) {
         log_info("taskpatchd %s ready (state %s, kernel %s)", TASKPATCH_VERSION, config.state_dir,
                  kernel_active(KERNEL_SHA256));
         (void) sd_notify(false, "READY=1");
-        manager_set_state(m, m->state);
+        manager_send_status(m);
         r = sd_event_loop(e);
         if (r < 0)
                 log_error("event loop: %s", strerror(-r));

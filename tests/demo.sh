@@ -1,8 +1,10 @@
 #!/bin/sh
-# make demo: the TaskPatch story as far as it exists today — the producer side. Provisions a
-# small llama-architecture model (quantized by ggml's own quantizer), folds a "json" task into
-# it, ships only the changed bytes as a signed bundle, and rebuilds the task model from the base
-# byte for byte. Grows with the device daemon (install, switch, rollback) when it lands.
+# make demo: the TaskPatch story as far as it exists today. The producer makes a small
+# llama-architecture model (quantized by ggml's own quantizer) and three tasks, and signs
+# bundles of just the changed bytes; the device (taskpatchd on a scratch directory, driven by
+# tpctl as a technician would) provisions, installs, switches with a SHA-256 proof, writes
+# O(patch) bytes per switch, rolls back an unconfirmed task and refuses a tampered bundle.
+# Grows with fleet delivery and the inference services as they land.
 # Usage: tests/demo.sh BUILD_DIR
 set -eu
 build=$1
@@ -41,33 +43,78 @@ sh "$root/tests/tools/make-pki.sh" "$work/pki" > /dev/null
 run "$tp" create "$work/base.gguf" "$work/json.gguf" -o "$work/json.tpb" --task json --version 1 \
     --key "$work/pki/signer.key" --cert "$work/pki/signer.crt" --expect-sites "$work/json.lora.gguf"
 
-bold "4. A device verifies it against its trusted CA before reading any payload byte"
-run "$tp" verify "$work/json.tpb" --ca "$work/pki/ca.pem"
+bold "4. Two more tasks from the same base: shout and bullet"
+for t in shout bullet; do
+    if [ "$t" = shout ]; then seed=9 targets=attn_v,ffn_up; else seed=13 targets=attn_q,ffn_down; fi
+    # shellcheck disable=SC2086
+    "$fix" --ggml "$ggml" $dims --mode lora --targets "$targets" --task-seed "$seed" -o "$work/$t.gguf" > /dev/null
+    "$tp" create "$work/base.gguf" "$work/$t.gguf" -o "$work/$t.tpb" --task "$t" --version 1 \
+        --key "$work/pki/signer.key" --cert "$work/pki/signer.crt" > /dev/null
+    echo "$t.tpb: $(bytes "$work/$t.tpb") bytes"
+done
 
-bold "5. ...and rebuilds the task model from the base it already has"
-run "$tp" apply "$work/base.gguf" "$work/json.tpb" -o "$work/rebuilt.gguf" --ca "$work/pki/ca.pem"
+bold "5. The device: taskpatchd on a scratch state directory, driven by tpctl as a technician would"
+cat > "$work/taskpatchd.yaml" <<EOF
+state_dir: $work/device
+socket: $work/taskpatchd.sock
+model_path: $work/device/model.gguf
+trust:
+  ca: $work/pki/ca.pem
+trial:
+  timeout: 5
+EOF
+TASKPATCHD_LOG_LEVEL=warning "$build/bin/taskpatchd" --config "$work/taskpatchd.yaml" 2> "$work/daemon.log" &
+daemon=$!
+trap 'kill $daemon 2> /dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 100); do [ -S "$work/taskpatchd.sock" ] && break; sleep 0.05; done
+TASKPATCH_SOCKET="$work/taskpatchd.sock"
+export TASKPATCH_SOCKET
+tpctl() { printf '$ tpctl %s\n' "$*"; "$build/bin/tpctl" "$@"; }
+model="$work/device/model.gguf"
+sha() { "$tp" hash "$1" | cut -c1-64; }
+tpctl provision "$work/base.gguf"
+tpctl install "$work/json.tpb"
+tpctl install "$work/shout.tpb"
+tpctl install "$work/bullet.tpb"
 
-bold "6. The proof: SHA-256 of the rebuilt model and of the model the producer made"
-run "$tp" hash "$work/rebuilt.gguf" "$work/json.gguf"
-a=$("$tp" hash "$work/rebuilt.gguf" | cut -c1-64)
-b=$("$tp" hash "$work/json.gguf" | cut -c1-64)
-[ "$a" = "$b" ] && echo "=> identical, byte for byte" || { echo "=> MISMATCH" >&2; exit 1; }
+bold "6. tpctl switch json: staged into the inactive slot, verified, activated, on trial"
+tpctl switch json
+tpctl mark-good
+tpctl status
 
-bold "7. What went over the wire"
+bold "7. The proof: SHA-256 of the model the device serves and of the model the producer made"
+run "$tp" hash "$model" "$work/json.gguf"
+[ "$(sha "$model")" = "$(sha "$work/json.gguf")" ] && echo "=> identical, byte for byte" ||
+    { echo "=> MISMATCH" >&2; exit 1; }
+
+bold "8. What went over the wire, and what the device wrote"
 full=$(bytes "$work/json.gguf")
 shipped=$(bytes "$work/json.tpb")
 awk -v s="$shipped" -v f="$full" 'BEGIN {
     printf "bundle %d bytes vs the full model %d bytes: %.1f%% (%.1fx less)\n", s, f, 100 * s / f, f / s }'
+tpctl switch shout
+"$build/bin/tpctl" mark-good > /dev/null
+written=$("$build/bin/tpctl" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"]["last_switch_slot_bytes"])')
+awk -v w="$written" -v f="$full" 'BEGIN {
+    printf "json -> shout wrote %d bytes into the inactive slot (undo json, write shout): %.1f%% of the model\n", w, 100 * w / f }'
 
-bold "8. A tampered bundle is refused, and nothing is written"
+bold "9. A task nobody confirms is rolled back when its trial ends (5 s here)"
+tpctl switch bullet
+sleep 6
+tpctl status | grep -E '^(Active|Last error):'
+[ "$(sha "$model")" = "$(sha "$work/shout.gguf")" ] && echo "=> back on shout, byte for byte"
+
+bold "10. A tampered bundle is refused; the active model is untouched"
 python3 -c "
 import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[len(b) // 2] ^= 1; open(sys.argv[2], 'wb').write(b)" \
     "$work/json.tpb" "$work/tampered.tpb"
-if "$tp" apply "$work/base.gguf" "$work/tampered.tpb" -o "$work/bad.gguf" --ca "$work/pki/ca.pem"; then
+if tpctl install "$work/tampered.tpb"; then
     echo "=> tampered bundle ACCEPTED" >&2
     exit 1
 fi
-[ ! -e "$work/bad.gguf" ] && echo "=> refused; no output file"
+[ "$(sha "$model")" = "$(sha "$work/shout.gguf")" ] && echo "=> refused; the device still serves shout"
 
-printf '\nNext: the device daemon (taskpatchd) installs such bundles into A/B slots, switches\n'
-printf 'atomically, and rolls back unless the task is confirmed.\n'
+kill "$daemon"
+wait "$daemon" 2> /dev/null || true
+printf '\nNext: fleet delivery (signed channels over HTTPS), inference services following the\n'
+printf 'switch, and the Debian package. See README.md.\n'

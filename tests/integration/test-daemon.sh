@@ -115,6 +115,10 @@ check "restart: installed bundles listed again" test "$(tpctl --json list | pyth
 # A restart during a trial rolls back.
 tpctl switch shout > /dev/null
 check "before the crash: shout on trial" test "$(tpctl --json status | jget state)" = trial
+$WRAP "$BIN/taskpatchd" --config "$CONF" > "$TMP/second.log" 2>&1
+check "a second daemon on the same state dir refuses to start" grep -q "in use by another taskpatchd" "$TMP/second.log"
+check "... and disturbs nothing: still on trial, model_path == shout.gguf" \
+    test "$(tpctl --json status | jget state)" = trial -a "$(readlink "$MODEL")" = "$STATE/slots/a.gguf"
 crash_daemon
 start_daemon
 tpctl --json status > "$TMP/st.json"
