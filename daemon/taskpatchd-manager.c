@@ -93,6 +93,12 @@ static void set_last_error(Manager *m, const char *code, const char *msg) {
         snprintf(m->last_error, sizeof(m->last_error), "%s", msg);
 }
 
+void manager_report_error(Manager *m, const char *transaction, const char *code, const char *msg, const char *cmd) {
+        set_last_error(m, code, msg);
+        manager_emit(m, transaction, json_pack("{s:s, s:s, s:s, s:s}", "event", "error", "code", code, "message", msg,
+                                               "cmd", cmd));
+}
+
 int manager_save_state(Manager *m, TpError *err) {
         uint64_t bytes = 0;
         int r = state_save(m->state_path, &m->ps, &bytes, err);
@@ -437,9 +443,7 @@ static void operation_finish(Manager *m, int r) {
                 const char *code = op->err_code ? op->err_code : code_for_errno(r);
                 const char *msg = tp_error_message(&op->err, r);
                 log_error("%s failed: %s", op->cmd, msg);
-                set_last_error(m, code, msg);
-                manager_emit(m, op->transaction, json_pack("{s:s, s:s, s:s, s:s}", "event", "error", "code", code,
-                                                           "message", msg, "cmd", op->cmd));
+                manager_report_error(m, op->transaction, code, msg, op->cmd);
                 if (op->client)
                         client_reply_error(op->client, code, "%s", msg);
                 if (m->state != STATE_TRIAL)
@@ -491,12 +495,15 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
                 (void) sd_event_source_set_description(m->op_source, op->cmd);
         }
         if (r < 0) {
-                client_reply_error(c, "internal", "cannot schedule the operation: %s", strerror(-r));
+                if (c)
+                        client_reply_error(c, "internal", "cannot schedule the operation: %s", strerror(-r));
                 operation_free(op);
                 return;
         }
         m->op = op;
         log_info("%s started (transaction %s)", op->cmd, op->transaction);
+        if (!c)
+                return;         /* the daemon's own work (a scrub): nobody waits */
         if (wait)
                 op->client = client_defer(c);
         else
@@ -567,4 +574,39 @@ int manager_rollback(Manager *m, Client *c) {
         seal_event_fields(resp, &m->seals[other]);
         client_reply(c, resp);
         return 0;
+}
+
+/* ---- scrub ---- */
+
+static int on_scrub_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        Operation *op = NULL;
+        uint64_t next = m->config->scrub_interval * 3600 * UINT64_C(1000000);
+        (void) usec;
+
+        if (m->op || !m->ps.provisioned || (m->state != STATE_IDLE && m->state != STATE_TRIAL))
+                next = 60 * UINT64_C(1000000);         /* busy: try again in a minute */
+        else if (scrub_new(&op) >= 0)
+                manager_start(m, op, NULL, false);
+        if (next > 0) {
+                (void) sd_event_source_set_time_relative(s, next);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        }
+        return 0;
+}
+
+int manager_schedule_scrub(Manager *m, uint64_t after_usec) {
+        int r;
+
+        if (!m->scrub_timer) {
+                r = sd_event_add_time_relative(m->event, &m->scrub_timer, CLOCK_BOOTTIME, after_usec, 0, on_scrub_timer,
+                                               m);
+                if (r >= 0)
+                        (void) sd_event_source_set_description(m->scrub_timer, "scrub");
+                return r;
+        }
+        r = sd_event_source_set_time_relative(m->scrub_timer, after_usec);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->scrub_timer, SD_EVENT_ONESHOT);
+        return r;
 }

@@ -18,6 +18,7 @@
  *   taskpatchd-requests.c   the socket requests and the status
  *   taskpatchd-provision.c  provision and install
  *   taskpatchd-switch.c     staging a task into the inactive slot
+ *   taskpatchd-scrub.c      the periodic full verification of both slots
  */
 
 #include <jansson.h>
@@ -94,7 +95,7 @@ struct Manager {
         Operation *op;
         sd_event_source *op_source;
 
-        sd_event_source *trial_timer, *probe_timer;
+        sd_event_source *trial_timer, *probe_timer, *scrub_timer;
         HealthCheck *health;
         Client *trial_client;           /* a switch waiting for the trial's outcome */
 
@@ -123,6 +124,8 @@ void manager_set_state(Manager *m, ManagerState s);
 void manager_send_status(Manager *m);
 /* Send an event (reference stolen) to subscribers and to the operation's waiting client; adds time and transaction. */
 void manager_emit(Manager *m, const char *transaction, json_t *ev);
+/* Record an error for status (last_error) and send an "error" event. */
+void manager_report_error(Manager *m, const char *transaction, const char *code, const char *msg, const char *cmd);
 /* Emit a progress event for the running operation at most a few times per second. */
 void manager_progress(Manager *m, Operation *op, const char *event_name);
 _warn_unused_result_ int manager_save_state(Manager *m, TpError *err);
@@ -159,5 +162,9 @@ _warn_unused_result_ int install_new(Manager *m, int fd, bool allow_downgrade, b
                                      const char **ret_code, TpError *err);
 _warn_unused_result_ int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret,
                                     const char **ret_code, TpError *err);
+/* A full verification of both slots against their seals (taskpatchd-scrub.c). */
+_warn_unused_result_ int scrub_new(Operation **ret);
+/* Run a scrub after @after_usec (and then every scrub_interval hours). */
+int manager_schedule_scrub(Manager *m, uint64_t after_usec);
 /* Turn a running install into a switch to what it installed (install --switch): 1, or 0 when it is already active. */
 _warn_unused_result_ int switch_continue(Operation *op, const char *task, uint64_t version, TpError *err);

@@ -154,12 +154,9 @@ static int repair(Manager *m, TpError *err) {
                 if ((r = manager_save_state(m, err)) < 0)
                         return r;
         }
-        if (!m->sealed[m->active]) {
-                snprintf(m->last_error_code, sizeof(m->last_error_code), "io");
-                snprintf(m->last_error, sizeof(m->last_error),
-                         "the active slot %s does not match its seal (changed on disk?)", slot_id_to_string(m->active));
-                log_error("%s", m->last_error);
-        }
+        if (!m->sealed[m->active])
+                log_warning("the active slot %s is not the file that was sealed: verifying it in full",
+                            slot_id_to_string(m->active));
         return 0;
 }
 
@@ -241,6 +238,13 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                         return tp_error(err, r, "%s/tasks: %s", config->state_dir, strerror(-r));
         }
         manager_set_state(m, m->ps.provisioned ? STATE_IDLE : STATE_UNPROVISIONED);
+        /* A full verification now when the active slot's seal did not hold, else every scrub_interval hours. */
+        if (m->ps.provisioned && !m->sealed[m->active])
+                r = manager_schedule_scrub(m, 1);
+        else if (config->scrub_interval > 0)
+                r = manager_schedule_scrub(m, config->scrub_interval * 3600 * UINT64_C(1000000));
+        if (r < 0)
+                return tp_error(err, r, "cannot schedule the scrub: %s", strerror(-r));
         if (m->ps.provisioned)
                 log_info("slot %s active: %s v%" PRIu64 ", %zu installed bundle(s)", slot_id_to_string(m->active),
                          m->seals[m->active].task[0] ? m->seals[m->active].task : "base",
@@ -266,6 +270,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->op_source);
         sd_event_source_disable_unref(m->trial_timer);
         sd_event_source_disable_unref(m->probe_timer);
+        sd_event_source_disable_unref(m->scrub_timer);
         sd_event_source_disable_unref(m->lease_source);
         health_check_free(m->health);
         client_unref(m->trial_client);

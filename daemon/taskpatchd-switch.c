@@ -210,7 +210,9 @@ static int stage_step(Operation *op, Switch *sw) {
         }
         if (!sw->stager) {
                 StageSource src = { .seal = &sw->source, .undo = sw->undo, .chunks = sw->chunks };
-                if ((r = stager_new(sw->fd, &src, &sw->target, m->config->verify, m->files[sw->slot].undo, &sw->stager,
+                /* A fresh copy is a new file: verified in full before its seal is first trusted. */
+                VerifyMode mode = sw->fresh ? VERIFY_FULL : m->config->verify;
+                if ((r = stager_new(sw->fd, &src, &sw->target, mode, m->files[sw->slot].undo, &sw->stager,
                                     &op->err)) < 0)
                         return r;
                 op->total = sw->copied + stager_progress(sw->stager)->total;

@@ -61,6 +61,26 @@ check "switch shout after the slot was changed behind the daemon's back" tpctl s
 check "... model_path == shout.gguf (rebuilt from the good slot)" same "$TMP/shout.gguf"
 tpctl mark-good > /dev/null
 
+# The active slot touched (same bytes, new mtime): verified in full at start and sealed again.
+stop_daemon
+active=$(readlink "$MODEL")
+touch "$active"
+start_daemon
+for _ in $(seq 100); do [ "$(tpctl --json status | jget operation)" = null ] && break; sleep 0.05; done
+tpctl --json status > "$TMP/st.json"
+check "active slot touched: scrubbed and clean again" \
+    test "$(jget slots.$(jget active.slot < "$TMP/st.json").state < "$TMP/st.json")" = clean
+check "... no error reported" test "$(jget last_error < "$TMP/st.json")" = null
+
+# The active slot damaged: the scrub reports it; rollback moves to the intact slot.
+stop_daemon
+printf 'X' | dd of="$active" bs=1 seek=5000 conv=notrunc status=none
+start_daemon
+for _ in $(seq 100); do grep -q "does not hash to its seal" "$TMP/daemon.log" && break; sleep 0.05; done
+check "active slot damaged: the scrub reports it in status" grep -q "does not hash to its seal" <(tpctl --json status)
+check "rollback moves off the damaged slot" tpctl rollback
+check "... to an intact model (the base)" same "$TMP/base.gguf"
+
 # Incremental verification: only touched chunks are read; still byte-identical.
 stop_daemon
 write_config "trial:

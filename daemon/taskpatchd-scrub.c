@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Scrubbing: a full SHA-256 of both slots against their seals, every
+ * scrub_interval hours and at start when the active slot's seal does not
+ * match its file. Incremental verification trusts a sealed slot's untouched
+ * chunks; the scrub is what keeps that trust honest on storage that rots.
+ *
+ *   - a slot whose bytes match its seal is re-sealed if only its identity
+ *     changed (a touched mtime, a restored backup) and trusted again;
+ *   - an inactive slot that does not match is marked dirty (rebuilt when
+ *     next needed);
+ *   - an active slot that does not match is reported (status, event, log):
+ *     `tpctl rollback` or a switch moves off it; the daemon does not pick a
+ *     model on its own.
+ */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "filejob.h"
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+
+typedef struct Scrub {
+        SlotId slot;                    /* the one being hashed */
+        int fd;
+        FileHash *hash;
+        unsigned bad;
+} Scrub;
+
+static void scrub_free(void *data) {
+        Scrub *sc = data;
+        safe_close(sc->fd);
+        file_hash_free(sc->hash);
+        free(sc);
+}
+
+/* Compare what slot @s hashed to with its seal, and act on it. */
+static int scrub_judge(Operation *op, Scrub *sc, const uint8_t digest[SHA256_DIGEST_SIZE]) {
+        Manager *m = op->m;
+        SlotId s = sc->slot;
+        Seal *seal = &m->seals[s];
+        struct stat st;
+        int r;
+
+        if (memcmp(digest, seal->sha256, SHA256_DIGEST_SIZE) == 0) {
+                if (fstat(sc->fd, &st) == 0 && !seal_identity_matches(seal, &st)) {
+                        log_notice("slot %s: its bytes match the seal but the file was touched: sealing it again",
+                                   slot_id_to_string(s));
+                        seal_set_identity(seal, &st);
+                        if ((r = manager_save_seal(m, s, &op->err)) < 0)
+                                return r;
+                }
+                m->sealed[s] = true;
+                return 0;
+        }
+        sc->bad++;
+        m->sealed[s] = false;
+        if (s != m->active) {
+                log_error("slot %s does not hash to its seal: marking it dirty, it will be rebuilt", slot_id_to_string(s));
+                seal->dirty = true;
+                return manager_save_seal(m, s, &op->err);
+        }
+        char msg[160];
+        snprintf(msg, sizeof(msg), "the active slot %s does not hash to its seal (%s v%" PRIu64 "): damaged storage?",
+                 slot_id_to_string(s), seal->task[0] ? seal->task : "base", seal->version);
+        log_error("%s", msg);
+        manager_report_error(m, op->transaction, "io", msg, "scrub");
+        return 0;
+}
+
+static int scrub_step(Operation *op) {
+        Scrub *sc = op->data;
+        Manager *m = op->m;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        int r;
+
+        while (!sc->hash) {
+                if (sc->slot >= _SLOT_ID_MAX) {
+                        log_info("scrub done: %u slot(s) did not match their seal", sc->bad);
+                        return 0;
+                }
+                const Seal *seal = &m->seals[sc->slot];
+                if (seal->dirty || seal->size == 0) {
+                        sc->slot++;             /* nothing is promised about a dirty slot */
+                        continue;
+                }
+                sc->fd = open(m->files[sc->slot].path, O_RDONLY | O_CLOEXEC);
+                if (sc->fd < 0 || file_hash_new(sc->fd, seal->size, 0, &sc->hash) < 0) {
+                        log_error("slot %s: cannot read %s: %s", slot_id_to_string(sc->slot), m->files[sc->slot].path,
+                                  strerror(errno));
+                        sc->fd = safe_close(sc->fd);
+                        sc->slot++;
+                        sc->bad++;
+                        continue;
+                }
+                op->total += seal->size;
+        }
+        op->phase = "verify";
+        r = file_hash_step(sc->hash, OPERATION_SLICE);
+        op->done = op->total - m->seals[sc->slot].size + file_hash_done(sc->hash);
+        if (r > 0)
+                return 1;
+        if (r < 0) {
+                log_error("slot %s: reading: %s", slot_id_to_string(sc->slot), strerror(-r));
+                memset(d, 0, sizeof(d));        /* a short or unreadable file does not match */
+        } else
+                file_hash_result(sc->hash, d, NULL);
+        sc->hash = file_hash_free(sc->hash);
+        if ((r = scrub_judge(op, sc, d)) < 0)
+                return r;
+        sc->fd = safe_close(sc->fd);
+        sc->slot++;
+        return 1;
+}
+
+int scrub_new(Operation **ret) {
+        Operation *op = calloc(1, sizeof(Operation));
+        Scrub *sc = calloc(1, sizeof(Scrub));
+
+        if (!op || !sc) {
+                free(op);
+                free(sc);
+                return -ENOMEM;
+        }
+        sc->fd = -1;
+        op->data = sc;
+        op->free_data = scrub_free;
+        op->cmd = "scrub";
+        op->step = scrub_step;
+        op->phase = "verify";
+        *ret = op;
+        return 0;
+}
