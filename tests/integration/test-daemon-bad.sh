@@ -98,10 +98,28 @@ print('too-large ok')
 r = [ask(b'{"cmd":"status"}\n{"cmd":"list"}\n'), json.loads(f.readline())]
 assert 'state' in r[0] and 'tasks' in r[1], r
 print('pipelined ok')
+# A client that asks and never reads: cut off once 1 MiB is queued; others are answered meanwhile.
+import time
+hog = socket.socket(socket.AF_UNIX); hog.connect(sys.argv[1]); hog.setblocking(False)
+req = b'{"cmd":"status"}\n' * 1000
+sent, cut = 0, False
+t_end = time.time() + 20
+while time.time() < t_end and not cut:
+    try:
+        sent += hog.send(req)
+    except BlockingIOError:
+        time.sleep(0.01)
+    except (BrokenPipeError, ConnectionResetError):
+        cut = True
+    t0 = time.time(); r = ask(b'{"cmd":"status"}\n'); lat = time.time() - t0
+    assert r['ok'] and lat < 1.0, (r, lat)
+assert cut, f'a client that never reads was not disconnected ({sent} bytes of requests sent)'
+print('slow client ok')
 EOF
 check "garbage, non-objects, unknown commands/fields, wrong types: usage errors" grep -q "garbage ok" "$TMP/proto.out"
 check "a 1 MB line: too-large, connection closed" grep -q "too-large ok" "$TMP/proto.out"
 check "pipelined requests answered in order" grep -q "pipelined ok" "$TMP/proto.out"
+check "a client that never reads is disconnected; others are answered meanwhile" grep -q "slow client ok" "$TMP/proto.out"
 [ -s "$TMP/proto.out" ] && grep -v " ok$" "$TMP/proto.out" | head -n 5
 check "the daemon is alive after the abuse" tpctl status > /dev/null
 check "... and the model untouched" same "$TMP/json.gguf"
