@@ -91,3 +91,15 @@ make_bundle() {
 
 # same FILE: the model path holds exactly FILE's bytes.
 same() { cmp -s "$MODEL" "$1"; }
+
+# daemon_finish: stop the daemon, check that no sanitizer spoke (the ASan build runs these
+# tests too: a leak or a UBSan report in the daemon fails the test), print the summary.
+daemon_finish() {
+    stop_daemon
+    if [ -e "$TMP/daemon.log" ] && grep -q "Sanitizer\|runtime error:" "$TMP/daemon.log"; then
+        fail "the daemon log holds a sanitizer report: $(grep -m 3 "Sanitizer\|runtime error:" "$TMP/daemon.log")"
+    else
+        ok "no sanitizer report in the daemon log"
+    fi
+    finish
+}

@@ -207,4 +207,4 @@ else
     echo "  note: the free-space checks need root (a size-limited tmpfs): not run here"
 fi
 
-finish
+daemon_finish

@@ -103,4 +103,4 @@ check "incremental passes ran (the log says so)" grep -q "incremental verificati
 grep "staged .* v" "$TMP/daemon.log" | tail -n 4 | sed 's/^/    /'
 
 stop_daemon
-finish
+daemon_finish

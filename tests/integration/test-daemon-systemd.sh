@@ -295,4 +295,4 @@ else
     fail "journal: listener or daemon start: $(tail -n 3 "$TMP/journal.err" 2> /dev/null)"
 fi
 stop_listeners
-finish
+daemon_finish

@@ -177,4 +177,4 @@ check "daemon log has no errors besides the expected ones" python3 -c "
 import re
 bad = [l for l in open('$TMP/daemon.log') if l.startswith(('<0>', '<1>', '<2>'))]
 assert not bad, bad"
-finish
+daemon_finish
