@@ -146,7 +146,9 @@ fi
 # ENOSPC in the middle of staging (strace fault injection on the daemon's slot writes).
 if command -v strace > /dev/null; then
     stop_daemon
-    $WRAP strace -o /dev/null -f -e trace=pwrite64 -e inject=pwrite64:error=ENOSPC:when=2 \
+    # LeakSanitizer cannot run under ptrace: the ASan build skips only the leak check here.
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        $WRAP strace -o /dev/null -f -e trace=pwrite64 -e inject=pwrite64:error=ENOSPC:when=2 \
         "$BIN/taskpatchd" --config "$CONF" >> "$TMP/daemon.log" 2>&1 &
     DPID=$!
     for _ in $(seq 100); do [ -S "$SOCK" ] && tpctl status > /dev/null 2>&1 && break; sleep 0.05; done
