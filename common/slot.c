@@ -76,6 +76,15 @@ static int get_u64(json_t *o, const char *key, const char *path, uint64_t *ret, 
         return 0;
 }
 
+/* dev, ino and mtime are stored as jansson's signed integers: read the 64 bits back as they were. */
+static int get_bits64(json_t *o, const char *key, const char *path, uint64_t *ret, TpError *err) {
+        json_t *v = json_object_get(o, key);
+        if (!json_is_integer(v))
+                return tp_error(err, -EBADMSG, "%s: '%s': expected an integer", path, key);
+        *ret = (uint64_t) json_integer_value(v);
+        return 0;
+}
+
 int seal_load(const char *path, Seal *ret, TpError *err) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         char buf[SEAL_MAX_BYTES];
@@ -128,8 +137,8 @@ int seal_load(const char *path, Seal *ret, TpError *err) {
             (r = get_digest(base, "layout", path, s.base_layout, err)) < 0 ||
             (r = get_u64(undo, "spans", path, &s.undo_spans, err)) < 0 ||
             (r = get_digest(undo, "sha256", path, s.undo_sha256, err)) < 0 ||
-            (r = get_u64(file, "dev", path, &s.dev, err)) < 0 || (r = get_u64(file, "ino", path, &s.ino, err)) < 0 ||
-            (r = get_u64(file, "mtime_ns", path, &mtime, err)) < 0)
+            (r = get_bits64(file, "dev", path, &s.dev, err)) < 0 || (r = get_bits64(file, "ino", path, &s.ino, err)) < 0 ||
+            (r = get_bits64(file, "mtime_ns", path, &mtime, err)) < 0)
                 goto out;
         if ((s.chunk_size != 0 && s.chunk_size < CHUNK_MIN_SIZE) || (s.chunk_size && chunk_count(s.size, s.chunk_size) > CHUNK_MAX_ENTRIES)) {
                 r = tp_error(err, -EBADMSG, "%s: chunk_size %" PRIu64 " out of range", path, s.chunk_size);

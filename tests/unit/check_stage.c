@@ -285,6 +285,12 @@ START_TEST(test_seal_round_trip) {
         ck_assert(!seal_identity_matches(&s, &st));
         seal_set_identity(&s, &st);
         ck_assert(seal_identity_matches(&s, &st));
+        /* Inode numbers past 2^63 and times before 1970 come back as they went in. */
+        s.ino = UINT64_MAX - 5;
+        s.mtime_ns = -1000;
+        ck_assert_int_eq(seal_save(path_of("x.seal"), &s, &bytes, &err), 0);
+        ck_assert_int_eq(seal_load(path_of("x.seal"), &t, &err), 0);
+        ck_assert_mem_eq(&s, &t, sizeof(s));
         write_file("bad.seal", (const uint8_t *) "{\"format\": 1}", 13);
         ck_assert_int_eq(seal_load(path_of("bad.seal"), &t, &err), -EBADMSG);
         ck_assert_int_eq(seal_load(path_of("none.seal"), &t, &err), -ENOENT);
