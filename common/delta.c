@@ -10,7 +10,7 @@
 #define FLIP      32768
 #define NORM_BITS 46
 
-/* For the decoder's inner steps: inlined into each layout's own copy of the loop (blocks_decode_as). */
+/* For the inner steps of decoding: inlined into each layout's own copy of the loops (blocks_decode_as). */
 #define _inline_ static inline __attribute__((always_inline))
 
 typedef struct Layout {
@@ -34,91 +34,113 @@ typedef struct Layout {
         void (*pack_q)(const uint8_t *q, uint8_t *blk);         /* writes the element bytes only */
         void (*unpack_s)(const uint8_t *blk, uint8_t *s);
         void (*pack_s)(const uint8_t *s, uint8_t *blk);         /* writes the sub-scale bytes only */
+        uint8_t q_at;           /* decoding keeps the n_q / q_sub buckets in element bytes from here (ordered) */
 } Layout;
 
 /* ---- block layouts (ggml/src/ggml-common.h; bits where dequantize_row_* reads them) ---- */
 
-/* Elements j and j + n in the low and high nibbles of qs[j]. */
-static void nibbles_unpack(const uint8_t *qs, size_t n, uint8_t *q) {
-        for (size_t j = 0; j < n; j++) {
-                q[j] = qs[j] & 15;
-                q[j + n] = qs[j] >> 4;
-        }
+/* The helpers move elements (bytes) 8 or 16 a step. Packing takes element values below 2^q_bits. */
+#define le64(v) (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? __builtin_bswap64(v) : (v)) /* to or from little-endian */
+#define BYTES(x) (UINT64_C(0x0101010101010101) * (x)) /* @x in every byte */
+#define LOW4(x) ((x) & UINT64_C(0xffffffff))
+
+static inline uint64_t load_le(const uint8_t *p, unsigned n) {
+        uint64_t v = 0;
+        memcpy(&v, p, n);
+        return le64(v);
 }
 
-static void nibbles_pack(const uint8_t *q, size_t n, uint8_t *qs) {
-        for (size_t j = 0; j < n; j++)
-                qs[j] = (uint8_t) ((q[j] & 15) | q[j + n] << 4);
+static inline void store_le(uint8_t *p, uint64_t v, unsigned n) {
+        v = le64(v);
+        memcpy(p, &v, n);
 }
 
-/* q5_0, q5_1: bit 4 of element e is bit e of a 32-bit little-endian word (byte e / 8, bit e % 8). */
-static void qh32_unpack(const uint8_t *hb, uint8_t *q) {
-        for (unsigned e = 0; e < 32; e++)
-                q[e] |= (uint8_t) (((hb[e / 8] >> (e % 8)) & 1) << 4);
-}
-
-static void qh32_pack(const uint8_t *q, uint8_t *hb) {
-        for (unsigned k = 0; k < 4; k++) {
-                unsigned v = 0;
-                for (unsigned t = 0; t < 8; t++)
-                        v |= (unsigned) ((q[8 * k + t] >> 4) & 1) << t;
-                hb[k] = (uint8_t) v;
-        }
-}
-
-/* q3_K, q5_K: bit @bit of element 32 k + l is bit k of hb[l]. */
-static void hmask_unpack(const uint8_t *hb, unsigned bit, uint8_t *q) {
-        for (unsigned l = 0; l < 32; l++)
-                for (unsigned k = 0; k < 8; k++)
-                        q[32 * k + l] |= (uint8_t) (((hb[l] >> k) & 1) << bit);
-}
-
-static void hmask_pack(const uint8_t *q, unsigned bit, uint8_t *hb) {
-        for (unsigned l = 0; l < 32; l++) {
-                unsigned v = 0;
-                for (unsigned k = 0; k < 8; k++)
-                        v |= (unsigned) ((q[32 * k + l] >> bit) & 1) << k;
-                hb[l] = (uint8_t) v;
-        }
-}
-
-/* Element 128 h + 32 k + l (l < 32) as bits 2k of qs[32 h + l] (q2_K, q3_K). */
-static void crumbs_unpack(const uint8_t *qs, uint8_t *q) {
-        for (unsigned h = 0; h < 2; h++)
-                for (unsigned l = 0; l < 32; l++) {
-                        unsigned x = qs[32 * h + l];
-                        uint8_t *p = q + 128 * h + l;
-                        p[0] = x & 3;
-                        p[32] = (x >> 2) & 3;
-                        p[64] = (x >> 4) & 3;
-                        p[96] = (uint8_t) (x >> 6);
-                }
-}
-
-static void crumbs_pack(const uint8_t *q, uint8_t *qs) {
-        for (unsigned h = 0; h < 2; h++)
-                for (unsigned l = 0; l < 32; l++) {
-                        const uint8_t *p = q + 128 * h + l;
-                        qs[32 * h + l] =
-                                (uint8_t) ((p[0] & 3) | (p[32] & 3) << 2 | (p[64] & 3) << 4 | (p[96] & 3) << 6);
-                }
-}
+/* A byte's fields, one a byte, the first lowest: 8 of 1 bit (bit planes, q5_0's bit 4), 4 of 2 bits. */
+#define FIELD(x, w, i) ((uint64_t) ((x) >> (w) * (i) & ((1u << (w)) - 1)) << 8 * (i))
+#define SPREAD1(x) (FIELD(x, 1, 0) | FIELD(x, 1, 1) | FIELD(x, 1, 2) | FIELD(x, 1, 3) | FIELD(x, 1, 4) | \
+                    FIELD(x, 1, 5) | FIELD(x, 1, 6) | FIELD(x, 1, 7))
+#define SPREAD2(x) (uint32_t) (FIELD(x, 2, 0) | FIELD(x, 2, 1) | FIELD(x, 2, 2) | FIELD(x, 2, 3))
+#define T4(f, x) f(x), f((x) + 1), f((x) + 2), f((x) + 3)
+#define T16(f, x) T4(f, x), T4(f, (x) + 4), T4(f, (x) + 8), T4(f, (x) + 12)
+#define T256(f) T16(f, 0), T16(f, 16), T16(f, 32), T16(f, 48), T16(f, 64), T16(f, 80), T16(f, 96), T16(f, 112), \
+                T16(f, 128), T16(f, 144), T16(f, 160), T16(f, 176), T16(f, 192), T16(f, 208), T16(f, 224), T16(f, 240)
+static const uint64_t spread1[256] = { T256(SPREAD1) };
+static const uint32_t spread2[256] = { T256(SPREAD2) };
 
 /*
- * q4_0 {d, qs[16]} and q4_1 {d, m, qs[16]}: nibbles at @qs. q5_0 {d, qh[4],
- * qs[16]} and q5_1 {d, m, qh[4], qs[16]}: the same, and bit 4 of element
- * j is bit j of qh, at @qh.
+ * Fields of @w bits: field k of byte j of @src is element (j / stride * 8 / w + k) * stride + j % stride, at bit
+ * @shift of it (stored if @shift is 0, else ORed in); packing takes bits [@shift, @shift + @w) of the elements.
+ * 16 bytes a step (@stride, @bytes: multiples of 16); each bit stays in its byte, so any byte order will do.
  */
-#define DEFINE_SMALL_QUANT(name, qs, qh)                                        \
-        static void unpack_q_##name(const uint8_t *blk, uint8_t *q) {           \
-                nibbles_unpack(blk + (qs), 16, q);                              \
-                if (qh)                                                         \
-                        qh32_unpack(blk + (qh), q);                             \
-        }                                                                       \
-        static void pack_q_##name(const uint8_t *q, uint8_t *blk) {             \
-                nibbles_pack(q, 16, blk + (qs));                                \
-                if (qh)                                                         \
-                        qh32_pack(q, blk + (qh));                               \
+typedef uint64_t Vec16 __attribute__((vector_size(16)));
+
+static inline Vec16 vec_load(const uint8_t *p) {
+        Vec16 v;
+        memcpy(&v, p, sizeof(v));
+        return v;
+}
+
+static inline void vec_store(uint8_t *p, Vec16 v) {
+        memcpy(p, &v, sizeof(v));
+}
+
+_inline_ void fields_unpack(const uint8_t *restrict src, size_t bytes, size_t stride, unsigned w, unsigned shift,
+                            uint8_t *restrict q) {
+        const uint64_t mask = BYTES((1u << w) - 1);
+
+        for (size_t g = 0; g < bytes; g += stride)
+                for (size_t j = 0; j < stride; j += 16) {
+                        Vec16 x = vec_load(src + g + j);
+                        for (unsigned k = 0; k < 8 / w; k++) {
+                                uint8_t *p = q + g * 8 / w + k * stride + j;
+                                Vec16 v = (x >> w * k & mask) << shift;
+                                vec_store(p, shift ? vec_load(p) | v : v);
+                        }
+                }
+}
+
+_inline_ void fields_pack(const uint8_t *restrict q, size_t bytes, size_t stride, unsigned w, unsigned shift,
+                          uint8_t *restrict dst) {
+        const uint64_t mask = BYTES((1u << w) - 1);
+
+        for (size_t g = 0; g < bytes; g += stride)
+                for (size_t j = 0; j < stride; j += 16) {
+                        Vec16 x = { 0, 0 };
+                        for (unsigned k = 0; k < 8 / w; k++)
+                                x |= (vec_load(q + g * 8 / w + k * stride + j) >> shift & mask) << w * k;
+                        vec_store(dst + g + j, x);
+                }
+}
+
+/* Bytes to and from @n int8 values + 128 at @at: unpack_x and pack_x (q8_0 elements, q6_K sub-scales). */
+#define DEFINE_INT8(x, at, n)                                                            \
+        static void unpack_##x(const uint8_t *restrict blk, uint8_t *restrict q) {     \
+                for (size_t j = 0; j < (n); j += 16)                                     \
+                        vec_store(q + j, vec_load(blk + (at) + j) ^ BYTES(0x80));        \
+        }                                                                                \
+        static void pack_##x(const uint8_t *restrict q, uint8_t *restrict blk) {       \
+                for (size_t j = 0; j < (n); j += 16)                                     \
+                        vec_store(blk + (at) + j, vec_load(q + j) ^ BYTES(0x80));        \
+        }
+
+/*
+ * q4_0 {d, qs[16]} and q4_1 {d, m, qs[16]}: elements j and j + 16 in the
+ * nibbles of qs[j], at @qs. q5_0 {d, qh[4], qs[16]} and q5_1 {d, m, qh[4],
+ * qs[16]}: the same, and bit 4 of element e is bit e of qh (byte e / 8, bit
+ * e % 8), at @qh; the multiplication gathers bit 0 of byte i into bit 56 + i
+ * (its partial products are distinct powers of two: nothing carries).
+ */
+#define DEFINE_SMALL_QUANT(name, qs, qh)                                                                      \
+        static void unpack_q_##name(const uint8_t *restrict blk, uint8_t *restrict q) {                      \
+                fields_unpack(blk + (qs), 16, 16, 4, 0, q);                                                   \
+                for (unsigned k = 0; (qh) && k < 4; k++)                                                      \
+                        store_le(q + 8 * k, load_le(q + 8 * k, 8) | spread1[blk[(qh) + k]] << 4, 8);          \
+        }                                                                                                     \
+        static void pack_q_##name(const uint8_t *restrict q, uint8_t *restrict blk) {                        \
+                fields_pack(q, 16, 16, 4, 0, blk + (qs));                                                     \
+                for (unsigned k = 0; (qh) && k < 4; k++)                                                      \
+                        blk[(qh) + k] = (uint8_t) ((load_le(q + 8 * k, 8) >> 4 & BYTES(1)) *                  \
+                                                   UINT64_C(0x0102040810204080) >> 56);                       \
         }
 DEFINE_SMALL_QUANT(q4_0, 2, 0)
 DEFINE_SMALL_QUANT(q4_1, 4, 0)
@@ -126,132 +148,91 @@ DEFINE_SMALL_QUANT(q5_0, 6, 2)
 DEFINE_SMALL_QUANT(q5_1, 8, 4)
 
 /* q8_0 {d, int8 qs[32]}: elements are the int8 values + 128. */
-static void unpack_q_q8_0(const uint8_t *blk, uint8_t *q) {
-        for (unsigned j = 0; j < 32; j++)
-                q[j] = blk[2 + j] ^ 0x80;
-}
-static void pack_q_q8_0(const uint8_t *q, uint8_t *blk) {
-        for (unsigned j = 0; j < 32; j++)
-                blk[2 + j] = q[j] ^ 0x80;
-}
+DEFINE_INT8(q_q8_0, 2, 32)
 
-/* q2_K {scales[16], qs[64], d, dmin}: scales[j] = sc_j | m_j << 4. */
-static void unpack_q_q2_K(const uint8_t *blk, uint8_t *q) {
-        crumbs_unpack(blk + 16, q);
-}
-static void pack_q_q2_K(const uint8_t *q, uint8_t *blk) {
-        crumbs_pack(q, blk + 16);
-}
-static void unpack_s_q2_K(const uint8_t *blk, uint8_t *s) {
-        nibbles_unpack(blk, 16, s);
-}
-static void pack_s_q2_K(const uint8_t *s, uint8_t *blk) {
-        nibbles_pack(s, 16, blk);
-}
+/* Element or sub-scale bytes that are @bytes of fields of @w bits at @at (fields_unpack): unpack_x and pack_x. */
+#define DEFINE_FIELDS(x, at, bytes, stride, w)                                         \
+        static void unpack_##x(const uint8_t *restrict blk, uint8_t *restrict q) {   \
+                fields_unpack(blk + (at), bytes, stride, w, 0, q);                     \
+        }                                                                              \
+        static void pack_##x(const uint8_t *restrict q, uint8_t *restrict blk) {     \
+                fields_pack(q, bytes, stride, w, 0, blk + (at));                       \
+        }
+
+/* q2_K {scales[16], qs[64], d, dmin}: element 128h + 32k + l in bits 2k of qs[32h + l]; scales[j] = sc_j | m_j << 4. */
+DEFINE_FIELDS(q_q2_K, 16, 64, 32, 2)
+DEFINE_FIELDS(s_q2_K, 0, 16, 16, 4)
 
 /*
  * q3_K {hmask[32], qs[64], scales[12], d}: element e is its q2_K-style low
  * bits | bit e / 32 of hmask[e % 32] << 2. Scale j: low nibble in byte j % 8
  * (high nibble for j >= 8), top two bits at bits 2 (j / 4) of byte 8 + j % 4.
  */
-static void unpack_q_q3_K(const uint8_t *blk, uint8_t *q) {
-        crumbs_unpack(blk + 32, q);
-        hmask_unpack(blk, 2, q);
+static void unpack_q_q3_K(const uint8_t *restrict blk, uint8_t *restrict q) {
+        fields_unpack(blk + 32, 64, 32, 2, 0, q);
+        fields_unpack(blk, 32, 32, 1, 2, q);
 }
-static void pack_q_q3_K(const uint8_t *q, uint8_t *blk) {
-        hmask_pack(q, 2, blk);
-        crumbs_pack(q, blk + 32);
+static void pack_q_q3_K(const uint8_t *restrict q, uint8_t *restrict blk) {
+        fields_pack(q, 32, 32, 1, 2, blk);
+        fields_pack(q, 64, 32, 2, 0, blk + 32);
 }
-static void unpack_s_q3_K(const uint8_t *blk, uint8_t *s) {
-        const uint8_t *p = blk + 96;
-        for (unsigned j = 0; j < 16; j++)
-                s[j] = (uint8_t) (((p[j % 8] >> (4 * (j / 8))) & 15) | ((p[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+static void unpack_s_q3_K(const uint8_t *restrict blk, uint8_t *restrict s) {
+        uint64_t lo = load_le(blk + 96, 8), hi = load_le(blk + 104, 4); /* hi: byte m has the top bits of m + 4 g */
+
+        for (unsigned g = 0; g < 2; g++)
+                store_le(s + 8 * g, (lo >> 4 * g & BYTES(15)) | (hi >> 4 * g & BYTES(3)) << 4 |
+                                            LOW4(hi >> (4 * g + 2) & BYTES(3)) << 36, 8);
 }
-static void pack_s_q3_K(const uint8_t *s, uint8_t *blk) {
-        uint8_t *p = blk + 96;
-        memset(p, 0, 12);
-        for (unsigned j = 0; j < 16; j++) {
-                p[j % 8] |= (uint8_t) ((s[j] & 15) << (4 * (j / 8)));
-                p[8 + j % 4] |= (uint8_t) (((s[j] >> 4) & 3) << (2 * (j / 4)));
-        }
+static void pack_s_q3_K(const uint8_t *restrict s, uint8_t *restrict blk) {
+        uint64_t s0 = load_le(s, 8), s1 = load_le(s + 8, 8), t0 = s0 >> 4 & BYTES(3), t1 = s1 >> 4 & BYTES(3);
+
+        store_le(blk + 96, (s0 & BYTES(15)) | (s1 & BYTES(15)) << 4, 8);
+        store_le(blk + 104, LOW4(t0) | (t0 >> 32) << 2 | LOW4(t1) << 4 | (t1 >> 32) << 6, 4);
 }
 
 /* The 12 scale bytes of q4_K and q5_K at blk + 4 (ggml's get_scale_min_k4): scales s[0..7], mins s[8..15]. */
-static void unpack_s_k4(const uint8_t *blk, uint8_t *s) {
-        const uint8_t *p = blk + 4;
-        for (unsigned j = 0; j < 4; j++) {
-                s[j] = p[j] & 63;
-                s[8 + j] = p[j + 4] & 63;
-                s[4 + j] = (uint8_t) ((p[j + 8] & 15) | (p[j] >> 6) << 4);
-                s[12 + j] = (uint8_t) ((p[j + 8] >> 4) | (p[j + 4] >> 6) << 4);
-        }
+static void unpack_s_k4(const uint8_t *restrict blk, uint8_t *restrict s) {
+        uint64_t a = load_le(blk + 4, 4), b = load_le(blk + 8, 4), c = load_le(blk + 12, 4);
+
+        store_le(s, (a & BYTES(63)) | ((c & BYTES(15)) | (a >> 6 & BYTES(3)) << 4) << 32, 8);
+        store_le(s + 8, (b & BYTES(63)) | ((c >> 4 & BYTES(15)) | (b >> 6 & BYTES(3)) << 4) << 32, 8);
 }
-static void pack_s_k4(const uint8_t *s, uint8_t *blk) {
-        uint8_t *p = blk + 4;
-        for (unsigned j = 0; j < 4; j++) {
-                p[j] = (uint8_t) ((s[j] & 63) | (s[4 + j] >> 4) << 6);
-                p[j + 4] = (uint8_t) ((s[8 + j] & 63) | (s[12 + j] >> 4) << 6);
-                p[j + 8] = (uint8_t) ((s[4 + j] & 15) | (s[12 + j] & 15) << 4);
-        }
+static void pack_s_k4(const uint8_t *restrict s, uint8_t *restrict blk) {
+        uint64_t sc = load_le(s, 8), mn = load_le(s + 8, 8);
+
+        store_le(blk + 4, (LOW4(sc) & BYTES(63)) | (sc >> 36 & BYTES(3)) << 6, 4);
+        store_le(blk + 8, (LOW4(mn) & BYTES(63)) | (mn >> 36 & BYTES(3)) << 6, 4);
+        store_le(blk + 12, (sc >> 32 & BYTES(15)) | (mn >> 32 & BYTES(15)) << 4, 4);
 }
 
 /* q4_K {d, dmin, scales[12], qs[128]}: elements 64 k + l and 64 k + 32 + l in the nibbles of qs[32 k + l]. */
-static void unpack_q_q4_K(const uint8_t *blk, uint8_t *q) {
-        for (unsigned k = 0; k < 4; k++)
-                nibbles_unpack(blk + 16 + 32 * k, 32, q + 64 * k);
-}
-static void pack_q_q4_K(const uint8_t *q, uint8_t *blk) {
-        for (unsigned k = 0; k < 4; k++)
-                nibbles_pack(q + 64 * k, 32, blk + 16 + 32 * k);
-}
+DEFINE_FIELDS(q_q4_K, 16, 128, 32, 4)
 
 /* q5_K {d, dmin, scales[12], qh[32], qs[128]}: as q4_K; bit 4 of element e is bit e / 32 of qh[e % 32]. */
-static void unpack_q_q5_K(const uint8_t *blk, uint8_t *q) {
-        for (unsigned k = 0; k < 4; k++)
-                nibbles_unpack(blk + 48 + 32 * k, 32, q + 64 * k);
-        hmask_unpack(blk + 16, 4, q);
+static void unpack_q_q5_K(const uint8_t *restrict blk, uint8_t *restrict q) {
+        fields_unpack(blk + 48, 128, 32, 4, 0, q);
+        fields_unpack(blk + 16, 32, 32, 1, 4, q);
 }
-static void pack_q_q5_K(const uint8_t *q, uint8_t *blk) {
-        for (unsigned k = 0; k < 4; k++)
-                nibbles_pack(q + 64 * k, 32, blk + 48 + 32 * k);
-        hmask_pack(q, 4, blk + 16);
+static void pack_q_q5_K(const uint8_t *restrict q, uint8_t *restrict blk) {
+        fields_pack(q, 128, 32, 4, 0, blk + 48);
+        fields_pack(q, 32, 32, 1, 4, blk + 16);
 }
 
 /*
- * q6_K {ql[128], qh[64], int8 scales[16], d}: in half h, element
- * 128 h + 32 k + l has its low nibble in ql[64 h + 32 (k & 1) + l] (the
- * high nibble when k >= 2) and its top two bits at bits 2 k of
- * qh[32 h + l]. Sub-scales are the int8 scales + 128.
+ * q6_K {ql[128], qh[64], int8 scales[16], d}: element 128 h + 32 k + l has
+ * its low nibble in ql[64 h + 32 (k & 1) + l] (the high nibble when k >= 2:
+ * element 128 h + 64 i + j in nibble i of ql[64 h + j]) and its top two bits
+ * at bits 2 k of qh[32 h + l], as q2_K's. Sub-scales are the int8 scales + 128.
  */
-static void unpack_q_q6_K(const uint8_t *blk, uint8_t *q) {
-        for (unsigned h = 0; h < 2; h++)
-                for (unsigned l = 0; l < 32; l++) {
-                        uint8_t *p = q + 128 * h + l;
-                        unsigned lo = blk[64 * h + l], hi = blk[64 * h + 32 + l], top = blk[128 + 32 * h + l];
-                        p[0] = (uint8_t) ((lo & 15) | (top & 3) << 4);
-                        p[32] = (uint8_t) ((hi & 15) | ((top >> 2) & 3) << 4);
-                        p[64] = (uint8_t) ((lo >> 4) | ((top >> 4) & 3) << 4);
-                        p[96] = (uint8_t) ((hi >> 4) | (top >> 6) << 4);
-                }
+static void unpack_q_q6_K(const uint8_t *restrict blk, uint8_t *restrict q) {
+        fields_unpack(blk, 128, 64, 4, 0, q);
+        fields_unpack(blk + 128, 64, 32, 2, 4, q);
 }
-static void pack_q_q6_K(const uint8_t *q, uint8_t *blk) {
-        for (unsigned h = 0; h < 2; h++)
-                for (unsigned l = 0; l < 32; l++) {
-                        const uint8_t *p = q + 128 * h + l;
-                        blk[64 * h + l] = (uint8_t) ((p[0] & 15) | (p[64] & 15) << 4);
-                        blk[64 * h + 32 + l] = (uint8_t) ((p[32] & 15) | (p[96] & 15) << 4);
-                        blk[128 + 32 * h + l] = (uint8_t) ((p[0] >> 4) | (p[32] >> 4) << 2 | (p[64] >> 4) << 4 |
-                                                           (p[96] >> 4) << 6);
-                }
+static void pack_q_q6_K(const uint8_t *restrict q, uint8_t *restrict blk) {
+        fields_pack(q, 128, 64, 4, 0, blk);
+        fields_pack(q, 64, 32, 2, 4, blk + 128);
 }
-static void unpack_s_q6_K(const uint8_t *blk, uint8_t *s) {
-        for (unsigned j = 0; j < 16; j++)
-                s[j] = blk[192 + j] ^ 0x80;
-}
-static void pack_s_q6_K(const uint8_t *s, uint8_t *blk) {
-        for (unsigned j = 0; j < 16; j++)
-                blk[192 + j] = s[j] ^ 0x80;
-}
+DEFINE_INT8(s_q6_K, 192, 16)
 
 #define QUANT(q) unpack_q_##q, pack_q_##q
 #define SUBS(s) unpack_s_##s, pack_s_##s
@@ -270,15 +251,15 @@ static const Layout layouts[_DELTA_LAYOUT_MAX] = {
                          QUANT(q5_1) },
         [DELTA_Q8_0] = { "q8_0", 34, 2, 1, { 0 }, 32, 8, 32, 128, 0, 0, 0, 0, 0, { 2, 2, 2, 2 }, { 0 }, QUANT(q8_0) },
         [DELTA_Q2_K] = { "q2_K", 84, 2, 2, { 80, 82 }, 256, 2, 16, 0, 32, 4, 0, 1, FLIP, { 1, 1 }, { 2, 2 },
-                         QUANT(q2_K), SUBS(q2_K) },
+                         QUANT(q2_K), SUBS(q2_K), 16 },
         [DELTA_Q3_K] = { "q3_K", 110, 2, 1, { 108 }, 256, 3, 16, 4, 16, 6, 32, 1, FLIP, { 1, 1, 1 }, { 4, 2 },
-                         QUANT(q3_K), SUBS(q3_K) },
+                         QUANT(q3_K), SUBS(q3_K), 0 },
         [DELTA_Q4_K] = { "q4_K", 144, 2, 2, { 0, 2 }, 256, 4, 32, 0, 16, 6, 0, 1, FLIP, { 1, 1, 2 }, { 4, 2 },
-                         QUANT(q4_K), SUBS(k4) },
+                         QUANT(q4_K), SUBS(k4), 16 },
         [DELTA_Q5_K] = { "q5_K", 176, 2, 2, { 0, 2 }, 256, 5, 32, 0, 16, 6, 0, 1, FLIP, { 2, 1, 1, 1 }, { 4, 2 },
-                         QUANT(q5_K), SUBS(k4) },
+                         QUANT(q5_K), SUBS(k4), 16 },
         [DELTA_Q6_K] = { "q6_K", 210, 2, 1, { 208 }, 256, 6, 16, 32, 16, 8, 128, 1, FLIP, { 2, 2, 2 }, { 4, 4 },
-                         QUANT(q6_K), SUBS(q6_K) },
+                         QUANT(q6_K), SUBS(q6_K), 0 },
 };
 
 /* ---- names, mappings, sizes ---- */
@@ -428,57 +409,38 @@ static void codes_put(uint8_t *out, const size_t *plane, const uint8_t *widths, 
         }
 }
 
-/* Spread the codes in @x over bytes: byte t of the result (bits 8t..) is code t (8 of 1 bit, 4 of 2 bits). */
-static inline uint64_t spread1(unsigned x) {
-        uint64_t v = x;
-        v = (v | v << 28) & UINT64_C(0x0000000f0000000f);
-        v = (v | v << 14) & UINT64_C(0x0003000300030003);
-        return (v | v << 7) & UINT64_C(0x0101010101010101);
+/* Codes 8 g .. 8 g + 7 of slice @slot (@count codes) of plane @k, one a byte, at bit @shift; 0 past the last. */
+_inline_ uint64_t plane_get(const uint8_t *delta, const size_t *plane, const uint8_t *widths, unsigned k,
+                            unsigned shift, size_t slot, unsigned count, unsigned g) {
+        const uint8_t *s = delta + plane[k] + slot * count * widths[k] / 8;
+        uint64_t x;
+
+        if (widths[k] < 2)
+                return widths[k] ? spread1[s[g]] << shift : 0;
+        if (widths[k] == 2)
+                return (spread2[s[2 * g]] | (uint64_t) spread2[s[2 * g + 1]] << 32) << shift;
+        x = s[4 * g] | (uint64_t) s[4 * g + 1] << 16 | (uint64_t) s[4 * g + 2] << 32 | (uint64_t) s[4 * g + 3] << 48;
+        return ((x & UINT64_C(0x000f000f000f000f)) | (x & UINT64_C(0x00f000f000f000f0)) << 4) << shift;
 }
 
-static inline uint64_t spread2(unsigned x) {
-        uint64_t v = x;
-        v = (v | v << 12) & 0x000f000f;
-        return (v | v << 6) & 0x03030303;
+/* All planes, written out rather than looped over, so that each width is a constant. */
+_inline_ uint64_t codes8(const uint8_t *delta, const size_t *plane, const uint8_t *w, size_t slot, unsigned count,
+                         unsigned g) {
+        return plane_get(delta, plane, w, 0, 0, slot, count, g) | plane_get(delta, plane, w, 1, w[0], slot, count, g) |
+               plane_get(delta, plane, w, 2, w[0] + w[1], slot, count, g) |
+               plane_get(delta, plane, w, 3, w[0] + w[1] + w[2], slot, count, g);
 }
 
-/* OR byte t of @v into c[t], t < n. */
-static inline void or_bytes(uint8_t *c, uint64_t v, unsigned n) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        uint64_t cur = 0;
-        memcpy(&cur, c, n);
-        cur |= v;
-        memcpy(c, &cur, n);
-#else
-        for (unsigned t = 0; t < n; t++)
-                c[t] |= (uint8_t) (v >> 8 * t);
-#endif
-}
-
-_inline_ void codes_get(const uint8_t *delta, const size_t *plane, const uint8_t *widths, size_t slot, size_t count,
-                      uint8_t *c) {
-        unsigned shift = 0;
-
-        memset(c, 0, count);
-        for (unsigned k = 0; k < 4 && widths[k]; shift += widths[k], k++) {
-                const uint8_t *s = delta + plane[k] + slot * count * widths[k] / 8;
-
-                switch (widths[k]) {
-                case 1:
-                        for (size_t j = 0; j < count; j += 8)
-                                or_bytes(c + j, spread1(*s++) << shift, 8);
-                        break;
-                case 2:
-                        for (size_t j = 0; j < count; j += 4)
-                                or_bytes(c + j, spread2(*s++) << shift, 4);
-                        break;
-                case 4:
-                        for (size_t j = 0; j < count; j += 2, s++)
-                                or_bytes(c + j, (uint64_t) ((*s & 15) | (*s >> 4) << 8) << shift, 2);
-                        break;
-                default:
-                        memcpy(c, s, count);
-                }
+/*
+ * The codes of slices @slot .. @slot + @m - 1, @count each, into @c: stored 16 bytes at a time, as the vector loops
+ * load them (a load that spans two smaller stores waits until they reach the cache).
+ */
+_inline_ void codes_get(const uint8_t *delta, const size_t *plane, const uint8_t *widths, size_t slot, unsigned count,
+                        unsigned m, uint8_t *restrict c) {
+        for (unsigned g = 0; g < m * count / 8; g += 2) {
+                Vec16 v = { le64(codes8(delta, plane, widths, slot, count, g)),
+                            le64(codes8(delta, plane, widths, slot, count, g + 1)) };
+                vec_store(c + 8 * g, v);
         }
 }
 
@@ -510,10 +472,10 @@ typedef struct Pair {
 
 _inline_ Pair pair_make(int64_t a, int64_t c, int64_t a2, int64_t c2) {
         Pair p = { a, a2, c - c2 };
-        unsigned s = bitlen(magnitude(p.a) | magnitude(p.t) | magnitude(p.d));
+        uint64_t m = magnitude(p.a) | magnitude(p.t) | magnitude(p.d);
 
-        if (s > NORM_BITS) {
-                int64_t div = (int64_t) 1 << (s - NORM_BITS);
+        if (m >> NORM_BITS) { /* bitlen(m) > NORM_BITS, without a bit scan (slow on some CPUs) in the common case */
+                int64_t div = (int64_t) 1 << (bitlen(m) - NORM_BITS);
                 p.a /= div;
                 p.t /= div;
                 p.d /= div;
@@ -545,7 +507,8 @@ typedef struct Predictor {
 #define PREDICTOR_BIAS ((int64_t) 1 << 31 | 1 << 15)
 
 _inline_ Predictor predictor_make(Pair p, unsigned flip) {
-        if (p.t == 0)
+        /* T = 0, or an unchanged model (A = T, D = 0: the quotients are 2^16 and 0): no division. */
+        if (p.t == 0 || (p.a == p.t && p.d == 0))
                 return (Predictor) { 65536, (uint32_t) PREDICTOR_BIAS, flip };
         return (Predictor) { (uint32_t) clamp64(p.a * 65536 / p.t, (int64_t) 1 << 22),
                              (uint32_t) (clamp64(p.d * 65536 / p.t, (int64_t) 1 << 28) + PREDICTOR_BIAS), flip };
@@ -570,16 +533,26 @@ static inline void codes_of(Predictor f, const uint8_t *q, const uint8_t *t, uns
         }
 }
 
-static inline void values_of(Predictor f, const uint8_t *q, const uint8_t *codes, unsigned count, unsigned bits,
-                             uint8_t *t) {
-        uint32_t max = (1u << bits) - 1;
+/*
+ * The inverse, in 16-bit lanes, which vectorize with any SIMD. With bytes
+ * r = rh 2^16 + rm 2^8 + rl and o alike, u = (rh q + oh) 2^16 + 2^8 y +
+ * (rl q + ol) mod 2^8 (mod 2^32) for y = rm q + om + floor((rl q + ol) / 2^8),
+ * and y < 2^16 for q < 2^8: so floor(u / 2^16) = rh q + oh + floor(y / 2^8)
+ * (mod 2^16), and bit 15 of u is bit 7 of y.
+ */
+_inline_ void values_of(Predictor f, const uint8_t *restrict q, const uint8_t *restrict codes, unsigned count,
+                        unsigned bits, uint8_t *restrict t) {
+        const int16_t max = (int16_t) ((1u << bits) - 1);
+        const uint16_t rl = f.r & 255, rm = (f.r >> 8) & 255, rh = (uint16_t) (f.r >> 16);
+        const uint16_t ol = f.o & 255, om = (f.o >> 8) & 255, oh = (uint16_t) ((f.o >> 16) ^ 0x8000);
 
         for (unsigned e = 0; e < count; e++) {
-                uint32_t u = f.r * q[e] + f.o;
-                int32_t p = (int32_t) (u >> 16) - 32768;
-                uint32_t neg = 0u - (uint32_t) ((u & 65535) < f.flip);
-                uint32_t pred = p < 0 ? 0 : p > (int32_t) max ? max : (uint32_t) p;
-                t[e] = (uint8_t) ((pred + ((zz_decode(codes[e], bits) ^ neg) - neg)) & max);
+                uint16_t x = q[e], y = (uint16_t) (((uint16_t) (rl * x + ol) >> 8) + om + (uint16_t) (rm * x));
+                int16_t p = (int16_t) (uint16_t) (rh * x + (y >> 8) + oh); /* floor(u / 2^16) - 2^15 */
+                int16_t pred = p < 0 ? 0 : p > max ? max : p;
+                uint8_t neg = f.flip && !(y & 0x80) ? 0xff : 0;
+                uint8_t z = (uint8_t) ((codes[e] >> 1) ^ (0u - (codes[e] & 1u)));
+                t[e] = (uint8_t) (((uint8_t) pred + (uint8_t) ((z ^ neg) - neg)) & max);
         }
 }
 
@@ -709,15 +682,60 @@ static void blocks_encode(const Layout *L, const uint8_t *base, const uint8_t *t
         }
 }
 
-/* The words are already decoded into @out. Inlined with a constant @L: each layout gets its own loops. */
+/*
+ * Decoding pass 2: the elements of blocks [i, i + m), m * n_sub <= 16 (eight small blocks, whose slices follow each
+ * other, or one K-quant block). Predictors and codes first, then values, then packing: short straight loops.
+ */
+_inline_ void batch_decode(const Layout *L, Group *g, const uint8_t *base, const uint8_t *delta, size_t i, unsigned m,
+                           uint8_t *out) {
+        const unsigned n_sub = L->n_q / L->q_sub, E = L->q_sub;
+        uint8_t bq[256], tq[256], codes[256];
+        Predictor f[16];
+
+        for (unsigned k = 0; k < m; k++) {
+                const uint8_t *bb = base + (i + k) * L->unit, *tb = out + (i + k) * L->unit;
+                uint8_t bs[32] = { 0 }, ts[32] = { 0 };
+                int64_t ab[16], cb[16], at[16], ct[16];
+
+                if (L->n_s) {
+                        L->unpack_s(bb, bs);
+                        L->unpack_s(tb, ts);
+                }
+                model_quants(L, bb, bs, ab, cb);
+                model_quants(L, tb, ts, at, ct);
+                for (unsigned j = 0; j < n_sub; j++) {
+                        Pair p = pair_make(ab[j], cb[j], at[j], ct[j]);
+                        unsigned sub = k * n_sub + j;
+
+                        if (L->ordered) /* in the slot of the bucket that pass 1 left at q_at */
+                                codes_get(delta, g->q_plane, L->q_planes, g->slot[tb[L->q_at + j]]++, E, 1,
+                                          codes + sub * E);
+                        f[sub] = predictor_make(p, L->flip);
+                }
+                L->unpack_q(bb, bq + k * L->n_q);
+        }
+        if (!L->ordered)
+                codes_get(delta, g->q_plane, L->q_planes, i * n_sub, E, m * n_sub, codes);
+        for (unsigned sub = 0; sub < m * n_sub; sub++) /* L->flip: a constant */
+                values_of((Predictor) { f[sub].r, f[sub].o, L->flip }, bq + sub * E, codes + sub * E, E, L->q_bits,
+                          tq + sub * E);
+        for (unsigned k = 0; k < m; k++)
+                L->pack_q(tq + k * L->n_q, out + (i + k) * L->unit);
+}
+
+/*
+ * The words are already decoded into @out. Pass 1 decodes the sub-scales into @out, counts the buckets and leaves
+ * each sub-block's bucket in the block's element bytes, which pass 2 overwrites. Inlined with a constant @L.
+ */
 _inline_ void blocks_decode_as(const Layout *L, const uint8_t *base, const uint8_t *delta, size_t n, uint8_t *out) {
-        uint8_t bq[256], tq[256], bs[32] = { 0 }, ts[32] = { 0 }, codes[256];
-        Pair pairs[16];
+        const unsigned n_sub = L->n_q / L->q_sub, qmax = (1u << L->q_bits) - 1, batch = 256 / L->n_q;
+        uint8_t bs[32] = { 0 }, ts[32] = { 0 }, codes[32] = { 0 };
+        int64_t ab[16], cb[16], at[16], ct[16];
         Group g;
+        size_t i;
 
         group_init(&g, L, n);
-        /* Pass 1: sub-scales (written out), bucket counts. */
-        for (size_t i = 0; (L->n_s || L->ordered) && i < n; i++) {
+        for (i = 0; (L->n_s || L->ordered) && i < n; i++) {
                 const uint8_t *bb = base + i * L->unit;
                 uint8_t *tb = out + i * L->unit;
                 Predictor f[2];
@@ -725,41 +743,28 @@ _inline_ void blocks_decode_as(const Layout *L, const uint8_t *base, const uint8
                 if (L->n_s) {
                         L->unpack_s(bb, bs);
                         model_subs(L, bb, tb, f);
-                        codes_get(delta, g.s_plane, L->s_planes, i, L->n_s, codes);
-                        values_of(f[0], bs, codes, g.n_sub, L->s_bits, ts);
-                        values_of(f[1], bs + g.n_sub, codes + g.n_sub, L->n_s - g.n_sub, L->s_bits, ts + g.n_sub);
+                        codes_get(delta, g.s_plane, L->s_planes, i, L->n_s, 1, codes);
+                        /* 16 values a call, which vectorize; the second call overwrites the extra ones. */
+                        values_of(f[0], bs, codes, n_sub < 16 ? 16 : n_sub, L->s_bits, ts);
+                        if (L->n_s > n_sub)
+                                values_of(f[1], bs + n_sub, codes + n_sub, 16, L->s_bits, ts + n_sub);
                         L->pack_s(ts, tb);
                 }
                 if (L->ordered) {
-                        block_pairs(&g, bb, bs, tb, ts, pairs);
-                        for (unsigned j = 0; j < g.n_sub; j++)
-                                g.slot[pair_bucket(pairs[j], g.qmax)]++;
+                        model_quants(L, bb, bs, ab, cb);
+                        model_quants(L, tb, ts, at, ct);
+                        for (unsigned j = 0; j < n_sub; j++) {
+                                unsigned b = pair_bucket(pair_make(ab[j], cb[j], at[j], ct[j]), qmax);
+                                g.slot[b]++;
+                                tb[L->q_at + j] = (uint8_t) b;
+                        }
                 }
         }
         group_start(&g);
-        /* Pass 2: elements. */
-        for (size_t i = 0; i < n; i++) {
-                const uint8_t *bb = base + i * L->unit;
-                uint8_t *tb = out + i * L->unit;
-
-                if (L->n_s) {
-                        L->unpack_s(bb, bs);
-                        L->unpack_s(tb, ts);
-                }
-                L->unpack_q(bb, bq);
-                block_pairs(&g, bb, bs, tb, ts, pairs);
-                for (unsigned j = 0; j < g.n_sub; j++) {
-                        Predictor f = predictor_make(pairs[j], L->flip);
-                        unsigned e0 = j * L->q_sub;
-
-                        codes_get(delta, g.q_plane, L->q_planes, group_slot(&g, i, j, pairs[j]), L->q_sub, codes);
-                        if (L->q_sub == 16)
-                                values_of(f, bq + e0, codes, 16, L->q_bits, tq + e0);
-                        else
-                                values_of(f, bq + e0, codes, 32, L->q_bits, tq + e0);
-                }
-                L->pack_q(tq, tb);
-        }
+        for (i = 0; i + batch <= n; i += batch)
+                batch_decode(L, &g, base, delta, i, batch, out);
+        for (; i < n; i++)
+                batch_decode(L, &g, base, delta, i, 1, out);
 }
 
 void delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out) {

@@ -4,6 +4,7 @@
  *
  *   delta-eval [--peers] [--bench] -l LAYOUT BASE TARGET     two raw tensor dumps of one layout
  *   delta-eval [--peers] [--bench] -r RANGES BASE TARGET     spans of two files: lines "OFFSET LENGTH LAYOUT [NAME]"
+ *   delta-eval --decode-speed [--trials N] (-l LAYOUT | -r RANGES) BASE TARGET
  *
  * -l also takes a ggml type name (q4_K, ...). Per span and in total it
  * prints: the span's bytes, how many of them differ, zstd -19 of the target
@@ -15,6 +16,12 @@
  * --bench times delta_encode/delta_decode (MB/s of span bytes, thread CPU
  * time, repeated to about 200 MB). Every span is decoded again and
  * compared with the target: a mismatch is an error (exit 1).
+ *
+ * --decode-speed skips zstd and the table above: per layout, it times
+ * delta_decode alone over all spans of that layout, group by group as the
+ * stager calls it (about 64 MB per trial), and prints the best of --trials
+ * (default 5) in MB/s of span bytes: the best is the least disturbed run
+ * on a shared machine.
  */
 
 #include <errno.h>
@@ -208,6 +215,68 @@ static int eval_span(const Span *s, const uint8_t *base, const uint8_t *target, 
         return 0;
 }
 
+/* Encode every span of @l once, then time decoding them all; prints one row. A mismatch is an error (exit 1). */
+static void decode_speed_layout(DeltaLayout l, const Span *spans, size_t n, const uint8_t *base,
+                               const uint8_t *target, int trials) {
+        size_t group = delta_group_bytes(l), bytes = 0, spans_l = 0;
+        uint8_t **deltas = calloc(n, sizeof(uint8_t *)), *back = malloc(group);
+        double best = 0;
+        int reps;
+
+        if (!deltas || !back)
+                exit(2);
+        for (size_t i = 0; i < n; i++) {
+                const uint8_t *b = base + spans[i].offset, *t = target + spans[i].offset;
+                size_t len = (size_t) spans[i].len;
+
+                if (spans[i].layout != l)
+                        continue;
+                deltas[i] = malloc(len ? len : 1);
+                if (!deltas[i])
+                        exit(2);
+                for (size_t at = 0; at < len; at += group) {
+                        size_t g = len - at < group ? len - at : group;
+                        delta_encode(l, b + at, t + at, g, deltas[i] + at);
+                        delta_decode(l, b + at, deltas[i] + at, g, back);
+                        if (memcmp(back, t + at, g) != 0) {
+                                fprintf(stderr, "delta-eval: span %s: round trip differs in the group at %zu\n",
+                                        spans[i].name, at);
+                                exit(1);
+                        }
+                }
+                bytes += len;
+                spans_l++;
+        }
+        reps = (int) (64e6 / (double) (bytes + 1)) + 1;
+        for (int k = 0; k < trials; k++) {
+                double t0 = now();
+                for (int r = 0; r < reps; r++)
+                        for (size_t i = 0; i < n; i++)
+                                for (size_t at = 0; deltas[i] && at < spans[i].len; at += group) {
+                                        size_t len = (size_t) spans[i].len, g = len - at < group ? len - at : group;
+                                        delta_decode(l, base + spans[i].offset + at, deltas[i] + at, g, back);
+                                }
+                double s = (now() - t0) / reps;
+                if (k == 0 || s < best)
+                        best = s;
+        }
+        printf("%-6s %6zu %12zu %10.1f\n", delta_layout_to_string(l), spans_l, bytes, (double) bytes / 1e6 / best);
+        for (size_t i = 0; i < n; i++)
+                free(deltas[i]);
+        free(deltas);
+        free(back);
+}
+
+static void decode_speed(const Span *spans, size_t n, const uint8_t *base, const uint8_t *target, int trials) {
+        printf("%-6s %6s %12s %10s\n", "layout", "spans", "bytes", "dec MB/s");
+        for (int l = 0; l < _DELTA_LAYOUT_MAX; l++)
+                for (size_t i = 0; i < n; i++)
+                        if (spans[i].layout == (DeltaLayout) l) {
+                                decode_speed_layout((DeltaLayout) l, spans, n, base, target, trials);
+                                break;
+                        }
+}
+
 static int run(const char *const *argv) {
         pid_t pid;
         int status;
@@ -272,10 +341,13 @@ static void peers(const Span *spans, size_t n, const uint8_t *base, const uint8_
 
 static void usage(FILE *f) {
         fputs("usage: delta-eval [--peers] [--bench] [--level N] (-l LAYOUT | -r RANGES) BASE TARGET\n"
+              "       delta-eval --decode-speed [--trials N] (-l LAYOUT | -r RANGES) BASE TARGET\n"
               "  -l, --layout NAME   BASE and TARGET are raw dumps of one tensor of this layout or ggml type\n"
               "  -r, --ranges FILE   spans to compare, one per line: OFFSET LENGTH LAYOUT [NAME]\n"
               "  -p, --peers         also run bsdiff, xdelta3 -9 -e -s, zstd -19 --long --patch-from\n"
               "  -b, --bench         time encode and decode (MB/s)\n"
+              "      --decode-speed  only time delta_decode, per layout, best of --trials (MB/s)\n"
+              "      --trials N      runs of --decode-speed (default 5)\n"
               "      --level N       zstd level (default 19)\n",
               f);
 }
@@ -294,10 +366,12 @@ int main(int argc, char **argv) {
                 { "layout", required_argument, NULL, 'l' }, { "ranges", required_argument, NULL, 'r' },
                 { "peers", no_argument, NULL, 'p' },        { "bench", no_argument, NULL, 'b' },
                 { "level", required_argument, NULL, 'L' },  { "help", no_argument, NULL, 'h' },
+                { "decode-speed", no_argument, NULL, 'D' }, { "trials", required_argument, NULL, 'T' },
                 {},
         };
         const char *layout = NULL, *ranges = NULL;
-        bool with_peers = false, bench = false;
+        bool with_peers = false, bench = false, speed = false;
+        int trials = 5;
         Span *spans = NULL;
         size_t n;
         uint64_t base_size, target_size;
@@ -319,6 +393,14 @@ int main(int argc, char **argv) {
                         break;
                 case 'L':
                         level = (int) strtol(optarg, NULL, 10);
+                        break;
+                case 'D':
+                        speed = true;
+                        break;
+                case 'T':
+                        trials = (int) strtol(optarg, NULL, 10);
+                        if (trials < 1)
+                                trials = 1;
                         break;
                 case 'h':
                         usage(stdout);
@@ -349,16 +431,23 @@ int main(int argc, char **argv) {
                 n = 1;
         }
 
-        printf("%-28s %-6s %10s %10s %10s %10s %10s %10s\n", "span", "layout", "bytes", "changed", "zstd-raw",
-               "zstd-diff", "zstd-delta", "bundle");
-        Sizes total = { 0 };
-        for (size_t i = 0; i < n; i++) {
-                Sizes z;
+        for (size_t i = 0; i < n; i++)
                 if (spans[i].offset > base_size || spans[i].len > base_size - spans[i].offset ||
                     spans[i].offset > target_size || spans[i].len > target_size - spans[i].offset) {
                         fprintf(stderr, "delta-eval: span %s is past the end of a file\n", spans[i].name);
                         return 2;
                 }
+        if (speed) {
+                decode_speed(spans, n, base, target, trials);
+                free(spans);
+                return 0;
+        }
+
+        printf("%-28s %-6s %10s %10s %10s %10s %10s %10s\n", "span", "layout", "bytes", "changed", "zstd-raw",
+               "zstd-diff", "zstd-delta", "bundle");
+        Sizes total = { 0 };
+        for (size_t i = 0; i < n; i++) {
+                Sizes z;
                 if (eval_span(&spans[i], base + spans[i].offset, target + spans[i].offset, bench, &z) < 0)
                         return 1;
                 print_row(spans[i].name, delta_layout_to_string(spans[i].layout), &z, bench);

@@ -391,6 +391,178 @@ START_TEST(test_requantized) {
 }
 END_TEST
 
+/* ---- decoding: the inverse of encoding, on any input ---- */
+
+/*
+ * The decoder is fast and the encoder is the reference: for a bijection,
+ * encode(decode(d)) == d says that decode(d) is the one right answer for d,
+ * and decode(encode(t)) == t that decoding undoes encoding.
+ */
+static void check_inverse(DeltaLayout l, const uint8_t *base, const uint8_t *target, const uint8_t *delta, size_t len,
+                          const char *what) {
+        uint8_t *got = malloc(len + 1), *again = malloc(len + 1);
+
+        ck_assert_ptr_nonnull(got);
+        ck_assert_ptr_nonnull(again);
+        delta_decode(l, base, delta, len, got);
+        delta_encode(l, base, got, len, again);
+        ck_assert_msg(memcmp(again, delta, len) == 0, "%s, %s, %zu bytes: encode(decode(d)) != d",
+                      delta_layout_to_string(l), what, len);
+        if (target) {
+                delta_encode(l, base, target, len, again);
+                delta_decode(l, base, again, len, got);
+                ck_assert_msg(memcmp(got, target, len) == 0, "%s, %s, %zu bytes: decode(encode(t)) != t",
+                              delta_layout_to_string(l), what, len);
+        }
+        free(got);
+        free(again);
+}
+
+/* Where each quantized layout keeps its fp16 words (d, then dmin or m): delta.h's table. */
+static const struct {
+        DeltaLayout l;
+        size_t off[2];
+        unsigned n;
+} quant_words[] = {
+        { DELTA_Q4_0, { 0 }, 1 },     { DELTA_Q4_1, { 0, 2 }, 2 },   { DELTA_Q5_0, { 0 }, 1 },
+        { DELTA_Q5_1, { 0, 2 }, 2 },  { DELTA_Q8_0, { 0 }, 1 },      { DELTA_Q2_K, { 80, 82 }, 2 },
+        { DELTA_Q3_K, { 108 }, 1 },   { DELTA_Q4_K, { 0, 2 }, 2 },   { DELTA_Q5_K, { 0, 2 }, 2 },
+        { DELTA_Q6_K, { 208 }, 1 },
+};
+
+static void put_half(uint8_t *p, uint16_t h) {
+        p[0] = (uint8_t) h;
+        p[1] = (uint8_t) (h >> 8);
+}
+
+/*
+ * Quantizer-like blocks: random elements and sub-scales, words that are
+ * typical weight scales (about 1e-4 .. 1e-2, either sign for mins and
+ * offsets); the target keeps most elements and moves its words a few ulps,
+ * as requantizing after a small weight update does.
+ */
+static void fill_plausible(size_t w, uint8_t *base, uint8_t *target, size_t len) {
+        size_t unit = delta_unit(quant_words[w].l);
+
+        fill_random(base, len);
+        for (size_t at = 0; at + unit <= len; at += unit)
+                for (unsigned k = 0; k < quant_words[w].n; k++) {
+                        float v = (float) (0.0001 + 0.01 * (double) (rng() % 1000) / 1000.0);
+                        put_half(base + at + quant_words[w].off[k], half_from_float(k && rng() % 2 ? -v : v));
+                }
+        memcpy(target, base, len);
+        for (size_t at = 0; at + unit <= len; at += unit) {
+                for (unsigned k = 0; k < quant_words[w].n; k++) {
+                        uint8_t *p = target + at + quant_words[w].off[k];
+                        put_half(p, (uint16_t) (p[0] + (p[1] << 8) + (int) (rng() % 9) - 4));
+                }
+                for (size_t i = 0, n = rng() % 4; i < n; i++)
+                        target[at + rng() % unit] ^= (uint8_t) (1u << (rng() % 8));
+        }
+}
+
+/* Real-looking groups of every quantized layout, every length from 1 to 40 blocks (each batch and tail), and a tail. */
+START_TEST(test_decode_plausible) {
+        DeltaLayout l = quant_words[_i].l;
+        size_t unit = delta_unit(l), max = delta_group_bytes(l);
+        uint8_t *base = malloc(max), *target = malloc(max), *delta = malloc(max);
+
+        rng_state = 7000 + (uint64_t) _i;
+        for (size_t n = 1; n <= 40; n++) {
+                size_t len = n * unit + (n == 40 ? unit / 2 : 0);
+                fill_plausible((size_t) _i, base, target, len);
+                fill_random(delta, len);
+                check_inverse(l, base, target, delta, len, "plausible");
+        }
+        fill_plausible((size_t) _i, base, target, max);
+        delta_encode(l, base, target, max, delta);
+        check_inverse(l, base, target, delta, max, "plausible group");
+        free(base);
+        free(target);
+        free(delta);
+}
+END_TEST
+
+/*
+ * Every pair of odd fp16 words (NaN, infinities, zeros, subnormals, the
+ * largest finite) as base and target scales: unchanged, zero and clamped
+ * predictors, the 46-bit normalisation of the K-quants' wide products.
+ */
+START_TEST(test_decode_odd_scales) {
+        DeltaLayout l = quant_words[_i].l;
+        size_t unit = delta_unit(l), n = ELEMENTSOF(odd_halves), len = n * n * unit;
+        uint8_t *base = malloc(len), *target = malloc(len), *delta = malloc(len);
+
+        rng_state = 8000 + (uint64_t) _i;
+        for (int round = 0; round < 4; round++) {
+                fill_random(base, len);
+                fill_random(target, len);
+                /* Mostly 0 or mostly all-ones bytes in rounds 2 and 3: predictions at both ends of the range. */
+                for (size_t i = 0; round >= 2 && i < len; i++)
+                        if (rng() % 4)
+                                base[i] = round == 2 ? 0 : 0xff;
+                for (size_t i = 0; i < n * n; i++)
+                        for (unsigned k = 0; k < quant_words[_i].n; k++) {
+                                size_t off = i * unit + quant_words[_i].off[k];
+                                put_half(base + off, odd_halves[(i / n + k * round) % n]);
+                                put_half(target + off, odd_halves[(i % n + k) % n]);
+                        }
+                fill_random(delta, len);
+                check_inverse(l, base, target, delta, len, "odd scales");
+                memcpy(target, base, len);
+                check_inverse(l, base, target, delta, len, "odd scales, unchanged");
+        }
+        free(base);
+        free(target);
+        free(delta);
+}
+END_TEST
+
+/* All-zero and all-ones bases; deltas of zeros, of ones, and random ones. */
+START_TEST(test_decode_constant) {
+        DeltaLayout l = (DeltaLayout) _i;
+        size_t len = delta_group_bytes(l);
+        uint8_t *base = malloc(len), *delta = malloc(len);
+
+        rng_state = 9000 + (uint64_t) _i;
+        for (int k = 0; k < 9; k++) {
+                memset(base, k % 3 == 0 ? 0 : 0xff, len);
+                if (k % 3 == 2)
+                        fill_random(base, len);
+                if (k / 3 == 2)
+                        fill_random(delta, len);
+                else
+                        memset(delta, k / 3 == 0 ? 0 : 0xff, len);
+                check_inverse(l, base, NULL, delta, len, "constant");
+        }
+        free(base);
+        free(delta);
+}
+END_TEST
+
+/* Decoding writes every byte it owns: what the output buffer held before does not matter. */
+START_TEST(test_decode_output_unread) {
+        DeltaLayout l = (DeltaLayout) _i;
+        size_t len = delta_group_bytes(l) - delta_unit(l) + 3;
+        /* fill_nasty may write a word past a partial unit's end. */
+        uint8_t *base = malloc(len + delta_unit(l)), *delta = malloc(len), *a = malloc(len), *b = malloc(len);
+
+        rng_state = 9500 + (uint64_t) _i;
+        fill_nasty(l, base, len);
+        fill_random(delta, len);
+        memset(a, 0, len);
+        fill_random(b, len);
+        delta_decode(l, base, delta, len, a);
+        delta_decode(l, base, delta, len, b);
+        ck_assert_msg(memcmp(a, b, len) == 0, "%s: the output depends on the buffer's old bytes",
+                      delta_layout_to_string(l));
+        free(base);
+        free(delta);
+        free(a);
+        free(b);
+}
+END_TEST
+
 /* ---- the wire format, pinned ---- */
 
 /*
@@ -447,6 +619,56 @@ START_TEST(test_golden) {
 }
 END_TEST
 
+/*
+ * SHA-256 of decoded random deltas (whole group, a partial one with a tail,
+ * one unit) against odd bases, as the first decoder wrote them: a faster
+ * decoder must give the same bytes for every input, not only for deltas
+ * that encoding makes.
+ */
+static const char *const golden_decode[_DELTA_LAYOUT_MAX] = {
+        [DELTA_BYTES] = "5f6cdeff09ce0607d5df10addfe5171b0dac676d779d587171c31993454c2ccd",
+        [DELTA_Q4_0] = "f96136169a437c8fb61cff62adea3e07d60700450a8af2e40f9a9ce00d1e92eb",
+        [DELTA_Q4_1] = "95a073daf3b0b1f14b03617e8af029c62bc42f747e7a8a15c5976bbf82b69429",
+        [DELTA_Q5_0] = "aeb45f51a709bdd5dd5390f5ad40cf9ddd5c93fbf4cf555efd4ddf0400d0e1b1",
+        [DELTA_Q5_1] = "7b18f6a5feaab30e59c35afdd3d6d1c075e6a56799eeaae45c5400d835fbfefe",
+        [DELTA_Q8_0] = "7db87ae280b250c123564f6a528e51816d380c436f63774c906a4b7b8d4f1461",
+        [DELTA_Q2_K] = "6edbe79d8a89aa86b28396e21ef2d89b775a6913d0194d44e8aee13b49ca13e8",
+        [DELTA_Q3_K] = "74b346426573d92d591856a86f64acfec433d25ff589b9091da68c74e94cb60d",
+        [DELTA_Q4_K] = "402d92f607a6adabf8a411d2ab4f18173e74f7444c6b20de42271ea75020006b",
+        [DELTA_Q5_K] = "cb1b47a92f78af9d534eece220664179639399dbf4d68d6e2b46629df7f6cb88",
+        [DELTA_Q6_K] = "965dafc6ae894afd0e60ec42caa63553792946b6c5e714a20758673cbe82a3ee",
+        [DELTA_F16] = "5fcf8e7909108cc3d2b1cacf428258f3ce1ee07bc1892b234a0ef08003d142b9",
+        [DELTA_BF16] = "d327b418e5b366a7af397eb4cd635ab3252863612b6f10a5bfd75b2655ac5d89",
+        [DELTA_F32] = "e7304e008e92bc6b00866a041e9b38e102c41154a4001273009fa0dcb14c065e",
+};
+
+START_TEST(test_golden_decode) {
+        DeltaLayout l = (DeltaLayout) _i;
+        size_t unit = delta_unit(l), group = delta_group_bytes(l);
+        size_t lengths[] = { group, 37 * unit + unit / 2, unit };
+        uint8_t *base = malloc(group), *delta = malloc(group), *out = malloc(group);
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        char hex[SHA256_HEX_SIZE];
+        Sha256 s;
+
+        rng_state = 10000 + (uint64_t) _i;
+        sha256_init(&s);
+        for (size_t i = 0; i < ELEMENTSOF(lengths); i++) {
+                fill_nasty(l, base, lengths[i]);
+                fill_random(delta, lengths[i]);
+                delta_decode(l, base, delta, lengths[i], out);
+                sha256_update(&s, out, lengths[i]);
+        }
+        sha256_final(&s, digest);
+        sha256_to_hex(digest, hex);
+        ck_assert_msg(strcmp(hex, golden_decode[l]) == 0, "%s: decoded bytes changed: digest %s, pinned %s",
+                      delta_layout_to_string(l), hex, golden_decode[l]);
+        free(base);
+        free(delta);
+        free(out);
+}
+END_TEST
+
 static Suite *delta_suite(void) {
         Suite *s = suite_create("delta");
         TCase *tc = tcase_create("layouts");
@@ -463,6 +685,11 @@ static Suite *delta_suite(void) {
         tcase_add_loop_test(tc, test_property, 0, _DELTA_LAYOUT_MAX);
         tcase_add_loop_test(tc, test_requantized, 0, 2);
         tcase_add_loop_test(tc, test_golden, 0, _DELTA_LAYOUT_MAX);
+        tcase_add_loop_test(tc, test_decode_plausible, 0, ELEMENTSOF(quant_words));
+        tcase_add_loop_test(tc, test_decode_odd_scales, 0, ELEMENTSOF(quant_words));
+        tcase_add_loop_test(tc, test_decode_constant, 0, _DELTA_LAYOUT_MAX);
+        tcase_add_loop_test(tc, test_decode_output_unread, 0, _DELTA_LAYOUT_MAX);
+        tcase_add_loop_test(tc, test_golden_decode, 0, _DELTA_LAYOUT_MAX);
         suite_add_tcase(s, tc);
         return s;
 }
