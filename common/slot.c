@@ -313,8 +313,7 @@ UndoWriter *undo_writer_free(UndoWriter *w) {
         return NULL;
 }
 
-static int undo_write(UndoWriter *w, const void *data, size_t n) {
-        sha256_update(&w->hash, data, n);
+static int undo_write_raw(UndoWriter *w, const void *data, size_t n) {
         w->bytes += n;
         w->unkicked += n;
         if (w->unkicked >= (4u << 20)) {
@@ -323,6 +322,11 @@ static int undo_write(UndoWriter *w, const void *data, size_t n) {
                 w->unkicked = 0;
         }
         return write_full(w->file.fd, data, n);
+}
+
+static int undo_write(UndoWriter *w, const void *data, size_t n) {
+        sha256_update(&w->hash, data, n);
+        return undo_write_raw(w, data, n);
 }
 
 int undo_writer_new(const char *path, const UndoSpan *spans, uint64_t n, UndoWriter **ret, TpError *err) {
@@ -357,6 +361,17 @@ int undo_writer_append(UndoWriter *w, const void *data, size_t n, TpError *err) 
         if (r < 0)
                 return tp_error(err, r, "%s: %s", w->file.path, strerror(-r));
         return 0;
+}
+
+int undo_writer_append_unhashed(UndoWriter *w, const void *data, size_t n, TpError *err) {
+        int r = undo_write_raw(w, data, n);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", w->file.path, strerror(-r));
+        return 0;
+}
+
+Sha256 *undo_writer_hash(UndoWriter *w) {
+        return &w->hash;
 }
 
 int undo_writer_commit(UndoWriter *w, uint8_t ret_sha256[SHA256_DIGEST_SIZE], uint64_t *ret_bytes, TpError *err) {

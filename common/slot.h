@@ -128,6 +128,13 @@ typedef struct UndoWriter UndoWriter;
 _warn_unused_result_ int undo_writer_new(const char *path, const UndoSpan *spans, uint64_t n, UndoWriter **ret,
                                          TpError *err);
 _warn_unused_result_ int undo_writer_append(UndoWriter *w, const void *data, size_t n, TpError *err);
+/*
+ * For callers that hash on another thread: append without hashing, and feed
+ * the same bytes, in order, into undo_writer_hash() themselves (finished
+ * before undo_writer_commit()).
+ */
+_warn_unused_result_ int undo_writer_append_unhashed(UndoWriter *w, const void *data, size_t n, TpError *err);
+Sha256 *undo_writer_hash(UndoWriter *w);
 /* Returns the digest and the bytes written. */
 _warn_unused_result_ int undo_writer_commit(UndoWriter *w, uint8_t ret_sha256[SHA256_DIGEST_SIZE],
                                             uint64_t *ret_bytes, TpError *err);

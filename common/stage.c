@@ -326,6 +326,9 @@ static int begin_span(Stager *s, TpError *err) {
 static int end_span(Stager *s, TpError *err) {
         uint8_t db[SHA256_DIGEST_SIZE], dn[SHA256_DIGEST_SIZE];
 
+        if (s->incremental)
+                hash_pipe_sync(s->pipe);        /* the span digests were fed to the hashing thread */
+
         sha256_final(&s->span_base, db);
         sha256_final(&s->span_new, dn);
         if (memcmp(db, s->span->base_sha256, SHA256_DIGEST_SIZE) != 0)
@@ -354,9 +357,19 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
                 n = span_end - pos < s->group ? (size_t) (span_end - pos) : s->group;
                 if ((r = read_base(s, pos, n, b->base, false, err)) < 0)
                         return r;
-                /* Span digests on this thread: the hashing thread's one job is the whole-file stream. */
-                sha256_update(&s->span_base, b->base, n);
-                if ((r = undo_writer_append(s->undo_out, b->base, n, err)) < 0)
+                /*
+                 * Full mode: span digests on this thread, so that the hashing thread's one job is the
+                 * whole-file stream. Incremental mode hashes far less on that thread: it takes the
+                 * span and undo-record digests too, and this thread only reads, decodes and writes.
+                 */
+                if (s->incremental) {
+                        hash_pipe_feed(s->pipe, slot, &s->span_base, undo_writer_hash(s->undo_out), b->base, n);
+                        r = undo_writer_append_unhashed(s->undo_out, b->base, n, err);
+                } else {
+                        sha256_update(&s->span_base, b->base, n);
+                        r = undo_writer_append(s->undo_out, b->base, n, err);
+                }
+                if (r < 0)
                         return r;
                 if ((r = span_reader_read(s->reader, b->frame, n, err)) < 0)
                         return r;
@@ -365,7 +378,10 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
                         delta_decode(s->layout, b->base, b->frame, n, b->out);
                         bytes = b->out;
                 }
-                sha256_update(&s->span_new, bytes, n);
+                if (s->incremental)
+                        hash_pipe_feed(s->pipe, slot, &s->span_new, NULL, bytes, n);
+                else
+                        sha256_update(&s->span_new, bytes, n);
                 if ((r = pwrite_full(s->fd, bytes, n, pos)) < 0)
                         return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", pos, strerror(-r));
                 written(s, n);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -30,6 +31,7 @@ typedef enum SwitchStage {
         SWITCH_CHECK,                   /* the slot already holds the task: verify it */
         SWITCH_SEAL,
         SWITCH_ACTIVATE,
+        _SWITCH_STAGE_MAX,              /* done: only for the timing log */
 } SwitchStage;
 
 typedef struct Switch {
@@ -48,7 +50,31 @@ typedef struct Switch {
         Stager *stager;
         FileHash *check;
         uint64_t copied;
+        SwitchStage logged;             /* the stage whose start was last timed */
+        uint64_t t0, t_stage;           /* CLOCK_MONOTONIC µs: the switch's start, the stage's start */
 } Switch;
+
+static const char *const stage_names[] = {
+        [SWITCH_PREPARE] = "prepare", [SWITCH_COPY] = "copy",   [SWITCH_STAGE] = "stage",
+        [SWITCH_CHECK] = "check",     [SWITCH_SEAL] = "seal",   [SWITCH_ACTIVATE] = "activate",
+        [_SWITCH_STAGE_MAX] = "done",
+};
+
+/* Debug timing of each stage (TASKPATCHD_LOG_LEVEL=debug): where a switch spends its time. */
+static void time_stage(Switch *sw) {
+        uint64_t now;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+        if (sw->t0 == 0)
+                sw->t0 = sw->t_stage = now;
+        if (sw->stage != sw->logged) {
+                log_debug("switch: %s took %.1f ms (%.1f ms since the start)", stage_names[sw->logged],
+                          (now - sw->t_stage) / 1000.0, (now - sw->t0) / 1000.0);
+                sw->logged = sw->stage;
+                sw->t_stage = now;
+        }
+}
 
 static void switch_free(void *data) {
         Switch *sw = data;
@@ -298,6 +324,7 @@ static int switch_step(Operation *op) {
         uint8_t d[SHA256_DIGEST_SIZE];
         int r = 0;
 
+        time_stage(sw);
         switch (sw->stage) {
         case SWITCH_PREPARE:
                 r = prepare(op, sw);
@@ -344,9 +371,12 @@ static int switch_step(Operation *op) {
                 r = seal_slot(op, sw);
                 break;
         case SWITCH_ACTIVATE:
+                time_stage(sw);
                 if (!sw->stager)
                         m->counters.last_switch_slot_bytes = 0;         /* the slot already held the task */
                 r = manager_activate(m, op, sw->slot, true, &op->err);
+                sw->stage = _SWITCH_STAGE_MAX;
+                time_stage(sw);
                 return r < 0 ? r : 0;
         default:
                 abort();
