@@ -169,9 +169,10 @@ t_end = time.time() + 600
 while time.time() < t_end:
     try:
         v = dict(l.split(':', 1) for l in open(path))
-    except OSError:
-        break
-    peak = max(peak, int(v['RssAnon'].split()[0]))
+        anon = int(v['RssAnon'].split()[0])
+    except (OSError, KeyError):
+        break                   # the daemon is gone (a zombie has no RssAnon)
+    peak = max(peak, anon)
     hwm = int(v['VmHWM'].split()[0])
     print(peak, hwm, flush=True)
     time.sleep(0.005)
