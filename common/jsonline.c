@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "jsonline.h"
+#include "sha256.h"
 
 /*
  * The LineReader has no capacity field (the header fixes its layout), so the
@@ -294,4 +295,10 @@ ssize_t jsonline_recv(int sock, void *buf, size_t n, int fds[JSONLINE_MAX_FDS], 
         if (ret_nfds)
                 *ret_nfds = nfds;
         return k;
+}
+
+json_t *json_sha256(const uint8_t digest[32]) {
+        char h[SHA256_HEX_SIZE];
+        sha256_to_hex(digest, h);
+        return json_string(h);
 }

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -45,6 +46,9 @@ void line_reader_done(LineReader *r);
 _warn_unused_result_ int jsonline_parse(const char *line, size_t len, json_t **ret, TpError *err);
 /* Encode @obj compactly followed by "\n" (malloc'ed, NUL-terminated); -EMSGSIZE when longer than @max. */
 _warn_unused_result_ int jsonline_dump(const json_t *obj, size_t max, char **ret, size_t *ret_len);
+
+/* A SHA-256 digest as a JSON string of 64 hex digits; NULL when out of memory (a json_pack() using it then fails too). */
+json_t *json_sha256(const uint8_t digest[32]);
 
 /* sendmsg() all @n bytes; the first sendmsg carries @fd with SCM_RIGHTS when @fd >= 0. */
 _warn_unused_result_ int jsonline_send(int sock, const void *data, size_t n, int fd);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "jsonline.h"
 #include "slot.h"
 #include "yaml-doc.h"
 
@@ -26,23 +27,17 @@ SlotId slot_id_from_string(const char *s) {
 
 #define SEAL_FORMAT 1
 
-static json_t *hex(const uint8_t d[SHA256_DIGEST_SIZE]) {
-        char h[SHA256_HEX_SIZE];
-        sha256_to_hex(d, h);
-        return json_string(h);
-}
-
 int seal_save(const char *path, const Seal *s, uint64_t *ret_bytes, TpError *err) {
         _cleanup_free_ char *text = NULL;
         json_t *o = json_pack("{s:i, s:b, s:o, s:I, s:o, s:o, s:I, s:I, s:o, s:{s:o, s:o}, s:{s:I, s:o}, s:{s:I, s:I, s:I}}",
                               "format", SEAL_FORMAT, "dirty", s->dirty,
                               "task", s->task[0] ? json_string(s->task) : json_null(),
                               "version", (json_int_t) s->version,
-                              "sites_fingerprint", hex(s->sites_fingerprint), "sha256", hex(s->sha256),
+                              "sites_fingerprint", json_sha256(s->sites_fingerprint), "sha256", json_sha256(s->sha256),
                               "size", (json_int_t) s->size, "chunk_size", (json_int_t) s->chunk_size,
-                              "chunk_root", hex(s->chunk_root),
-                              "base", "sha256", hex(s->base_sha256), "layout", hex(s->base_layout),
-                              "undo", "spans", (json_int_t) s->undo_spans, "sha256", hex(s->undo_sha256),
+                              "chunk_root", json_sha256(s->chunk_root),
+                              "base", "sha256", json_sha256(s->base_sha256), "layout", json_sha256(s->base_layout),
+                              "undo", "spans", (json_int_t) s->undo_spans, "sha256", json_sha256(s->undo_sha256),
                               "file", "dev", (json_int_t) s->dev, "ino", (json_int_t) s->ino,
                               "mtime_ns", (json_int_t) s->mtime_ns);
         if (!o)

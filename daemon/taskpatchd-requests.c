@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "jsonline.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
 #include "yaml-doc.h"
@@ -30,19 +31,13 @@ static const Command commands[] = {
         { "rollback", ACCESS_ADMIN, { "wait", NULL } },
 };
 
-static json_t *hex(const uint8_t d[SHA256_DIGEST_SIZE]) {
-        char h[SHA256_HEX_SIZE];
-        sha256_to_hex(d, h);
-        return json_string(h);
-}
-
 static json_t *slot_json(Manager *m, SlotId s) {
         const Seal *seal = &m->seals[s];
         const char *state = m->sealed[s] ? "clean" : seal->dirty ? "dirty" : "missing";
         json_t *o = json_pack("{s:s, s:b, s:o, s:I, s:o}", "state", state, "active",
                               m->ps.provisioned && m->active == s, "task",
                               seal->task[0] ? json_string(seal->task) : json_null(), "version",
-                              (json_int_t) seal->version, "sha256", m->sealed[s] ? hex(seal->sha256) : json_null());
+                              (json_int_t) seal->version, "sha256", m->sealed[s] ? json_sha256(seal->sha256) : json_null());
         return o;
 }
 
@@ -56,12 +51,12 @@ json_t *manager_status(Manager *m) {
                 const Seal *a = &m->seals[m->active];
                 json_object_set_new(active, "task", a->task[0] ? json_string(a->task) : json_null());
                 json_object_set_new(active, "version", json_integer((json_int_t) a->version));
-                json_object_set_new(active, "sha256", hex(a->sha256));
+                json_object_set_new(active, "sha256", json_sha256(a->sha256));
                 json_object_set_new(o, "active", active);
                 for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
                         json_object_set_new(slots, slot_id_to_string(s), slot_json(m, s));
                 json_object_set_new(o, "base",
-                                    json_pack("{s:o, s:I, s:s}", "sha256", hex(m->ps.base.sha256), "size",
+                                    json_pack("{s:o, s:I, s:s}", "sha256", json_sha256(m->ps.base.sha256), "size",
                                               (json_int_t) m->ps.base.size, "kind",
                                               artifact_kind_to_string(m->ps.base.kind)));
         } else {
@@ -121,7 +116,7 @@ static json_t *list_json(Manager *m) {
                                 slot = json_string(slot_id_to_string(s));
                 json_array_append_new(a, json_pack("{s:s, s:I, s:o, s:I, s:I, s:s, s:s, s:b, s:o}", "task", t->task,
                                                    "version", (json_int_t) t->version, "sha256",
-                                                   hex(t->target_sha256), "bundle_size", (json_int_t) t->bundle_size,
+                                                   json_sha256(t->target_sha256), "bundle_size", (json_int_t) t->bundle_size,
                                                    "span_bytes", (json_int_t) t->span_bytes, "created", created,
                                                    "signer", t->signer, "active",
                                                    m->ps.provisioned && json_is_string(slot) &&

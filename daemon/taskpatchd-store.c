@@ -10,6 +10,7 @@
 
 #include "bundle.h"
 #include "fileio.h"
+#include "jsonline.h"
 #include "taskpatchd-store.h"
 #include "yaml-doc.h"
 
@@ -17,12 +18,6 @@
 #define STATE_MAX_BYTES (64u << 10)
 
 /* ---- the state file ---- */
-
-static json_t *hex(const uint8_t d[SHA256_DIGEST_SIZE]) {
-        char h[SHA256_HEX_SIZE];
-        sha256_to_hex(d, h);
-        return json_string(h);
-}
 
 int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, TpError *err) {
         json_t *o = json_pack("{s:i, s:b, s:b, s:s}", "format", STATE_FORMAT, "provisioned", s->provisioned,
@@ -33,11 +28,11 @@ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, 
                 return -ENOMEM;
         if (s->provisioned || s->provisioning)
                 json_object_set_new(o, "base",
-                                    json_pack("{s:o, s:I, s:o, s:s, s:I, s:o}", "sha256", hex(s->base.sha256), "size",
-                                              (json_int_t) s->base.size, "layout", hex(s->base.layout), "kind",
+                                    json_pack("{s:o, s:I, s:o, s:s, s:I, s:o}", "sha256", json_sha256(s->base.sha256), "size",
+                                              (json_int_t) s->base.size, "layout", json_sha256(s->base.layout), "kind",
                                               artifact_kind_to_string(s->base.kind), "chunk_size",
                                               (json_int_t) s->base.chunk_size, "chunk_root",
-                                              hex(s->base.chunk_root)));
+                                              json_sha256(s->base.chunk_root)));
         if (s->trial.on)
                 json_object_set_new(o, "trial",
                                     json_pack("{s:s, s:o, s:I, s:s, s:I}", "slot", slot_id_to_string(s->trial.slot),
