@@ -29,26 +29,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* ---- a scratch directory for the writers (AtomicFile wants a real one) ---- */
-
-static char scratch_dir[64];
-
-static void scratch_remove(void) {
-        (void) rmdir(scratch_dir);
-}
-
-static const char *scratch_path(const char *name, char buf[static 128]) {
-        if (!scratch_dir[0]) {
-                const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-                snprintf(scratch_dir, sizeof(scratch_dir), "%s/fuzz-seal-XXXXXX", base);
-                if (!mkdtemp(scratch_dir))
-                        abort();
-                atexit(scratch_remove);
-        }
-        snprintf(buf, 128, "%s/%s", scratch_dir, name);
-        return buf;
-}
-
 /* ---- seals ---- */
 
 static bool seal_equal(const Seal *a, const Seal *b) {
@@ -84,7 +64,7 @@ static void fuzz_seal(const char *path) {
         if (s.version > INT64_MAX || s.size > INT64_MAX || s.undo_spans > INT64_MAX)
                 abort();
 
-        scratch_path("slot.seal", buf);
+        fuzz_scratch_path("fuzz-seal", "slot.seal", buf);
         if (seal_save(buf, &s, &bytes, &err) < 0 || bytes == 0 || bytes > SEAL_MAX_BYTES)
                 abort();
         memset(&again, 0x5a, sizeof(again));
@@ -125,7 +105,7 @@ static void rewrite_undo(const UndoRecord *u, const uint8_t digest[SHA256_DIGEST
         char buf[128];
         uint64_t bytes = 0;
 
-        scratch_path("slot.undo", buf);
+        fuzz_scratch_path("fuzz-seal", "slot.undo", buf);
         if (undo_writer_new(buf, u->spans, u->n, &w, &err) < 0)
                 abort();
         for (uint64_t i = 0; i < u->n; i++)

@@ -21,25 +21,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A scratch directory for state_save() (AtomicFile wants a real one). */
-static char scratch_dir[64];
-
-static void scratch_remove(void) {
-        (void) rmdir(scratch_dir);
-}
-
-static const char *scratch_path(const char *name, char buf[static 128]) {
-        if (!scratch_dir[0]) {
-                const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-                snprintf(scratch_dir, sizeof(scratch_dir), "%s/fuzz-state-XXXXXX", base);
-                if (!mkdtemp(scratch_dir))
-                        abort();
-                atexit(scratch_remove);
-        }
-        snprintf(buf, 128, "%s/%s", scratch_dir, name);
-        return buf;
-}
-
 static bool state_equal(const PersistentState *a, const PersistentState *b) {
         if (a->provisioned != b->provisioned || a->provisioning != b->provisioning || a->committed != b->committed ||
             a->trial.on != b->trial.on)
@@ -95,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 abort();
         check(&s);
 
-        scratch_path("state.json", buf);
+        fuzz_scratch_path("fuzz-state", "state.json", buf);
         if (state_save(buf, &s, &bytes, &err) < 0 || bytes == 0)
                 abort();
         memset(&again, 0x5a, sizeof(again));
