@@ -62,10 +62,10 @@ static const char *const stage_names[] = {
 
 /* Debug timing of each stage (TASKPATCHD_LOG_LEVEL=debug): where a switch spends its time. */
 static void time_stage(Switch *sw) {
-        uint64_t now;
         struct timespec ts;
+
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        now = (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+        uint64_t now = (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
         if (sw->t0 == 0)
                 sw->t0 = sw->t_stage = now;
         if (sw->stage != sw->logged) {
@@ -200,6 +200,8 @@ static int prepare(Operation *op, Switch *sw) {
                 sw->fd = safe_close(sw->fd);
                 return r;
         }
+        /* In place, the slot's own seal, undo record and chunk table describe what it holds. */
+        int source = in_place ? load_source(m, sw, sw->slot, &op->err) : 0;
         /* The slot is dirty from the first byte written until it is sealed again. */
         m->seals[sw->slot].dirty = true;
         m->sealed[sw->slot] = false;
@@ -208,16 +210,8 @@ static int prepare(Operation *op, Switch *sw) {
         m->lease_broken = false;
         if (!in_place)
                 return start_fresh(op, sw);
-        /* Reload: the in-memory seal was just marked dirty. */
-        Seal clean;
-        TpError ignored = {};
-        if (seal_load(m->files[sw->slot].seal, &clean, &ignored) < 0)
-                return tp_error(&op->err, -EIO, "slot %s: the seal vanished", slot_id_to_string(sw->slot));
-        m->seals[sw->slot] = clean;
-        r = load_source(m, sw, sw->slot, &op->err);
-        m->seals[sw->slot].dirty = true;
-        if (r < 0)
-                return r;
+        if (source < 0)
+                return source;
         sw->stage = SWITCH_STAGE;
         return 0;
 }
