@@ -131,6 +131,10 @@ $(OBJ)/kernels/sha256-x86-avx2.o: ISA_FLAGS := -mavx2
 $(OBJ)/kernels/sha256-arm64-ce.o: ISA_FLAGS := -march=armv8-a+crypto
 $(OBJ)/kernels/sha256-arm64-neon.o: ISA_FLAGS := -march=armv8-a
 
+# The build time is the clock's floor (common/clock.h): a device clock reading earlier is unset.
+BUILD_EPOCH := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2> /dev/null),0)
+$(OBJ)/common/clock.o: OBJ_DEFS := -DTASKPATCH_BUILD_EPOCH=$(BUILD_EPOCH)
+
 # ---- build -----------------------------------------------------------------
 
 .PHONY: all
@@ -139,7 +143,7 @@ all: $(BINS) $(LIB)
 $(OBJ)/%.o: %.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(ISA_FLAGS) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(ISA_FLAGS) $(OBJ_DEFS) -c $< -o $@
 
 $(LIB): $(call objs,$(KERNEL_SRCS) $(COMMON_SRCS))
 	@mkdir -p $(@D)

@@ -54,15 +54,6 @@ int cli_open_artifact(const char *path, int *ret_fd, Artifact **ret) {
         return 0;
 }
 
-time_t cli_now(void) {
-        const char *e = getenv("TASKPATCH_TEST_NOW");
-        uint64_t v;
-
-        if (e && parse_u64(e, &v) >= 0)
-                return (time_t) v;
-        return time(NULL);
-}
-
 int cli_parse_u64(const char *option, const char *value, uint64_t *ret) {
         if (parse_u64(value, ret) < 0) {
                 cli_error("--%s: expected a non-negative integer, got '%s'", option, value);

@@ -28,15 +28,12 @@ _printf_(1, 2) void cli_error(const char *fmt, ...);
 int cli_init_kernels(void);
 
 #include <stdint.h>
-#include <time.h>
 
 #include "artifact.h"
+#include "clock.h"          /* clock_wall(): the time every command reads */
 
 /* Open @path read-only and parse it as an artifact; prints the error and returns -errno on failure. */
 int cli_open_artifact(const char *path, int *ret_fd, Artifact **ret);
-
-/* The current time, or TASKPATCH_TEST_NOW (seconds since the epoch) when set: tests move the clock with it. */
-time_t cli_now(void);
 
 /* Parse a decimal unsigned integer option value; prints "--NAME: ..." and returns -EINVAL when bad. */
 int cli_parse_u64(const char *option, const char *value, uint64_t *ret);

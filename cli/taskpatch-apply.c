@@ -70,7 +70,7 @@ int verb_apply(int argc, char *argv[]) {
                 return EXIT_USAGE;
         }
         const char *base_path = argv[optind], *bundle_path = argv[optind + 1];
-        trust.now = cli_now();
+        trust.now = clock_wall();
 
         if ((r = bundle_open(bundle_path, &b, &err)) < 0 || (r = bundle_verify(b, &trust, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));

@@ -200,7 +200,7 @@ int verb_create(int argc, char *argv[]) {
         }
 
         o.signer = signer;
-        o.created = (int64_t) cli_now();
+        o.created = (int64_t) clock_wall();
         if (o.expires)
                 o.expires += o.created;
         r = bundle_create(base_fd, base, target_fd, target, d, &o, out, &res, &err);

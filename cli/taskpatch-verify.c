@@ -57,7 +57,7 @@ int verb_verify(int argc, char *argv[]) {
                 cli_error("expected BUNDLE --ca CA.pem (see --help)");
                 return EXIT_USAGE;
         }
-        trust.now = cli_now();
+        trust.now = clock_wall();
 
         if ((r = bundle_open(argv[optind], &b, &err)) < 0 || (r = bundle_verify(b, &trust, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));

@@ -41,8 +41,8 @@ static void print_trial_hint(json_t *resp, const Wait *w) {
                 printf(" within %" PRIu64 " s", timeout);
         else if (w->have_timeout)
                 printf(" within %" PRIu64 " s", w->trial_timeout);
-        else if (parse_iso8601(get_str(resp, "deadline"), &deadline) >= 0 && deadline >= (int64_t) cli_now())
-                printf(" within %" PRId64 " s", deadline - (int64_t) cli_now());
+        else if (parse_iso8601(get_str(resp, "deadline"), &deadline) >= 0 && deadline >= (int64_t) clock_wall())
+                printf(" within %" PRId64 " s", deadline - (int64_t) clock_wall());
 }
 
 static void print_outcome(const char *command, json_t *req, json_t *resp, const Wait *w) {

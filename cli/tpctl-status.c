@@ -79,7 +79,7 @@ static void print_trial(json_t *trial) {
         printf(LABEL "%s in slot %s: ", "Trial:", format_task(trial, task, sizeof(task)) ?: "?",
                get_str(trial, "slot") ?: "?");
         if (parse_iso8601(get_str(trial, "deadline"), &deadline) >= 0) {
-                int64_t left = deadline - (int64_t) cli_now();
+                int64_t left = deadline - (int64_t) clock_wall();
                 if (left >= 0)
                         printf("%" PRId64 " s left to confirm with 'tpctl mark-good' (deadline %s)\n", left,
                                get_str(trial, "deadline"));

@@ -33,7 +33,7 @@ static const struct {
           "until it is installed.\n"
           "\n"
           "  --switch            also switch to the task, as 'tpctl switch' does\n"
-          "  --allow-downgrade   accept a version lower than the one installed\n" },
+          "  --allow-downgrade   accept a version lower than the newest installed or accepted\n" },
         { "switch", cmd_switch, "(TASK [--version N] | --base)", "make a task (or the base model) the active model",
           "Stage TASK into the inactive slot, verify it, activate it, and wait until it is on\n"
           "trial (confirm with 'tpctl mark-good') or committed by the health check.\n"

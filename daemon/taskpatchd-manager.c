@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
@@ -30,7 +31,7 @@ const char *manager_state_to_string(ManagerState s) {
 }
 
 static void now_utc(char buf[21]) {
-        format_time_utc((int64_t) time(NULL), buf);
+        format_time_utc((int64_t) clock_wall(), buf);
 }
 
 /* ---- state, events ---- */
@@ -384,7 +385,7 @@ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError
 
         if (trial) {
                 m->ps.trial = (TrialInfo) { .on = true, .slot = slot, .version = m->seals[slot].version,
-                                            .started = (int64_t) time(NULL) };
+                                            .started = (int64_t) clock_wall() };
                 memcpy(m->ps.trial.task, m->seals[slot].task, sizeof(m->ps.trial.task));
                 memcpy(m->ps.trial.transaction, op->transaction, TRANSACTION_ID_SIZE);
         } else

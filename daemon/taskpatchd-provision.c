@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include "bundle.h"
+#include "clock.h"
 #include "create.h"
 #include "fileio.h"
 #include "filejob.h"
+#include "sign.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
+#include "yaml-doc.h"
 
 #define SPACE_MARGIN (1u << 20)
 
@@ -64,7 +67,10 @@ static int provision_commit(Operation *op, Provision *p) {
         chunk_table_root(p->chunks, n_chunks, seal.chunk_root);
 
         /* From here the old slots are replaced: a crash leaves "provisioning", which asks for a new provision. */
-        m->ps = (PersistentState) { .provisioning = true, .committed = SLOT_A };
+        m->ps.provisioned = false;
+        m->ps.provisioning = true;
+        m->ps.committed = SLOT_A;
+        m->ps.trial = (TrialInfo) { 0 };        /* the accepted versions stay: rollback protection outlives a base */
         m->ps.base = (BaseInfo) { .size = p->size, .kind = p->artifact->kind, .chunk_size = CREATE_DEFAULT_CHUNK };
         memcpy(m->ps.base.sha256, p->sha256, SHA256_DIGEST_SIZE);
         memcpy(m->ps.base.layout, p->artifact->layout, SHA256_DIGEST_SIZE);
@@ -257,11 +263,18 @@ static void install_free(void *data) {
 int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char signer[256], const char **ret_code,
                          TpError *err) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
-        BundleTrust trust = { .ca_path = m->config->trust.ca, .now = time(NULL) };
+        BundleTrust trust = { .ca_path = m->config->trust.ca, .now = clock_for_dates() };
         char want[SHA256_HEX_SIZE], got[SHA256_HEX_SIZE];
         int r;
 
         *ret_code = "refused";
+        if (trust.now == SIGNATURE_CLOCK_UNKNOWN) {
+                char now[21], floor[21];
+                format_time_utc((int64_t) clock_wall(), now);
+                format_time_utc((int64_t) clock_floor(), floor);
+                log_warning("the clock reads %s, before this build (%s): it is not set, so certificate and expiry "
+                            "dates of %s are not checked", now, floor, what);
+        }
         if ((r = bundle_open_fd(fd, what, &b, err)) < 0 || (r = bundle_verify(b, &trust, err)) < 0)
                 return r;
         const Manifest *mf = b->manifest;
@@ -343,6 +356,13 @@ static int install_step(Operation *op) {
                 return 1;
         }
         case INSTALL_COMMIT:
+                /* Raised only now that signature and payload hold, and before the bundle is in place. */
+                r = state_accept(&m->ps, mf->task, mf->version);
+                if (r == -E2BIG)
+                        return tp_error(&op->err, r, "%s: this device keeps versions of at most %u tasks", mf->task,
+                                        STATE_MAX_TASKS);
+                if (r > 0 && (r = manager_save_state(m, &op->err)) < 0)
+                        return r;
                 if ((r = atomic_file_commit(&in->tmp)) < 0)
                         return tp_error(&op->err, r, "%s: %s", in->path, strerror(-r));
                 if ((r = store_add(&m->store, mf, in->path, in->bundle->file_size, in->signer)) < 0)
@@ -388,11 +408,15 @@ int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Oper
         if ((r = manager_open_bundle(m, dup_fd, "the bundle", &in->bundle, in->signer, ret_code, err)) < 0)
                 return r;
         const Manifest *mf = in->bundle->manifest;
-        uint64_t newest = store_newest(&m->store, mf->task);
+        uint64_t installed = store_newest(&m->store, mf->task), accepted = state_accepted(&m->ps, mf->task);
         *ret_code = "refused";
-        if (mf->version < newest && !allow_downgrade)
+        if (mf->version < installed && !allow_downgrade)
                 return tp_error(err, -EBADMSG, "%s v%" PRIu64 " is older than the installed v%" PRIu64
-                                " (use --allow-downgrade to install it anyway)", mf->task, mf->version, newest);
+                                " (use --allow-downgrade to install it anyway)", mf->task, mf->version, installed);
+        if (mf->version < accepted && !allow_downgrade)
+                return tp_error(err, -EBADMSG, "%s v%" PRIu64 " is older than v%" PRIu64 ", which this device has "
+                                "already accepted (use --allow-downgrade to install it anyway)", mf->task, mf->version,
+                                accepted);
         int64_t avail = manager_free_space(m);
         *ret_code = "no-space";
         if (avail >= 0 && (uint64_t) avail < in->bundle->file_size + SPACE_MARGIN)

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -33,6 +34,12 @@ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, 
                                               artifact_kind_to_string(s->base.kind), "chunk_size",
                                               (json_int_t) s->base.chunk_size, "chunk_root",
                                               json_sha256(s->base.chunk_root)));
+        if (s->n_accepted > 0) {
+                json_t *acc = json_object();
+                for (size_t i = 0; i < s->n_accepted; i++)
+                        json_object_set_new(acc, s->accepted[i].task, json_integer((json_int_t) s->accepted[i].version));
+                json_object_set_new(o, "accepted", acc);
+        }
         if (s->trial.on)
                 json_object_set_new(o, "trial",
                                     json_pack("{s:s, s:o, s:I, s:s, s:I}", "slot", slot_id_to_string(s->trial.slot),
@@ -63,6 +70,22 @@ static int get_uint(json_t *o, const char *key, uint64_t *ret) {
         if (!json_is_integer(v) || json_integer_value(v) < 0)
                 return -EBADMSG;
         *ret = (uint64_t) json_integer_value(v);
+        return 0;
+}
+
+static int parse_accepted(json_t *acc, PersistentState *s) {
+        const char *task;
+        json_t *v;
+
+        if (!acc)
+                return 0;
+        if (!json_is_object(acc) || json_object_size(acc) > STATE_MAX_TASKS)
+                return -EBADMSG;
+        json_object_foreach(acc, task, v) {
+                if (!task_name_valid(task) || !json_is_integer(v) || json_integer_value(v) < 0 ||
+                    state_accept(s, task, (uint64_t) json_integer_value(v)) < 0)
+                        return -EBADMSG;
+        }
         return 0;
 }
 
@@ -105,7 +128,7 @@ static int parse_state(json_t *o, PersistentState *s) {
                         return -EBADMSG;
         } else if (trial && !json_is_null(trial))
                 return -EBADMSG;
-        return 0;
+        return parse_accepted(json_object_get(o, "accepted"), s);
 }
 
 int state_load(const char *path, PersistentState *ret, TpError *err) {
@@ -134,6 +157,39 @@ int state_load(const char *path, PersistentState *ret, TpError *err) {
                                 r == -EPROTONOSUPPORT ? "written by another version (format)" : "not a valid state file");
         *ret = s;
         return 0;
+}
+
+static int compare_accepted(const void *a, const void *b) {
+        return strcmp(((const AcceptedVersion *) a)->task, ((const AcceptedVersion *) b)->task);
+}
+
+static AcceptedVersion *find_accepted(const PersistentState *s, const char *task) {
+        AcceptedVersion key = { 0 };
+        snprintf(key.task, sizeof(key.task), "%s", task);
+        return bsearch(&key, s->accepted, s->n_accepted, sizeof(AcceptedVersion), compare_accepted);
+}
+
+uint64_t state_accepted(const PersistentState *s, const char *task) {
+        const AcceptedVersion *a = find_accepted(s, task);
+        return a ? a->version : 0;
+}
+
+int state_accept(PersistentState *s, const char *task, uint64_t version) {
+        AcceptedVersion *a = find_accepted(s, task);
+
+        if (a) {
+                if (a->version >= version)
+                        return 0;
+                a->version = version;
+                return 1;
+        }
+        if (s->n_accepted >= STATE_MAX_TASKS)
+                return -E2BIG;
+        a = &s->accepted[s->n_accepted++];
+        snprintf(a->task, sizeof(a->task), "%s", task);
+        a->version = version;
+        qsort(s->accepted, s->n_accepted, sizeof(AcceptedVersion), compare_accepted);
+        return 1;
 }
 
 /* ---- installed bundles ---- */

@@ -41,17 +41,36 @@ typedef struct TrialInfo {
         int64_t started;                /* seconds since the epoch */
 } TrialInfo;
 
+/*
+ * Rollback protection: the newest version of each task this device has
+ * accepted (signature and payload verified). An older one is refused even
+ * after its newer bundles are gone; a bundle whose payload fails never
+ * raises it. Kept across provisioning.
+ */
+#define STATE_MAX_TASKS 256
+
+typedef struct AcceptedVersion {
+        char task[TASK_NAME_MAX + 1];
+        uint64_t version;
+} AcceptedVersion;
+
 typedef struct PersistentState {
         bool provisioned;               /* base is valid */
         bool provisioning;              /* a provisioning began and did not finish */
         BaseInfo base;
         SlotId committed;
         TrialInfo trial;
+        AcceptedVersion accepted[STATE_MAX_TASKS];      /* sorted by task */
+        size_t n_accepted;
 } PersistentState;
 
 /* -ENOENT when there is no state file (a fresh device). */
 _warn_unused_result_ int state_load(const char *path, PersistentState *ret, TpError *err);
 _warn_unused_result_ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, TpError *err);
+/* The newest accepted version of @task, 0 if none. */
+uint64_t state_accepted(const PersistentState *s, const char *task);
+/* Raise @task's accepted version to @version: 1 if raised, 0 if already there, -E2BIG when STATE_MAX_TASKS are kept. */
+int state_accept(PersistentState *s, const char *task, uint64_t version);
 
 /* One installed bundle. */
 typedef struct InstalledTask {

@@ -30,6 +30,19 @@ start_daemon() {
     [ -f "$CONF" ] || write_config
     $WRAP "$BIN/taskpatchd" --config "$CONF" >> "$TMP/daemon.log" 2>&1 &
     DPID=$!
+    wait_for_socket
+}
+
+# start_daemon_traced STRACE-ARGS...: start_daemon under strace -f, for fault injection
+# (-e inject=...). LeakSanitizer cannot run under ptrace: the ASan build skips only the leak check.
+start_daemon_traced() {
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        $WRAP strace -o /dev/null -f "$@" "$BIN/taskpatchd" --config "$CONF" >> "$TMP/daemon.log" 2>&1 &
+    DPID=$!
+    wait_for_socket
+}
+
+wait_for_socket() {
     for _ in $(seq 100); do
         [ -S "$SOCK" ] && tpctl status > /dev/null 2>&1 && return 0
         kill -0 "$DPID" 2> /dev/null || break
@@ -37,6 +50,20 @@ start_daemon() {
     done
     echo "taskpatchd did not come up:"; tail -n 5 "$TMP/daemon.log"
     return 1
+}
+
+# need_fixtures, need_daemon: make_gguf_fixtures, start_daemon, or fail and end the test.
+need_fixtures() {
+    make_gguf_fixtures > "$TMP/fixtures.log" 2>&1 && return 0
+    fail "fixtures: $(tail -n 3 "$TMP/fixtures.log")"
+    finish
+    exit 1
+}
+need_daemon() {
+    start_daemon && return 0
+    fail "daemon start"
+    finish
+    exit 1
 }
 
 stop_daemon() {

@@ -7,12 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 
-if ! make_gguf_fixtures > "$TMP/fixtures.log" 2>&1; then
-    fail "fixtures: $(tail -n 3 "$TMP/fixtures.log")"
-    finish
-    exit 1
-fi
-start_daemon || { fail "daemon start"; finish; exit 1; }
+need_fixtures
+need_daemon
 tpctl provision "$TMP/base.gguf" > /dev/null
 tpctl install "$TMP/json.tpb" > /dev/null
 tpctl install "$TMP/shout.tpb" > /dev/null

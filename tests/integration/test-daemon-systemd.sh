@@ -135,11 +135,7 @@ $WRAP "$BIN/taskpatchd" --config "$CONF" stray > "$TMP/out" 2>&1
 check "an extra argument: exit 2" test $? -eq 2
 check "... named" grep -q "unexpected argument 'stray'" "$TMP/out"
 
-if ! make_gguf_fixtures > "$TMP/fixtures.log" 2>&1; then
-    fail "fixtures: $(tail -n 3 "$TMP/fixtures.log")"
-    finish
-    exit 1
-fi
+need_fixtures
 
 # ---- socket activation ---------------------------------------------------------------------
 # systemd-socket-activate binds $SOCK (mode 0644), passes it as fd 3 with LISTEN_FDS=1 and

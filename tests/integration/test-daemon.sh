@@ -6,12 +6,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 
-if ! make_gguf_fixtures > "$TMP/fixtures.log" 2>&1; then
-    fail "fixtures: $(tail -n 3 "$TMP/fixtures.log")"
-    finish
-    exit 1
-fi
-start_daemon || { fail "daemon start"; finish; exit 1; }
+need_fixtures
+need_daemon
 
 check "a fresh daemon is unprovisioned" test "$(tpctl --json status | jget state)" = unprovisioned
 tpctl switch json > "$TMP/out" 2>&1

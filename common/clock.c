@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "sign.h"
+#include "yaml-doc.h"
+
+#ifndef TASKPATCH_BUILD_EPOCH
+#  define TASKPATCH_BUILD_EPOCH 0
+#endif
+
+time_t clock_wall(void) {
+        const char *e = getenv("TASKPATCH_TEST_NOW");
+        uint64_t v;
+
+        if (e && parse_u64(e, &v) >= 0)
+                return (time_t) v;
+        return time(NULL);
+}
+
+time_t clock_floor(void) {
+        return (time_t) TASKPATCH_BUILD_EPOCH;
+}
+
+time_t clock_for_dates(void) {
+        return signature_clock(clock_wall(), clock_floor());
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The wall clock, as every date check in TaskPatch reads it.
+ *
+ * Tests move it through the environment: TASKPATCH_TEST_NOW=<seconds since
+ * the epoch> replaces the real clock (faketime does not mix with
+ * AddressSanitizer). It only moves dates (bundle and certificate expiry,
+ * trial start times shown in status); timers run on CLOCK_MONOTONIC.
+ *
+ * A device without a real-time clock boots in 1970 until network time
+ * arrives. Such a device must not lock itself out by refusing every
+ * certificate as "not yet valid", so clock_for_dates() reports a clock that
+ * reads earlier than the build (TASKPATCH_BUILD_EPOCH, set by the Makefile
+ * from SOURCE_DATE_EPOCH or the last commit) as unknown, and the date checks
+ * are skipped (see CLOCK in sign.h for the trade-off).
+ */
+
+#include <time.h>
+
+/* Seconds since the epoch: TASKPATCH_TEST_NOW when set to a number, else time(NULL). */
+time_t clock_wall(void);
+/* The time before which the clock is known to be wrong (the build time; 0 when unknown). */
+time_t clock_floor(void);
+/* clock_wall(), or SIGNATURE_CLOCK_UNKNOWN (0) when it reads earlier than clock_floor(). */
+time_t clock_for_dates(void);
