@@ -132,7 +132,7 @@ $(OBJ)/kernels/sha256-arm64-ce.o: ISA_FLAGS := -march=armv8-a+crypto
 $(OBJ)/kernels/sha256-arm64-neon.o: ISA_FLAGS := -march=armv8-a
 
 # The build time is the clock's floor (common/clock.h): a device clock reading earlier is unset.
-BUILD_EPOCH := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2> /dev/null),0)
+BUILD_EPOCH := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2> /dev/null),$(shell date +%s))
 $(OBJ)/common/clock.o: OBJ_DEFS := -DTASKPATCH_BUILD_EPOCH=$(BUILD_EPOCH)
 
 # ---- build -----------------------------------------------------------------

@@ -13,8 +13,8 @@
  * arrives. Such a device must not lock itself out by refusing every
  * certificate as "not yet valid", so clock_for_dates() reports a clock that
  * reads earlier than the build (TASKPATCH_BUILD_EPOCH, set by the Makefile
- * from SOURCE_DATE_EPOCH or the last commit) as unknown, and the date checks
- * are skipped (see CLOCK in sign.h for the trade-off).
+ * from SOURCE_DATE_EPOCH, the last commit or the build itself) as unknown,
+ * and the date checks are skipped (see CLOCK in sign.h for the trade-off).
  */
 
 #include <time.h>
