@@ -9,27 +9,10 @@
 
 #include "bundle.h"
 #include "fileio.h"
+#include "le.h"
 #include "reader.h"
 #include "sign.h"
 #include "yaml-doc.h"
-
-static void put_le32(uint8_t *p, uint32_t v) {
-        for (int i = 0; i < 4; i++)
-                p[i] = (uint8_t) (v >> (8 * i));
-}
-
-static void put_le64(uint8_t *p, uint64_t v) {
-        for (int i = 0; i < 8; i++)
-                p[i] = (uint8_t) (v >> (8 * i));
-}
-
-static uint32_t get_le32(const uint8_t *p) {
-        return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
-}
-
-static uint64_t get_le64(const uint8_t *p) {
-        return (uint64_t) get_le32(p) | (uint64_t) get_le32(p + 4) << 32;
-}
 
 void bundle_header_encode(const BundleHeader *h, uint8_t ret[BUNDLE_HEADER_SIZE]) {
         memset(ret, 0, BUNDLE_HEADER_SIZE);

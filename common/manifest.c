@@ -3,10 +3,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <yaml.h>
 
 #include "manifest.h"
 #include "yaml-doc.h"
+#include "yaml-write.h"
 
 static const char *const span_encoding_table[_SPAN_ENCODING_MAX] = {
         [SPAN_RAW] = "raw",
@@ -65,158 +65,79 @@ Manifest *manifest_free(Manifest *m) {
 
 /* ---- writing ------------------------------------------------------------- */
 
-typedef struct Out {
-        char *buf;
-        size_t len, cap;
-        bool overflow;
-} Out;
+static void write_manifest(YamlWriter *w, const Manifest *m) {
+        yaml_writer_map_start(w, false);
+        yaml_writer_kv_u64(w, "format", m->format);
+        yaml_writer_kv(w, "task", m->task);
+        yaml_writer_kv_u64(w, "version", m->version);
+        yaml_writer_kv_time(w, "created", m->created);
+        if (m->expires != 0)
+                yaml_writer_kv_time(w, "expires", m->expires);
+        yaml_writer_kv(w, "kind", artifact_kind_to_string(m->kind));
 
-static int out_write(void *data, unsigned char *buffer, size_t size) {
-        Out *o = data;
+        yaml_writer_str(w, "base");
+        yaml_writer_map_start(w, false);
+        yaml_writer_kv_sha(w, "sha256", m->base.sha256);
+        yaml_writer_kv_u64(w, "size", m->base.size);
+        yaml_writer_kv_sha(w, "layout", m->base.layout);
+        yaml_writer_map_end(w);
 
-        if (o->len + size > MANIFEST_MAX_BYTES) {
-                o->overflow = true;
-                return 0;
-        }
-        if (o->len + size > o->cap) {
-                size_t cap = o->cap ? o->cap : 4096;
-                while (cap < o->len + size)
-                        cap *= 2;
-                char *p = realloc(o->buf, cap);
-                if (!p)
-                        return 0;
-                o->buf = p;
-                o->cap = cap;
-        }
-        memcpy(o->buf + o->len, buffer, size);
-        o->len += size;
-        return 1;
-}
+        yaml_writer_str(w, "target");
+        yaml_writer_map_start(w, false);
+        yaml_writer_kv_sha(w, "sha256", m->target.sha256);
+        yaml_writer_kv_u64(w, "size", m->target.size);
+        yaml_writer_kv_u64(w, "chunk_size", m->target.chunk_size);
+        yaml_writer_kv_sha(w, "chunk_root", m->target.chunk_root);
+        yaml_writer_map_end(w);
 
-static bool emit(yaml_emitter_t *e, yaml_event_t *ev, bool ok) {
-        return ok && yaml_emitter_emit(e, ev);
-}
+        yaml_writer_str(w, "sites");
+        yaml_writer_map_start(w, false);
+        yaml_writer_kv_sha(w, "fingerprint", m->sites_fingerprint);
+        yaml_writer_str(w, "names");
+        yaml_writer_seq_start(w, false);
+        for (size_t i = 0; i < m->n_sites; i++)
+                yaml_writer_str(w, m->sites[i]);
+        yaml_writer_seq_end(w);
+        yaml_writer_map_end(w);
 
-static bool emit_str(yaml_emitter_t *e, const char *s) {
-        yaml_event_t ev;
-        return emit(e, &ev,
-                    yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *) s, (int) strlen(s), 1, 1,
-                                                 YAML_ANY_SCALAR_STYLE));
-}
+        yaml_writer_str(w, "payload");
+        yaml_writer_map_start(w, false);
+        yaml_writer_kv_u64(w, "size", m->payload.size);
+        yaml_writer_kv_sha(w, "sha256", m->payload.sha256);
+        yaml_writer_map_end(w);
 
-static bool emit_map_start(yaml_emitter_t *e, bool flow) {
-        yaml_event_t ev;
-        return emit(e, &ev,
-                    yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1,
-                                                        flow ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE));
-}
-
-static bool emit_map_end(yaml_emitter_t *e) {
-        yaml_event_t ev;
-        return emit(e, &ev, yaml_mapping_end_event_initialize(&ev));
-}
-
-static bool emit_seq_start(yaml_emitter_t *e, bool flow) {
-        yaml_event_t ev;
-        return emit(e, &ev,
-                    yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1,
-                                                         flow ? YAML_FLOW_SEQUENCE_STYLE : YAML_BLOCK_SEQUENCE_STYLE));
-}
-
-static bool emit_seq_end(yaml_emitter_t *e) {
-        yaml_event_t ev;
-        return emit(e, &ev, yaml_sequence_end_event_initialize(&ev));
-}
-
-static bool emit_kv(yaml_emitter_t *e, const char *key, const char *value) {
-        return emit_str(e, key) && emit_str(e, value);
-}
-
-static bool emit_kv_u64(yaml_emitter_t *e, const char *key, uint64_t v) {
-        char buf[32];
-        snprintf(buf, sizeof(buf), "%" PRIu64, v);
-        return emit_kv(e, key, buf);
-}
-
-static bool emit_kv_sha(yaml_emitter_t *e, const char *key, const uint8_t d[SHA256_DIGEST_SIZE]) {
-        char hex[SHA256_HEX_SIZE];
-        sha256_to_hex(d, hex);
-        return emit_kv(e, key, hex);
-}
-
-static bool emit_kv_time(yaml_emitter_t *e, const char *key, int64_t t) {
-        char buf[21];
-        format_time_utc(t, buf);
-        return emit_kv(e, key, buf);
-}
-
-static bool emit_manifest(yaml_emitter_t *e, const Manifest *m) {
-        yaml_event_t ev;
-        bool ok = emit(e, &ev, yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING)) &&
-                  emit(e, &ev, yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 0)) &&
-                  emit_map_start(e, false) &&
-                  emit_kv_u64(e, "format", m->format) && emit_kv(e, "task", m->task) &&
-                  emit_kv_u64(e, "version", m->version) && emit_kv_time(e, "created", m->created) &&
-                  (m->expires == 0 || emit_kv_time(e, "expires", m->expires)) &&
-                  emit_kv(e, "kind", artifact_kind_to_string(m->kind));
-
-        ok = ok && emit_str(e, "base") && emit_map_start(e, false) && emit_kv_sha(e, "sha256", m->base.sha256) &&
-             emit_kv_u64(e, "size", m->base.size) && emit_kv_sha(e, "layout", m->base.layout) && emit_map_end(e);
-
-        ok = ok && emit_str(e, "target") && emit_map_start(e, false) &&
-             emit_kv_sha(e, "sha256", m->target.sha256) && emit_kv_u64(e, "size", m->target.size) &&
-             emit_kv_u64(e, "chunk_size", m->target.chunk_size) &&
-             emit_kv_sha(e, "chunk_root", m->target.chunk_root) && emit_map_end(e);
-
-        ok = ok && emit_str(e, "sites") && emit_map_start(e, false) &&
-             emit_kv_sha(e, "fingerprint", m->sites_fingerprint) && emit_str(e, "names") && emit_seq_start(e, false);
-        for (size_t i = 0; ok && i < m->n_sites; i++)
-                ok = emit_str(e, m->sites[i]);
-        ok = ok && emit_seq_end(e) && emit_map_end(e);
-
-        ok = ok && emit_str(e, "payload") && emit_map_start(e, false) && emit_kv_u64(e, "size", m->payload.size) &&
-             emit_kv_sha(e, "sha256", m->payload.sha256) && emit_map_end(e);
-
-        ok = ok && emit_str(e, "spans") && emit_seq_start(e, false);
-        for (size_t i = 0; ok && i < m->n_spans; i++) {
+        yaml_writer_str(w, "spans");
+        yaml_writer_seq_start(w, false);
+        for (size_t i = 0; i < m->n_spans; i++) {
                 const ManifestSpan *s = &m->spans[i];
-                ok = emit_map_start(e, true) && emit_kv_u64(e, "offset", s->offset) &&
-                     emit_kv_u64(e, "length", s->length) &&
-                     emit_kv(e, "encoding", span_encoding_to_string(s->encoding)) &&
-                     (s->encoding != SPAN_DELTA || emit_kv(e, "layout", s->layout)) &&
-                     (!s->site || emit_kv(e, "site", s->site)) && emit_kv_sha(e, "base_sha256", s->base_sha256) &&
-                     emit_kv_sha(e, "new_sha256", s->new_sha256) && emit_kv_u64(e, "frame_offset", s->frame_offset) &&
-                     emit_kv_u64(e, "frame_size", s->frame_size) && emit_map_end(e);
+                yaml_writer_map_start(w, true);
+                yaml_writer_kv_u64(w, "offset", s->offset);
+                yaml_writer_kv_u64(w, "length", s->length);
+                yaml_writer_kv(w, "encoding", span_encoding_to_string(s->encoding));
+                if (s->encoding == SPAN_DELTA)
+                        yaml_writer_kv(w, "layout", s->layout);
+                if (s->site)
+                        yaml_writer_kv(w, "site", s->site);
+                yaml_writer_kv_sha(w, "base_sha256", s->base_sha256);
+                yaml_writer_kv_sha(w, "new_sha256", s->new_sha256);
+                yaml_writer_kv_u64(w, "frame_offset", s->frame_offset);
+                yaml_writer_kv_u64(w, "frame_size", s->frame_size);
+                yaml_writer_map_end(w);
         }
-        ok = ok && emit_seq_end(e) && emit_map_end(e) &&
-             emit(e, &ev, yaml_document_end_event_initialize(&ev, 1)) &&
-             emit(e, &ev, yaml_stream_end_event_initialize(&ev));
-        return ok;
+        yaml_writer_seq_end(w);
+        yaml_writer_map_end(w);
 }
 
 int manifest_write(const Manifest *m, char **ret_text, size_t *ret_len, TpError *err) {
-        yaml_emitter_t e;
-        Out out = {};
+        YamlWriter *w;
 
         if (!task_name_valid(m->task))
                 return tp_error(err, -EINVAL, "manifest: invalid task name '%s'", m->task ? m->task : "");
-        if (!yaml_emitter_initialize(&e))
+        w = yaml_writer_new(MANIFEST_MAX_BYTES);
+        if (!w)
                 return -ENOMEM;
-        yaml_emitter_set_output(&e, out_write, &out);
-        yaml_emitter_set_width(&e, -1);
-        yaml_emitter_set_unicode(&e, 1);
-        bool ok = emit_manifest(&e, m);
-        yaml_emitter_delete(&e);
-        if (!ok) {
-                free(out.buf);
-                if (out.overflow)
-                        return tp_error(err, -EMSGSIZE, "manifest: larger than the %u-byte cap (too many spans?)",
-                                        MANIFEST_MAX_BYTES);
-                return tp_error(err, -ENOMEM, "manifest: could not serialise (out of memory)");
-        }
-        *ret_text = out.buf;
-        *ret_len = out.len;
-        return 0;
+        write_manifest(w, m);
+        return yaml_writer_finish(w, "manifest", ret_text, ret_len, err);
 }
 
 /* ---- parsing ------------------------------------------------------------- */

@@ -20,6 +20,7 @@
 #include <mbedtls/platform_util.h>
 #include <mbedtls/x509_crt.h>
 
+#include "le.h"
 #include "sha256.h"
 #include "sign.h"
 
@@ -89,15 +90,6 @@ static void verify_flags_string(uint32_t flags, char *buf, size_t size) {
 }
 
 /* ---- small helpers ------------------------------------------------------------------------------- */
-
-static uint16_t get_le16(const uint8_t *p) {
-        return (uint16_t) (p[0] | (p[1] << 8));
-}
-
-static void put_le16(uint8_t *p, size_t v) {
-        p[0] = (uint8_t) (v & 0xff);
-        p[1] = (uint8_t) (v >> 8);
-}
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (no time zone, no libc state). */
 static int64_t days_from_civil(int64_t y, int m, int d) {
@@ -423,13 +415,13 @@ int signature_block_write(const SignatureBlock *b, uint8_t **ret_block, size_t *
                 return -ENOMEM;
         memcpy(p, SIGNATURE_MAGIC, SIGNATURE_MAGIC_SIZE);
         off = SIGNATURE_MAGIC_SIZE;
-        put_le16(p + off, b->sig_len);
+        put_le16(p + off, (uint16_t) b->sig_len);        /* all three checked against the limits above */
         memcpy(p + off + 2, b->sig, b->sig_len);
         off += 2 + b->sig_len;
-        put_le16(p + off, b->n_certs);
+        put_le16(p + off, (uint16_t) b->n_certs);
         off += 2;
         for (size_t i = 0; i < b->n_certs; i++) {
-                put_le16(p + off, b->certs[i].len);
+                put_le16(p + off, (uint16_t) b->certs[i].len);
                 memcpy(p + off + 2, b->certs[i].der, b->certs[i].len);
                 off += 2 + b->certs[i].len;
         }
