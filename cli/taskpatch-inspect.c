@@ -14,11 +14,11 @@
 #include "taskpatch.h"
 
 static void help(void) {
-        printf("Usage: taskpatch inspect BUNDLE [--json]\n"
+        printf("Usage: taskpatch inspect BUNDLE|CHANNEL [--json]\n"
                "\n"
                "Show a bundle's manifest: task, version, base and target, the sites it changes,\n"
-               "its spans and encodings, sizes and signer. Nothing is verified here: use\n"
-               "'taskpatch verify' for that.\n");
+               "its spans and encodings, sizes and signer; or a channel's serial, dates, desired\n"
+               "task and bundles. Nothing is verified here: use 'taskpatch verify' for that.\n");
 }
 
 static json_t *sha_json(const uint8_t d[32]) {
@@ -54,6 +54,8 @@ int verb_inspect(int argc, char *argv[]) {
                 cli_error("expected one BUNDLE (see --help)");
                 return EXIT_USAGE;
         }
+        if (cli_is_channel(argv[optind]))
+                return channel_inspect(argv[optind], json);
         r = bundle_open(argv[optind], &b, &err);
         if (r < 0) {
                 cli_error("%s", tp_error_message(&err, r));

@@ -11,12 +11,14 @@
 #include "taskpatch.h"
 
 static void help(void) {
-        printf("Usage: taskpatch verify BUNDLE --ca CA.pem [--allow-unsigned]\n"
+        printf("Usage: taskpatch verify BUNDLE|CHANNEL --ca CA.pem [--allow-unsigned]\n"
                "\n"
                "Check the signature chain against CA.pem (a PEM file or a directory), the\n"
                "manifest, the expiry, and every payload hash that can be checked without the\n"
                "base: each frame decodes to exactly its span's length, raw spans match their\n"
-               "SHA-256, and the payload matches its SHA-256. Exit 0 only when all hold.\n"
+               "SHA-256, and the payload matches its SHA-256. For a channel: its signature and\n"
+               "expiry, and that every bundle it lists lies beside it with the listed size and\n"
+               "SHA-256. Exit 0 only when all hold.\n"
                "\n"
                "  --ca PATH           trusted CA certificate(s)\n"
                "  --allow-unsigned    accept an unsigned bundle (tests only)\n");
@@ -58,6 +60,13 @@ int verb_verify(int argc, char *argv[]) {
                 return EXIT_USAGE;
         }
         trust.now = clock_wall();
+        if (cli_is_channel(argv[optind])) {
+                if (!trust.ca_path) {
+                        cli_error("a channel is always signed: give --ca");
+                        return EXIT_USAGE;
+                }
+                return channel_verify_files(argv[optind], trust.ca_path);
+        }
 
         if ((r = bundle_open(argv[optind], &b, &err)) < 0 || (r = bundle_verify(b, &trust, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));

@@ -16,6 +16,7 @@ static const struct {
         { "inspect", verb_inspect, "show what a bundle holds" },
         { "verify", verb_verify, "check a bundle's signature, manifest and payload" },
         { "apply", verb_apply, "rebuild the target model from the base and a bundle" },
+        { "publish", verb_publish, "list a folder's bundles in a signed channel for devices to poll" },
         { "diff", verb_diff, "which sites changed between two models (locality report)" },
         { "hash", verb_hash, "SHA-256 of files, output as sha256sum prints it" },
         { "caps", verb_caps, "CPU capabilities and the kernels chosen for them" },
@@ -24,7 +25,7 @@ static const struct {
 static void help(void) {
         printf("Usage: taskpatch [--help] [--version] COMMAND [ARGS...]\n"
                "\n"
-               "Build, inspect and apply TaskPatch task bundles, offline.\n"
+               "Build, inspect, apply and publish TaskPatch task bundles, offline.\n"
                "\n"
                "Commands:\n");
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)

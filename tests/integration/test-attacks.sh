@@ -160,7 +160,7 @@ echo "# wrong target"
 "$BIN/taskpatch" create "$TMP/json.gguf" "$TMP/shout.gguf" -o "$TMP/other-base.tpb" --task shout --version 3 \
     --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 1 > /dev/null
 refused "$TMP/other-base.tpb" "a bundle for another base" "another base"
-if python3 "$root/tests/tools/make-onnx.py" --layers 4 --channels 8 -o "$TMP/base.onnx" --task-out "$TMP/task.onnx" \
+if python3 "$(dirname "$0")/../tools/make-onnx.py" --layers 4 --channels 8 -o "$TMP/base.onnx" --task-out "$TMP/task.onnx" \
     --change-layers 1 > "$TMP/onnx.log" 2>&1; then
     "$BIN/taskpatch" create "$TMP/base.onnx" "$TMP/task.onnx" -o "$TMP/onnx.tpb" --task shout \
         --version 3 --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 1 > /dev/null

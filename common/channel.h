@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The channel index (NAME.channel): what a fleet should run, signed with
+ * the bundles' signature scheme. `taskpatch publish` writes it next to the
+ * bundles it lists; a device fetches it over HTTPS, verifies it, and
+ * fetches the bundles it names. See packaging/docs/channel-format.md.
+ *
+ *   offset 0   "TPCHANL\0"        magic
+ *          8   u32 format         CHANNEL_FORMAT
+ *         12   u32 flags          0
+ *         16   u64 index_size     bytes of YAML, 1..CHANNEL_MAX_INDEX
+ *         24   u64 signature_size 1..BUNDLE_MAX_SIGNATURE (a channel is always signed)
+ *         32   32 bytes           0
+ *   then the index (exactly the signed bytes), then the signature block;
+ *   the file ends there. All little-endian.
+ *
+ * The index:
+ *
+ *   format: 1
+ *   channel: stable
+ *   serial: 42                      # raised by every publish; a device never goes back
+ *   created: 2026-11-29T12:00:00Z
+ *   expires: 2026-12-29T12:00:00Z   # optional
+ *   desired: json                   # optional: the task the fleet should run
+ *   bundles:
+ *   - {task: json, version: 3, path: json-3.tpb, size: 12400000, sha256: ..., kind: gguf,
+ *      base_sha256: ..., base_layout: ...}
+ *
+ * Untrusted input: parsed with caps on the text, the bundle count and each
+ * field; paths are relative, without "..", and limited to a safe alphabet.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "artifact.h"
+#include "bundle.h"
+#include "error.h"
+#include "manifest.h"
+#include "sha256.h"
+#include "sign.h"
+
+#define CHANNEL_MAGIC "TPCHANL"         /* 8 bytes with its NUL */
+#define CHANNEL_FORMAT 1
+#define CHANNEL_HEADER_SIZE 64
+#define CHANNEL_MAX_INDEX (1u << 20)
+#define CHANNEL_MAX_BUNDLES 2048             /* reachable within CHANNEL_MAX_INDEX (~300 bytes each) */
+#define CHANNEL_NAME_MAX 64             /* same alphabet as task names */
+#define CHANNEL_PATH_MAX 255
+
+typedef struct ChannelBundle {
+        char task[TASK_NAME_MAX + 1];
+        uint64_t version;
+        char path[CHANNEL_PATH_MAX + 1];        /* relative to the channel's own URL */
+        uint64_t size;
+        uint8_t sha256[SHA256_DIGEST_SIZE];     /* of the whole .tpb file */
+        ArtifactKind kind;
+        uint8_t base_sha256[SHA256_DIGEST_SIZE];
+        uint8_t base_layout[SHA256_DIGEST_SIZE];
+} ChannelBundle;
+
+typedef struct Channel {
+        char name[CHANNEL_NAME_MAX + 1];
+        uint64_t serial;
+        int64_t created;
+        int64_t expires;                        /* 0: never */
+        char desired[TASK_NAME_MAX + 1];        /* "": no wish */
+        ChannelBundle *bundles;                 /* sorted by task, then version; (task, version) unique */
+        size_t n_bundles;
+        /* filled by channel_parse */
+        char *index_text;                       /* exactly the signed bytes */
+        size_t index_len;
+        uint8_t *signature;
+        size_t signature_len;
+} Channel;
+
+Channel *channel_free(Channel *c);
+DEFINE_POINTER_CLEANUP(Channel, channel_free)
+
+/* A path a channel may name: relative, [A-Za-z0-9._/+-], no empty, "." or ".." component. */
+bool channel_path_valid(const char *path);
+
+/*
+ * Parse a channel file held in memory (@what names it in errors): header,
+ * index and the signature block's presence; not the signature itself.
+ * -EBADMSG (or -EPROTONOSUPPORT for another format) with a message naming
+ * the field and line.
+ */
+_warn_unused_result_ int channel_parse(const uint8_t *data, size_t len, const char *what, Channel **ret, TpError *err);
+
+/* channel_parse() of the file at @path (at most CHANNEL_MAX_FILE bytes); -ENOENT when there is none. */
+#define CHANNEL_MAX_FILE (CHANNEL_HEADER_SIZE + CHANNEL_MAX_INDEX + BUNDLE_MAX_SIGNATURE)
+_warn_unused_result_ int channel_load(const char *path, Channel **ret, TpError *err);
+
+/*
+ * The trust decision: the signature chains to @ca_path at @now (0: clock
+ * unknown, dates skipped) and the channel has not expired. On success
+ * @ret_signer (256 bytes, may be NULL) names the signer.
+ */
+_warn_unused_result_ int channel_verify(const Channel *c, const char *what, const char *ca_path, time_t now,
+                                        char *ret_signer, TpError *err);
+
+/* The newest bundle of @task in @c (NULL when none). */
+const ChannelBundle *channel_find(const Channel *c, const char *task);
+
+/*
+ * Serialise @c (name, serial, dates, desired, bundles; sorted here) and
+ * sign it with @signer: *ret_data (malloc'd) holds the whole file. The two
+ * halves: the index text (malloc'd), and a file from an index and a
+ * signature block.
+ */
+_warn_unused_result_ int channel_index_write(Channel *c, char **ret_text, size_t *ret_len, TpError *err);
+_warn_unused_result_ int channel_pack(const char *text, size_t text_len, const uint8_t *sig, size_t sig_len,
+                                      uint8_t **ret_data, size_t *ret_len);
+_warn_unused_result_ int channel_write(Channel *c, Signer *signer, uint8_t **ret_data, size_t *ret_len, TpError *err);
