@@ -4,7 +4,7 @@
 #   make deps            install what the build, tests and benchmarks need (Debian 12, apt-get)
 #   make demo            the main job: show what TaskPatch does on this machine
 #   make check           the whole test suite (what CI runs); parts: check-unit, check-integration,
-#                        check-crash, check-asan, check-arm, check-lint
+#                        check-crash, check-order, check-asan, check-arm, check-lint
 #   make arm64           cross-build everything for aarch64 into build/arm64/
 #   make asan            build with AddressSanitizer + UBSan into build/asan/ and run the tests
 #   make bench-hash      SHA-256 benchmark against openssl and sha256sum
@@ -208,7 +208,7 @@ tests-build: all $(UNIT_TESTS) $(BENCHES) $(TOOLS)
 # ---- tests -----------------------------------------------------------------
 
 # The whole suite: every part runs even when an earlier one fails; one closing line.
-CHECK_PARTS ?= lint unit integration crash fuzz asan arm
+CHECK_PARTS ?= lint unit integration crash order fuzz asan arm
 .PHONY: check
 check:
 	@tests/check.sh $(CHECK_PARTS)
@@ -224,6 +224,12 @@ check-integration: all $(TOOLS)
 # invariants (tests/crash/crash-points.sh). make check runs a bounded sample; CRASH=full, all.
 check-crash: all $(TOOLS)
 	@tests/crash/crash-points.sh $(BUILD) $(if $(filter full,$(CRASH)),,--quick)
+
+# The fsync ordering a power cut needs, proven on each operation's syscall trace (strace -f -y):
+# tests/crash/order-trace.sh runs the operations, tests/crash/order-check.py holds them to the rules.
+.PHONY: check-order
+check-order: all $(TOOLS)
+	@tests/crash/order-trace.sh $(BUILD)
 
 check-asan asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=1 tests-build

@@ -74,6 +74,15 @@ int fsync_parent_dir(const char *path) {
         return 0;
 }
 
+int mkdir_durable(const char *path, mode_t mode) {
+        int r;
+
+        if (mkdir(path, mode) < 0)
+                return errno == EEXIST ? 0 : negative_errno();
+        r = fsync_parent_dir(path);
+        return r < 0 ? r : 1;
+}
+
 int atomic_file_open(const char *path, AtomicFile *ret) {
         _cleanup_free_ char *copy1 = strdup(path), *copy2 = strdup(path), *final = strdup(path);
         _cleanup_free_ char *tmp = NULL;
@@ -106,8 +115,14 @@ int atomic_file_commit(AtomicFile *f) {
         if (r >= 0) {
                 free(f->tmp_path);
                 f->tmp_path = NULL;    /* renamed: nothing left to remove */
-                if (!f->no_sync)
-                        r = fsync_parent_dir(f->path);
+                /*
+                 * The rename was the commit: every reader now sees the new file, so failing here
+                 * would have the caller believe the old one is still in place. A power cut before
+                 * the entry is durable leaves the old file or the new one, as a crash would; the
+                 * next fsync of this directory (any later commit in it) makes it durable.
+                 */
+                if (!f->no_sync && fsync_parent_dir(f->path) < 0)
+                        r = 0;          /* the commit stands (see above) */
         }
         atomic_file_abort(f);
         return r;

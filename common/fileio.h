@@ -22,6 +22,12 @@ _warn_unused_result_ int write_full(int fd, const void *buf, size_t n);
 
 /* fsync the directory holding @path (so a rename or create in it is durable). */
 _warn_unused_result_ int fsync_parent_dir(const char *path);
+/*
+ * mkdir(@path, @mode), and when it created the directory, fsync its parent: a file later
+ * renamed into @path and fsynced there is lost in a power cut if @path's own entry is not
+ * durable. Returns 1 when created, 0 when it already existed, or a negative errno.
+ */
+_warn_unused_result_ int mkdir_durable(const char *path, mode_t mode);
 
 typedef struct AtomicFile {
         int fd;                 /* the temporary, open for writing */
@@ -34,7 +40,11 @@ typedef struct AtomicFile {
 
 /* Create a temporary beside @path (mode 0644 before umask) to be renamed over it by atomic_file_commit(). */
 _warn_unused_result_ int atomic_file_open(const char *path, AtomicFile *ret);
-/* fsync, rename onto the final path, fsync the directory. On failure the temporary is removed. */
+/*
+ * fsync, rename onto the final path, fsync the directory. A negative errno means the path still
+ * holds the old file (the fsync or the rename failed) and the temporary is removed; once the rename
+ * is done the commit succeeds, even if the directory's fsync then fails (see fileio.c).
+ */
 _warn_unused_result_ int atomic_file_commit(AtomicFile *f);
 /* Remove the temporary (if still there) and free; safe after commit and on ATOMIC_FILE_NULL. */
 void atomic_file_abort(AtomicFile *f);

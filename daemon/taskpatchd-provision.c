@@ -431,9 +431,11 @@ int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Oper
         if (!dir)
                 return -ENOMEM;
         *strrchr(dir, '/') = 0;
-        r = mkdir(dir, 0750) < 0 && errno != EEXIST ? negative_errno() : 0;
-        if (r < 0 || (r = atomic_file_open(in->path, &in->tmp)) < 0)
-                return tp_error(err, r, "%s: %s", r == 0 ? dir : in->path, strerror(-r));
+        /* A new task's directory must be durable before its bundle is announced as installed. */
+        if ((r = mkdir_durable(dir, 0750)) < 0)
+                return tp_error(err, r, "%s: %s", dir, strerror(-r));
+        if ((r = atomic_file_open(in->path, &in->tmp)) < 0)
+                return tp_error(err, r, "%s: %s", in->path, strerror(-r));
         file_copy_init(&in->copy, in->src, in->tmp.fd, in->bundle->file_size);
         snprintf(op->task, sizeof(op->task), "%s", mf->task);
         op->version = mf->version;

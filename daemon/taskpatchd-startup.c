@@ -187,8 +187,9 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
                 if ((r = slot_files_init(m, s)) < 0)
                         return r;
-        if (mkdir(config->state_dir, 0750) < 0 && errno != EEXIST)
-                return tp_error(err, negative_errno(), "%s: %s", config->state_dir, strerror(errno));
+        /* Durable entries: the state file, the slots and the symlink are all named through them. */
+        if ((r = mkdir_durable(config->state_dir, 0750)) < 0)
+                return tp_error(err, r, "%s: %s", config->state_dir, strerror(-r));
         /* First of all: nothing in the state directory is touched while another daemon owns it. */
         {
                 _cleanup_free_ char *lock = NULL;
@@ -203,7 +204,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         }
         if (asprintf(&slots, "%s/slots", config->state_dir) < 0)
                 return -ENOMEM;
-        r = mkdir(slots, 0755) < 0 && errno != EEXIST ? negative_errno() : 0;
+        r = mkdir_durable(slots, 0755);
         free(slots);
         if (r < 0)
                 return tp_error(err, r, "%s/slots: %s", config->state_dir, strerror(-r));

@@ -299,8 +299,9 @@ int store_scan(Store *s, const char *dir, const char *ca_path, const BaseInfo *b
         s->dir = strdup(dir);
         if (!s->dir)
                 return -ENOMEM;
-        if (mkdir(dir, 0750) < 0 && errno != EEXIST)
-                return negative_errno();
+        int r = mkdir_durable(dir, 0750);
+        if (r < 0)
+                return r;
         d = opendir(dir);
         if (!d)
                 return negative_errno();
