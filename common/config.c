@@ -42,6 +42,8 @@ int config_init(DaemonConfig *c) {
                 .keep_versions = 2,
                 .verify = VERIFY_FULL,
                 .scrub_interval = 168,
+                .channel.interval = 300,
+                .channel.low_speed_time = 60,
         };
 
         if (!d.state_dir || !d.socket || !d.admin_group || !d.model_path || !d.trust.ca) {
@@ -62,6 +64,9 @@ void config_done(DaemonConfig *c) {
         free(c->trust.ca);
         free(c->trial.health_command);
         free(c->trial.health_url);
+        for (size_t i = 0; i < c->channel.n_urls; i++)
+                free(c->channel.urls[i]);
+        free(c->tls.ca);
         *c = (DaemonConfig) {};
 }
 
@@ -292,10 +297,82 @@ static int parse_trial(const YamlNode *map, const char *what, DaemonConfig *c, T
         return 0;
 }
 
+static int get_bool(const YamlNode *map, const char *key, const char *what, bool *ret, TpError *err) {
+        const YamlNode *v = yaml_map_get(map, key);
+
+        if (!v)
+                return 0;
+        if (v->kind == YAML_SCALAR && !v->quoted && strcmp(v->scalar, "true") == 0)
+                *ret = true;
+        else if (v->kind == YAML_SCALAR && !v->quoted && strcmp(v->scalar, "false") == 0)
+                *ret = false;
+        else
+                return bad_value(v, key, what, "true or false", err);
+        return 0;
+}
+
+/* channel.url: one URL, or a list of mirrors tried in order; "" = no channel. */
+static int get_urls(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+        const YamlNode *v = yaml_map_get(map, "url");
+        const YamlNode *const *items = &v;
+        size_t n = 1;
+
+        if (!v || (v->kind == YAML_SCALAR && (node_is_null(v) || v->scalar[0] == '\0')))
+                return 0;
+        if (v->kind == YAML_SEQUENCE) {
+                items = (const YamlNode *const *) v->items;
+                n = v->n;
+                if (n == 0 || n > CONFIG_MAX_MIRRORS)
+                        return bad_value(v, "url", what, "a URL or a list of 1 to 8 URLs", err);
+        }
+        for (size_t i = 0; i < n; i++) {
+                const YamlNode *u = items[i];
+                if (u->kind != YAML_SCALAR || !url_valid(u->scalar))
+                        return bad_value(u, "url", what, "an https:// URL (http:// with allow_http: true)", err);
+                if (strncmp(u->scalar, "http://", 7) == 0 && !c->channel.allow_http)
+                        return bad_value(u, "url", what, "an https:// URL (plain http:// needs allow_http: true)",
+                                         err);
+                if (!(c->channel.urls[c->channel.n_urls] = strdup(u->scalar)))
+                        return -ENOMEM;
+                c->channel.n_urls++;
+        }
+        return 0;
+}
+
+static int parse_channel(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+        static const char *const keys[] = { "url", "interval", "max_download_rate", "low_speed_time", "allow_http",
+                                            NULL };
+        int r;
+
+        if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
+            (r = get_bool(map, "allow_http", what, &c->channel.allow_http, err)) < 0 ||
+            (r = get_urls(map, what, c, err)) < 0 ||
+            (r = get_uint(map, "interval", 1, 604800, what, &c->channel.interval, err)) < 0 ||
+            (r = get_uint(map, "max_download_rate", 0, UINT32_MAX, what, &c->channel.max_download_rate, err)) < 0 ||
+            (r = get_uint(map, "low_speed_time", 1, 3600, what, &c->channel.low_speed_time, err)) < 0)
+                return r;
+        return 0;
+}
+
+static bool path_valid(const char *s) {
+        return path_problem(s, PATH_MAX, true) == NULL;
+}
+
+static int parse_tls(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+        static const char *const keys[] = { "ca", NULL };
+        int r;
+
+        if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
+            (r = get_optional(map, "ca", path_valid, "an absolute path, or \"\" for the system store", what,
+                              &c->tls.ca, err)) < 0)
+                return r;
+        return 0;
+}
+
 static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
-                                            "keep_versions", "verify", "scrub_interval", NULL };
-        const YamlNode *trust, *trial;
+                                            "keep_versions", "verify", "scrub_interval", "channel", "tls", NULL };
+        const YamlNode *trust, *trial, *channel, *tls;
         int r;
 
         if (node_is_null(root))
@@ -316,7 +393,11 @@ static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, T
             (trial && (r = parse_trial(trial, what, c, err)) < 0) ||
             (r = get_uint(root, "keep_versions", 1, 1000, what, &c->keep_versions, err)) < 0 ||
             (r = get_verify(root, "verify", what, &c->verify, err)) < 0 ||
-            (r = get_uint(root, "scrub_interval", 0, 8760, what, &c->scrub_interval, err)) < 0)
+            (r = get_uint(root, "scrub_interval", 0, 8760, what, &c->scrub_interval, err)) < 0 ||
+            (r = get_section(root, "channel", what, &channel, err)) < 0 ||
+            (channel && (r = parse_channel(channel, what, c, err)) < 0) ||
+            (r = get_section(root, "tls", what, &tls, err)) < 0 ||
+            (tls && (r = parse_tls(tls, what, c, err)) < 0))
                 return r;
         return 0;
 }

@@ -15,6 +15,7 @@
 
 #define CONFIG_DEFAULT_PATH "/etc/taskpatch/taskpatchd.yaml"
 #define CONFIG_MAX_BYTES (256u << 10)
+#define CONFIG_MAX_MIRRORS 8
 
 typedef enum VerifyMode {
         VERIFY_FULL,            /* full SHA-256 of the staged slot on every switch (the default) */
@@ -40,6 +41,17 @@ typedef struct DaemonConfig {
         uint64_t keep_versions;         /* installed bundles kept per task, 1..1000; default 2 */
         VerifyMode verify;              /* "verify: full|incremental"; default full */
         uint64_t scrub_interval;        /* hours between full scrubs of both slots, 0 = never; default 168 */
+        struct {
+                char *urls[CONFIG_MAX_MIRRORS]; /* the channel's URL and its mirrors, tried in order */
+                size_t n_urls;          /* 0 (url: "" or absent): no channel is polled */
+                uint64_t interval;      /* seconds between polls, 1..604800, +-20% jitter; default 300 */
+                uint64_t max_download_rate; /* bytes/s, 0 = unlimited */
+                uint64_t low_speed_time; /* a transfer under 1 KiB/s for this many seconds is cut; 1..3600, default 60 */
+                bool allow_http;        /* accept http:// (tests only); default false */
+        } channel;
+        struct {
+                char *ca;               /* server certificates' trust for HTTPS; NULL: the system store */
+        } tls;
 } DaemonConfig;
 
 const char *verify_mode_to_string(VerifyMode m);       /* "full", "incremental" */

@@ -258,6 +258,7 @@ static int trial_commit(Manager *m, const char *how) {
         reply_trial_client(m, true, NULL);
         if (t.task[0])
                 collect_garbage(m, t.task);
+        fetcher_trial_done(m->fetcher, t.transaction, true, how);
         return r;
 }
 
@@ -288,6 +289,7 @@ static int trial_rollback(Manager *m, const char *reason) {
         set_last_error(m, "rolled-back", reason);
         manager_set_state(m, STATE_IDLE);
         reply_trial_client(m, false, reason);
+        fetcher_trial_done(m->fetcher, t.transaction, false, reason);
         return 0;
 }
 
@@ -468,6 +470,7 @@ static void operation_finish(Manager *m, int r) {
                         client_reply(op->client, resp);
                 }
         }
+        fetcher_operation_done(m->fetcher, op, r);
         operation_free(op);
 }
 

@@ -27,6 +27,7 @@
 #include "bundle.h"
 #include "config.h"
 #include "slot.h"
+#include "taskpatchd-fetch.h"
 #include "taskpatchd-health.h"
 #include "taskpatchd-server.h"
 #include "taskpatchd-store.h"
@@ -102,6 +103,8 @@ struct Manager {
         int lease_signal;               /* lease breaks on slot files arrive as this signal */
         sd_event_source *lease_source;
         bool lease_broken;
+
+        Fetcher *fetcher;               /* the fleet channel's poller, NULL when none is configured */
 
         int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
         Counters counters;

@@ -261,6 +261,7 @@ void manager_set_server(Manager *m, Server *s) {
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
+        m->fetcher = fetcher_free(m->fetcher);
         if (m->op) {
                 /* Stopping mid-operation: the slot stays dirty and is redone when next needed. */
                 if (m->op->free_data)

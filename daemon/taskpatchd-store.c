@@ -40,6 +40,12 @@ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, 
                         json_object_set_new(acc, s->accepted[i].task, json_integer((json_int_t) s->accepted[i].version));
                 json_object_set_new(o, "accepted", acc);
         }
+        if (s->have_channel) {
+                json_t *ch = json_pack("{s:I}", "serial", (json_int_t) s->channel_serial);
+                if (s->pinned)
+                        json_object_set_new(ch, "pinned_serial", json_integer((json_int_t) s->pinned_serial));
+                json_object_set_new(o, "channel", ch);
+        }
         if (s->trial.on)
                 json_object_set_new(o, "trial",
                                     json_pack("{s:s, s:o, s:I, s:s, s:I}", "slot", slot_id_to_string(s->trial.slot),
@@ -128,6 +134,15 @@ static int parse_state(json_t *o, PersistentState *s) {
                         return -EBADMSG;
         } else if (trial && !json_is_null(trial))
                 return -EBADMSG;
+        json_t *ch = json_object_get(o, "channel");
+        if (ch) {
+                if (!json_is_object(ch) || get_uint(ch, "serial", &s->channel_serial) < 0)
+                        return -EBADMSG;
+                s->have_channel = true;
+                s->pinned = json_object_get(ch, "pinned_serial") != NULL;
+                if (s->pinned && get_uint(ch, "pinned_serial", &s->pinned_serial) < 0)
+                        return -EBADMSG;
+        }
         return parse_accepted(json_object_get(o, "accepted"), s);
 }
 

@@ -62,6 +62,11 @@ typedef struct PersistentState {
         TrialInfo trial;
         AcceptedVersion accepted[STATE_MAX_TASKS];      /* sorted by task */
         size_t n_accepted;
+        /* The fleet channel: the highest serial accepted (a lower one is a replay), and a technician's pin. */
+        bool have_channel;
+        uint64_t channel_serial;
+        bool pinned;                    /* a technician switched: the channel's desired task waits ... */
+        uint64_t pinned_serial;         /* ... until a channel with another serial than this one arrives */
 } PersistentState;
 
 /* -ENOENT when there is no state file (a fresh device). */

@@ -136,6 +136,11 @@ int main(int argc, char *argv[]) {
                 goto out;
         }
         manager_set_server(m, server);
+        r = fetcher_new(m, &m->fetcher, &err);
+        if (r < 0) {
+                log_error("%s", tp_error_message(&err, r));
+                goto out;
+        }
         log_info("taskpatchd %s ready (state %s, kernel %s)", TASKPATCH_VERSION, config.state_dir,
                  kernel_active(KERNEL_SHA256));
         (void) sd_notify(false, "READY=1");

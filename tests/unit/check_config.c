@@ -34,6 +34,14 @@ static void config_assert_eq(const DaemonConfig *a, const DaemonConfig *b) {
         ck_assert_uint_eq(a->keep_versions, b->keep_versions);
         ck_assert_int_eq(a->verify, b->verify);
         ck_assert_uint_eq(a->scrub_interval, b->scrub_interval);
+        ck_assert_uint_eq(a->channel.n_urls, b->channel.n_urls);
+        for (size_t i = 0; i < a->channel.n_urls; i++)
+                str_eq_or_null(a->channel.urls[i], b->channel.urls[i], "channel.url");
+        ck_assert_uint_eq(a->channel.interval, b->channel.interval);
+        ck_assert_uint_eq(a->channel.max_download_rate, b->channel.max_download_rate);
+        ck_assert_uint_eq(a->channel.low_speed_time, b->channel.low_speed_time);
+        ck_assert_int_eq(a->channel.allow_http, b->channel.allow_http);
+        str_eq_or_null(a->tls.ca, b->tls.ca, "tls.ca");
 }
 
 static void parse_ok(const char *text, DaemonConfig *c) {
@@ -57,7 +65,15 @@ static const char all_keys[] =
         "  health_interval: 3600\n"
         "keep_versions: 1000\n"
         "verify: incremental\n"
-        "scrub_interval: 0\n";
+        "scrub_interval: 0\n"
+        "channel:\n"
+        "  url: [http://mirror-a/stable.channel, https://mirror-b/x/stable.channel]\n"
+        "  interval: 1\n"
+        "  max_download_rate: 1000000\n"
+        "  low_speed_time: 3600\n"
+        "  allow_http: true\n"
+        "tls:\n"
+        "  ca: /etc/tp/tls-ca.pem\n";
 
 START_TEST(test_defaults) {
         DaemonConfig c = {};
@@ -121,6 +137,21 @@ START_TEST(test_all_keys) {
         ck_assert_uint_eq(c.keep_versions, 1000);
         ck_assert_int_eq(c.verify, VERIFY_INCREMENTAL);
         ck_assert_uint_eq(c.scrub_interval, 0);
+        ck_assert_uint_eq(c.channel.n_urls, 2);
+        ck_assert_str_eq(c.channel.urls[0], "http://mirror-a/stable.channel");
+        ck_assert_str_eq(c.channel.urls[1], "https://mirror-b/x/stable.channel");
+        ck_assert_uint_eq(c.channel.interval, 1);
+        ck_assert_uint_eq(c.channel.max_download_rate, 1000000);
+        ck_assert_uint_eq(c.channel.low_speed_time, 3600);
+        ck_assert(c.channel.allow_http);
+        ck_assert_str_eq(c.tls.ca, "/etc/tp/tls-ca.pem");
+        config_done(&c);
+        /* One URL as a plain string. */
+        parse_ok("channel:\n  url: https://updates.example.com/stable.channel\n", &c);
+        ck_assert_uint_eq(c.channel.n_urls, 1);
+        ck_assert_str_eq(c.channel.urls[0], "https://updates.example.com/stable.channel");
+        ck_assert(!c.channel.allow_http);
+        ck_assert_ptr_null(c.tls.ca);
         config_done(&c);
 }
 END_TEST
@@ -227,6 +258,15 @@ static const struct {
         { "trial:\n  health_command: \" \"\n", { "line 2", "'health_command'", "a shell command", "\" \"" } },
         { "admin_group: \"task patch\"\n", { "line 1", "'admin_group'", "a group name", "\"task patch\"" } },
         { "admin_group: a:b\n", { "line 1", "'admin_group'", "a group name", "found 'a:b'" } },
+        { "channel:\n  url: http://a/s.channel\n", { "line 2", "'url'", "needs allow_http: true", "'http://a/" } },
+        { "channel:\n  url: [https://a/c, ftp://b/c]\n", { "line 2", "'url'", "an https:// URL", "'ftp://b/c'" } },
+        { "channel:\n  url: []\n", { "line 2", "'url'", "a list of 1 to 8 URLs", "found a list" } },
+        { "channel:\n  url: [a, b, c, d, e, f, g, h, i]\n", { "line 2", "'url'", "1 to 8 URLs", "a list" } },
+        { "channel:\n  allow_http: yes\n", { "line 2", "'allow_http'", "true or false", "found 'yes'" } },
+        { "channel:\n  interval: 0\n", { "line 2", "'interval'", "from 1 to 604800", "found '0'" } },
+        { "channel:\n  low_speed_time: 0\n", { "line 2", "'low_speed_time'", "from 1 to 3600", "'0'" } },
+        { "channel:\n  mirrors: 2\n", { "line 2", "unknown key 'mirrors'" } },
+        { "tls:\n  ca: tls.pem\n", { "line 2", "'ca'", "an absolute path", "found 'tls.pem'" } },
         /* the wrong shape */
         { "trial: [1, 2]\n", { "line 1", "'trial'", "expected a mapping", "found a list" } },
         { "trial:\n  - timeout: 5\n", { "line 2", "'trial'", "expected a mapping", "found a list" } },
@@ -406,7 +446,9 @@ START_TEST(test_example_has_every_key) {
         static const char *const keys[] = { "\nstate_dir: ", "\nsocket: ", "\nadmin_group: ", "\nmodel_path: ",
                                             "\ntrust:\n", "\n  ca: ", "\ntrial:\n", "\n  timeout: ",
                                             "\n  health_command: ", "\n  health_url: ", "\n  health_interval: ",
-                                            "\nkeep_versions: ", "\nverify: ", "\nscrub_interval: " };
+                                            "\nkeep_versions: ", "\nverify: ", "\nscrub_interval: ", "\nchannel:\n",
+                                            "\n  url: ", "\n  interval: ", "\n  max_download_rate: ",
+                                            "\n  low_speed_time: ", "\n  allow_http: ", "\ntls:\n" };
         char text[16384];
         FILE *f = fopen(EXAMPLE_PATH, "re");
 

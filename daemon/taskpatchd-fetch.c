@@ -1,0 +1,776 @@
+/* SPDX-License-Identifier: MIT */
+/* The fleet fetcher (taskpatchd-fetch.h): channel polls, bundle downloads, install and switch. */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "clock.h"
+#include "fileio.h"
+#include "taskpatchd-curl.h"
+#include "taskpatchd-fetch.h"
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+#include "yaml-doc.h"
+
+#define CHANNEL_TIMEOUT_SEC 120         /* a whole channel transfer */
+#define LOW_SPEED_LIMIT 1024            /* bytes/s, for channel.low_speed_time seconds */
+#define MAX_FAILED 16                   /* bundles remembered as refused until the serial changes */
+
+typedef enum FetchPhase {
+        FETCH_IDLE,
+        FETCH_POLLING,
+        FETCH_DOWNLOADING,
+        FETCH_INSTALLING,               /* our install (maybe with its switch) runs */
+        FETCH_SWITCHING,                /* our switch runs, or its trial */
+        _FETCH_PHASE_MAX,
+} FetchPhase;
+
+static const char *const phase_names[_FETCH_PHASE_MAX] = {
+        [FETCH_IDLE] = "idle",
+        [FETCH_POLLING] = "polling",
+        [FETCH_DOWNLOADING] = "downloading",
+        [FETCH_INSTALLING] = "installing",
+        [FETCH_SWITCHING] = "switching",
+};
+
+typedef struct TaskVersion {
+        char task[TASK_NAME_MAX + 1];
+        uint64_t version;
+} TaskVersion;
+
+typedef struct Download {
+        TaskVersion what;
+        char *url;
+        char *path;                     /* <state_dir>/downloads/<task>-<version>.tpb.part */
+        int fd;
+        uint64_t have, size;            /* bytes on disk, bytes the channel declares */
+        uint8_t sha256[SHA256_DIGEST_SIZE];
+        Sha256 hash;                    /* of the bytes on disk so far */
+        bool overflow;                  /* the server sent more than declared */
+        uint64_t last_event_usec;
+} Download;
+
+struct Fetcher {
+        Manager *m;
+        const DaemonConfig *config;
+        CurlGlue *glue;
+        CURL *easy;                     /* one handle for every transfer: its connections are reused */
+        struct curl_slist *headers;
+        sd_event_source *timer;         /* the next poll */
+        sd_event_source *defer;         /* fetch_next() once the current callback has returned */
+        FetchPhase phase;
+
+        size_t mirror;                  /* the URL being tried, or that answered last */
+        unsigned failures;              /* polls in a row that failed everywhere: back-off */
+        char etag[256];                 /* of the channel the mirror last sent (conditional GET) */
+        uint8_t *body;
+        size_t body_len;
+        bool body_capped;
+
+        Channel *channel;               /* the last one accepted */
+        char *channel_url;              /* where it came from: bundle paths are relative to it */
+        Download dl;
+        TaskVersion failed[MAX_FAILED]; /* refused or failed under the current serial: not retried */
+        size_t n_failed;
+        char transaction[TRANSACTION_ID_SIZE];  /* of the operation we started */
+
+        /* for status */
+        char last_error[TP_ERROR_MAX];
+        int64_t last_poll, last_change;
+        uint64_t last_poll_bytes;       /* HTTP bytes of the last poll: request, headers, body */
+        long last_status;
+        struct {
+                TaskVersion what;
+                const char *result;     /* NULL, "pending", "success", "failure" */
+                char reason[TP_ERROR_MAX];
+        } update;
+};
+
+static void fetch_next(Fetcher *f);
+
+static void set_error(Fetcher *f, const char *fmt, ...) _printf_(2, 3);
+static void set_error(Fetcher *f, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->last_error, sizeof(f->last_error), fmt, ap);
+        va_end(ap);
+        log_warning("channel: %s", f->last_error);
+        manager_report_error(f->m, NULL, "channel", f->last_error, "fetch");
+}
+
+static void set_update(Fetcher *f, const char *task, uint64_t version, const char *result, const char *reason) {
+        snprintf(f->update.what.task, sizeof(f->update.what.task), "%s", task);
+        f->update.what.version = version;
+        f->update.result = result;
+        snprintf(f->update.reason, sizeof(f->update.reason), "%s", reason ? reason : "");
+}
+
+static void kick(Fetcher *f) {
+        (void) sd_event_source_set_enabled(f->defer, SD_EVENT_ONESHOT);
+}
+
+/* ---- polling the channel ---- */
+
+static uint64_t random_u64(void) {
+        uint64_t v = 0;
+        if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+                v = (uint64_t) clock_wall() * 2654435761u;
+        return v;
+}
+
+/* The interval with +-20% jitter, doubled for each failure in a row up to 8x. */
+static void schedule_poll(Fetcher *f) {
+        uint64_t usec = f->config->channel.interval * 1000000ULL;
+        unsigned shift = f->failures < 3 ? f->failures : 3;
+        usec <<= shift;
+        usec = usec * 4 / 5 + random_u64() % (usec * 2 / 5 + 1);
+        (void) sd_event_source_set_time_relative(f->timer, usec);
+        (void) sd_event_source_set_enabled(f->timer, SD_EVENT_ONESHOT);
+}
+
+static size_t on_channel_data(char *data, size_t size, size_t nmemb, void *userdata) {
+        Fetcher *f = userdata;
+        size_t n = size * nmemb;
+
+        if (n > CHANNEL_MAX_FILE - f->body_len) {
+                f->body_capped = true;
+                return 0;
+        }
+        memcpy(f->body + f->body_len, data, n);
+        f->body_len += n;
+        return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata) {
+        Fetcher *f = userdata;
+        size_t n = size * nmemb;
+
+        if (f->phase == FETCH_POLLING && n > 5 && strncasecmp(data, "ETag:", 5) == 0) {
+                size_t i = 5, end = n;
+                while (i < end && (data[i] == ' ' || data[i] == '\t'))
+                        i++;
+                while (end > i && (data[end - 1] == '\r' || data[end - 1] == '\n' || data[end - 1] == ' '))
+                        end--;
+                if (end - i < sizeof(f->etag))
+                        snprintf(f->etag, sizeof(f->etag), "%.*s", (int) (end - i), data + i);
+        }
+        return n;
+}
+
+/* Options every transfer shares: protocols, trust, timeouts, rate. */
+static int setup_common(Fetcher *f, const char *url) {
+        const char *protocols = f->config->channel.allow_http ? "http,https" : "https";
+        CURLcode c = CURLE_OK;
+
+        curl_easy_reset(f->easy);
+#define SET(opt, val) \
+        if (c == CURLE_OK) \
+        c = curl_easy_setopt(f->easy, opt, val)
+        SET(CURLOPT_URL, url);
+        SET(CURLOPT_PROTOCOLS_STR, protocols);
+        SET(CURLOPT_REDIR_PROTOCOLS_STR, protocols);
+        SET(CURLOPT_FOLLOWLOCATION, 1L);
+        SET(CURLOPT_MAXREDIRS, 5L);
+        SET(CURLOPT_NOSIGNAL, 1L);
+        SET(CURLOPT_CONNECTTIMEOUT, 30L);
+        SET(CURLOPT_LOW_SPEED_LIMIT, (long) LOW_SPEED_LIMIT);
+        SET(CURLOPT_LOW_SPEED_TIME, (long) f->config->channel.low_speed_time);
+        SET(CURLOPT_USERAGENT, "taskpatchd/" TASKPATCH_VERSION);
+        SET(CURLOPT_HEADERFUNCTION, on_header);
+        SET(CURLOPT_HEADERDATA, f);
+        if (f->config->tls.ca)
+                SET(CURLOPT_CAINFO, f->config->tls.ca);
+        if (f->config->channel.max_download_rate)
+                SET(CURLOPT_MAX_RECV_SPEED_LARGE, (curl_off_t) f->config->channel.max_download_rate);
+#undef SET
+        return c == CURLE_OK ? 0 : -EINVAL;
+}
+
+/* "HTTP 404 from https://..." or curl's own words, for status and the log. */
+static void describe_failure(Fetcher *f, CURLcode result, long status, const char *url, char *buf, size_t n) {
+        if (result == CURLE_UNSUPPORTED_PROTOCOL)
+                snprintf(buf, n, "%s: refused: only https:// is allowed (a redirect to http:// counts)", url);
+        else if (result != CURLE_OK)
+                snprintf(buf, n, "%s: %s", url, curl_easy_strerror(result));
+        else
+                snprintf(buf, n, "%s: HTTP %ld", url, status);
+        (void) f;
+}
+
+static void poll_start(Fetcher *f);
+
+/* A poll failed at this mirror: the next one now, or back off when every mirror failed. */
+static void poll_failed(Fetcher *f, const char *why) {
+        set_error(f, "%s", why);
+        f->etag[0] = '\0';
+        if (f->mirror + 1 < f->config->channel.n_urls) {
+                f->mirror++;
+                poll_start(f);
+                return;
+        }
+        f->mirror = 0;
+        f->failures++;
+        f->phase = FETCH_IDLE;
+        schedule_poll(f);
+        kick(f);
+}
+
+/* A verified channel, newer than or the same as the last one: remember it, persist its serial. */
+static int accept_channel(Fetcher *f, Channel *c, const char *url) {
+        PersistentState *ps = &f->m->ps;
+        TpError err = {};
+
+        if (!ps->have_channel || c->serial != ps->channel_serial) {
+                log_info("channel %s serial %" PRIu64 " accepted (desired: %s, %zu bundles)", c->name, c->serial,
+                         c->desired[0] ? c->desired : "none", c->n_bundles);
+                f->n_failed = 0;
+                f->last_change = (int64_t) clock_wall();
+                ps->have_channel = true;
+                ps->channel_serial = c->serial;
+                if (ps->pinned && ps->pinned_serial != c->serial) {
+                        log_info("the technician's switch no longer pins the task: the channel's serial changed");
+                        ps->pinned = false;
+                }
+                if (manager_save_state(f->m, &err) < 0) {
+                        set_error(f, "cannot record the channel's serial: %s", err.message);
+                        return -EIO;
+                }
+        }
+        channel_free(f->channel);
+        f->channel = c;
+        free(f->channel_url);
+        f->channel_url = strdup(url);
+        return f->channel_url ? 0 : -ENOMEM;
+}
+
+static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void *userdata) {
+        Fetcher *f = userdata;
+        const char *url = f->config->channel.urls[f->mirror];
+        curl_off_t req = 0, body = 0;
+        long status = 0, header = 0;
+        char why[TP_ERROR_MAX];
+
+        (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        (void) curl_easy_getinfo(easy, CURLINFO_HEADER_SIZE, &header);
+        (void) curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &req);
+        (void) curl_easy_getinfo(easy, CURLINFO_SIZE_DOWNLOAD_T, &body);
+        f->last_poll = (int64_t) clock_wall();
+        f->last_poll_bytes = (uint64_t) req + (uint64_t) header + (uint64_t) body;
+        f->last_status = status;
+        if (f->body_capped) {
+                snprintf(why, sizeof(why), "%s: larger than a channel can be (%u bytes): cut", url, CHANNEL_MAX_FILE);
+                poll_failed(f, why);
+                return;
+        }
+        if (result != CURLE_OK || (status != 200 && status != 304)) {
+                describe_failure(f, result, status, url, why, sizeof(why));
+                poll_failed(f, why);
+                return;
+        }
+        f->failures = 0;
+        f->phase = FETCH_IDLE;
+        schedule_poll(f);
+        if (status == 304) {
+                log_debug("channel unchanged (304, %" PRIu64 " bytes of HTTP)", f->last_poll_bytes);
+                f->last_error[0] = '\0';
+                kick(f);
+                return;
+        }
+
+        _cleanup_(channel_freep) Channel *c = NULL;
+        char signer[256];
+        TpError err = {};
+        int r = channel_parse(f->body, f->body_len, url, &c, &err);
+        if (r >= 0)
+                r = channel_verify(c, url, f->m->config->trust.ca, clock_for_dates(), signer, &err);
+        if (r >= 0 && f->m->ps.have_channel && c->serial < f->m->ps.channel_serial)
+                r = tp_error(&err, -ESTALE, "%s: serial %" PRIu64 " is older than the accepted %" PRIu64
+                             " (a replayed channel): refused", url, c->serial, f->m->ps.channel_serial);
+        if (r < 0) {
+                f->etag[0] = '\0';      /* ask for it whole next time */
+                set_error(f, "%s", tp_error_message(&err, r));
+                kick(f);
+                return;
+        }
+        if (accept_channel(f, TAKE_PTR(c), url) >= 0)
+                f->last_error[0] = '\0';
+        kick(f);
+}
+
+static void poll_start(Fetcher *f) {
+        const char *url = f->config->channel.urls[f->mirror];
+        char line[300];
+
+        f->phase = FETCH_POLLING;
+        f->body_len = 0;
+        f->body_capped = false;
+        curl_slist_free_all(f->headers);
+        f->headers = NULL;
+        if (f->etag[0]) {
+                snprintf(line, sizeof(line), "If-None-Match: %s", f->etag);
+                f->headers = curl_slist_append(NULL, line);
+        }
+        if (setup_common(f, url) < 0 || curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, on_channel_data) ||
+            curl_easy_setopt(f->easy, CURLOPT_WRITEDATA, f) ||
+            curl_easy_setopt(f->easy, CURLOPT_TIMEOUT, (long) CHANNEL_TIMEOUT_SEC) ||
+            curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->headers) ||
+            curl_glue_add(f->glue, f->easy, on_poll_done, f) < 0) {
+                poll_failed(f, "cannot start the transfer (out of memory?)");
+                return;
+        }
+        log_debug("polling %s%s", url, f->etag[0] ? " (conditional)" : "");
+}
+
+static int on_timer(sd_event_source *s _unused_, uint64_t usec _unused_, void *userdata) {
+        Fetcher *f = userdata;
+
+        if (f->phase == FETCH_POLLING || f->phase == FETCH_DOWNLOADING) {
+                schedule_poll(f);       /* a transfer runs: poll after it */
+                return 0;
+        }
+        f->mirror = 0;
+        poll_start(f);
+        return 0;
+}
+
+/* ---- downloads ---- */
+
+static void download_close(Download *d) {
+        d->fd = safe_close(d->fd);
+        free(d->url);
+        free(d->path);
+        *d = (Download) { .fd = -1 };
+}
+
+static bool is_failed(Fetcher *f, const char *task, uint64_t version) {
+        for (size_t i = 0; i < f->n_failed; i++)
+                if (strcmp(f->failed[i].task, task) == 0 && f->failed[i].version == version)
+                        return true;
+        return false;
+}
+
+static void mark_failed(Fetcher *f, const TaskVersion *tv) {
+        if (f->n_failed < MAX_FAILED)
+                f->failed[f->n_failed++] = *tv;
+}
+
+/* The bundle has all its bytes and they hash as the channel says: install it. */
+static void install_download(Fetcher *f) {
+        Download *d = &f->dl;
+        Operation *op = NULL;
+        const char *code = NULL;
+        TpError err = {};
+        bool then_switch = f->channel->desired[0] && strcmp(d->what.task, f->channel->desired) == 0 &&
+                           !f->m->ps.pinned;
+        int fd = open(d->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        int r = fd < 0 ? -errno : install_new(f->m, fd, false, then_switch, &op, &code, &err);
+
+        if (r < 0) {
+                set_error(f, "%s v%" PRIu64 ": %s", d->what.task, d->what.version,
+                          fd < 0 ? strerror(-r) : tp_error_message(&err, r));
+                set_update(f, d->what.task, d->what.version, "failure", f->last_error);
+                mark_failed(f, &d->what);
+                (void) unlink(d->path);
+                download_close(d);
+                f->phase = FETCH_IDLE;
+                kick(f);
+                return;
+        }
+        f->phase = then_switch ? FETCH_SWITCHING : FETCH_INSTALLING;
+        if (then_switch)
+                set_update(f, d->what.task, d->what.version, "pending", NULL);
+        manager_start(f->m, op, NULL, false);
+        snprintf(f->transaction, sizeof(f->transaction), "%s", f->m->op ? f->m->op->transaction : "");
+}
+
+/* @forget: the bundle itself is bad (not the transfer): report the failure, do not retry it. */
+static void download_failed(Fetcher *f, const char *why, bool forget) {
+        set_error(f, "%s", why);
+        if (forget) {
+                set_update(f, f->dl.what.task, f->dl.what.version, "failure", why);
+                mark_failed(f, &f->dl.what);
+                (void) unlink(f->dl.path);
+        }
+        download_close(&f->dl);
+        f->phase = FETCH_IDLE;
+        kick(f);
+}
+
+static size_t on_bundle_data(char *data, size_t size, size_t nmemb, void *userdata) {
+        Fetcher *f = userdata;
+        Download *d = &f->dl;
+        size_t n = size * nmemb;
+
+        /* bookworm's curl cannot cap a body itself: what goes past the declared size is never written. */
+        if (n > d->size - d->have) {
+                d->overflow = true;
+                return 0;
+        }
+        if (write_full(d->fd, data, n) < 0)
+                return 0;
+        sha256_update(&d->hash, data, n);
+        d->have += n;
+
+        uint64_t now = 0;
+        (void) sd_event_now(f->m->event, CLOCK_MONOTONIC, &now);
+        if (now - d->last_event_usec >= 200000 || d->have == d->size) {
+                d->last_event_usec = now;
+                manager_emit(f->m, NULL, json_pack("{s:s, s:s, s:I, s:I, s:I}", "event", "download", "task",
+                                                   d->what.task, "version", (json_int_t) d->what.version, "bytes",
+                                                   (json_int_t) d->have, "total", (json_int_t) d->size));
+        }
+        return n;
+}
+
+static void download_check(Fetcher *f) {
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        char why[TP_ERROR_MAX];
+        Sha256 h = f->dl.hash;
+
+        sha256_final(&h, digest);
+        if (memcmp(digest, f->dl.sha256, sizeof(digest)) != 0) {
+                snprintf(why, sizeof(why), "%s: %" PRIu64 " bytes that do not hash as the channel says (damaged or "
+                         "tampered): removed", f->dl.url, f->dl.have);
+                download_failed(f, why, true);
+                return;
+        }
+        install_download(f);
+}
+
+static void on_download_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void *userdata) {
+        Fetcher *f = userdata;
+        Download *d = &f->dl;
+        long status = 0;
+        char why[TP_ERROR_MAX];
+
+        (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        if (d->overflow) {
+                snprintf(why, sizeof(why), "%s: the server sent more than the %" PRIu64 " bytes the channel declares: "
+                         "cut", d->url, d->size);
+                /* The first size bytes are kept: if they hash right, they are the bundle. */
+                if (d->have == d->size) {
+                        log_warning("channel: %s", why);
+                        download_check(f);
+                } else
+                        download_failed(f, why, true);
+                return;
+        }
+        if (result == CURLE_RANGE_ERROR) {
+                /* The server ignored the Range request: start over from the first byte next time. */
+                if (ftruncate(d->fd, 0) < 0)
+                        (void) unlink(d->path);
+                download_failed(f, "the server cannot resume (no Range support): the download starts over", false);
+                return;
+        }
+        if (result != CURLE_OK || (status != 200 && status != 206)) {
+                describe_failure(f, result, status, d->url, why, sizeof(why));
+                /* Kept for resuming at the next poll (drop-request, stalls). */
+                download_failed(f, why, status == 404);
+                return;
+        }
+        if (d->have != d->size) {
+                snprintf(why, sizeof(why), "%s: %" PRIu64 " of %" PRIu64 " bytes (the body ended early)", d->url,
+                         d->have, d->size);
+                download_failed(f, why, false);
+                return;
+        }
+        download_check(f);
+}
+
+static char *resolve(const char *base, const char *relative) {
+        CURLU *u = curl_url();
+        char *out = NULL, *copy = NULL;
+
+        if (u && curl_url_set(u, CURLUPART_URL, base, 0) == CURLUE_OK &&
+            curl_url_set(u, CURLUPART_URL, relative, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_URL, &out, 0) == CURLUE_OK) {
+                copy = strdup(out);
+                curl_free(out);
+        }
+        curl_url_cleanup(u);
+        return copy;
+}
+
+/* Continue the hash over what a previous attempt left on disk. */
+static int hash_existing(Download *d) {
+        uint8_t buf[65536];
+
+        for (uint64_t off = 0; off < d->have;) {
+                size_t n = d->have - off < sizeof(buf) ? (size_t) (d->have - off) : sizeof(buf);
+                int r = pread_full(d->fd, buf, n, off);
+                if (r < 0)
+                        return r;
+                sha256_update(&d->hash, buf, n);
+                off += n;
+        }
+        return 0;
+}
+
+static void download_start(Fetcher *f, const ChannelBundle *b) {
+        Download *d = &f->dl;
+        _cleanup_free_ char *dir = NULL;
+        struct stat st;
+        char why[TP_ERROR_MAX];
+
+        download_close(d);
+        snprintf(d->what.task, sizeof(d->what.task), "%s", b->task);
+        d->what.version = b->version;
+        d->size = b->size;
+        memcpy(d->sha256, b->sha256, SHA256_DIGEST_SIZE);
+        sha256_init(&d->hash);
+        if (asprintf(&dir, "%s/downloads", f->config->state_dir) < 0 ||
+            asprintf(&d->path, "%s/%s-%" PRIu64 ".tpb.part", dir, b->task, b->version) < 0 ||
+            !(d->url = resolve(f->channel_url, b->path))) {
+                download_failed(f, "out of memory", false);
+                return;
+        }
+        if (mkdir_durable(dir, 0750) < 0 ||
+            (d->fd = open(d->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640)) < 0 || fstat(d->fd, &st) < 0) {
+                snprintf(why, sizeof(why), "%s: %s", d->path, strerror(errno));
+                download_failed(f, why, false);
+                return;
+        }
+        d->have = (uint64_t) st.st_size;
+        if (d->have > d->size && ftruncate(d->fd, 0) == 0)
+                d->have = 0;
+        if (hash_existing(d) < 0 || lseek(d->fd, (off_t) d->have, SEEK_SET) < 0) {
+                snprintf(why, sizeof(why), "%s: cannot read back the partial download", d->path);
+                download_failed(f, why, true);
+                return;
+        }
+        f->phase = FETCH_DOWNLOADING;
+        if (d->have == d->size) {
+                download_check(f);
+                return;
+        }
+        log_info("downloading %s v%" PRIu64 " from %s (%" PRIu64 " bytes%s)", b->task, b->version, d->url, d->size,
+                 d->have ? ", resuming" : "");
+        if (setup_common(f, d->url) < 0 || curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, on_bundle_data) ||
+            curl_easy_setopt(f->easy, CURLOPT_WRITEDATA, f) ||
+            curl_easy_setopt(f->easy, CURLOPT_RESUME_FROM_LARGE, (curl_off_t) d->have) ||
+            curl_glue_add(f->glue, f->easy, on_download_done, f) < 0)
+                download_failed(f, "cannot start the transfer (out of memory?)", false);
+}
+
+/* ---- deciding what to do next ---- */
+
+/* The next bundle to fetch: the desired task's first, then newer versions of other tasks, for this base. */
+static const ChannelBundle *next_bundle(Fetcher *f) {
+        const PersistentState *ps = &f->m->ps;
+        const Channel *c = f->channel;
+        const ChannelBundle *pick = NULL;
+
+        for (size_t i = 0; i < c->n_bundles; i++) {
+                const ChannelBundle *b = &c->bundles[i];
+                if (memcmp(b->base_sha256, ps->base.sha256, SHA256_DIGEST_SIZE) != 0 || b->kind != ps->base.kind ||
+                    channel_find(c, b->task) != b || is_failed(f, b->task, b->version) ||
+                    b->version <= store_newest(&f->m->store, b->task) || b->version < state_accepted(ps, b->task))
+                        continue;
+                if (strcmp(b->task, c->desired) == 0)
+                        return b;
+                if (!pick)
+                        pick = b;
+        }
+        return pick;
+}
+
+/* Exactly the version of the desired task the channel lists, once installed; never another one. */
+static void switch_to_desired(Fetcher *f) {
+        const Channel *c = f->channel;
+        const ChannelBundle *want = channel_find(c, c->desired);
+        const InstalledTask *t = want ? store_find(&f->m->store, want->task, want->version) : NULL;
+        const Seal *active = &f->m->seals[f->m->active];
+        Operation *op = NULL;
+        const char *code = NULL;
+        TpError err = {};
+
+        if (!t || (strcmp(active->task, t->task) == 0 && active->version == t->version) ||
+            is_failed(f, t->task, t->version))
+                return;
+        TaskVersion tv = { .version = t->version };
+        snprintf(tv.task, sizeof(tv.task), "%s", t->task);
+        int r = switch_new(f->m, tv.task, tv.version, &op, &code, &err);
+        if (r < 0) {
+                set_error(f, "switch to %s v%" PRIu64 ": %s", tv.task, tv.version, tp_error_message(&err, r));
+                set_update(f, tv.task, tv.version, "failure", f->last_error);
+                mark_failed(f, &tv);
+                return;
+        }
+        if (!op)
+                return;         /* already active */
+        log_info("channel %s: switching to the desired task %s v%" PRIu64, c->name, tv.task, tv.version);
+        set_update(f, tv.task, tv.version, "pending", NULL);
+        f->phase = FETCH_SWITCHING;
+        manager_start(f->m, op, NULL, false);
+        snprintf(f->transaction, sizeof(f->transaction), "%s", f->m->op ? f->m->op->transaction : "");
+}
+
+static void fetch_next(Fetcher *f) {
+        Manager *m = f->m;
+        const ChannelBundle *b;
+
+        if (f->phase != FETCH_IDLE || !f->channel || !m->ps.provisioned)
+                return;
+        if (m->op || m->state != STATE_IDLE)
+                return;         /* busy (an operation, a trial): the manager tells us when it ends */
+        if ((b = next_bundle(f))) {
+                download_start(f, b);
+                return;
+        }
+        if (f->channel->desired[0] && !m->ps.pinned)
+                switch_to_desired(f);
+}
+
+static int on_defer(sd_event_source *s _unused_, void *userdata) {
+        fetch_next(userdata);
+        return 0;
+}
+
+/* ---- the manager's side ---- */
+
+void fetcher_operation_done(Fetcher *f, const Operation *op, int r) {
+        if (!f)
+                return;
+        bool ours = f->transaction[0] && strcmp(op->transaction, f->transaction) == 0;
+        if (!ours) {
+                /* A technician's switch pins its task until the channel's serial changes. */
+                if (r >= 0 && strcmp(op->cmd, "switch") == 0 && f->m->ps.have_channel) {
+                        TpError err = {};
+                        f->m->ps.pinned = true;
+                        f->m->ps.pinned_serial = f->m->ps.channel_serial;
+                        if (manager_save_state(f->m, &err) < 0)
+                                log_warning("cannot record the pin: %s", err.message);
+                        log_info("%s is pinned by the technician's switch until the channel's serial changes",
+                                 op->task[0] ? op->task : "the base");
+                }
+                kick(f);
+                return;
+        }
+        if (f->dl.path) {
+                (void) unlink(f->dl.path);      /* installed (the store has its copy) or refused */
+                download_close(&f->dl);
+        }
+        if (r < 0) {
+                TaskVersion tv = { .version = op->version };
+                snprintf(tv.task, sizeof(tv.task), "%s", op->task);
+                set_error(f, "%s %s v%" PRIu64 ": %s", op->cmd, op->task, op->version, tp_error_message(&op->err, r));
+                set_update(f, op->task, op->version, "failure", f->last_error);
+                mark_failed(f, &tv);
+                f->transaction[0] = '\0';
+                f->phase = FETCH_IDLE;
+        } else if (f->m->state != STATE_TRIAL) {
+                /* Installed only, or the switch committed at once (no trial). */
+                if (f->phase == FETCH_SWITCHING)
+                        set_update(f, op->task, op->version, "success", NULL);
+                f->transaction[0] = '\0';
+                f->phase = FETCH_IDLE;
+        }
+        /* else: on trial; fetcher_trial_done() says how it ended. */
+        kick(f);
+}
+
+void fetcher_trial_done(Fetcher *f, const char *transaction, bool committed, const char *reason) {
+        if (!f)
+                return;
+        if (f->transaction[0] && strcmp(transaction, f->transaction) == 0) {
+                TaskVersion tv = f->update.what;
+                set_update(f, tv.task, tv.version, committed ? "success" : "failure", committed ? NULL : reason);
+                if (!committed)
+                        mark_failed(f, &tv);
+                f->transaction[0] = '\0';
+                f->phase = FETCH_IDLE;
+        }
+        kick(f);
+}
+
+json_t *fetcher_status(const Fetcher *f) {
+        char when[21];
+        json_t *urls = json_array();
+        for (size_t i = 0; i < f->config->channel.n_urls; i++)
+                json_array_append_new(urls, json_string(f->config->channel.urls[i]));
+        json_t *o = json_pack("{s:o, s:s, s:o, s:o}", "urls", urls, "state", phase_names[f->phase], "serial",
+                              f->m->ps.have_channel ? json_integer((json_int_t) f->m->ps.channel_serial) : json_null(),
+                              "last_error", f->last_error[0] ? json_string(f->last_error) : json_null());
+        if (f->channel) {
+                json_object_set_new(o, "name", json_string(f->channel->name));
+                json_object_set_new(o, "desired", f->channel->desired[0] ? json_string(f->channel->desired) : json_null());
+        }
+        json_object_set_new(o, "pinned", json_boolean(f->m->ps.pinned));
+        if (f->last_poll) {
+                format_time_utc(f->last_poll, when);
+                json_object_set_new(o, "last_poll", json_string(when));
+                json_object_set_new(o, "last_poll_http_status", json_integer(f->last_status));
+                json_object_set_new(o, "last_poll_bytes", json_integer((json_int_t) f->last_poll_bytes));
+        }
+        if (f->dl.path)
+                json_object_set_new(o, "download",
+                                    json_pack("{s:s, s:I, s:s, s:I, s:I}", "task", f->dl.what.task, "version",
+                                              (json_int_t) f->dl.what.version, "url", f->dl.url, "bytes",
+                                              (json_int_t) f->dl.have, "total", (json_int_t) f->dl.size));
+        if (f->update.result)
+                json_object_set_new(o, "update",
+                                    json_pack("{s:s, s:I, s:s, s:o}", "task", f->update.what.task, "version",
+                                              (json_int_t) f->update.what.version, "result", f->update.result,
+                                              "reason", f->update.reason[0] ? json_string(f->update.reason) : json_null()));
+        return o;
+}
+
+/* ---- life ---- */
+
+int fetcher_new(Manager *m, Fetcher **ret, TpError *err) {
+        Fetcher *f;
+        int r;
+
+        *ret = NULL;
+        if (m->config->channel.n_urls == 0)
+                return 0;
+        f = calloc(1, sizeof(Fetcher));
+        if (!f)
+                return -ENOMEM;
+        f->m = m;
+        f->config = m->config;
+        f->dl.fd = -1;
+        f->body = malloc(CHANNEL_MAX_FILE);
+        f->easy = curl_easy_init();
+        if (!f->body || !f->easy) {
+                fetcher_free(f);
+                return -ENOMEM;
+        }
+        if ((r = curl_glue_new(m->event, &f->glue)) < 0 ||
+            (r = sd_event_add_time_relative(m->event, &f->timer, CLOCK_BOOTTIME, 1000000, 0, on_timer, f)) < 0 ||
+            (r = sd_event_add_defer(m->event, &f->defer, on_defer, f)) < 0) {
+                fetcher_free(f);
+                return tp_error(err, r, "channel: cannot set up polling: %s", strerror(-r));
+        }
+        (void) sd_event_source_set_enabled(f->defer, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(f->timer, "channel-poll");
+        /* The first poll a second after start. */
+        log_info("polling the channel %s every %" PRIu64 " s", f->config->channel.urls[0], f->config->channel.interval);
+        *ret = f;
+        return 0;
+}
+
+Fetcher *fetcher_free(Fetcher *f) {
+        if (!f)
+                return NULL;
+        if (f->glue && f->easy)
+                curl_glue_remove(f->glue, f->easy);
+        curl_glue_free(f->glue);
+        if (f->easy)
+                curl_easy_cleanup(f->easy);
+        curl_slist_free_all(f->headers);
+        sd_event_source_disable_unref(f->timer);
+        sd_event_source_disable_unref(f->defer);
+        download_close(&f->dl);
+        channel_free(f->channel);
+        free(f->channel_url);
+        free(f->body);
+        free(f);
+        return NULL;
+}
