@@ -79,6 +79,7 @@ struct Fetcher {
         TaskVersion failed[MAX_FAILED]; /* refused or failed under the current serial: not retried */
         size_t n_failed;
         char transaction[TRANSACTION_ID_SIZE];  /* of the operation we started */
+        bool wait_for_poll;             /* a download failed: try again after the next poll, not at once */
 
         /* for status */
         char last_error[TP_ERROR_MAX];
@@ -196,11 +197,13 @@ static int setup_common(Fetcher *f, const char *url) {
 static void describe_failure(Fetcher *f, CURLcode result, long status, const char *url, char *buf, size_t n) {
         if (result == CURLE_UNSUPPORTED_PROTOCOL)
                 snprintf(buf, n, "%s: refused: only https:// is allowed (a redirect to http:// counts)", url);
+        else if (result == CURLE_OPERATION_TIMEDOUT)
+                snprintf(buf, n, "%s: too slow (under %d bytes/s for %" PRIu64 " s) or stalled: cut", url,
+                         LOW_SPEED_LIMIT, f->config->channel.low_speed_time);
         else if (result != CURLE_OK)
                 snprintf(buf, n, "%s: %s", url, curl_easy_strerror(result));
         else
                 snprintf(buf, n, "%s: HTTP %ld", url, status);
-        (void) f;
 }
 
 static void poll_start(Fetcher *f);
@@ -217,6 +220,15 @@ static void poll_failed(Fetcher *f, const char *why) {
         f->mirror = 0;
         f->failures++;
         f->phase = FETCH_IDLE;
+        schedule_poll(f);
+        kick(f);
+}
+
+static void poll_succeeded(Fetcher *f) {
+        f->failures = 0;
+        f->wait_for_poll = false;
+        f->phase = FETCH_IDLE;
+        f->last_error[0] = '\0';
         schedule_poll(f);
         kick(f);
 }
@@ -273,13 +285,9 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
                 poll_failed(f, why);
                 return;
         }
-        f->failures = 0;
-        f->phase = FETCH_IDLE;
-        schedule_poll(f);
         if (status == 304) {
                 log_debug("channel unchanged (304, %" PRIu64 " bytes of HTTP)", f->last_poll_bytes);
-                f->last_error[0] = '\0';
-                kick(f);
+                poll_succeeded(f);
                 return;
         }
 
@@ -293,14 +301,12 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
                 r = tp_error(&err, -ESTALE, "%s: serial %" PRIu64 " is older than the accepted %" PRIu64
                              " (a replayed channel): refused", url, c->serial, f->m->ps.channel_serial);
         if (r < 0) {
-                f->etag[0] = '\0';      /* ask for it whole next time */
-                set_error(f, "%s", tp_error_message(&err, r));
-                kick(f);
+                /* A bad mirror (tampered, stale, foreign): the next one may be good. */
+                poll_failed(f, tp_error_message(&err, r));
                 return;
         }
-        if (accept_channel(f, TAKE_PTR(c), url) >= 0)
-                f->last_error[0] = '\0';
-        kick(f);
+        poll_succeeded(f);
+        (void) accept_channel(f, TAKE_PTR(c), url);    /* reports its own errors */
 }
 
 static void poll_start(Fetcher *f) {
@@ -392,6 +398,7 @@ static void install_download(Fetcher *f) {
 /* @forget: the bundle itself is bad (not the transfer): report the failure, do not retry it. */
 static void download_failed(Fetcher *f, const char *why, bool forget) {
         set_error(f, "%s", why);
+        f->wait_for_poll = true;
         if (forget) {
                 set_update(f, f->dl.what.task, f->dl.what.version, "failure", why);
                 mark_failed(f, &f->dl.what);
@@ -408,14 +415,11 @@ static size_t on_bundle_data(char *data, size_t size, size_t nmemb, void *userda
         size_t n = size * nmemb;
 
         /* bookworm's curl cannot cap a body itself: what goes past the declared size is never written. */
-        if (n > d->size - d->have) {
-                d->overflow = true;
+        size_t take = n < d->size - d->have ? n : (size_t) (d->size - d->have);
+        if (write_full(d->fd, data, take) < 0)
                 return 0;
-        }
-        if (write_full(d->fd, data, n) < 0)
-                return 0;
-        sha256_update(&d->hash, data, n);
-        d->have += n;
+        sha256_update(&d->hash, data, take);
+        d->have += take;
 
         uint64_t now = 0;
         (void) sd_event_now(f->m->event, CLOCK_MONOTONIC, &now);
@@ -424,6 +428,10 @@ static size_t on_bundle_data(char *data, size_t size, size_t nmemb, void *userda
                 manager_emit(f->m, NULL, json_pack("{s:s, s:s, s:I, s:I, s:I}", "event", "download", "task",
                                                    d->what.task, "version", (json_int_t) d->what.version, "bytes",
                                                    (json_int_t) d->have, "total", (json_int_t) d->size));
+        }
+        if (take < n) {
+                d->overflow = true;
+                return 0;       /* ends the transfer */
         }
         return n;
 }
@@ -620,7 +628,8 @@ static void fetch_next(Fetcher *f) {
         if (m->op || m->state != STATE_IDLE)
                 return;         /* busy (an operation, a trial): the manager tells us when it ends */
         if ((b = next_bundle(f))) {
-                download_start(f, b);
+                if (!f->wait_for_poll)
+                        download_start(f, b);
                 return;
         }
         if (f->channel->desired[0] && !m->ps.pinned)

@@ -1,0 +1,120 @@
+#!/bin/bash
+# The network side of the update-attack suite (test-attacks.sh has the bundle side), against a
+# real nginx on loopback:
+#   slow retrieval   a channel served at 200 B/s is cut (low-speed limit), the socket keeps
+#                    answering, nothing changes
+#   drop-request     the server dies in the middle of a bundle: the partial download is kept and
+#                    resumed with a Range request at the next poll
+#   endless data     a bundle file longer than the channel declares is cut at the declared size
+#   bad mirror       the first mirror serves a tampered channel: refused, the second one serves
+#   eavesdropping    (test-fleet.sh) https only; a redirect to http:// is refused
+# shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/daemon-lib.sh"
+. "$(dirname "$0")/nginx-lib.sh"
+trap 'stop_daemon; stop_nginx; rm -rf "$TMP"' EXIT
+
+need_fixtures
+make_bundle shout.gguf shout-v2.tpb shout 2
+start_nginx "location /slow/ { alias $TMP/www/; limit_rate 200; }
+        location /drop/ { alias $TMP/www/; limit_rate 16k; }" || { fail "nginx"; finish; exit 1; }
+www="$TMP/www"
+keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt")
+publish() { tp publish "$www" --channel stable "${keys[@]}" "$@" > "$TMP/publish.out" 2>&1; }
+base="https://127.0.0.1:$HTTPS_PORT"
+
+wait_status() {
+    local i
+    for ((i = 0; i < ${2:-20} * 10; i++)); do
+        tpctl --json status > "$TMP/st.json" 2> /dev/null &&
+            python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" \
+                "$TMP/st.json" 2> /dev/null && return 0
+        sleep 0.1
+    done
+    echo "    waited for: $1"
+    python3 -c "import json,sys; print('    status:', json.dumps(json.load(open(sys.argv[1]))['channel']))" \
+        "$TMP/st.json" 2> /dev/null
+    return 1
+}
+
+# restart_with URL...: the daemon restarted on a channel of these mirrors.
+restart_with() {
+    local urls
+    stop_daemon
+    urls=$(printf '%s, ' "$@")
+    write_config "trial:
+  timeout: 30
+channel:
+  url: [${urls%, }]
+  interval: 1
+  low_speed_time: 2
+tls:
+  ca: $TMP/pki/ca.pem"
+    need_daemon
+}
+
+# Set-up: json v1 from the channel, committed.
+cp "$TMP/json.tpb" "$www/json-1.tpb"
+cp "$TMP/shout.tpb" "$www/shout-1.tpb"
+publish --serial 1 --desired json
+restart_with "$base/stable.channel"
+tpctl provision "$TMP/base.gguf" > /dev/null
+wait_status 's["state"] == "trial" and s["active"]["task"] == "json"' 30 && tpctl mark-good > /dev/null
+check "set-up: json v1 from the channel, committed" wait_status 's["channel"]["update"]["result"] == "success"' 5
+
+echo "# slow retrieval"
+publish --serial 2 --desired shout
+restart_with "$base/slow/stable.channel"
+check "a channel trickling at 200 B/s is cut" \
+    wait_status '"too slow" in (s["channel"]["last_error"] or "")' 15
+start=$(date +%s%N)
+tpctl status > /dev/null
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+check "... the socket answers meanwhile (${ms} ms)" test "$ms" -lt 1000
+check "... nothing changed (json, serial 1)" \
+    test "$(jget active.task < "$TMP/st.json") $(jget channel.serial < "$TMP/st.json")" = "json 1"
+
+echo "# drop-request"
+cp "$TMP/json-v2.tpb" "$www/json-2.tpb"
+publish --serial 3 --desired json
+restart_with "$base/drop/stable.channel"
+check "json v2 downloads at 16 KiB/s" wait_status '(s["channel"].get("download") or {}).get("bytes", 0) > 0' 20
+worker=$(pgrep -P "$NGINX_PID" | head -n 1)
+kill -KILL "$worker"
+check "the server dies mid-transfer: the error is shown" \
+    wait_status '"json-2.tpb" in (s["channel"]["last_error"] or "")' 10
+check "... the partial download is kept" test -s "$STATE/downloads/json-2.tpb.part"
+check "... resumed at the next poll, installed and switched" \
+    wait_status 's["state"] == "trial" and s["active"]["task"] == "json" and s["active"]["version"] == 2' 30
+check "... nginx served the rest as a range (206)" grep -q "GET /drop/json-2.tpb 206 [0-9]* bytes=[1-9]" "$NGINX_LOG"
+check "... model_path == json2.gguf" same "$TMP/json2.gguf"
+tpctl mark-good > /dev/null
+
+echo "# endless data"
+cp "$TMP/shout-v2.tpb" "$www/shout-2.tpb"
+publish --serial 4 --desired shout
+head -c 1000000 /dev/urandom >> "$www/shout-2.tpb"
+restart_with "$base/stable.channel"
+check "a bundle 1 MB longer than declared: cut at the declared size, installed, switched" \
+    wait_status 's["state"] == "trial" and s["active"]["task"] == "shout" and s["active"]["version"] == 2' 20
+check "... the log says the server sent more" grep -q "sent more than the .* bytes the channel declares" "$TMP/daemon.log"
+check "... the stored bundle is exactly the declared bytes" cmp -s "$TMP/shout-v2.tpb" "$STATE/tasks/shout/2.tpb"
+tpctl mark-good > /dev/null
+cp "$TMP/shout-v2.tpb" "$www/shout-2.tpb"
+
+echo "# bad mirror"
+publish --serial 5 --desired json
+mkdir -p "$www/evil"
+python3 -c "
+import sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+i = d.index(b'serial: 5')
+d[i + 8] = ord('9')
+open(sys.argv[2], 'wb').write(d)" "$www/stable.channel" "$www/evil/stable.channel"
+restart_with "$base/evil/stable.channel" "$base/stable.channel"
+check "the first mirror's tampered channel is refused, the second one serves: json" \
+    wait_status 's["state"] == "trial" and s["active"]["task"] == "json"' 20
+check "... the log names the bad mirror" grep -q "evil/stable.channel.*signature does not match" "$TMP/daemon.log"
+tpctl mark-good > /dev/null
+
+daemon_finish
