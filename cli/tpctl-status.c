@@ -133,6 +133,43 @@ static void print_counters(json_t *c) {
         printf(" (since the daemon started)\n");
 }
 
+/* The fleet channel, when one is configured: where from, what it wants, how the last update went. */
+static void print_channel(json_t *c) {
+        json_t *dl = json_object_get(c, "download"), *up = json_object_get(c, "update");
+        json_t *urls = json_object_get(c, "urls");
+        char done_s[32], total_s[32];
+        uint64_t v, done, total;
+
+        if (!json_is_object(c))
+                return;
+        printf(LABEL "%s", "Channel:", get_str(c, "name") ?: "(none accepted yet)");
+        if (get_u64(c, "serial", &v))
+                printf(" serial %" PRIu64, v);
+        printf(" from %s (%s)", json_string_value(json_array_get(urls, 0)) ?: "?", get_str(c, "state") ?: "?");
+        printf("; desired %s\n", get_str(c, "desired") ?: "none");
+        if (get_str(c, "last_poll"))
+                printf(LABEL "last poll %s, HTTP %" PRIu64 ", %" PRIu64 " bytes\n", "", get_str(c, "last_poll"),
+                       get_u64(c, "last_poll_http_status", &v) ? v : 0, get_u64(c, "last_poll_bytes", &done) ? done : 0);
+        if (json_is_true(json_object_get(c, "pinned")))
+                printf(LABEL "pinned by a technician's switch until the channel's serial changes\n", "");
+        if (json_is_object(dl) && get_u64(dl, "done", &done) && get_u64(dl, "total", &total) && total > 0)
+                printf(LABEL "downloading %s v%" PRIu64 ": %d%% (%s of %s)\n", "", get_str(dl, "task") ?: "?",
+                       get_u64(dl, "version", &v) ? v : 0,
+                       done >= total ? 100 : (int) ((double) done * 100.0 / (double) total),
+                       format_bytes(done, done_s, sizeof(done_s)), format_bytes(total, total_s, sizeof(total_s)));
+        if (json_is_object(up)) {
+                const char *result = get_str(up, "result") ?: "?";
+                printf(LABEL "update %s v%" PRIu64 ": %s", "", get_str(up, "task") ?: "?",
+                       get_u64(up, "version", &v) ? v : 0,
+                       strcmp(result, "pending") == 0 ? "pending until its trial commits" : result);
+                if (get_str(up, "reason"))
+                        printf(" (%s)", get_str(up, "reason"));
+                printf("\n");
+        }
+        if (get_str(c, "last_error"))
+                printf(LABEL "last error: %s\n", "", get_str(c, "last_error"));
+}
+
 static void print_status(json_t *s) {
         json_t *err = json_object_get(s, "last_error");
 
@@ -147,6 +184,7 @@ static void print_status(json_t *s) {
         print_trial(json_object_get(s, "trial"));
         print_operation(json_object_get(s, "operation"));
         print_counters(json_object_get(s, "counters"));
+        print_channel(json_object_get(s, "channel"));
         if (json_is_string(err))
                 printf(LABEL "%s\n", "Last error:", json_string_value(err));
         else if (json_is_object(err))

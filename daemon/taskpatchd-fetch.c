@@ -426,7 +426,7 @@ static size_t on_bundle_data(char *data, size_t size, size_t nmemb, void *userda
         if (now - d->last_event_usec >= 200000 || d->have == d->size) {
                 d->last_event_usec = now;
                 manager_emit(f->m, NULL, json_pack("{s:s, s:s, s:I, s:I, s:I}", "event", "download", "task",
-                                                   d->what.task, "version", (json_int_t) d->what.version, "bytes",
+                                                   d->what.task, "version", (json_int_t) d->what.version, "done",
                                                    (json_int_t) d->have, "total", (json_int_t) d->size));
         }
         if (take < n) {
@@ -720,7 +720,7 @@ json_t *fetcher_status(const Fetcher *f) {
         if (f->dl.path)
                 json_object_set_new(o, "download",
                                     json_pack("{s:s, s:I, s:s, s:I, s:I}", "task", f->dl.what.task, "version",
-                                              (json_int_t) f->dl.what.version, "url", f->dl.url, "bytes",
+                                              (json_int_t) f->dl.what.version, "url", f->dl.url, "done",
                                               (json_int_t) f->dl.have, "total", (json_int_t) f->dl.size));
         if (f->update.result)
                 json_object_set_new(o, "update",

@@ -78,7 +78,7 @@ echo "# drop-request"
 cp "$TMP/json-v2.tpb" "$www/json-2.tpb"
 publish --serial 3 --desired json
 restart_with "$base/drop/stable.channel"
-check "json v2 downloads at 16 KiB/s" wait_status '(s["channel"].get("download") or {}).get("bytes", 0) > 0' 20
+check "json v2 downloads at 16 KiB/s" wait_status '(s["channel"].get("download") or {}).get("done", 0) > 0' 20
 worker=$(pgrep -P "$NGINX_PID" | head -n 1)
 kill -KILL "$worker"
 check "the server dies mid-transfer: the error is shown" \

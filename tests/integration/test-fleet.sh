@@ -61,6 +61,9 @@ check "... the update is pending until the commit" \
 check "... model_path == json.gguf" same "$TMP/json.gguf"
 tpctl mark-good > /dev/null
 check "after mark-good: success reported" wait_status 's["channel"]["update"]["result"] == "success"' 5
+tpctl status > "$TMP/status.txt"
+check "tpctl status shows the channel" grep -q "^Channel: *stable serial 1 from https://.* desired json" "$TMP/status.txt"
+check "... and the update's result" grep -q "update json v1: success" "$TMP/status.txt"
 check "... then shout is installed too" wait_status '[t["task"] for t in s["tasks"]] == ["json", "shout"]' 10
 check "... no download left behind" test -z "$(ls -A "$STATE/downloads" 2> /dev/null)"
 check "an unchanged channel costs a 304" wait_status 's["channel"].get("last_poll_http_status") == 304' 5
