@@ -67,6 +67,7 @@ void config_done(DaemonConfig *c) {
         for (size_t i = 0; i < c->channel.n_urls; i++)
                 free(c->channel.urls[i]);
         free(c->tls.ca);
+        free(c->spool);
         *c = (DaemonConfig) {};
 }
 
@@ -358,6 +359,10 @@ static bool path_valid(const char *s) {
         return path_problem(s, PATH_MAX, true) == NULL;
 }
 
+static bool dir_valid(const char *s) {
+        return path_problem(s, PATH_MAX, false) == NULL;
+}
+
 static int parse_tls(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "ca", NULL };
         int r;
@@ -371,7 +376,8 @@ static int parse_tls(const YamlNode *map, const char *what, DaemonConfig *c, TpE
 
 static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
-                                            "keep_versions", "verify", "scrub_interval", "channel", "tls", NULL };
+                                            "keep_versions", "verify", "scrub_interval", "channel", "tls", "spool",
+                                            NULL };
         const YamlNode *trust, *trial, *channel, *tls;
         int r;
 
@@ -397,7 +403,9 @@ static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, T
             (r = get_section(root, "channel", what, &channel, err)) < 0 ||
             (channel && (r = parse_channel(channel, what, c, err)) < 0) ||
             (r = get_section(root, "tls", what, &tls, err)) < 0 ||
-            (tls && (r = parse_tls(tls, what, c, err)) < 0))
+            (tls && (r = parse_tls(tls, what, c, err)) < 0) ||
+            (r = get_optional(root, "spool", dir_valid, "an absolute path, or \"\" for none", what, &c->spool,
+                              err)) < 0)
                 return r;
         return 0;
 }

@@ -52,6 +52,7 @@ typedef struct DaemonConfig {
         struct {
                 char *ca;               /* server certificates' trust for HTTPS; NULL: the system store */
         } tls;
+        char *spool;                    /* a folder whose dropped bundles are installed; NULL when "" or absent */
 } DaemonConfig;
 
 const char *verify_mode_to_string(VerifyMode m);       /* "full", "incremental" */

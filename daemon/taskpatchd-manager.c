@@ -55,6 +55,8 @@ void manager_set_state(Manager *m, ManagerState s) {
                 log_info("state: %s -> %s", state_names[m->state], state_names[s]);
         m->state = s;
         manager_send_status(m);
+        if (s == STATE_IDLE)
+                spool_kick(m->spool);   /* bundles waiting in the spool folder may go in now */
 }
 
 void manager_emit(Manager *m, const char *transaction, json_t *ev) {
@@ -471,6 +473,7 @@ static void operation_finish(Manager *m, int r) {
                 }
         }
         fetcher_operation_done(m->fetcher, op, r);
+        spool_operation_done(m->spool, op, r);
         operation_free(op);
 }
 

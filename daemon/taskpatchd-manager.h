@@ -30,6 +30,7 @@
 #include "taskpatchd-fetch.h"
 #include "taskpatchd-health.h"
 #include "taskpatchd-server.h"
+#include "taskpatchd-spool.h"
 #include "taskpatchd-store.h"
 
 #define OPERATION_SLICE (8u << 20)      /* bytes of copying, hashing or staging per event-loop turn */
@@ -105,6 +106,7 @@ struct Manager {
         bool lease_broken;
 
         Fetcher *fetcher;               /* the fleet channel's poller, NULL when none is configured */
+        Spool *spool;                   /* the spool folder's watcher, NULL when none is configured */
 
         int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
         Counters counters;

@@ -262,6 +262,7 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->fetcher = fetcher_free(m->fetcher);
+        m->spool = spool_free(m->spool);
         if (m->op) {
                 /* Stopping mid-operation: the slot stays dirty and is redone when next needed. */
                 if (m->op->free_data)

@@ -42,6 +42,7 @@ static void config_assert_eq(const DaemonConfig *a, const DaemonConfig *b) {
         ck_assert_uint_eq(a->channel.low_speed_time, b->channel.low_speed_time);
         ck_assert_int_eq(a->channel.allow_http, b->channel.allow_http);
         str_eq_or_null(a->tls.ca, b->tls.ca, "tls.ca");
+        str_eq_or_null(a->spool, b->spool, "spool");
 }
 
 static void parse_ok(const char *text, DaemonConfig *c) {
@@ -73,7 +74,8 @@ static const char all_keys[] =
         "  low_speed_time: 3600\n"
         "  allow_http: true\n"
         "tls:\n"
-        "  ca: /etc/tp/tls-ca.pem\n";
+        "  ca: /etc/tp/tls-ca.pem\n"
+        "spool: /media/usb/taskpatch/\n";
 
 START_TEST(test_defaults) {
         DaemonConfig c = {};
@@ -145,6 +147,7 @@ START_TEST(test_all_keys) {
         ck_assert_uint_eq(c.channel.low_speed_time, 3600);
         ck_assert(c.channel.allow_http);
         ck_assert_str_eq(c.tls.ca, "/etc/tp/tls-ca.pem");
+        ck_assert_str_eq(c.spool, "/media/usb/taskpatch/");
         config_done(&c);
         /* One URL as a plain string. */
         parse_ok("channel:\n  url: https://updates.example.com/stable.channel\n", &c);
@@ -267,6 +270,7 @@ static const struct {
         { "channel:\n  low_speed_time: 0\n", { "line 2", "'low_speed_time'", "from 1 to 3600", "'0'" } },
         { "channel:\n  mirrors: 2\n", { "line 2", "unknown key 'mirrors'" } },
         { "tls:\n  ca: tls.pem\n", { "line 2", "'ca'", "an absolute path", "found 'tls.pem'" } },
+        { "spool: spool/\n", { "line 1", "'spool'", "an absolute path", "found 'spool/'" } },
         /* the wrong shape */
         { "trial: [1, 2]\n", { "line 1", "'trial'", "expected a mapping", "found a list" } },
         { "trial:\n  - timeout: 5\n", { "line 2", "'trial'", "expected a mapping", "found a list" } },
@@ -448,7 +452,7 @@ START_TEST(test_example_has_every_key) {
                                             "\n  health_command: ", "\n  health_url: ", "\n  health_interval: ",
                                             "\nkeep_versions: ", "\nverify: ", "\nscrub_interval: ", "\nchannel:\n",
                                             "\n  url: ", "\n  interval: ", "\n  max_download_rate: ",
-                                            "\n  low_speed_time: ", "\n  allow_http: ", "\ntls:\n" };
+                                            "\n  low_speed_time: ", "\n  allow_http: ", "\ntls:\n", "\nspool: " };
         char text[16384];
         FILE *f = fopen(EXAMPLE_PATH, "re");
 

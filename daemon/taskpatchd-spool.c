@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/* The spool folder (taskpatchd-spool.h): bundles dropped into a folder are installed. */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+#include "taskpatchd-spool.h"
+
+struct Spool {
+        Manager *m;
+        const char *dir;
+        sd_event_source *watch;         /* inotify on the folder */
+        sd_event_source *defer;         /* spool_next() once the current callback has returned */
+        char current[NAME_MAX + 1];     /* the bundle being installed, "" when none */
+        char transaction[TRANSACTION_ID_SIZE];
+};
+
+static void kick(Spool *s) {
+        (void) sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
+}
+
+void spool_kick(Spool *s) {
+        if (s)
+                kick(s);
+}
+
+static bool is_bundle_name(const char *name) {
+        size_t n = strlen(name);
+        return name[0] != '.' && n > 4 && strcmp(name + n - 4, ".tpb") == 0;
+}
+
+/* Move @name into @sub/ of the spool (created if needed), replacing an older file of that name. */
+static int move_to(Spool *s, const char *name, const char *sub) {
+        _cleanup_free_ char *dir = NULL, *from = NULL, *to = NULL;
+        int r;
+
+        if (asprintf(&dir, "%s/%s", s->dir, sub) < 0 || asprintf(&from, "%s/%s", s->dir, name) < 0 ||
+            asprintf(&to, "%s/%s", dir, name) < 0)
+                return -ENOMEM;
+        if ((r = mkdir_durable(dir, 0700)) < 0)
+                return r;
+        if (rename(from, to) < 0)
+                return -errno;
+        return fsync_parent_dir(from);
+}
+
+static void finish(Spool *s, const char *name, bool ok, const char *why) {
+        int r;
+
+        if (ok) {
+                log_info("spool: %s installed, moved to installed/", name);
+                r = move_to(s, name, "installed");
+        } else {
+                _cleanup_free_ char *reason = NULL;
+                log_warning("spool: %s refused: %s", name, why);
+                r = move_to(s, name, "rejected");
+                if (r >= 0 && asprintf(&reason, "%s/rejected/%s.reason", s->dir, name) >= 0) {
+                        char text[TP_ERROR_MAX + 2];
+                        int n = snprintf(text, sizeof(text), "%s\n", why);
+                        if (atomic_file_write(reason, text, (size_t) n) < 0)
+                                log_warning("spool: cannot write %s", reason);
+                }
+        }
+        if (r < 0)
+                log_error("spool: cannot move %s aside: %s (it stays where it is and is not retried)", name,
+                          strerror(-r));
+        s->current[0] = '\0';
+        s->transaction[0] = '\0';
+}
+
+/* Install @name: 0 when an install was started, < 0 when it was refused at once (and moved aside). */
+static int start_install(Spool *s, const char *name) {
+        Manager *m = s->m;
+        _cleanup_free_ char *path = NULL;
+        Operation *op = NULL;
+        const char *code = NULL;
+        TpError err = {};
+        int fd, r;
+
+        if (asprintf(&path, "%s/%s", s->dir, name) < 0)
+                return -ENOMEM;
+        snprintf(s->current, sizeof(s->current), "%s", name);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) {
+                r = tp_error(&err, -errno, "%s: %s", path, strerror(errno));
+        } else {
+                struct stat st;
+                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                        safe_close(fd);
+                        r = tp_error(&err, -EINVAL, "%s: not a regular file", path);
+                } else
+                        r = install_new(m, fd, false, false, &op, &code, &err);
+        }
+        if (r < 0) {
+                finish(s, name, false, tp_error_message(&err, r));
+                return r;
+        }
+        log_info("spool: installing %s", name);
+        manager_start(m, op, NULL, false);
+        snprintf(s->transaction, sizeof(s->transaction), "%s", m->op ? m->op->transaction : "");
+        return 0;
+}
+
+/* The next bundle in the folder (oldest name first, for a predictable order), when the manager is idle. */
+static void spool_next(Spool *s) {
+        Manager *m = s->m;
+        _cleanup_free_ char *pick = NULL;
+        struct dirent *de;
+        DIR *d;
+
+        if (s->current[0] || m->op || m->state != STATE_IDLE || !m->ps.provisioned)
+                return;
+        d = opendir(s->dir);
+        if (!d) {
+                log_warning("spool: %s: %s", s->dir, strerror(errno));
+                return;
+        }
+        while ((de = readdir(d)))
+                if (is_bundle_name(de->d_name) && (!pick || strcmp(de->d_name, pick) < 0)) {
+                        free(pick);
+                        pick = strdup(de->d_name);
+                }
+        closedir(d);
+        if (pick && start_install(s, pick) < 0)
+                kick(s);        /* refused at once: look at the next one */
+}
+
+static int on_defer(sd_event_source *src _unused_, void *userdata) {
+        spool_next(userdata);
+        return 0;
+}
+
+static int on_inotify(sd_event_source *src _unused_, const struct inotify_event *ev, void *userdata) {
+        Spool *s = userdata;
+
+        if (ev->len > 0 && is_bundle_name(ev->name))
+                kick(s);
+        return 0;
+}
+
+void spool_operation_done(Spool *s, const Operation *op, int r) {
+        if (!s)
+                return;
+        if (s->transaction[0] && strcmp(op->transaction, s->transaction) == 0) {
+                char name[NAME_MAX + 1];
+                snprintf(name, sizeof(name), "%s", s->current);
+                finish(s, name, r >= 0, r >= 0 ? NULL : tp_error_message(&op->err, r));
+        }
+        kick(s);
+}
+
+int spool_new(Manager *m, Spool **ret, TpError *err) {
+        Spool *s;
+        int r;
+
+        *ret = NULL;
+        if (!m->config->spool)
+                return 0;
+        if ((r = mkdir_durable(m->config->spool, 0700)) < 0)
+                return tp_error(err, r, "spool: %s: %s", m->config->spool, strerror(-r));
+        s = calloc(1, sizeof(Spool));
+        if (!s)
+                return -ENOMEM;
+        s->m = m;
+        s->dir = m->config->spool;
+        if ((r = sd_event_add_inotify(m->event, &s->watch, s->dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR,
+                                      on_inotify, s)) < 0 ||
+            (r = sd_event_add_defer(m->event, &s->defer, on_defer, s)) < 0) {
+                spool_free(s);
+                return tp_error(err, r, "spool: cannot watch %s: %s", m->config->spool, strerror(-r));
+        }
+        (void) sd_event_source_set_description(s->watch, "spool");
+        log_info("watching the spool folder %s for bundles", s->dir);
+        *ret = s;
+        kick(s);        /* what arrived while the daemon was down */
+        return 0;
+}
+
+Spool *spool_free(Spool *s) {
+        if (!s)
+                return NULL;
+        sd_event_source_disable_unref(s->watch);
+        sd_event_source_disable_unref(s->defer);
+        free(s);
+        return NULL;
+}

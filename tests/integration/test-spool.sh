@@ -1,0 +1,71 @@
+#!/bin/bash
+# The spool folder: a bundle dropped in (as from a USB stick or scp) is verified and installed,
+# then moved to installed/; a bad one goes to rejected/ with a .reason file; dot-names and other
+# files are left alone; bundles dropped while the daemon is down or busy are taken later.
+# shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/daemon-lib.sh"
+
+need_fixtures
+spool="$TMP/spool"
+write_config "trial:
+  timeout: 30
+spool: $spool"
+need_daemon
+check "the spool folder is created 0700" test "$(stat -c %a "$spool")" = 700
+tpctl provision "$TMP/base.gguf" > /dev/null
+
+# wait_file PATH [SECONDS]
+wait_file() {
+    local i
+    for ((i = 0; i < ${2:-10} * 20; i++)); do [ -e "$1" ] && return 0; sleep 0.05; done
+    return 1
+}
+installed() { tpctl --json list | python3 -c 'import json,sys
+print(" ".join("%s/%d" % (t["task"], t["version"]) for t in json.load(sys.stdin)["tasks"]))'; }
+
+cp "$TMP/json.tpb" "$spool/json.tpb"
+check "a dropped bundle is installed and moved to installed/" wait_file "$spool/installed/json.tpb"
+check "... json v1 is installed" test "$(installed)" = "json/1"
+check "... nothing left in the folder" test ! -e "$spool/json.tpb"
+check "... the active model untouched (install only)" same "$TMP/base.gguf"
+
+size=$(stat -c %s "$TMP/shout.tpb")
+cp "$TMP/shout.tpb" "$TMP/flipped.tpb"
+printf '\xff' | dd of="$TMP/flipped.tpb" bs=1 seek=$((size - 10)) conv=notrunc status=none
+cp "$TMP/flipped.tpb" "$spool/shout.tpb"
+check "a damaged bundle is moved to rejected/" wait_file "$spool/rejected/shout.tpb.reason"
+check "... its .reason says why" grep -q "payload does not match" "$spool/rejected/shout.tpb.reason"
+check "... not installed" test "$(installed)" = "json/1"
+"$BIN/taskpatch" create "$TMP/json.gguf" "$TMP/shout.gguf" -o "$TMP/other-base.tpb" --task shout --version 3 \
+    --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 1 > /dev/null
+cp "$TMP/other-base.tpb" "$spool/other.tpb"
+check "a bundle for another base: rejected, said so" wait_file "$spool/rejected/other.tpb.reason"
+check "... 'another base'" grep -q "another base" "$spool/rejected/other.tpb.reason"
+
+# Copied under a dot-name, then renamed into place: taken at the rename, not before.
+cp "$TMP/shout.tpb" "$spool/.shout.tpb.partial"
+echo "not a bundle" > "$spool/README.txt"
+sleep 0.5
+check "a dot-name is left alone" test -e "$spool/.shout.tpb.partial"
+mv "$spool/.shout.tpb.partial" "$spool/shout.tpb"
+check "... renamed into place: installed" wait_file "$spool/installed/shout.tpb"
+check "... other files are left alone" test -e "$spool/README.txt"
+check "... json v1 and shout v1 installed" test "$(installed)" = "json/1 shout/1"
+
+# Busy (a trial runs): the bundle waits until the trial ends.
+tpctl switch json > /dev/null
+cp "$TMP/json-v2.tpb" "$spool/json-2.tpb"
+sleep 0.7
+check "during a trial the spool waits" test -e "$spool/json-2.tpb"
+tpctl mark-good > /dev/null
+check "... and installs once the trial is committed" wait_file "$spool/installed/json-2.tpb"
+
+# Dropped while the daemon is down: taken at start.
+stop_daemon
+make_bundle shout.gguf shout-v2.tpb shout 2
+cp "$TMP/shout-v2.tpb" "$spool/shout-2.tpb"
+need_daemon
+check "a bundle dropped while the daemon was down is taken at start" wait_file "$spool/installed/shout-2.tpb"
+check "... json v1, v2 and shout v1, v2 installed" test "$(installed)" = "json/1 json/2 shout/1 shout/2"
+daemon_finish
