@@ -13,13 +13,13 @@
 #include "clock.h"
 #include "fileio.h"
 #include "taskpatchd-curl.h"
+#include "taskpatchd-download.h"
 #include "taskpatchd-fetch.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
 #include "yaml-doc.h"
 
 #define CHANNEL_TIMEOUT_SEC 120         /* a whole channel transfer */
-#define LOW_SPEED_LIMIT 1024            /* bytes/s, for channel.low_speed_time seconds */
 #define MAX_FAILED 16                   /* bundles remembered as refused until the serial changes */
 
 typedef enum FetchPhase {
@@ -44,18 +44,6 @@ typedef struct TaskVersion {
         uint64_t version;
 } TaskVersion;
 
-typedef struct Download {
-        TaskVersion what;
-        char *url;
-        char *path;                     /* <state_dir>/downloads/<task>-<version>.tpb.part */
-        int fd;
-        uint64_t have, size;            /* bytes on disk, bytes the channel declares */
-        uint8_t sha256[SHA256_DIGEST_SIZE];
-        Sha256 hash;                    /* of the bytes on disk so far */
-        bool overflow;                  /* the server sent more than declared */
-        uint64_t last_event_usec;
-} Download;
-
 struct Fetcher {
         Manager *m;
         const DaemonConfig *config;
@@ -76,6 +64,7 @@ struct Fetcher {
         Channel *channel;               /* the last one accepted */
         char *channel_url;              /* where it came from: bundle paths are relative to it */
         Download dl;
+        TaskVersion dl_what;            /* what dl fetches */
         TaskVersion failed[MAX_FAILED]; /* refused or failed under the current serial: not retried */
         size_t n_failed;
         char transaction[TRANSACTION_ID_SIZE];  /* of the operation we started */
@@ -164,48 +153,6 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata) {
         return n;
 }
 
-/* Options every transfer shares: protocols, trust, timeouts, rate. */
-static int setup_common(Fetcher *f, const char *url) {
-        const char *protocols = f->config->channel.allow_http ? "http,https" : "https";
-        CURLcode c = CURLE_OK;
-
-        curl_easy_reset(f->easy);
-#define SET(opt, val) \
-        if (c == CURLE_OK) \
-        c = curl_easy_setopt(f->easy, opt, val)
-        SET(CURLOPT_URL, url);
-        SET(CURLOPT_PROTOCOLS_STR, protocols);
-        SET(CURLOPT_REDIR_PROTOCOLS_STR, protocols);
-        SET(CURLOPT_FOLLOWLOCATION, 1L);
-        SET(CURLOPT_MAXREDIRS, 5L);
-        SET(CURLOPT_NOSIGNAL, 1L);
-        SET(CURLOPT_CONNECTTIMEOUT, 30L);
-        SET(CURLOPT_LOW_SPEED_LIMIT, (long) LOW_SPEED_LIMIT);
-        SET(CURLOPT_LOW_SPEED_TIME, (long) f->config->channel.low_speed_time);
-        SET(CURLOPT_USERAGENT, "taskpatchd/" TASKPATCH_VERSION);
-        SET(CURLOPT_HEADERFUNCTION, on_header);
-        SET(CURLOPT_HEADERDATA, f);
-        if (f->config->tls.ca)
-                SET(CURLOPT_CAINFO, f->config->tls.ca);
-        if (f->config->channel.max_download_rate)
-                SET(CURLOPT_MAX_RECV_SPEED_LARGE, (curl_off_t) f->config->channel.max_download_rate);
-#undef SET
-        return c == CURLE_OK ? 0 : -EINVAL;
-}
-
-/* "HTTP 404 from https://..." or curl's own words, for status and the log. */
-static void describe_failure(Fetcher *f, CURLcode result, long status, const char *url, char *buf, size_t n) {
-        if (result == CURLE_UNSUPPORTED_PROTOCOL)
-                snprintf(buf, n, "%s: refused: only https:// is allowed (a redirect to http:// counts)", url);
-        else if (result == CURLE_OPERATION_TIMEDOUT)
-                snprintf(buf, n, "%s: too slow (under %d bytes/s for %" PRIu64 " s) or stalled: cut", url,
-                         LOW_SPEED_LIMIT, f->config->channel.low_speed_time);
-        else if (result != CURLE_OK)
-                snprintf(buf, n, "%s: %s", url, curl_easy_strerror(result));
-        else
-                snprintf(buf, n, "%s: HTTP %ld", url, status);
-}
-
 static void poll_start(Fetcher *f);
 
 /* A poll failed at this mirror: the next one now, or back off when every mirror failed. */
@@ -281,7 +228,7 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
                 return;
         }
         if (result != CURLE_OK || (status != 200 && status != 304)) {
-                describe_failure(f, result, status, url, why, sizeof(why));
+                http_describe(f->config, result, status, url, why, sizeof(why));
                 poll_failed(f, why);
                 return;
         }
@@ -322,7 +269,9 @@ static void poll_start(Fetcher *f) {
                 snprintf(line, sizeof(line), "If-None-Match: %s", f->etag);
                 f->headers = curl_slist_append(NULL, line);
         }
-        if (setup_common(f, url) < 0 || curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, on_channel_data) ||
+        if (http_setup(f->easy, f->config, url) < 0 || curl_easy_setopt(f->easy, CURLOPT_HEADERFUNCTION, on_header) ||
+            curl_easy_setopt(f->easy, CURLOPT_HEADERDATA, f) ||
+            curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, on_channel_data) ||
             curl_easy_setopt(f->easy, CURLOPT_WRITEDATA, f) ||
             curl_easy_setopt(f->easy, CURLOPT_TIMEOUT, (long) CHANNEL_TIMEOUT_SEC) ||
             curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->headers) ||
@@ -347,13 +296,6 @@ static int on_timer(sd_event_source *s _unused_, uint64_t usec _unused_, void *u
 
 /* ---- downloads ---- */
 
-static void download_close(Download *d) {
-        d->fd = safe_close(d->fd);
-        free(d->url);
-        free(d->path);
-        *d = (Download) { .fd = -1 };
-}
-
 static bool is_failed(Fetcher *f, const char *task, uint64_t version) {
         for (size_t i = 0; i < f->n_failed; i++)
                 if (strcmp(f->failed[i].task, task) == 0 && f->failed[i].version == version)
@@ -368,202 +310,81 @@ static void mark_failed(Fetcher *f, const TaskVersion *tv) {
 
 /* The bundle has all its bytes and they hash as the channel says: install it. */
 static void install_download(Fetcher *f) {
-        Download *d = &f->dl;
+        const TaskVersion *tv = &f->dl_what;
         Operation *op = NULL;
         const char *code = NULL;
         TpError err = {};
-        bool then_switch = f->channel->desired[0] && strcmp(d->what.task, f->channel->desired) == 0 &&
-                           !f->m->ps.pinned;
-        int fd = open(d->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        bool then_switch = f->channel->desired[0] && strcmp(tv->task, f->channel->desired) == 0 && !f->m->ps.pinned;
+        int fd = open(f->dl.path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         int r = fd < 0 ? -errno : install_new(f->m, fd, false, then_switch, &op, &code, &err);
 
         if (r < 0) {
-                set_error(f, "%s v%" PRIu64 ": %s", d->what.task, d->what.version,
+                set_error(f, "%s v%" PRIu64 ": %s", tv->task, tv->version,
                           fd < 0 ? strerror(-r) : tp_error_message(&err, r));
-                set_update(f, d->what.task, d->what.version, "failure", f->last_error);
-                mark_failed(f, &d->what);
-                (void) unlink(d->path);
-                download_close(d);
+                set_update(f, tv->task, tv->version, "failure", f->last_error);
+                mark_failed(f, tv);
+                download_remove(&f->dl);
                 f->phase = FETCH_IDLE;
                 kick(f);
                 return;
         }
         f->phase = then_switch ? FETCH_SWITCHING : FETCH_INSTALLING;
         if (then_switch)
-                set_update(f, d->what.task, d->what.version, "pending", NULL);
+                set_update(f, tv->task, tv->version, "pending", NULL);
         manager_start(f->m, op, NULL, false);
         snprintf(f->transaction, sizeof(f->transaction), "%s", f->m->op ? f->m->op->transaction : "");
 }
 
-/* @forget: the bundle itself is bad (not the transfer): report the failure, do not retry it. */
-static void download_failed(Fetcher *f, const char *why, bool forget) {
-        set_error(f, "%s", why);
-        f->wait_for_poll = true;
-        if (forget) {
-                set_update(f, f->dl.what.task, f->dl.what.version, "failure", why);
-                mark_failed(f, &f->dl.what);
-                (void) unlink(f->dl.path);
+static void on_download_progress(Download *d, void *userdata) {
+        Fetcher *f = userdata;
+        manager_emit(f->m, NULL, json_pack("{s:s, s:s, s:I, s:I, s:I}", "event", "download", "task", f->dl_what.task,
+                                           "version", (json_int_t) f->dl_what.version, "done", (json_int_t) d->have,
+                                           "total", (json_int_t) d->size));
+}
+
+static void on_download(Download *d, DownloadResult result, const char *why, void *userdata) {
+        Fetcher *f = userdata;
+
+        if (result == DOWNLOAD_OK) {
+                if (d->overflow)
+                        log_warning("channel: %s: the server sent more than the %" PRIu64 " bytes the channel "
+                                    "declares: cut there", d->url, d->size);
+                install_download(f);
+                return;
         }
-        download_close(&f->dl);
+        set_error(f, "%s", why);
+        f->wait_for_poll = true;        /* not in a tight loop against a failing server */
+        if (result == DOWNLOAD_BAD) {
+                /* The bundle itself is bad (not the transfer): report it, do not retry it. */
+                set_update(f, f->dl_what.task, f->dl_what.version, "failure", why);
+                mark_failed(f, &f->dl_what);
+        }
+        download_stop(d);
         f->phase = FETCH_IDLE;
         kick(f);
 }
 
-static size_t on_bundle_data(char *data, size_t size, size_t nmemb, void *userdata) {
-        Fetcher *f = userdata;
-        Download *d = &f->dl;
-        size_t n = size * nmemb;
+static void fetch_bundle(Fetcher *f, const ChannelBundle *b) {
+        _cleanup_free_ char *url = http_resolve(f->channel_url, b->path);
+        char name[TASK_NAME_MAX + 32];
+        int r;
 
-        /* bookworm's curl cannot cap a body itself: what goes past the declared size is never written. */
-        size_t take = n < d->size - d->have ? n : (size_t) (d->size - d->have);
-        if (write_full(d->fd, data, take) < 0)
-                return 0;
-        sha256_update(&d->hash, data, take);
-        d->have += take;
-
-        uint64_t now = 0;
-        (void) sd_event_now(f->m->event, CLOCK_MONOTONIC, &now);
-        if (now - d->last_event_usec >= 200000 || d->have == d->size) {
-                d->last_event_usec = now;
-                manager_emit(f->m, NULL, json_pack("{s:s, s:s, s:I, s:I, s:I}", "event", "download", "task",
-                                                   d->what.task, "version", (json_int_t) d->what.version, "done",
-                                                   (json_int_t) d->have, "total", (json_int_t) d->size));
-        }
-        if (take < n) {
-                d->overflow = true;
-                return 0;       /* ends the transfer */
-        }
-        return n;
-}
-
-static void download_check(Fetcher *f) {
-        uint8_t digest[SHA256_DIGEST_SIZE];
-        char why[TP_ERROR_MAX];
-        Sha256 h = f->dl.hash;
-
-        sha256_final(&h, digest);
-        if (memcmp(digest, f->dl.sha256, sizeof(digest)) != 0) {
-                snprintf(why, sizeof(why), "%s: %" PRIu64 " bytes that do not hash as the channel says (damaged or "
-                         "tampered): removed", f->dl.url, f->dl.have);
-                download_failed(f, why, true);
-                return;
-        }
-        install_download(f);
-}
-
-static void on_download_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void *userdata) {
-        Fetcher *f = userdata;
-        Download *d = &f->dl;
-        long status = 0;
-        char why[TP_ERROR_MAX];
-
-        (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-        if (d->overflow) {
-                snprintf(why, sizeof(why), "%s: the server sent more than the %" PRIu64 " bytes the channel declares: "
-                         "cut", d->url, d->size);
-                /* The first size bytes are kept: if they hash right, they are the bundle. */
-                if (d->have == d->size) {
-                        log_warning("channel: %s", why);
-                        download_check(f);
-                } else
-                        download_failed(f, why, true);
-                return;
-        }
-        if (result == CURLE_RANGE_ERROR) {
-                /* The server ignored the Range request: start over from the first byte next time. */
-                if (ftruncate(d->fd, 0) < 0)
-                        (void) unlink(d->path);
-                download_failed(f, "the server cannot resume (no Range support): the download starts over", false);
-                return;
-        }
-        if (result != CURLE_OK || (status != 200 && status != 206)) {
-                describe_failure(f, result, status, d->url, why, sizeof(why));
-                /* Kept for resuming at the next poll (drop-request, stalls). */
-                download_failed(f, why, status == 404);
-                return;
-        }
-        if (d->have != d->size) {
-                snprintf(why, sizeof(why), "%s: %" PRIu64 " of %" PRIu64 " bytes (the body ended early)", d->url,
-                         d->have, d->size);
-                download_failed(f, why, false);
-                return;
-        }
-        download_check(f);
-}
-
-static char *resolve(const char *base, const char *relative) {
-        CURLU *u = curl_url();
-        char *out = NULL, *copy = NULL;
-
-        if (u && curl_url_set(u, CURLUPART_URL, base, 0) == CURLUE_OK &&
-            curl_url_set(u, CURLUPART_URL, relative, 0) == CURLUE_OK &&
-            curl_url_get(u, CURLUPART_URL, &out, 0) == CURLUE_OK) {
-                copy = strdup(out);
-                curl_free(out);
-        }
-        curl_url_cleanup(u);
-        return copy;
-}
-
-/* Continue the hash over what a previous attempt left on disk. */
-static int hash_existing(Download *d) {
-        uint8_t buf[65536];
-
-        for (uint64_t off = 0; off < d->have;) {
-                size_t n = d->have - off < sizeof(buf) ? (size_t) (d->have - off) : sizeof(buf);
-                int r = pread_full(d->fd, buf, n, off);
-                if (r < 0)
-                        return r;
-                sha256_update(&d->hash, buf, n);
-                off += n;
-        }
-        return 0;
-}
-
-static void download_start(Fetcher *f, const ChannelBundle *b) {
-        Download *d = &f->dl;
-        _cleanup_free_ char *dir = NULL;
-        struct stat st;
-        char why[TP_ERROR_MAX];
-
-        download_close(d);
-        snprintf(d->what.task, sizeof(d->what.task), "%s", b->task);
-        d->what.version = b->version;
-        d->size = b->size;
-        memcpy(d->sha256, b->sha256, SHA256_DIGEST_SIZE);
-        sha256_init(&d->hash);
-        if (asprintf(&dir, "%s/downloads", f->config->state_dir) < 0 ||
-            asprintf(&d->path, "%s/%s-%" PRIu64 ".tpb.part", dir, b->task, b->version) < 0 ||
-            !(d->url = resolve(f->channel_url, b->path))) {
-                download_failed(f, "out of memory", false);
-                return;
-        }
-        if (mkdir_durable(dir, 0750) < 0 ||
-            (d->fd = open(d->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640)) < 0 || fstat(d->fd, &st) < 0) {
-                snprintf(why, sizeof(why), "%s: %s", d->path, strerror(errno));
-                download_failed(f, why, false);
-                return;
-        }
-        d->have = (uint64_t) st.st_size;
-        if (d->have > d->size && ftruncate(d->fd, 0) == 0)
-                d->have = 0;
-        if (hash_existing(d) < 0 || lseek(d->fd, (off_t) d->have, SEEK_SET) < 0) {
-                snprintf(why, sizeof(why), "%s: cannot read back the partial download", d->path);
-                download_failed(f, why, true);
-                return;
-        }
+        snprintf(f->dl_what.task, sizeof(f->dl_what.task), "%s", b->task);
+        f->dl_what.version = b->version;
+        snprintf(name, sizeof(name), "%s-%" PRIu64 ".tpb", b->task, b->version);
+        DownloadSpec spec = { .url = url, .name = name, .size = b->size, .sha256 = b->sha256 };
         f->phase = FETCH_DOWNLOADING;
-        if (d->have == d->size) {
-                download_check(f);
-                return;
+        log_info("downloading %s v%" PRIu64 " from %s (%" PRIu64 " bytes)", b->task, b->version, url ? url : "?",
+                 b->size);
+        r = url ? download_start(&f->dl, f->config, f->m->event, f->glue, f->easy, &spec, on_download,
+                                 on_download_progress, f)
+                : -ENOMEM;
+        if (r < 0) {
+                set_error(f, "%s v%" PRIu64 ": cannot download: %s", b->task, b->version, strerror(-r));
+                download_stop(&f->dl);
+                f->wait_for_poll = true;
+                f->phase = FETCH_IDLE;
         }
-        log_info("downloading %s v%" PRIu64 " from %s (%" PRIu64 " bytes%s)", b->task, b->version, d->url, d->size,
-                 d->have ? ", resuming" : "");
-        if (setup_common(f, d->url) < 0 || curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, on_bundle_data) ||
-            curl_easy_setopt(f->easy, CURLOPT_WRITEDATA, f) ||
-            curl_easy_setopt(f->easy, CURLOPT_RESUME_FROM_LARGE, (curl_off_t) d->have) ||
-            curl_glue_add(f->glue, f->easy, on_download_done, f) < 0)
-                download_failed(f, "cannot start the transfer (out of memory?)", false);
 }
 
 /* ---- deciding what to do next ---- */
@@ -629,7 +450,7 @@ static void fetch_next(Fetcher *f) {
                 return;         /* busy (an operation, a trial): the manager tells us when it ends */
         if ((b = next_bundle(f))) {
                 if (!f->wait_for_poll)
-                        download_start(f, b);
+                        fetch_bundle(f, b);
                 return;
         }
         if (f->channel->desired[0] && !m->ps.pinned)
@@ -661,10 +482,7 @@ void fetcher_operation_done(Fetcher *f, const Operation *op, int r) {
                 kick(f);
                 return;
         }
-        if (f->dl.path) {
-                (void) unlink(f->dl.path);      /* installed (the store has its copy) or refused */
-                download_close(&f->dl);
-        }
+        download_remove(&f->dl);        /* installed (the store has its copy) or refused */
         if (r < 0) {
                 TaskVersion tv = { .version = op->version };
                 snprintf(tv.task, sizeof(tv.task), "%s", op->task);
@@ -717,10 +535,10 @@ json_t *fetcher_status(const Fetcher *f) {
                 json_object_set_new(o, "last_poll_http_status", json_integer(f->last_status));
                 json_object_set_new(o, "last_poll_bytes", json_integer((json_int_t) f->last_poll_bytes));
         }
-        if (f->dl.path)
+        if (f->dl.easy)
                 json_object_set_new(o, "download",
-                                    json_pack("{s:s, s:I, s:s, s:I, s:I}", "task", f->dl.what.task, "version",
-                                              (json_int_t) f->dl.what.version, "url", f->dl.url, "done",
+                                    json_pack("{s:s, s:I, s:s, s:I, s:I}", "task", f->dl_what.task, "version",
+                                              (json_int_t) f->dl_what.version, "url", f->dl.url, "done",
                                               (json_int_t) f->dl.have, "total", (json_int_t) f->dl.size));
         if (f->update.result)
                 json_object_set_new(o, "update",
@@ -744,7 +562,7 @@ int fetcher_new(Manager *m, Fetcher **ret, TpError *err) {
                 return -ENOMEM;
         f->m = m;
         f->config = m->config;
-        f->dl.fd = -1;
+        f->dl = DOWNLOAD_NULL;
         f->body = malloc(CHANNEL_MAX_FILE);
         f->easy = curl_easy_init();
         if (!f->body || !f->easy) {
@@ -768,6 +586,7 @@ int fetcher_new(Manager *m, Fetcher **ret, TpError *err) {
 Fetcher *fetcher_free(Fetcher *f) {
         if (!f)
                 return NULL;
+        download_stop(&f->dl);
         if (f->glue && f->easy)
                 curl_glue_remove(f->glue, f->easy);
         curl_glue_free(f->glue);
@@ -776,7 +595,6 @@ Fetcher *fetcher_free(Fetcher *f) {
         curl_slist_free_all(f->headers);
         sd_event_source_disable_unref(f->timer);
         sd_event_source_disable_unref(f->defer);
-        download_close(&f->dl);
         channel_free(f->channel);
         free(f->channel_url);
         free(f->body);
