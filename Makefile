@@ -10,6 +10,7 @@
 #   make bench-hash      SHA-256 benchmark against openssl and sha256sum
 #   make bench-bundle    bundle size and apply time against bsdiff, xdelta3, zstd, cp + openssl
 #   make bench-switch    device switch time, bytes written, status latency and memory
+#   make bench-fleet     idle poll bytes (304) vs an unconditional GET, TLS handshake, nginx polls/s
 #   make install / uninstall   PREFIX=/usr/local DESTDIR=
 #
 # Variables: BUILD (output dir), CROSS (toolchain prefix), WERROR=0 to drop -Werror,
@@ -256,8 +257,8 @@ arm64:
 
 # ---- benchmarks ------------------------------------------------------------
 
-.PHONY: bench bench-hash bench-bundle bench-switch
-bench: bench-hash bench-bundle bench-switch
+.PHONY: bench bench-hash bench-bundle bench-switch bench-fleet
+bench: bench-hash bench-bundle bench-switch bench-fleet
 
 bench-hash: tests-build
 	@tests/bench/hash.sh $(BUILD)
@@ -267,6 +268,9 @@ bench-bundle: tests-build
 
 bench-switch: tests-build
 	@tests/bench/switch.sh $(BUILD)
+
+bench-fleet: tests-build
+	@tests/bench/fleet.sh $(BUILD)
 
 # ---- demo, deps ------------------------------------------------------------
 

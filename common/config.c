@@ -42,11 +42,12 @@ int config_init(DaemonConfig *c) {
                 .keep_versions = 2,
                 .verify = VERIFY_FULL,
                 .scrub_interval = 168,
+                .hawkbit.tenant = strdup("DEFAULT"),
                 .channel.interval = 300,
                 .channel.low_speed_time = 60,
         };
 
-        if (!d.state_dir || !d.socket || !d.admin_group || !d.model_path || !d.trust.ca) {
+        if (!d.state_dir || !d.socket || !d.admin_group || !d.model_path || !d.trust.ca || !d.hawkbit.tenant) {
                 config_done(&d);
                 return -ENOMEM;
         }
@@ -68,6 +69,10 @@ void config_done(DaemonConfig *c) {
                 free(c->channel.urls[i]);
         free(c->tls.ca);
         free(c->spool);
+        free(c->hawkbit.url);
+        free(c->hawkbit.tenant);
+        free(c->hawkbit.controller_id);
+        free(c->hawkbit.token_file);
         *c = (DaemonConfig) {};
 }
 
@@ -374,11 +379,45 @@ static int parse_tls(const YamlNode *map, const char *what, DaemonConfig *c, TpE
         return 0;
 }
 
+/* A tenant or controllerId goes into URL paths: letters, digits and "._-" only. */
+static bool ddi_name_valid(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > 128)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+                      s[i] == '.' || s[i] == '_' || s[i] == '-'))
+                        return false;
+        return true;
+}
+
+static int parse_hawkbit(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+        static const char *const keys[] = { "url", "tenant", "controller_id", "token_file", NULL };
+        const char *names = "letters, digits and ._- (at most 128)";
+        int r;
+
+        if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
+            (r = get_optional(map, "url", url_valid, "an https:// URL or \"\"", what, &c->hawkbit.url, err)) < 0 ||
+            (r = get_optional(map, "tenant", ddi_name_valid, names, what, &c->hawkbit.tenant, err)) < 0 ||
+            (r = get_optional(map, "controller_id", ddi_name_valid, names, what, &c->hawkbit.controller_id, err)) <
+                    0 ||
+            (r = get_optional(map, "token_file", path_valid, "an absolute path or \"\"", what, &c->hawkbit.token_file,
+                              err)) < 0)
+                return r;
+        if (c->hawkbit.url && strncmp(c->hawkbit.url, "http://", 7) == 0 && !c->channel.allow_http)
+                return bad_value(yaml_map_get(map, "url"), "url", what,
+                                 "an https:// URL (plain http:// needs channel.allow_http: true)", err);
+        if (c->hawkbit.url && (!c->hawkbit.controller_id || !c->hawkbit.tenant))
+                return tp_error(err, -EBADMSG, "%s: line %u: hawkbit: 'url' needs 'controller_id' (and 'tenant')",
+                                what, map->line);
+        return 0;
+}
+
 static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
                                             "keep_versions", "verify", "scrub_interval", "channel", "tls", "spool",
-                                            NULL };
-        const YamlNode *trust, *trial, *channel, *tls;
+                                            "hawkbit", NULL };
+        const YamlNode *trust, *trial, *channel, *tls, *hawkbit;
         int r;
 
         if (node_is_null(root))
@@ -405,8 +444,13 @@ static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, T
             (r = get_section(root, "tls", what, &tls, err)) < 0 ||
             (tls && (r = parse_tls(tls, what, c, err)) < 0) ||
             (r = get_optional(root, "spool", dir_valid, "an absolute path, or \"\" for none", what, &c->spool,
-                              err)) < 0)
+                              err)) < 0 ||
+            (r = get_section(root, "hawkbit", what, &hawkbit, err)) < 0 ||
+            (hawkbit && (r = parse_hawkbit(hawkbit, what, c, err)) < 0))
                 return r;
+        if (c->hawkbit.url && c->channel.n_urls > 0)
+                return tp_error(err, -EBADMSG, "%s: a device follows a channel or a hawkBit server, not both "
+                                "(channel.url and hawkbit.url are set)", what);
         return 0;
 }
 

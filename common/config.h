@@ -53,6 +53,12 @@ typedef struct DaemonConfig {
                 char *ca;               /* server certificates' trust for HTTPS; NULL: the system store */
         } tls;
         char *spool;                    /* a folder whose dropped bundles are installed; NULL when "" or absent */
+        struct {
+                char *url;              /* the server's base URL (https://host:port); NULL: no hawkBit */
+                char *tenant;           /* default "DEFAULT" */
+                char *controller_id;    /* this device's controllerId; required with url */
+                char *token_file;       /* a file holding the target security token; NULL: none sent */
+        } hawkbit;
 } DaemonConfig;
 
 const char *verify_mode_to_string(VerifyMode m);       /* "full", "incremental" */

@@ -33,6 +33,8 @@ int http_setup(CURL *easy, const DaemonConfig *c, const char *url) {
                 SET(CURLOPT_CAINFO, c->tls.ca);
         if (c->channel.max_download_rate)
                 SET(CURLOPT_MAX_RECV_SPEED_LARGE, (curl_off_t) c->channel.max_download_rate);
+        /* Keep the connection between polls (libcurl drops one idle for 118 s), if the server does too. */
+        SET(CURLOPT_MAXAGE_CONN, (long) (c->channel.interval * 6 / 5 + 60));
 #undef SET
         return r == CURLE_OK ? 0 : -EINVAL;
 }

@@ -261,6 +261,7 @@ static int trial_commit(Manager *m, const char *how) {
         if (t.task[0])
                 collect_garbage(m, t.task);
         fetcher_trial_done(m->fetcher, t.transaction, true, how);
+        hawkbit_trial_done(m->hawkbit, t.transaction, true, how);
         return r;
 }
 
@@ -292,6 +293,7 @@ static int trial_rollback(Manager *m, const char *reason) {
         manager_set_state(m, STATE_IDLE);
         reply_trial_client(m, false, reason);
         fetcher_trial_done(m->fetcher, t.transaction, false, reason);
+        hawkbit_trial_done(m->hawkbit, t.transaction, false, reason);
         return 0;
 }
 
@@ -474,6 +476,7 @@ static void operation_finish(Manager *m, int r) {
         }
         fetcher_operation_done(m->fetcher, op, r);
         spool_operation_done(m->spool, op, r);
+        hawkbit_operation_done(m->hawkbit, op, r);
         operation_free(op);
 }
 

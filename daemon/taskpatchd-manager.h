@@ -28,6 +28,7 @@
 #include "config.h"
 #include "slot.h"
 #include "taskpatchd-fetch.h"
+#include "taskpatchd-hawkbit.h"
 #include "taskpatchd-health.h"
 #include "taskpatchd-server.h"
 #include "taskpatchd-spool.h"
@@ -107,6 +108,7 @@ struct Manager {
 
         Fetcher *fetcher;               /* the fleet channel's poller, NULL when none is configured */
         Spool *spool;                   /* the spool folder's watcher, NULL when none is configured */
+        Hawkbit *hawkbit;               /* the hawkBit DDI client, NULL when none is configured */
 
         int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
         Counters counters;

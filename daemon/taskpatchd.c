@@ -139,6 +139,8 @@ int main(int argc, char *argv[]) {
         r = fetcher_new(m, &m->fetcher, &err);
         if (r >= 0)
                 r = spool_new(m, &m->spool, &err);
+        if (r >= 0)
+                r = hawkbit_new(m, &m->hawkbit, &err);
         if (r < 0) {
                 log_error("%s", tp_error_message(&err, r));
                 goto out;

@@ -43,6 +43,10 @@ static void config_assert_eq(const DaemonConfig *a, const DaemonConfig *b) {
         ck_assert_int_eq(a->channel.allow_http, b->channel.allow_http);
         str_eq_or_null(a->tls.ca, b->tls.ca, "tls.ca");
         str_eq_or_null(a->spool, b->spool, "spool");
+        str_eq_or_null(a->hawkbit.url, b->hawkbit.url, "hawkbit.url");
+        str_eq_or_null(a->hawkbit.tenant, b->hawkbit.tenant, "hawkbit.tenant");
+        str_eq_or_null(a->hawkbit.controller_id, b->hawkbit.controller_id, "hawkbit.controller_id");
+        str_eq_or_null(a->hawkbit.token_file, b->hawkbit.token_file, "hawkbit.token_file");
 }
 
 static void parse_ok(const char *text, DaemonConfig *c) {
@@ -75,7 +79,12 @@ static const char all_keys[] =
         "  allow_http: true\n"
         "tls:\n"
         "  ca: /etc/tp/tls-ca.pem\n"
-        "spool: /media/usb/taskpatch/\n";
+        "spool: /media/usb/taskpatch/\n"
+        "hawkbit:\n"
+        "  url: \"\"\n"
+        "  tenant: fleet-7\n"
+        "  controller_id: pi-0042\n"
+        "  token_file: /etc/tp/hawkbit.token\n";
 
 START_TEST(test_defaults) {
         DaemonConfig c = {};
@@ -148,6 +157,15 @@ START_TEST(test_all_keys) {
         ck_assert(c.channel.allow_http);
         ck_assert_str_eq(c.tls.ca, "/etc/tp/tls-ca.pem");
         ck_assert_str_eq(c.spool, "/media/usb/taskpatch/");
+        ck_assert_ptr_null(c.hawkbit.url);
+        ck_assert_str_eq(c.hawkbit.tenant, "fleet-7");
+        ck_assert_str_eq(c.hawkbit.controller_id, "pi-0042");
+        ck_assert_str_eq(c.hawkbit.token_file, "/etc/tp/hawkbit.token");
+        config_done(&c);
+        parse_ok("hawkbit:\n  url: https://hawkbit.example.com:8443\n  controller_id: a.b-c_d\n", &c);
+        ck_assert_str_eq(c.hawkbit.url, "https://hawkbit.example.com:8443");
+        ck_assert_str_eq(c.hawkbit.tenant, "DEFAULT");
+        ck_assert_ptr_null(c.hawkbit.token_file);
         config_done(&c);
         /* One URL as a plain string. */
         parse_ok("channel:\n  url: https://updates.example.com/stable.channel\n", &c);
@@ -271,6 +289,11 @@ static const struct {
         { "channel:\n  mirrors: 2\n", { "line 2", "unknown key 'mirrors'" } },
         { "tls:\n  ca: tls.pem\n", { "line 2", "'ca'", "an absolute path", "found 'tls.pem'" } },
         { "spool: spool/\n", { "line 1", "'spool'", "an absolute path", "found 'spool/'" } },
+        { "hawkbit:\n  url: https://h\n", { "line 2", "'url' needs 'controller_id'" } },
+        { "hawkbit:\n  url: http://h\n  controller_id: x\n", { "line 2", "'url'", "needs channel.allow_http" } },
+        { "hawkbit:\n  controller_id: a/b\n", { "line 2", "'controller_id'", "letters, digits", "'a/b'" } },
+        { "hawkbit:\n  url: https://h\n  controller_id: x\nchannel:\n  url: https://c/s.channel\n",
+          { "a channel or a hawkBit server, not both" } },
         /* the wrong shape */
         { "trial: [1, 2]\n", { "line 1", "'trial'", "expected a mapping", "found a list" } },
         { "trial:\n  - timeout: 5\n", { "line 2", "'trial'", "expected a mapping", "found a list" } },
@@ -452,7 +475,9 @@ START_TEST(test_example_has_every_key) {
                                             "\n  health_command: ", "\n  health_url: ", "\n  health_interval: ",
                                             "\nkeep_versions: ", "\nverify: ", "\nscrub_interval: ", "\nchannel:\n",
                                             "\n  url: ", "\n  interval: ", "\n  max_download_rate: ",
-                                            "\n  low_speed_time: ", "\n  allow_http: ", "\ntls:\n", "\nspool: " };
+                                            "\n  low_speed_time: ", "\n  allow_http: ", "\ntls:\n", "\nspool: ",
+                                            "\nhawkbit:\n", "\n  tenant: ", "\n  controller_id: ",
+                                            "\n  token_file: " };
         char text[16384];
         FILE *f = fopen(EXAMPLE_PATH, "re");
 

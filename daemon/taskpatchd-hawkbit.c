@@ -1,0 +1,724 @@
+/* SPDX-License-Identifier: MIT */
+/* The Eclipse hawkBit DDI client (taskpatchd-hawkbit.h). */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "cpu.h"
+#include "taskpatchd-download.h"
+#include "taskpatchd-hawkbit.h"
+#include "taskpatchd-log.h"
+#include "taskpatchd-manager.h"
+#include "yaml-doc.h"
+
+#define BODY_MAX (1u << 20)             /* a controller resource, deployment or cancel answer */
+#define DEFAULT_SLEEP_USEC (300 * 1000000ULL)
+#define RETRY_USEC (30 * 1000000ULL)    /* after a failed poll */
+#define MAX_ARTIFACTS 16
+#define ID_MAX 64
+
+/* Where the action stands (polls run beside it, on their own handle). */
+typedef enum HawkbitPhase {
+        HB_IDLE,
+        HB_DOWNLOADING,
+        HB_INSTALLING,
+        HB_SWITCHING,                   /* the last bundle's install + switch, or its trial */
+        _HB_PHASE_MAX,
+} HawkbitPhase;
+
+static const char *const phase_names[_HB_PHASE_MAX] = {
+        [HB_IDLE] = "idle",
+        [HB_DOWNLOADING] = "downloading",
+        [HB_INSTALLING] = "installing",
+        [HB_SWITCHING] = "switching",
+};
+
+typedef struct DdiArtifact {
+        char filename[256];
+        uint64_t size;
+        uint8_t sha256[SHA256_DIGEST_SIZE];
+        char *url;
+        char *path;                     /* downloads/...part once complete */
+        bool installed;
+} DdiArtifact;
+
+/* A feedback or configData call waiting for the control handle. */
+typedef struct Request {
+        struct Request *next;
+        char *url;
+        char *body;
+        bool put;
+} Request;
+
+struct Hawkbit {
+        Manager *m;
+        const DaemonConfig *config;
+        CurlGlue *glue;
+        CURL *easy;                     /* polls and the resources they point to, one at a time */
+        CURL *dl_easy;                  /* downloads, beside the polls (a cancel can arrive meanwhile) */
+        CURL *control;                  /* feedback and configData, in order */
+        struct curl_slist *headers;     /* Accept (+ Authorization) */
+        struct curl_slist *json_headers; /* the same + Content-Type */
+        sd_event_source *timer, *defer;
+        HawkbitPhase phase;
+        bool fetching;                  /* easy is busy */
+        uint64_t sleep_usec;            /* the server's config.polling.sleep */
+        char *base_url;                 /* {url}/{tenant}/controller/v1/{controller_id} */
+        char *body;
+        size_t body_len;
+        bool body_capped;
+        bool (*on_body)(Hawkbit *h, json_t *j);  /* what to do with the resource being fetched */
+
+        /* the action being carried out */
+        char action[ID_MAX];            /* "" when none */
+        DdiArtifact artifacts[MAX_ARTIFACTS];
+        size_t n_artifacts;
+        bool download_only;             /* deployment.update is "skip" (a maintenance window) */
+        bool sent_downloaded;
+        Download dl;
+        size_t dl_index;
+        char transaction[TRANSACTION_ID_SIZE];
+        char finished[ID_MAX];          /* the last action closed, and what was said, to say it again */
+        char *finished_body;
+
+        Request *queue;
+        bool sending;
+
+        char last_error[TP_ERROR_MAX];
+        int64_t last_poll;
+        struct {
+                char action[ID_MAX];
+                const char *result;     /* "pending", "success", "failure", "canceled" */
+                char reason[TP_ERROR_MAX];
+        } outcome;
+};
+
+static void step(Hawkbit *h);
+
+static void kick(Hawkbit *h) {
+        (void) sd_event_source_set_enabled(h->defer, SD_EVENT_ONESHOT);
+}
+
+static void set_error(Hawkbit *h, const char *fmt, ...) _printf_(2, 3);
+static void set_error(Hawkbit *h, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(h->last_error, sizeof(h->last_error), fmt, ap);
+        va_end(ap);
+        log_warning("hawkbit: %s", h->last_error);
+        manager_report_error(h->m, NULL, "hawkbit", h->last_error, "fetch");
+}
+
+static void schedule_poll(Hawkbit *h, uint64_t usec) {
+        (void) sd_event_source_set_time_relative(h->timer, usec);
+        (void) sd_event_source_set_enabled(h->timer, SD_EVENT_ONESHOT);
+}
+
+/* ---- feedback and configData, one at a time on the control handle ---- */
+
+static void send_next(Hawkbit *h);
+
+static void request_free(Request *r) {
+        free(r->url);
+        free(r->body);
+        free(r);
+}
+
+static void on_control_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void *userdata) {
+        Hawkbit *h = userdata;
+        Request *r = h->queue;
+        long status = 0;
+
+        (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        if (result != CURLE_OK || status < 200 || status > 299) {
+                char why[TP_ERROR_MAX];
+                http_describe(h->config, result, status, r->url, why, sizeof(why));
+                set_error(h, "%s (the server keeps the action open: it is said again)", why);
+        }
+        h->queue = r->next;
+        request_free(r);
+        h->sending = false;
+        send_next(h);
+}
+
+static void send_next(Hawkbit *h) {
+        Request *r = h->queue;
+
+        if (h->sending || !r)
+                return;
+        if (http_setup(h->control, h->config, r->url) < 0 ||
+            curl_easy_setopt(h->control, CURLOPT_HTTPHEADER, h->json_headers) ||
+            curl_easy_setopt(h->control, CURLOPT_COPYPOSTFIELDS, r->body) ||
+            (r->put && curl_easy_setopt(h->control, CURLOPT_CUSTOMREQUEST, "PUT")) ||
+            curl_glue_add(h->glue, h->control, on_control_done, h) < 0) {
+                set_error(h, "%s: cannot send (out of memory?)", r->url);
+                h->queue = r->next;
+                request_free(r);
+                return;
+        }
+        h->sending = true;
+}
+
+/* Queue @body (reference stolen) for @path under the controller resource. */
+static void queue_request(Hawkbit *h, const char *path, json_t *body, bool put) {
+        Request *r = calloc(1, sizeof(Request)), **tail = &h->queue;
+
+        if (!r || asprintf(&r->url, "%s/%s", h->base_url, path) < 0 ||
+            !(r->body = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS))) {
+                log_error("hawkbit: out of memory");
+                if (r)
+                        request_free(r);
+                json_decref(body);
+                return;
+        }
+        json_decref(body);
+        r->put = put;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = r;
+        send_next(h);
+}
+
+/* {"id": ID, "status": {"execution": ..., "result": {"finished": ...}, "details": [...]}} */
+static json_t *feedback_body(const char *id, const char *execution, const char *finished, const char *detail) {
+        json_t *details = json_array();
+        if (detail && detail[0])
+                json_array_append_new(details, json_string(detail));
+        return json_pack("{s:s, s:{s:s, s:{s:s}, s:o}}", "id", id, "status", "execution", execution, "result",
+                         "finished", finished, "details", details);
+}
+
+static void feedback(Hawkbit *h, const char *execution, const char *finished, const char *detail) {
+        char path[ID_MAX + 40];
+        snprintf(path, sizeof(path), "deploymentBase/%s/feedback", h->action);
+        queue_request(h, path, feedback_body(h->action, execution, finished, detail), false);
+}
+
+static void send_config_data(Hawkbit *h) {
+        const PersistentState *ps = &h->m->ps;
+        const Seal *active = &h->m->seals[h->m->active];
+        char hex[SHA256_HEX_SIZE], features[512] = "", version[24];
+        uint64_t caps = cpu_detect();
+        size_t n = 0;
+
+        for (CpuFeature f = 0; f < _CPU_FEATURE_MAX; f++)
+                if (cpu_feature_native(f) && (caps & CPU_BIT(f)) && n < sizeof(features) - 16)
+                        n += (size_t) snprintf(features + n, sizeof(features) - n, "%s%s", n ? "," : "",
+                                               cpu_feature_to_string(f));
+        sha256_to_hex(ps->base.sha256, hex);
+        snprintf(version, sizeof(version), "%" PRIu64, active->version);
+        /* hawkBit keeps attributes as strings. */
+        json_t *data = json_pack("{s:s, s:s, s:s, s:s}", "taskpatch_version", TASKPATCH_VERSION, "cpu_arch", cpu_arch(),
+                                 "cpu_features", features, "model_path", h->config->model_path);
+        if (ps->provisioned) {
+                json_object_set_new(data, "base_sha256", json_string(hex));
+                json_object_set_new(data, "base_kind", json_string(artifact_kind_to_string(ps->base.kind)));
+                json_object_set_new(data, "active_task", json_string(active->task[0] ? active->task : "base"));
+                json_object_set_new(data, "active_version", json_string(version));
+        }
+        queue_request(h, "configData", json_pack("{s:s, s:o}", "mode", "merge", "data", data), true);
+}
+
+/* ---- the action ---- */
+
+/* The action is over (closed or canceled): its downloads, partial or whole, go too. */
+static void clear_action(Hawkbit *h) {
+        download_remove(&h->dl);
+        for (size_t i = 0; i < h->n_artifacts; i++) {
+                if (h->artifacts[i].path)
+                        (void) unlink(h->artifacts[i].path);
+                free(h->artifacts[i].url);
+                free(h->artifacts[i].path);
+                h->artifacts[i] = (DdiArtifact) {};
+        }
+        h->n_artifacts = 0;
+        h->action[0] = '\0';
+        h->transaction[0] = '\0';
+        h->sent_downloaded = false;
+        h->phase = HB_IDLE;
+}
+
+static void set_outcome(Hawkbit *h, const char *result, const char *reason) {
+        snprintf(h->outcome.action, sizeof(h->outcome.action), "%s", h->action);
+        h->outcome.result = result;
+        snprintf(h->outcome.reason, sizeof(h->outcome.reason), "%s", reason ? reason : "");
+}
+
+/* Close the action on the server: success only after the commit, failure with the reason. */
+static void finish_action(Hawkbit *h, bool success, const char *reason) {
+        json_t *body = feedback_body(h->action, "closed", success ? "success" : "failure", reason);
+
+        log_info("hawkbit: action %s closed: %s%s%s", h->action, success ? "success" : "failure", reason ? ": " : "",
+                 reason ? reason : "");
+        set_outcome(h, success ? "success" : "failure", reason);
+        free(h->finished_body);
+        h->finished_body = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+        snprintf(h->finished, sizeof(h->finished), "%s", h->action);
+        feedback(h, "closed", success ? "success" : "failure", reason);
+        json_decref(body);
+        clear_action(h);
+        kick(h);
+}
+
+static bool parse_sha256(json_t *hashes, uint8_t ret[SHA256_DIGEST_SIZE]) {
+        const char *s = json_string_value(json_object_get(hashes, "sha256"));
+        return s && parse_sha256_hex(s, ret) >= 0;
+}
+
+/* The .tpb artifacts of a deploymentBase, in order; false (and a reason) when there is none or one is bad. */
+static bool take_artifacts(Hawkbit *h, json_t *chunks, char *why, size_t n) {
+        size_t i, k;
+        json_t *chunk, *a;
+
+        json_array_foreach(chunks, i, chunk) {
+                json_array_foreach(json_object_get(chunk, "artifacts"), k, a) {
+                        const char *name = json_string_value(json_object_get(a, "filename"));
+                        json_t *links = json_object_get(a, "_links"), *size = json_object_get(a, "size");
+                        const char *url = json_string_value(json_object_get(json_object_get(links, "download"), "href"));
+                        if (!url && h->config->channel.allow_http)
+                                url = json_string_value(json_object_get(json_object_get(links, "download-http"), "href"));
+                        size_t len = name ? strlen(name) : 0;
+                        if (len < 5 || strcmp(name + len - 4, ".tpb") != 0)
+                                continue;       /* not ours (another chunk type) */
+                        DdiArtifact *art = &h->artifacts[h->n_artifacts];
+                        if (h->n_artifacts == MAX_ARTIFACTS || len >= sizeof(art->filename) || !url ||
+                            !json_is_integer(size) || json_integer_value(size) < 0 ||
+                            !parse_sha256(json_object_get(a, "hashes"), art->sha256)) {
+                                snprintf(why, n, "artifact '%.64s': no usable download link, size or SHA-256 (or more "
+                                         "than %d artifacts)", name, MAX_ARTIFACTS);
+                                return false;
+                        }
+                        snprintf(art->filename, sizeof(art->filename), "%s", name);
+                        art->size = (uint64_t) json_integer_value(size);
+                        art->url = strdup(url);
+                        h->n_artifacts++;
+                }
+        }
+        if (h->n_artifacts == 0)
+                snprintf(why, n, "the deployment holds no .tpb artifact");
+        return h->n_artifacts > 0;
+}
+
+static bool on_deployment(Hawkbit *h, json_t *j) {
+        const char *id = json_string_value(json_object_get(j, "id"));
+        json_t *dep = json_object_get(j, "deployment");
+        char why[TP_ERROR_MAX];
+
+        if (!id || strlen(id) >= ID_MAX || !json_is_object(dep))
+                return false;
+        if (strcmp(id, h->finished) == 0 && h->finished_body) {
+                /* Closed before, but the server did not hear it: say it again. */
+                char path[ID_MAX + 40];
+                snprintf(path, sizeof(path), "deploymentBase/%s/feedback", id);
+                queue_request(h, path, json_loads(h->finished_body, 0, NULL), false);
+                return true;
+        }
+        if (h->action[0]) {
+                if (strcmp(id, h->action) == 0)
+                        h->download_only = json_string_value(json_object_get(dep, "update")) &&
+                                           strcmp(json_string_value(json_object_get(dep, "update")), "skip") == 0;
+                return true;    /* in progress (or another one waits until this one is closed) */
+        }
+        snprintf(h->action, sizeof(h->action), "%s", id);
+        const char *update = json_string_value(json_object_get(dep, "update"));
+        h->download_only = update && strcmp(update, "skip") == 0;
+        log_info("hawkbit: action %s", id);
+        if (!take_artifacts(h, json_object_get(dep, "chunks"), why, sizeof(why))) {
+                finish_action(h, false, why);
+                return true;
+        }
+        set_outcome(h, "pending", NULL);
+        snprintf(why, sizeof(why), "downloading %zu bundle(s)", h->n_artifacts);
+        feedback(h, "proceeding", "none", why);
+        return true;
+}
+
+static bool on_cancel(Hawkbit *h, json_t *j) {
+        json_t *ca = json_object_get(j, "cancelAction");
+        const char *stop = json_string_value(json_object_get(ca, "stopId"));
+        const char *id = json_string_value(json_object_get(j, "id"));
+        char path[ID_MAX + 40];
+
+        if (!stop || !id || strlen(id) >= ID_MAX)
+                return false;
+        snprintf(path, sizeof(path), "cancelAction/%s/feedback", id);
+        if (strcmp(stop, h->action) == 0 && (h->phase == HB_INSTALLING || h->phase == HB_SWITCHING)) {
+                queue_request(h, path, feedback_body(id, "rejected", "none", "the update is being applied"), false);
+                return true;
+        }
+        if (strcmp(stop, h->action) == 0) {
+                log_info("hawkbit: action %s canceled by the server", stop);
+                set_outcome(h, "canceled", NULL);
+                clear_action(h);
+        }
+        queue_request(h, path, feedback_body(id, "closed", "success", "canceled"), false);
+        return true;
+}
+
+/* ---- polling ---- */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata) {
+        Hawkbit *h = userdata;
+        size_t n = size * nmemb;
+
+        if (n > BODY_MAX - h->body_len) {
+                h->body_capped = true;
+                return 0;
+        }
+        memcpy(h->body + h->body_len, data, n);
+        h->body_len += n;
+        return n;
+}
+
+static void fetch(Hawkbit *h, const char *url, bool (*then)(Hawkbit *h, json_t *j));
+
+/* "HH:MM:SS" as microseconds; 0 when it is not that. */
+static uint64_t parse_sleep(const char *s) {
+        unsigned hh, mm, ss;
+        char end;
+        if (!s || sscanf(s, "%u:%u:%u%c", &hh, &mm, &ss, &end) != 3 || mm > 59 || ss > 59)
+                return 0;
+        return ((uint64_t) hh * 3600 + mm * 60 + ss) * 1000000ULL;
+}
+
+static bool on_controller(Hawkbit *h, json_t *j) {
+        json_t *links = json_object_get(j, "_links");
+        const char *cancel = json_string_value(json_object_get(json_object_get(links, "cancelAction"), "href"));
+        const char *deploy = json_string_value(json_object_get(json_object_get(links, "deploymentBase"), "href"));
+        uint64_t sleep = parse_sleep(
+                json_string_value(json_object_get(json_object_get(json_object_get(j, "config"), "polling"), "sleep")));
+
+        h->sleep_usec = sleep ? sleep : DEFAULT_SLEEP_USEC;
+        if (json_object_get(links, "configData"))
+                send_config_data(h);
+        if (cancel)
+                fetch(h, cancel, on_cancel);
+        else if (deploy)
+                fetch(h, deploy, on_deployment);
+        return true;
+}
+
+static void on_fetch_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void *userdata) {
+        Hawkbit *h = userdata;
+        char url[1024] = "", why[TP_ERROR_MAX];
+        const char *effective = NULL;
+        long status = 0;
+        json_error_t je;
+
+        (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        (void) curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &effective);
+        snprintf(url, sizeof(url), "%s", effective ? effective : "?");
+        h->fetching = false;
+        if (h->body_capped || result != CURLE_OK || status != 200) {
+                if (h->body_capped)
+                        snprintf(why, sizeof(why), "%s: more than %u bytes: cut", url, BODY_MAX);
+                else
+                        http_describe(h->config, result, status, url, why, sizeof(why));
+                set_error(h, "%s", why);
+                schedule_poll(h, RETRY_USEC < h->sleep_usec ? RETRY_USEC : h->sleep_usec);
+                kick(h);
+                return;
+        }
+        json_t *j = json_loadb(h->body, h->body_len, JSON_REJECT_DUPLICATES, &je);
+        bool (*then)(Hawkbit *h, json_t *j) = h->on_body;
+        if (!j || !then(h, j))
+                set_error(h, "%s: not the DDI answer expected%s%s", url, j ? "" : ": ", j ? "" : je.text);
+        else if (then == on_controller)
+                h->last_error[0] = '\0';
+        json_decref(j);
+        if (then == on_controller)
+                schedule_poll(h, h->sleep_usec);
+        kick(h);
+}
+
+static void fetch(Hawkbit *h, const char *url, bool (*then)(Hawkbit *h, json_t *j)) {
+        h->body_len = 0;
+        h->body_capped = false;
+        h->on_body = then;
+        h->fetching = true;
+        if (http_setup(h->easy, h->config, url) < 0 || curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, h->headers) ||
+            curl_easy_setopt(h->easy, CURLOPT_WRITEFUNCTION, on_body) || curl_easy_setopt(h->easy, CURLOPT_WRITEDATA, h) ||
+            curl_easy_setopt(h->easy, CURLOPT_TIMEOUT, 120L) || curl_glue_add(h->glue, h->easy, on_fetch_done, h) < 0) {
+                set_error(h, "%s: cannot start the transfer", url);
+                h->fetching = false;
+                schedule_poll(h, RETRY_USEC);
+        }
+}
+
+static int on_timer(sd_event_source *s _unused_, uint64_t usec _unused_, void *userdata) {
+        Hawkbit *h = userdata;
+
+        if (h->fetching) {
+                schedule_poll(h, h->sleep_usec);        /* the last poll still runs: after it */
+                return 0;
+        }
+        h->last_poll = (int64_t) clock_wall();
+        fetch(h, h->base_url, on_controller);
+        return 0;
+}
+
+/* ---- downloading and installing ---- */
+
+static void on_download(Download *d, DownloadResult result, const char *why, void *userdata) {
+        Hawkbit *h = userdata;
+        DdiArtifact *a = &h->artifacts[h->dl_index];
+
+        h->phase = HB_IDLE;
+        if (result == DOWNLOAD_OK) {
+                a->path = TAKE_PTR(d->path);
+                download_stop(d);
+                kick(h);
+                return;
+        }
+        download_stop(d);
+        if (result == DOWNLOAD_BAD) {
+                finish_action(h, false, why);
+                return;
+        }
+        set_error(h, "%s (resumed at the next poll)", why);     /* the next poll's deployment kicks us again */
+}
+
+static void on_download_progress(Download *d, void *userdata) {
+        Hawkbit *h = userdata;
+        manager_emit(h->m, NULL, json_pack("{s:s, s:s, s:s, s:I, s:I}", "event", "download", "file",
+                                           h->artifacts[h->dl_index].filename, "action", h->action, "done",
+                                           (json_int_t) d->have, "total", (json_int_t) d->size));
+}
+
+static void start_download(Hawkbit *h, size_t i) {
+        DdiArtifact *a = &h->artifacts[i];
+        char name[ID_MAX + 300];
+        DownloadSpec spec = { .url = a->url, .name = name, .size = a->size, .sha256 = a->sha256,
+                              .headers = h->headers };
+        int r;
+
+        snprintf(name, sizeof(name), "hawkbit-%s-%s", h->action, a->filename);
+        h->dl_index = i;
+        h->phase = HB_DOWNLOADING;
+        log_info("hawkbit: downloading %s (%" PRIu64 " bytes)", a->url, a->size);
+        r = download_start(&h->dl, h->config, h->m->event, h->glue, h->dl_easy, &spec, on_download, on_download_progress,
+                           h);
+        if (r < 0) {
+                download_stop(&h->dl);
+                h->phase = HB_IDLE;
+                set_error(h, "%s: cannot download: %s", a->filename, strerror(-r));
+        }
+}
+
+static void start_install(Hawkbit *h, size_t i) {
+        DdiArtifact *a = &h->artifacts[i];
+        bool last = i + 1 == h->n_artifacts;
+        Operation *op = NULL;
+        const char *code = NULL;
+        TpError err = {};
+        char why[TP_ERROR_MAX];
+        int fd = open(a->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        int r = fd < 0 ? -errno : install_new(h->m, fd, false, last, &op, &code, &err);
+
+        if (r < 0) {
+                snprintf(why, sizeof(why), "%s: %s", a->filename, fd < 0 ? strerror(-r) : tp_error_message(&err, r));
+                finish_action(h, false, why);
+                return;
+        }
+        h->dl_index = i;
+        h->phase = last ? HB_SWITCHING : HB_INSTALLING;
+        manager_start(h->m, op, NULL, false);
+        snprintf(h->transaction, sizeof(h->transaction), "%s", h->m->op ? h->m->op->transaction : "");
+}
+
+/* What the action needs next: a download, the "downloaded" feedback, an install. */
+static void step(Hawkbit *h) {
+        Manager *m = h->m;
+        size_t i;
+
+        send_next(h);
+        if (!h->action[0] || h->phase != HB_IDLE || h->dl.easy)
+                return;
+        for (i = 0; i < h->n_artifacts && h->artifacts[i].path; i++)
+                ;
+        if (i < h->n_artifacts) {
+                start_download(h, i);
+                return;
+        }
+        if (!h->sent_downloaded) {
+                feedback(h, "downloaded", "none", "every bundle downloaded and its SHA-256 checked");
+                h->sent_downloaded = true;
+        }
+        if (h->download_only || m->op || m->state != STATE_IDLE || !m->ps.provisioned)
+                return;         /* a maintenance window, or busy: the manager kicks us when idle */
+        for (i = 0; i < h->n_artifacts && h->artifacts[i].installed; i++)
+                ;
+        if (i < h->n_artifacts)
+                start_install(h, i);
+}
+
+static int on_defer(sd_event_source *s _unused_, void *userdata) {
+        step(userdata);
+        return 0;
+}
+
+void hawkbit_operation_done(Hawkbit *h, const Operation *op, int r) {
+        if (!h)
+                return;
+        if (!h->transaction[0] || strcmp(op->transaction, h->transaction) != 0) {
+                kick(h);
+                return;
+        }
+        DdiArtifact *a = &h->artifacts[h->dl_index];
+        if (r < 0) {
+                char why[TP_ERROR_MAX];
+                snprintf(why, sizeof(why), "%s: %s", a->filename, tp_error_message(&op->err, r));
+                finish_action(h, false, why);
+                return;
+        }
+        a->installed = true;
+        (void) unlink(a->path);         /* the store has its copy */
+        if (h->phase == HB_SWITCHING && h->m->state == STATE_TRIAL)
+                return;                 /* hawkbit_trial_done() closes the action */
+        h->transaction[0] = '\0';
+        if (h->phase == HB_SWITCHING) {
+                finish_action(h, true, "installed and active (no trial)");
+                return;
+        }
+        h->phase = HB_IDLE;
+        kick(h);
+}
+
+void hawkbit_trial_done(Hawkbit *h, const char *transaction, bool committed, const char *reason) {
+        if (!h)
+                return;
+        if (h->action[0] && h->transaction[0] && strcmp(transaction, h->transaction) == 0)
+                finish_action(h, committed, committed ? "committed" : reason);
+        kick(h);
+}
+
+json_t *hawkbit_status(const Hawkbit *h) {
+        char when[21];
+        json_t *o = json_pack("{s:s, s:s, s:s, s:o}", "url", h->config->hawkbit.url, "controller_id",
+                              h->config->hawkbit.controller_id, "state",
+                              h->phase == HB_IDLE && h->fetching ? "polling" : phase_names[h->phase], "last_error",
+                              h->last_error[0] ? json_string(h->last_error) : json_null());
+        if (h->last_poll) {
+                format_time_utc(h->last_poll, when);
+                json_object_set_new(o, "last_poll", json_string(when));
+        }
+        json_object_set_new(o, "action", h->action[0] ? json_string(h->action) : json_null());
+        if (h->dl.easy)
+                json_object_set_new(o, "download",
+                                    json_pack("{s:s, s:I, s:I}", "file", h->artifacts[h->dl_index].filename, "done",
+                                              (json_int_t) h->dl.have, "total", (json_int_t) h->dl.size));
+        if (h->outcome.result)
+                json_object_set_new(o, "update",
+                                    json_pack("{s:s, s:s, s:o}", "action", h->outcome.action, "result",
+                                              h->outcome.result, "reason",
+                                              h->outcome.reason[0] ? json_string(h->outcome.reason) : json_null()));
+        return o;
+}
+
+/* ---- life ---- */
+
+static int read_token(const char *path, char *buf, size_t n, TpError *err) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        ssize_t k;
+
+        if (fd < 0)
+                return tp_error(err, -errno, "hawkbit.token_file: %s: %s", path, strerror(errno));
+        k = read(fd, buf, n - 1);
+        safe_close(fd);
+        if (k < 0)
+                return tp_error(err, -errno, "hawkbit.token_file: %s: %s", path, strerror(errno));
+        buf[k] = '\0';
+        buf[strcspn(buf, "\r\n")] = '\0';
+        if (!buf[0] || (size_t) k == n - 1)
+                return tp_error(err, -EINVAL, "hawkbit.token_file: %s: expected one line holding the token", path);
+        return 0;
+}
+
+int hawkbit_new(Manager *m, Hawkbit **ret, TpError *err) {
+        const DaemonConfig *c = m->config;
+        char token[512], auth[600];
+        Hawkbit *h;
+        int r;
+
+        *ret = NULL;
+        if (!c->hawkbit.url)
+                return 0;
+        if (c->hawkbit.token_file && (r = read_token(c->hawkbit.token_file, token, sizeof(token), err)) < 0)
+                return r;
+        h = calloc(1, sizeof(Hawkbit));
+        if (!h)
+                return -ENOMEM;
+        h->m = m;
+        h->config = c;
+        h->dl = DOWNLOAD_NULL;
+        h->sleep_usec = DEFAULT_SLEEP_USEC;
+        h->headers = curl_slist_append(NULL, "Accept: application/hal+json");
+        if (c->hawkbit.token_file) {
+                snprintf(auth, sizeof(auth), "Authorization: TargetToken %s", token);
+                h->headers = curl_slist_append(h->headers, auth);
+        }
+        h->json_headers = curl_slist_append(NULL, "Content-Type: application/json");
+        h->json_headers = curl_slist_append(h->json_headers, "Accept: application/hal+json");
+        if (c->hawkbit.token_file)
+                h->json_headers = curl_slist_append(h->json_headers, auth);
+        h->body = malloc(BODY_MAX);
+        h->easy = curl_easy_init();
+        h->dl_easy = curl_easy_init();
+        h->control = curl_easy_init();
+        if (!h->headers || !h->json_headers || !h->body || !h->easy || !h->dl_easy || !h->control ||
+            asprintf(&h->base_url, "%s/%s/controller/v1/%s", c->hawkbit.url, c->hawkbit.tenant,
+                     c->hawkbit.controller_id) < 0) {
+                hawkbit_free(h);
+                return -ENOMEM;
+        }
+        if ((r = curl_glue_new(m->event, &h->glue)) < 0 ||
+            (r = sd_event_add_time_relative(m->event, &h->timer, CLOCK_BOOTTIME, 1000000, 0, on_timer, h)) < 0 ||
+            (r = sd_event_add_defer(m->event, &h->defer, on_defer, h)) < 0) {
+                hawkbit_free(h);
+                return tp_error(err, r, "hawkbit: cannot set up polling: %s", strerror(-r));
+        }
+        (void) sd_event_source_set_enabled(h->defer, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(h->timer, "hawkbit-poll");
+        log_info("hawkbit: polling %s", h->base_url);
+        *ret = h;
+        return 0;
+}
+
+Hawkbit *hawkbit_free(Hawkbit *h) {
+        if (!h)
+                return NULL;
+        download_stop(&h->dl);
+        if (h->glue && h->easy)
+                curl_glue_remove(h->glue, h->easy);
+        if (h->glue && h->control)
+                curl_glue_remove(h->glue, h->control);
+        curl_glue_free(h->glue);
+        for (size_t i = 0; i < h->n_artifacts; i++) {
+                free(h->artifacts[i].url);
+                free(h->artifacts[i].path);     /* complete downloads stay for the next start */
+        }
+        while (h->queue) {
+                Request *r = h->queue;
+                h->queue = r->next;
+                request_free(r);
+        }
+        if (h->easy)
+                curl_easy_cleanup(h->easy);
+        if (h->dl_easy)
+                curl_easy_cleanup(h->dl_easy);
+        if (h->control)
+                curl_easy_cleanup(h->control);
+        curl_slist_free_all(h->headers);
+        curl_slist_free_all(h->json_headers);
+        sd_event_source_disable_unref(h->timer);
+        sd_event_source_disable_unref(h->defer);
+        free(h->finished_body);
+        free(h->base_url);
+        free(h->body);
+        free(h);
+        return NULL;
+}

@@ -1,0 +1,111 @@
+#!/bin/bash
+# The hawkBit DDI client against a DDI fixture (tests/tools/ddi-server.py: hawkBit's documented
+# JSON shapes over HTTPS, strict about what the device sends): configData with the device's
+# attributes; a deployment downloaded, installed and switched to, reported "closed"/"success"
+# only after the trial commits; a rollback reported as "failure" with its reason; a damaged
+# artifact refused; a cancelAction honoured during the download; and no request the fixture
+# had to reject.
+# shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/daemon-lib.sh"
+. "$(dirname "$0")/nginx-lib.sh"       # server_cert
+DDI_PID=
+trap 'stop_daemon; [ -n "$DDI_PID" ] && kill "$DDI_PID" 2> /dev/null; rm -rf "$TMP"' EXIT
+
+need_fixtures
+ddi="$TMP/ddi"
+mkdir -p "$ddi/files"
+server_cert "$TMP/pki" || { fail "server certificate"; finish; exit 1; }
+echo "s3cr3t-token" > "$TMP/token"
+cp "$TMP/json.tpb" "$ddi/files/json-1.tpb"
+cp "$TMP/json-v2.tpb" "$ddi/files/json-2.tpb"
+cp "$TMP/shout.tpb" "$ddi/files/shout-1.tpb"
+
+# state JSON: what the fixture offers now.
+state() { echo "$1" > "$ddi/state.json.new" && mv "$ddi/state.json.new" "$ddi/state.json"; }
+state '{"sleep": "00:00:01", "config": true, "action": null, "cancel": null}'
+for _ in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 20000))
+    python3 "$(dirname "$0")/../tools/ddi-server.py" --dir "$ddi" --port "$port" --cert "$TMP/pki/server.crt" \
+        --key "$TMP/pki/server.key" --token s3cr3t-token --controller pi-0042 > "$TMP/ddi.out" 2>&1 &
+    DDI_PID=$!
+    for _ in $(seq 50); do grep -q ready "$TMP/ddi.out" 2> /dev/null && break 2; sleep 0.1; done
+    kill "$DDI_PID" 2> /dev/null
+    DDI_PID=
+done
+[ -n "$DDI_PID" ] || { fail "the DDI fixture did not start: $(tail -n 2 "$TMP/ddi.out")"; finish; exit 1; }
+
+write_config "trial:
+  timeout: 3
+tls:
+  ca: $TMP/pki/ca.pem
+hawkbit:
+  url: https://127.0.0.1:$port
+  controller_id: pi-0042
+  token_file: $TMP/token"
+need_daemon
+tpctl provision "$TMP/base.gguf" > /dev/null
+
+# logged PYTHON-EXPR [SECONDS]: until a request in the fixture's log satisfies the expression over `e`.
+logged() {
+    local i
+    for ((i = 0; i < ${2:-15} * 10; i++)); do
+        python3 -c "
+import json, sys
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if $1:
+        sys.exit(0)
+sys.exit(1)" "$ddi/log.jsonl" 2> /dev/null && return 0
+        sleep 0.1
+    done
+    echo "    not logged: $1"
+    return 1
+}
+closed() { echo "e['method'] == 'POST' and '/deploymentBase/$1/feedback' in e['path'] and e['status'] == 200 and e['body']['status']['execution'] == 'closed'"; }
+
+check "configData sent with the device's attributes" \
+    logged "e['method'] == 'PUT' and e['status'] == 200 and e['body']['data']['active_task'] == 'base' and len(e['body']['data']['base_sha256']) == 64 and e['body']['data']['cpu_arch'] in ('x86_64', 'aarch64')"
+
+echo "# a deployment: success only after the commit"
+state '{"sleep": "00:00:01", "action": {"id": "7", "artifacts": ["json-1.tpb"]}, "cancel": null}'
+check "proceeding feedback" logged "'/deploymentBase/7/feedback' in e['path'] and e['body']['status']['execution'] == 'proceeding'"
+check "downloaded feedback" logged "'/deploymentBase/7/feedback' in e['path'] and e['body']['status']['execution'] == 'downloaded'"
+for _ in $(seq 100); do [ "$(tpctl --json status | jget state)" = trial ] && break; sleep 0.05; done
+check "installed and switched: on trial, json active" same "$TMP/json.gguf"
+check "... no 'closed' while on trial" sh -c "! grep -q '/deploymentBase/7/feedback.*closed' '$ddi/log.jsonl'"
+tpctl mark-good > /dev/null
+check "after mark-good: closed/success" logged "$(closed 7) and e['body']['status']['result']['finished'] == 'success'"
+check "... status says success" test "$(tpctl --json status | jget hawkbit.update.result)" = success
+
+echo "# a rollback is a failure, with its reason"
+state '{"sleep": "00:00:01", "action": {"id": "8", "artifacts": ["json-2.tpb"]}, "cancel": null}'
+check "json v2 on trial, not confirmed: closed/failure naming the rollback" \
+    logged "$(closed 8) and e['body']['status']['result']['finished'] == 'failure' and 'not confirmed' in e['body']['status']['details'][0]" 30
+check "... model_path is json v1 again" same "$TMP/json.gguf"
+
+echo "# a damaged artifact"
+state '{"sleep": "00:00:01", "action": {"id": "9", "artifacts": ["shout-1.tpb"], "bad_hash": true}, "cancel": null}'
+check "an artifact that does not hash as declared: closed/failure" \
+    logged "$(closed 9) and e['body']['status']['result']['finished'] == 'failure' and 'do not hash' in e['body']['status']['details'][0]"
+check "... nothing switched" same "$TMP/json.gguf"
+
+echo "# a cancel during the download"
+state '{"sleep": "00:00:01", "action": {"id": "10", "artifacts": ["shout-1.tpb"], "slow": true}, "cancel": null}'
+for _ in $(seq 100); do [ "$(tpctl --json status | jget hawkbit.state)" = downloading ] && break; sleep 0.05; done
+state '{"sleep": "00:00:01", "action": {"id": "10", "artifacts": ["shout-1.tpb"], "slow": true}, "cancel": "10"}'
+check "cancelAction answered closed/success" \
+    logged "'/cancelAction/10/feedback' in e['path'] and e['status'] == 200 and e['body']['status']['execution'] == 'closed'"
+check "... status says canceled" test "$(tpctl --json status | jget hawkbit.update.result)" = canceled
+check "... nothing installed or switched" same "$TMP/json.gguf"
+check "... the partial download is removed" test -z "$(ls "$STATE/downloads" 2> /dev/null)"
+
+check "the fixture rejected no request" \
+    sh -c "! grep -q '\"status\": 40' '$ddi/log.jsonl'"
+grep '"status": 40' "$ddi/log.jsonl" | head -n 3
+stop_daemon
+echo "wrong-token" > "$TMP/token"
+need_daemon
+for _ in $(seq 60); do tpctl --json status > "$TMP/st.json" && grep -q "HTTP 401" "$TMP/st.json" && break; sleep 0.1; done
+check "a wrong token: the 401 shows in status" grep -q "HTTP 401" "$TMP/st.json"
+daemon_finish
