@@ -22,9 +22,9 @@
 #define CHANNEL_TIMEOUT_SEC 120         /* a whole channel transfer */
 #define MAX_FAILED 16                   /* bundles remembered as refused until the serial changes */
 
+/* Where the fetcher's work on the channel stands (polls run beside it: Fetcher.polling). */
 typedef enum FetchPhase {
         FETCH_IDLE,
-        FETCH_POLLING,
         FETCH_DOWNLOADING,
         FETCH_INSTALLING,               /* our install (maybe with its switch) runs */
         FETCH_SWITCHING,                /* our switch runs, or its trial */
@@ -33,7 +33,6 @@ typedef enum FetchPhase {
 
 static const char *const phase_names[_FETCH_PHASE_MAX] = {
         [FETCH_IDLE] = "idle",
-        [FETCH_POLLING] = "polling",
         [FETCH_DOWNLOADING] = "downloading",
         [FETCH_INSTALLING] = "installing",
         [FETCH_SWITCHING] = "switching",
@@ -53,6 +52,7 @@ struct Fetcher {
         sd_event_source *timer;         /* the next poll */
         sd_event_source *defer;         /* fetch_next() once the current callback has returned */
         FetchPhase phase;
+        bool polling;                   /* a channel transfer runs on easy */
 
         size_t mirror;                  /* the URL being tried, or that answered last */
         unsigned failures;              /* polls in a row that failed everywhere: back-off */
@@ -141,7 +141,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata) {
         Fetcher *f = userdata;
         size_t n = size * nmemb;
 
-        if (f->phase == FETCH_POLLING && n > 5 && strncasecmp(data, "ETag:", 5) == 0) {
+        if (f->polling && n > 5 && strncasecmp(data, "ETag:", 5) == 0) {
                 size_t i = 5, end = n;
                 while (i < end && (data[i] == ' ' || data[i] == '\t'))
                         i++;
@@ -166,7 +166,7 @@ static void poll_failed(Fetcher *f, const char *why) {
         }
         f->mirror = 0;
         f->failures++;
-        f->phase = FETCH_IDLE;
+        f->polling = false;
         schedule_poll(f);
         kick(f);
 }
@@ -174,7 +174,7 @@ static void poll_failed(Fetcher *f, const char *why) {
 static void poll_succeeded(Fetcher *f) {
         f->failures = 0;
         f->wait_for_poll = false;
-        f->phase = FETCH_IDLE;
+        f->polling = false;
         f->last_error[0] = '\0';
         schedule_poll(f);
         kick(f);
@@ -260,7 +260,7 @@ static void poll_start(Fetcher *f) {
         const char *url = f->config->channel.urls[f->mirror];
         char line[300];
 
-        f->phase = FETCH_POLLING;
+        f->polling = true;
         f->body_len = 0;
         f->body_capped = false;
         curl_slist_free_all(f->headers);
@@ -285,7 +285,7 @@ static void poll_start(Fetcher *f) {
 static int on_timer(sd_event_source *s _unused_, uint64_t usec _unused_, void *userdata) {
         Fetcher *f = userdata;
 
-        if (f->phase == FETCH_POLLING || f->phase == FETCH_DOWNLOADING) {
+        if (f->polling || f->dl.easy) {
                 schedule_poll(f);       /* a transfer runs: poll after it */
                 return 0;
         }
@@ -444,8 +444,8 @@ static void fetch_next(Fetcher *f) {
         Manager *m = f->m;
         const ChannelBundle *b;
 
-        if (f->phase != FETCH_IDLE || !f->channel || !m->ps.provisioned)
-                return;
+        if (f->phase != FETCH_IDLE || f->polling || !f->channel || !m->ps.provisioned)
+                return;         /* downloads share the poll's handle */
         if (m->op || m->state != STATE_IDLE)
                 return;         /* busy (an operation, a trial): the manager tells us when it ends */
         if ((b = next_bundle(f))) {
@@ -521,7 +521,8 @@ json_t *fetcher_status(const Fetcher *f) {
         json_t *urls = json_array();
         for (size_t i = 0; i < f->config->channel.n_urls; i++)
                 json_array_append_new(urls, json_string(f->config->channel.urls[i]));
-        json_t *o = json_pack("{s:o, s:s, s:o, s:o}", "urls", urls, "state", phase_names[f->phase], "serial",
+        json_t *o = json_pack("{s:o, s:s, s:o, s:o}", "urls", urls, "state",
+                              f->polling && f->phase == FETCH_IDLE ? "polling" : phase_names[f->phase], "serial",
                               f->m->ps.have_channel ? json_integer((json_int_t) f->m->ps.channel_serial) : json_null(),
                               "last_error", f->last_error[0] ? json_string(f->last_error) : json_null());
         if (f->channel) {
