@@ -69,6 +69,11 @@ void config_done(DaemonConfig *c) {
                 free(c->channel.urls[i]);
         free(c->tls.ca);
         free(c->spool);
+        for (size_t i = 0; i < c->notify.n_restart_units; i++)
+                free(c->notify.restart_units[i]);
+        for (size_t i = 0; i < c->notify.n_reload_units; i++)
+                free(c->notify.reload_units[i]);
+        free(c->notify.exec);
         free(c->hawkbit.url);
         free(c->hawkbit.tenant);
         free(c->hawkbit.controller_id);
@@ -379,6 +384,57 @@ static int parse_tls(const YamlNode *map, const char *what, DaemonConfig *c, TpE
         return 0;
 }
 
+/* A systemd unit name: "name.type" from systemd's alphabet (unit_name_is_valid), at most 255 bytes. */
+static bool unit_name_valid(const char *s) {
+        const char *dot = strrchr(s, '.');
+        size_t n = strlen(s);
+
+        if (n == 0 || n > 255 || !dot || dot == s || !dot[1])
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+                      strchr(":_.\\@-", s[i])))
+                        return false;
+        return true;
+}
+
+/* A list of unit names (a single name is a list of one); an empty list is none. */
+static int get_units(const YamlNode *map, const char *key, const char *what, char **units, size_t *n_units,
+                     TpError *err) {
+        const YamlNode *v = yaml_map_get(map, key);
+        const YamlNode *const *items = &v;
+        size_t n = 1;
+
+        if (!v || (v->kind == YAML_SCALAR && (node_is_null(v) || v->scalar[0] == '\0')))
+                return 0;
+        if (v->kind == YAML_SEQUENCE) {
+                items = (const YamlNode *const *) v->items;
+                n = v->n;
+                if (n > CONFIG_MAX_UNITS)
+                        return bad_value(v, key, what, "a list of at most 16 unit names", err);
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (items[i]->kind != YAML_SCALAR || !unit_name_valid(items[i]->scalar))
+                        return bad_value(items[i], key, what, "systemd unit names such as llama-server.service", err);
+                if (!(units[*n_units] = strdup(items[i]->scalar)))
+                        return -ENOMEM;
+                (*n_units)++;
+        }
+        return 0;
+}
+
+static int parse_notify(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+        static const char *const keys[] = { "restart_units", "reload_units", "exec", NULL };
+        int r;
+
+        if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
+            (r = get_units(map, "restart_units", what, c->notify.restart_units, &c->notify.n_restart_units, err)) < 0 ||
+            (r = get_units(map, "reload_units", what, c->notify.reload_units, &c->notify.n_reload_units, err)) < 0 ||
+            (r = get_optional(map, "exec", command_valid, "a shell command or \"\"", what, &c->notify.exec, err)) < 0)
+                return r;
+        return 0;
+}
+
 /* A tenant or controllerId goes into URL paths: letters, digits and "._-" only. */
 static bool ddi_name_valid(const char *s) {
         size_t n = strlen(s);
@@ -416,8 +472,8 @@ static int parse_hawkbit(const YamlNode *map, const char *what, DaemonConfig *c,
 static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
                                             "keep_versions", "verify", "scrub_interval", "channel", "tls", "spool",
-                                            "hawkbit", NULL };
-        const YamlNode *trust, *trial, *channel, *tls, *hawkbit;
+                                            "hawkbit", "notify", NULL };
+        const YamlNode *trust, *trial, *channel, *tls, *hawkbit, *notify;
         int r;
 
         if (node_is_null(root))
@@ -446,7 +502,9 @@ static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, T
             (r = get_optional(root, "spool", dir_valid, "an absolute path, or \"\" for none", what, &c->spool,
                               err)) < 0 ||
             (r = get_section(root, "hawkbit", what, &hawkbit, err)) < 0 ||
-            (hawkbit && (r = parse_hawkbit(hawkbit, what, c, err)) < 0))
+            (hawkbit && (r = parse_hawkbit(hawkbit, what, c, err)) < 0) ||
+            (r = get_section(root, "notify", what, &notify, err)) < 0 ||
+            (notify && (r = parse_notify(notify, what, c, err)) < 0))
                 return r;
         if (c->hawkbit.url && c->channel.n_urls > 0)
                 return tp_error(err, -EBADMSG, "%s: a device follows a channel or a hawkBit server, not both "

@@ -16,6 +16,7 @@
 #define CONFIG_DEFAULT_PATH "/etc/taskpatch/taskpatchd.yaml"
 #define CONFIG_MAX_BYTES (256u << 10)
 #define CONFIG_MAX_MIRRORS 8
+#define CONFIG_MAX_UNITS 16
 
 typedef enum VerifyMode {
         VERIFY_FULL,            /* full SHA-256 of the staged slot on every switch (the default) */
@@ -53,6 +54,13 @@ typedef struct DaemonConfig {
                 char *ca;               /* server certificates' trust for HTTPS; NULL: the system store */
         } tls;
         char *spool;                    /* a folder whose dropped bundles are installed; NULL when "" or absent */
+        struct {
+                char *restart_units[CONFIG_MAX_UNITS];  /* restarted after every activation and rollback */
+                size_t n_restart_units;
+                char *reload_units[CONFIG_MAX_UNITS];   /* reloaded (or restarted when they cannot reload) */
+                size_t n_reload_units;
+                char *exec;             /* run with /bin/sh -c, the event in its environment; NULL: none */
+        } notify;
         struct {
                 char *url;              /* the server's base URL (https://host:port); NULL: no hawkBit */
                 char *tenant;           /* default "DEFAULT" */

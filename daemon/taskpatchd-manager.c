@@ -180,6 +180,7 @@ static void emit_slot_changed(Manager *m, const char *transaction, const char *r
         json_t *ev = json_pack("{s:s, s:s, s:s, s:s}", "event", "slot-changed", "slot",
                                slot_id_to_string(m->active), "model_path", m->config->model_path, "reason", reason);
         seal_event_fields(ev, &m->seals[m->active]);
+        notifier_slot_changed(m->notifier, ev);
         manager_emit(m, transaction, ev);
 }
 

@@ -29,6 +29,7 @@
 #include "slot.h"
 #include "taskpatchd-fetch.h"
 #include "taskpatchd-hawkbit.h"
+#include "taskpatchd-notify.h"
 #include "taskpatchd-health.h"
 #include "taskpatchd-server.h"
 #include "taskpatchd-spool.h"
@@ -109,6 +110,7 @@ struct Manager {
         Fetcher *fetcher;               /* the fleet channel's poller, NULL when none is configured */
         Spool *spool;                   /* the spool folder's watcher, NULL when none is configured */
         Hawkbit *hawkbit;               /* the hawkBit DDI client, NULL when none is configured */
+        Notifier *notifier;             /* units and a command told of slot changes, NULL when none */
 
         int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
         Counters counters;

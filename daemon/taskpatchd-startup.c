@@ -264,6 +264,7 @@ Manager *manager_free(Manager *m) {
         m->fetcher = fetcher_free(m->fetcher);
         m->spool = spool_free(m->spool);
         m->hawkbit = hawkbit_free(m->hawkbit);
+        m->notifier = notifier_free(m->notifier);
         if (m->op) {
                 /* Stopping mid-operation: the slot stays dirty and is redone when next needed. */
                 if (m->op->free_data)

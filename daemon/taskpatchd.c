@@ -141,6 +141,8 @@ int main(int argc, char *argv[]) {
                 r = spool_new(m, &m->spool, &err);
         if (r >= 0)
                 r = hawkbit_new(m, &m->hawkbit, &err);
+        if (r >= 0)
+                r = notifier_new(m, &m->notifier, &err);
         if (r < 0) {
                 log_error("%s", tp_error_message(&err, r));
                 goto out;

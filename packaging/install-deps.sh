@@ -11,7 +11,7 @@ PKGS_BUILD="build-essential pkg-config git ca-certificates
     libjansson-dev check libsubunit-dev"
 # Tools the tests and benchmarks drive.
 PKGS_TOOLS="openssl coreutils python3 strace clang libclang-rt-14-dev
-    zstd bsdiff xdelta3 nginx-light"
+    zstd bsdiff xdelta3 nginx-light dbus-daemon"
 # Arm: cross compiler, user-mode emulator, and the arm64 dev packages side by side.
 PKGS_ARM="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 PKGS_ARM64="libc6:arm64 libc6-dev:arm64 check:arm64 libsubunit-dev:arm64

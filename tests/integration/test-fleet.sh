@@ -96,6 +96,7 @@ tpctl mark-good > /dev/null
 
 echo "# hostile channels change nothing and show in status"
 cp "$TMP/serial1.channel" "$www/stable.channel"
+touch -d 2020-01-01 "$www/stable.channel"      # its own ETag (nginx's is mtime-size), never a 304
 check "a replayed older channel (serial 1): refused" \
     wait_status '"older than the accepted 3" in (s["channel"]["last_error"] or "")' 25
 check "... the model untouched" same "$TMP/shout.gguf"

@@ -47,6 +47,13 @@ static void config_assert_eq(const DaemonConfig *a, const DaemonConfig *b) {
         str_eq_or_null(a->hawkbit.tenant, b->hawkbit.tenant, "hawkbit.tenant");
         str_eq_or_null(a->hawkbit.controller_id, b->hawkbit.controller_id, "hawkbit.controller_id");
         str_eq_or_null(a->hawkbit.token_file, b->hawkbit.token_file, "hawkbit.token_file");
+        ck_assert_uint_eq(a->notify.n_restart_units, b->notify.n_restart_units);
+        for (size_t i = 0; i < a->notify.n_restart_units; i++)
+                str_eq_or_null(a->notify.restart_units[i], b->notify.restart_units[i], "notify.restart_units");
+        ck_assert_uint_eq(a->notify.n_reload_units, b->notify.n_reload_units);
+        for (size_t i = 0; i < a->notify.n_reload_units; i++)
+                str_eq_or_null(a->notify.reload_units[i], b->notify.reload_units[i], "notify.reload_units");
+        str_eq_or_null(a->notify.exec, b->notify.exec, "notify.exec");
 }
 
 static void parse_ok(const char *text, DaemonConfig *c) {
@@ -84,7 +91,11 @@ static const char all_keys[] =
         "  url: \"\"\n"
         "  tenant: fleet-7\n"
         "  controller_id: pi-0042\n"
-        "  token_file: /etc/tp/hawkbit.token\n";
+        "  token_file: /etc/tp/hawkbit.token\n"
+        "notify:\n"
+        "  restart_units: [llama-server.service, ocr@1.service]\n"
+        "  reload_units: onnx-app.service\n"
+        "  exec: logger -t taskpatch $TASKPATCH_EVENT\n";
 
 START_TEST(test_defaults) {
         DaemonConfig c = {};
@@ -161,6 +172,11 @@ START_TEST(test_all_keys) {
         ck_assert_str_eq(c.hawkbit.tenant, "fleet-7");
         ck_assert_str_eq(c.hawkbit.controller_id, "pi-0042");
         ck_assert_str_eq(c.hawkbit.token_file, "/etc/tp/hawkbit.token");
+        ck_assert_uint_eq(c.notify.n_restart_units, 2);
+        ck_assert_str_eq(c.notify.restart_units[1], "ocr@1.service");
+        ck_assert_uint_eq(c.notify.n_reload_units, 1);
+        ck_assert_str_eq(c.notify.reload_units[0], "onnx-app.service");
+        ck_assert_str_eq(c.notify.exec, "logger -t taskpatch $TASKPATCH_EVENT");
         config_done(&c);
         parse_ok("hawkbit:\n  url: https://hawkbit.example.com:8443\n  controller_id: a.b-c_d\n", &c);
         ck_assert_str_eq(c.hawkbit.url, "https://hawkbit.example.com:8443");
@@ -294,6 +310,9 @@ static const struct {
         { "hawkbit:\n  controller_id: a/b\n", { "line 2", "'controller_id'", "letters, digits", "'a/b'" } },
         { "hawkbit:\n  url: https://h\n  controller_id: x\nchannel:\n  url: https://c/s.channel\n",
           { "a channel or a hawkBit server, not both" } },
+        { "notify:\n  restart_units: [llama-server]\n", { "line 2", "'restart_units'", "unit names", "'llama-server'" } },
+        { "notify:\n  reload_units: [\"a b.service\"]\n", { "line 2", "'reload_units'", "unit names" } },
+        { "notify:\n  exec: \" \"\n", { "line 2", "'exec'", "a shell command" } },
         /* the wrong shape */
         { "trial: [1, 2]\n", { "line 1", "'trial'", "expected a mapping", "found a list" } },
         { "trial:\n  - timeout: 5\n", { "line 2", "'trial'", "expected a mapping", "found a list" } },
@@ -477,7 +496,8 @@ START_TEST(test_example_has_every_key) {
                                             "\n  url: ", "\n  interval: ", "\n  max_download_rate: ",
                                             "\n  low_speed_time: ", "\n  allow_http: ", "\ntls:\n", "\nspool: ",
                                             "\nhawkbit:\n", "\n  tenant: ", "\n  controller_id: ",
-                                            "\n  token_file: " };
+                                            "\n  token_file: ", "\nnotify:\n", "\n  restart_units: ",
+                                            "\n  reload_units: ", "\n  exec: " };
         char text[16384];
         FILE *f = fopen(EXAMPLE_PATH, "re");
 
