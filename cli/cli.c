@@ -54,6 +54,17 @@ int cli_open_artifact(const char *path, int *ret_fd, Artifact **ret) {
         return 0;
 }
 
+int cli_parse_days(const char *option, const char *value, int64_t *ret_seconds) {
+        uint64_t v;
+
+        if (parse_u64(value, &v) < 0 || v == 0 || v > 36500) {
+                cli_error("--%s: expected a number of days, 1..36500, got '%s'", option, value);
+                return -EINVAL;
+        }
+        *ret_seconds = (int64_t) v * 86400;
+        return 0;
+}
+
 int cli_parse_u64(const char *option, const char *value, uint64_t *ret) {
         if (parse_u64(value, ret) < 0) {
                 cli_error("--%s: expected a non-negative integer, got '%s'", option, value);

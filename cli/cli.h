@@ -35,5 +35,8 @@ int cli_init_kernels(void);
 /* Open @path read-only and parse it as an artifact; prints the error and returns -errno on failure. */
 int cli_open_artifact(const char *path, int *ret_fd, Artifact **ret);
 
+/* A number of days, 1..36500 (a validity), as seconds; prints "--NAME: ..." and returns -EINVAL when bad. */
+int cli_parse_days(const char *option, const char *value, int64_t *ret_seconds);
+
 /* Parse a decimal unsigned integer option value; prints "--NAME: ..." and returns -EINVAL when bad. */
 int cli_parse_u64(const char *option, const char *value, uint64_t *ret);

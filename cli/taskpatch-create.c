@@ -114,11 +114,8 @@ int verb_create(int argc, char *argv[]) {
                         unsigned_ = true;
                         break;
                 case OPT_EXPIRES:
-                        if (cli_parse_u64("expires", optarg, &v) < 0 || v == 0 || v > 36500) {
-                                cli_error("--expires: expected a number of days, 1..36500");
+                        if (cli_parse_days("expires", optarg, &o.expires) < 0)
                                 return EXIT_USAGE;
-                        }
-                        o.expires = (int64_t) v * 86400;
                         break;
                 case OPT_EXPECT:
                         expect_path = optarg;

@@ -130,7 +130,7 @@ int verb_publish(int argc, char *argv[]) {
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_free_ char *path = NULL;
         const char *name = NULL, *desired = NULL, *key = NULL, *cert = NULL;
-        uint64_t expires_days = 0;
+        int64_t expires = 0;             /* seconds from now; 0: never */
         bool json = false, have_serial = false;
         TpError err = {};
         size_t len;
@@ -156,11 +156,8 @@ int verb_publish(int argc, char *argv[]) {
                         desired = optarg;
                         break;
                 case OPT_EXPIRES:
-                        if (cli_parse_u64("expires", optarg, &expires_days) < 0 || expires_days == 0 ||
-                            expires_days > 36500) {
-                                cli_error("--expires: expected a number of days, 1..36500");
+                        if (cli_parse_days("expires", optarg, &expires) < 0)
                                 return EXIT_USAGE;
-                        }
                         break;
                 case OPT_KEY:
                         key = optarg;
@@ -209,7 +206,7 @@ int verb_publish(int argc, char *argv[]) {
         if (c->n_bundles == 0)
                 cli_error("warning: %s holds no bundle (*.tpb): the channel lists none", dir);
         c->created = (int64_t) clock_wall();
-        c->expires = expires_days ? c->created + (int64_t) expires_days * 86400 : 0;
+        c->expires = expires ? c->created + expires : 0;
         if ((r = channel_write(c, signer, &data, &len, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;

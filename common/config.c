@@ -322,9 +322,14 @@ static int get_bool(const YamlNode *map, const char *key, const char *what, bool
         return 0;
 }
 
-/* channel.url: one URL, or a list of mirrors tried in order; "" = no channel. */
-static int get_urls(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
-        const YamlNode *v = yaml_map_get(map, "url");
+/*
+ * @key: one string, or a list of @min to @max of them, each passing @valid (given @c, for
+ * settings that depend on others); absent or "" is none. Appended to @out (@n_out of them).
+ */
+static int get_list(const YamlNode *map, const char *key, size_t min, size_t max, const char *count,
+                    bool (*valid)(const char *s, const DaemonConfig *c), const char *expected, const char *what,
+                    DaemonConfig *c, char **out, size_t *n_out, TpError *err) {
+        const YamlNode *v = yaml_map_get(map, key);
         const YamlNode *const *items = &v;
         size_t n = 1;
 
@@ -333,21 +338,21 @@ static int get_urls(const YamlNode *map, const char *what, DaemonConfig *c, TpEr
         if (v->kind == YAML_SEQUENCE) {
                 items = (const YamlNode *const *) v->items;
                 n = v->n;
-                if (n == 0 || n > CONFIG_MAX_MIRRORS)
-                        return bad_value(v, "url", what, "a URL or a list of 1 to 8 URLs", err);
+                if (n < min || n > max)
+                        return bad_value(v, key, what, count, err);
         }
         for (size_t i = 0; i < n; i++) {
-                const YamlNode *u = items[i];
-                if (u->kind != YAML_SCALAR || !url_valid(u->scalar))
-                        return bad_value(u, "url", what, "an https:// URL (http:// with allow_http: true)", err);
-                if (strncmp(u->scalar, "http://", 7) == 0 && !c->channel.allow_http)
-                        return bad_value(u, "url", what, "an https:// URL (plain http:// needs allow_http: true)",
-                                         err);
-                if (!(c->channel.urls[c->channel.n_urls] = strdup(u->scalar)))
+                if (items[i]->kind != YAML_SCALAR || !valid(items[i]->scalar, c))
+                        return bad_value(items[i], key, what, expected, err);
+                if (!(out[*n_out] = strdup(items[i]->scalar)))
                         return -ENOMEM;
-                c->channel.n_urls++;
+                (*n_out)++;
         }
         return 0;
+}
+
+static bool channel_url_valid(const char *s, const DaemonConfig *c) {
+        return url_valid(s) && (c->channel.allow_http || strncmp(s, "http://", 7) != 0);
 }
 
 static int parse_channel(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
@@ -357,7 +362,9 @@ static int parse_channel(const YamlNode *map, const char *what, DaemonConfig *c,
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
             (r = get_bool(map, "allow_http", what, &c->channel.allow_http, err)) < 0 ||
-            (r = get_urls(map, what, c, err)) < 0 ||
+            (r = get_list(map, "url", 1, CONFIG_MAX_MIRRORS, "a URL or a list of 1 to 8 URLs", channel_url_valid,
+                          "an https:// URL (plain http:// needs allow_http: true)", what, c, c->channel.urls,
+                          &c->channel.n_urls, err)) < 0 ||
             (r = get_uint(map, "interval", 1, 604800, what, &c->channel.interval, err)) < 0 ||
             (r = get_uint(map, "max_download_rate", 0, UINT32_MAX, what, &c->channel.max_download_rate, err)) < 0 ||
             (r = get_uint(map, "low_speed_time", 1, 3600, what, &c->channel.low_speed_time, err)) < 0)
@@ -385,7 +392,7 @@ static int parse_tls(const YamlNode *map, const char *what, DaemonConfig *c, TpE
 }
 
 /* A systemd unit name: "name.type" from systemd's alphabet (unit_name_is_valid), at most 255 bytes. */
-static bool unit_name_valid(const char *s) {
+static bool unit_name_valid(const char *s, const DaemonConfig *c _unused_) {
         const char *dot = strrchr(s, '.');
         size_t n = strlen(s);
 
@@ -398,38 +405,16 @@ static bool unit_name_valid(const char *s) {
         return true;
 }
 
-/* A list of unit names (a single name is a list of one); an empty list is none. */
-static int get_units(const YamlNode *map, const char *key, const char *what, char **units, size_t *n_units,
-                     TpError *err) {
-        const YamlNode *v = yaml_map_get(map, key);
-        const YamlNode *const *items = &v;
-        size_t n = 1;
-
-        if (!v || (v->kind == YAML_SCALAR && (node_is_null(v) || v->scalar[0] == '\0')))
-                return 0;
-        if (v->kind == YAML_SEQUENCE) {
-                items = (const YamlNode *const *) v->items;
-                n = v->n;
-                if (n > CONFIG_MAX_UNITS)
-                        return bad_value(v, key, what, "a list of at most 16 unit names", err);
-        }
-        for (size_t i = 0; i < n; i++) {
-                if (items[i]->kind != YAML_SCALAR || !unit_name_valid(items[i]->scalar))
-                        return bad_value(items[i], key, what, "systemd unit names such as llama-server.service", err);
-                if (!(units[*n_units] = strdup(items[i]->scalar)))
-                        return -ENOMEM;
-                (*n_units)++;
-        }
-        return 0;
-}
-
 static int parse_notify(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "restart_units", "reload_units", "exec", NULL };
+        const char *units = "systemd unit names such as llama-server.service";
         int r;
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
-            (r = get_units(map, "restart_units", what, c->notify.restart_units, &c->notify.n_restart_units, err)) < 0 ||
-            (r = get_units(map, "reload_units", what, c->notify.reload_units, &c->notify.n_reload_units, err)) < 0 ||
+            (r = get_list(map, "restart_units", 0, CONFIG_MAX_UNITS, "a list of at most 16 unit names", unit_name_valid,
+                          units, what, c, c->notify.restart_units, &c->notify.n_restart_units, err)) < 0 ||
+            (r = get_list(map, "reload_units", 0, CONFIG_MAX_UNITS, "a list of at most 16 unit names", unit_name_valid,
+                          units, what, c, c->notify.reload_units, &c->notify.n_reload_units, err)) < 0 ||
             (r = get_optional(map, "exec", command_valid, "a shell command or \"\"", what, &c->notify.exec, err)) < 0)
                 return r;
         return 0;

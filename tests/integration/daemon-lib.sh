@@ -116,6 +116,22 @@ make_bundle() {
         --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3 "$@" > /dev/null
 }
 
+# wait_status PYTHON-EXPR [SECONDS]: until the expression over the daemon's status `s` holds
+# (20 s by default); otherwise print what it waited for and the status's channel part.
+wait_status() {
+    local i
+    for ((i = 0; i < ${2:-20} * 10; i++)); do
+        tpctl --json status > "$TMP/st.json" 2> /dev/null &&
+            python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" \
+                "$TMP/st.json" 2> /dev/null && return 0
+        sleep 0.1
+    done
+    echo "    waited for: $1"
+    python3 -c "import json,sys; print('    status:', json.dumps(json.load(open(sys.argv[1]))['channel']))" \
+        "$TMP/st.json" 2> /dev/null
+    return 1
+}
+
 # same FILE: the model path holds exactly FILE's bytes.
 same() { cmp -s "$MODEL" "$1"; }
 

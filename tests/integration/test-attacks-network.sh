@@ -23,20 +23,6 @@ keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt")
 publish() { tp publish "$www" --channel stable "${keys[@]}" "$@" > "$TMP/publish.out" 2>&1; }
 base="https://127.0.0.1:$HTTPS_PORT"
 
-wait_status() {
-    local i
-    for ((i = 0; i < ${2:-20} * 10; i++)); do
-        tpctl --json status > "$TMP/st.json" 2> /dev/null &&
-            python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" \
-                "$TMP/st.json" 2> /dev/null && return 0
-        sleep 0.1
-    done
-    echo "    waited for: $1"
-    python3 -c "import json,sys; print('    status:', json.dumps(json.load(open(sys.argv[1]))['channel']))" \
-        "$TMP/st.json" 2> /dev/null
-    return 1
-}
-
 # restart_with URL...: the daemon restarted on a channel of these mirrors.
 restart_with() {
     local urls

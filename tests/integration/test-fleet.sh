@@ -17,21 +17,6 @@ www="$TMP/www"
 keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt")
 publish() { tp publish "$www" --channel stable "${keys[@]}" "$@" > "$TMP/publish.out" 2>&1; }
 
-# wait_status PYTHON-EXPR [SECONDS]: until the expression over the status `s` holds.
-wait_status() {
-    local i
-    for ((i = 0; i < ${2:-20} * 10; i++)); do
-        tpctl --json status > "$TMP/st.json" 2> /dev/null &&
-            python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" \
-                "$TMP/st.json" 2> /dev/null && return 0
-        sleep 0.1
-    done
-    echo "    waited for: $1"
-    python3 -c "import json,sys; print('    status:', json.dumps(json.load(open(sys.argv[1]))['channel']))" \
-        "$TMP/st.json" 2> /dev/null
-    return 1
-}
-
 # fleet_config URL...: the daemon's configuration with a channel of these mirrors.
 fleet_config() {
     local urls

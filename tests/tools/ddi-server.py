@@ -40,6 +40,12 @@ def load_state(d):
         return json.load(f)
 
 
+def save_state(d, st):
+    with open(os.path.join(d, "state.json.new"), "w") as f:
+        json.dump(st, f)
+    os.replace(os.path.join(d, "state.json.new"), os.path.join(d, "state.json"))
+
+
 def check_feedback(body, action_id):
     """None when @body is a valid DDI action feedback for @action_id, else why not."""
     if not isinstance(body, dict) or set(body) - {"id", "time", "status"} or "status" not in body:
@@ -211,9 +217,7 @@ class Handler(BaseHTTPRequestHandler):
                 st["cancel"] = None
                 if st.get("action") and st["action"]["id"] == parts[2]:
                     st["action"] = None
-            with open(os.path.join(self.server.dir, "state.json.new"), "w") as f:
-                json.dump(st, f)
-            os.replace(os.path.join(self.server.dir, "state.json.new"), os.path.join(self.server.dir, "state.json"))
+            save_state(self.server.dir, st)
         self.record(200, body)
         self.reply(200, raw=b"")
 
@@ -235,9 +239,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             st = load_state(self.server.dir)
             st["config"] = False
-            with open(os.path.join(self.server.dir, "state.json.new"), "w") as f:
-                json.dump(st, f)
-            os.replace(os.path.join(self.server.dir, "state.json.new"), os.path.join(self.server.dir, "state.json"))
+            save_state(self.server.dir, st)
         self.record(200, body)
         self.reply(200, raw=b"")
 
