@@ -132,6 +132,21 @@ wait_status() {
     return 1
 }
 
+# fleet_config URL...: the daemon's configuration with a channel of these mirrors, polled every
+# second, transfers cut after 2 s under 1 KiB/s, the test CA for TLS, a 30 s trial.
+fleet_config() {
+    local urls
+    urls=$(printf '%s, ' "$@")
+    write_config "trial:
+  timeout: 30
+channel:
+  url: [${urls%, }]
+  interval: 1
+  low_speed_time: 2
+tls:
+  ca: $TMP/pki/ca.pem"
+}
+
 # same FILE: the model path holds exactly FILE's bytes.
 same() { cmp -s "$MODEL" "$1"; }
 

@@ -25,17 +25,8 @@ base="https://127.0.0.1:$HTTPS_PORT"
 
 # restart_with URL...: the daemon restarted on a channel of these mirrors.
 restart_with() {
-    local urls
     stop_daemon
-    urls=$(printf '%s, ' "$@")
-    write_config "trial:
-  timeout: 30
-channel:
-  url: [${urls%, }]
-  interval: 1
-  low_speed_time: 2
-tls:
-  ca: $TMP/pki/ca.pem"
+    fleet_config "$@"
     need_daemon
 }
 

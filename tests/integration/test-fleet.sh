@@ -17,20 +17,6 @@ www="$TMP/www"
 keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt")
 publish() { tp publish "$www" --channel stable "${keys[@]}" "$@" > "$TMP/publish.out" 2>&1; }
 
-# fleet_config URL...: the daemon's configuration with a channel of these mirrors.
-fleet_config() {
-    local urls
-    urls=$(printf '%s, ' "$@")
-    write_config "trial:
-  timeout: 30
-channel:
-  url: [${urls%, }]
-  interval: 1
-  low_speed_time: 3
-tls:
-  ca: $TMP/pki/ca.pem"
-}
-
 cp "$TMP/json.tpb" "$www/json-1.tpb"
 cp "$TMP/shout.tpb" "$www/shout-1.tpb"
 publish --serial 1 --desired json
