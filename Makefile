@@ -4,7 +4,9 @@
 #   make deps            install what the build, tests and benchmarks need (Debian 12, apt-get)
 #   make demo            the main job: show what TaskPatch does on this machine
 #   make check           the whole test suite (what CI runs); parts: check-unit, check-integration,
-#                        check-crash, check-order, check-asan, check-arm, check-lint
+#                        check-crash, check-order, check-asan, check-arm, check-lint, check-deb
+#   make deb             build/deb/taskpatch_<version>_<arch>.deb (dpkg-buildpackage); ARCH=arm64 cross-builds
+#   make check-deb       build the .deb, then lintian, its contents, its binaries, its units (systemd-analyze)
 #   make arm64           cross-build everything for aarch64 into build/arm64/
 #   make asan            build with AddressSanitizer + UBSan into build/asan/ and run the tests
 #   make bench-hash      SHA-256 benchmark against openssl and sha256sum
@@ -209,7 +211,7 @@ tests-build: all $(UNIT_TESTS) $(BENCHES) $(TOOLS)
 # ---- tests -----------------------------------------------------------------
 
 # The whole suite: every part runs even when an earlier one fails; one closing line.
-CHECK_PARTS ?= lint unit integration crash order fuzz asan arm
+CHECK_PARTS ?= lint unit integration crash order fuzz asan arm deb
 .PHONY: check
 check:
 	@tests/check.sh $(CHECK_PARTS)
@@ -254,6 +256,47 @@ check-fuzz fuzz-regress: fuzz
 .PHONY: arm64
 arm64:
 	$(Q)$(MAKE) --no-print-directory BUILD=build/arm64 CROSS=aarch64-linux-gnu- tests-build
+
+# ---- Debian package --------------------------------------------------------
+
+# make deb: build/deb/taskpatch_$(VERSION)_<arch>.deb with dpkg-buildpackage (debhelper 13),
+# from a source tree staged in build/deb/src/<arch>/ (dpkg wants debian/ at its root): the
+# sources, and packaging/debian/ as debian/ (its symlinks resolved). ARCH=arm64 cross-builds
+# (dpkg-buildpackage -a arm64; the :arm64 -dev packages come from 'make deps').
+# check-deb: lintian, the contents, the binaries run, the units verify, the exposure score
+# (tests/packaging/check-deb.sh). Our command line (ARCH=, BUILD=, ...) must not reach the
+# package's own make calls: MAKEFLAGS is dropped.
+DEB_NATIVE := $(shell dpkg --print-architecture 2> /dev/null)
+DEB_ARCH := $(if $(filter command line,$(origin ARCH)),$(patsubst aarch64,arm64,$(patsubst x86_64,amd64,$(ARCH))),$(DEB_NATIVE))
+# A cross build names its compiler (dpkg-architecture checks CC against the host type) and
+# runs no tests (the "cross" and "nocheck" build profiles).
+DEB_CROSS_ENV := $(if $(filter-out $(DEB_NATIVE),$(DEB_ARCH)),CC=$(shell dpkg-architecture -a$(DEB_ARCH) -qDEB_HOST_GNU_TYPE 2> /dev/null)-gcc DEB_BUILD_OPTIONS=nocheck)
+DEB_CROSS_PROFILES := -Pcross,nocheck
+DEB_SRC := build/deb/src/$(DEB_ARCH)
+DEB := build/deb/taskpatch_$(VERSION)_$(DEB_ARCH).deb
+DEB_STAGE := Makefile kernels common cli daemon config systemd packaging
+
+.PHONY: deb check-deb
+deb:
+	$(Q)v=$$(dpkg-parsechangelog -l packaging/debian/changelog -S Version) && [ "$$v" = "$(VERSION)" ] || \
+		{ echo "packaging/debian/changelog is at $$v, the Makefile at $(VERSION): add a changelog entry"; exit 1; }
+	$(Q)rm -rf $(DEB_SRC) build/deb/src/taskpatch*_$(DEB_ARCH).* && mkdir -p $(DEB_SRC)
+	$(Q)tar -cf - --exclude=packaging/debian $(DEB_STAGE) | tar -xf - -C $(DEB_SRC)
+	$(Q)cp -RL packaging/debian $(DEB_SRC)/debian
+	@$(if $(Q),echo "  DPKG    $(DEB) (log: build/deb/build-$(DEB_ARCH).log)")
+	$(Q)cd $(DEB_SRC) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES $(DEB_CROSS_ENV) \
+		dpkg-buildpackage -b -us -uc -J $(if $(DEB_CROSS_ENV),-a $(DEB_ARCH) $(DEB_CROSS_PROFILES)) \
+		$(if $(Q),> ../../build-$(DEB_ARCH).log 2>&1 || { tail -n 40 ../../build-$(DEB_ARCH).log; exit 1; })
+	$(Q)mv build/deb/src/taskpatch*_$(VERSION)_$(DEB_ARCH).* build/deb/
+	@ls -l build/deb/*_$(VERSION)_$(DEB_ARCH).*deb | sed 's/^/  /'
+
+# The container part of the check (native packages only) makes its model fixtures with
+# $(BUILD)'s gguf-fixture, built by a make that does not see our ARCH= (the Makefile's own
+# ARCH picks the kernel sources).
+check-deb: deb
+	$(if $(DEB_CROSS_ENV),,$(Q)env -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES \
+		$(MAKE) --no-print-directory BUILD=$(BUILD) $(BUILD)/tools/gguf-fixture)
+	@tests/packaging/check-deb.sh $(DEB) $(BUILD)
 
 # ---- benchmarks ------------------------------------------------------------
 

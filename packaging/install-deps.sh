@@ -9,9 +9,12 @@ set -eu
 PKGS_BUILD="build-essential pkg-config git ca-certificates
     libsystemd-dev libcurl4-openssl-dev libmbedtls-dev libyaml-dev libzstd-dev
     libjansson-dev check libsubunit-dev"
-# Tools the tests and benchmarks drive.
+# Tools the tests and benchmarks drive; for make deb / check-deb: debhelper 13 (with
+# dh_installsysusers, dh_installtmpfiles), dh_bash-completion from bash-completion,
+# lintian, and systemd-nspawn to boot a throw-away container that installs the package.
 PKGS_TOOLS="openssl coreutils python3 strace clang libclang-rt-14-dev
-    zstd bsdiff xdelta3 nginx-light dbus-daemon"
+    zstd bsdiff xdelta3 nginx-light dbus-daemon
+    dpkg-dev debhelper bash-completion lintian systemd-container"
 # Arm: cross compiler, user-mode emulator, and the arm64 dev packages side by side.
 PKGS_ARM="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 PKGS_ARM64="libc6:arm64 libc6-dev:arm64 check:arm64 libsubunit-dev:arm64
