@@ -5,8 +5,7 @@
 #   make demo            the main job: show what TaskPatch does on this machine
 #   make check           the whole test suite (what CI runs); parts: check-unit, check-integration,
 #                        check-crash, check-order, check-asan, check-arm, check-lint, check-deb
-#   make deb             build/deb/taskpatch_<version>_<arch>.deb (dpkg-buildpackage); ARCH=arm64 cross-builds
-#   make check-deb       build the .deb, then lintian, its contents, its binaries, its units (systemd-analyze)
+#   make check-crash-full   every crash and error point, 200 random kills (check-crash: a sample)
 #   make arm64           cross-build everything for aarch64 into build/arm64/
 #   make asan            build with AddressSanitizer + UBSan into build/asan/ and run the tests
 #   make bench-hash      SHA-256 benchmark against openssl and sha256sum
@@ -14,6 +13,8 @@
 #   make bench-switch    device switch time, bytes written, status latency and memory
 #   make bench-fleet     idle poll bytes (304) vs an unconditional GET, TLS handshake, nginx polls/s
 #   make install / uninstall   PREFIX=/usr/local DESTDIR=
+#   make deb             build/deb/taskpatch_<version>_<arch>.deb (dpkg-buildpackage); ARCH=arm64 cross-builds
+#   make check-deb       build the .deb, then lintian, its contents, its binaries, its units (systemd-analyze)
 #
 # Variables: BUILD (output dir), CROSS (toolchain prefix), WERROR=0 to drop -Werror,
 # SANITIZE=1 for ASan+UBSan, V=1 for full commands.
@@ -216,17 +217,22 @@ CHECK_PARTS ?= lint unit integration crash order fuzz asan arm deb
 check:
 	@tests/check.sh $(CHECK_PARTS)
 
-.PHONY: check-unit check-integration check-asan check-arm check-lint check-crash
+.PHONY: check-unit check-integration check-asan check-arm check-lint check-crash check-crash-full
 check-unit: tests-build
 	@tests/unit/run.sh $(BUILD)
 
 check-integration: all $(TOOLS)
 	@tests/integration/run.sh $(BUILD)
 
-# Kill the daemon at its writes, renames and fsyncs during each operation, restart, check the
-# invariants (tests/crash/crash-points.sh). make check runs a bounded sample; CRASH=full, all.
+# Kill the daemon at its writes, renames and fsyncs during each operation, fail each of them
+# with EIO and ENOSPC, kill it at random moments of a switch; check the invariants each time
+# (tests/crash/run.sh). check-crash (and make check) runs a bounded sample, a few minutes;
+# check-crash-full (or CRASH=full) every point and 200 random kills.
 check-crash: all $(TOOLS)
-	@tests/crash/crash-points.sh $(BUILD) $(if $(filter full,$(CRASH)),,--quick)
+	@tests/crash/run.sh $(BUILD) $(if $(filter full,$(CRASH)),,--quick)
+
+check-crash-full: all $(TOOLS)
+	@tests/crash/run.sh $(BUILD)
 
 # The fsync ordering a power cut needs, proven on each operation's syscall trace (strace -f -y):
 # tests/crash/order-trace.sh runs the operations, tests/crash/order-check.py holds them to the rules.
@@ -256,6 +262,35 @@ check-fuzz fuzz-regress: fuzz
 .PHONY: arm64
 arm64:
 	$(Q)$(MAKE) --no-print-directory BUILD=build/arm64 CROSS=aarch64-linux-gnu- tests-build
+
+# ---- benchmarks ------------------------------------------------------------
+
+.PHONY: bench bench-hash bench-bundle bench-switch bench-fleet
+bench: bench-hash bench-bundle bench-switch bench-fleet
+
+bench-hash: tests-build
+	@tests/bench/hash.sh $(BUILD)
+
+bench-bundle: tests-build
+	@tests/bench/bundle.sh $(BUILD)
+
+bench-switch: tests-build
+	@tests/bench/switch.sh $(BUILD)
+
+bench-fleet: tests-build
+	@tests/bench/fleet.sh $(BUILD)
+
+# ---- demo, deps ------------------------------------------------------------
+
+.PHONY: demo deps
+demo: all $(TOOLS)
+	@tests/demo.sh $(BUILD)
+
+# System packages (apt-get), then ggml's prebuilt library from the pinned npm package
+# (cached under build/npm; the fixtures quantize with it).
+deps:
+	@sh packaging/install-deps.sh
+	@sh tests/tools/npm-ggml.sh build/npm > /dev/null
 
 # ---- Debian package --------------------------------------------------------
 
@@ -297,35 +332,6 @@ check-deb: deb
 	$(if $(DEB_CROSS_ENV),,$(Q)env -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES \
 		$(MAKE) --no-print-directory BUILD=$(BUILD) $(BUILD)/tools/gguf-fixture)
 	@tests/packaging/check-deb.sh $(DEB) $(BUILD)
-
-# ---- benchmarks ------------------------------------------------------------
-
-.PHONY: bench bench-hash bench-bundle bench-switch bench-fleet
-bench: bench-hash bench-bundle bench-switch bench-fleet
-
-bench-hash: tests-build
-	@tests/bench/hash.sh $(BUILD)
-
-bench-bundle: tests-build
-	@tests/bench/bundle.sh $(BUILD)
-
-bench-switch: tests-build
-	@tests/bench/switch.sh $(BUILD)
-
-bench-fleet: tests-build
-	@tests/bench/fleet.sh $(BUILD)
-
-# ---- demo, deps ------------------------------------------------------------
-
-.PHONY: demo deps
-demo: all $(TOOLS)
-	@tests/demo.sh $(BUILD)
-
-# System packages (apt-get), then ggml's prebuilt library from the pinned npm package
-# (cached under build/npm; the fixtures quantize with it).
-deps:
-	@sh packaging/install-deps.sh
-	@sh tests/tools/npm-ggml.sh build/npm > /dev/null
 
 # ---- install ---------------------------------------------------------------
 

@@ -154,10 +154,12 @@ int manager_point_model_path(Manager *m, SlotId slot, TpError *err) {
                 (void) unlink(tmp);
                 return r;
         }
+        /* The rename was the switch (see atomic_file_commit()): a failed fsync of the directory does not undo it. */
+        m->active = slot;
         r = fsync_parent_dir(mp);
         if (r < 0)
-                return tp_error(err, r, "fsync of the directory of %s: %s", mp, strerror(-r));
-        m->active = slot;
+                log_warning("fsync of the directory of %s: %s (the next change in it makes the link durable)", mp,
+                            strerror(-r));
         return 0;
 }
 
@@ -242,17 +244,21 @@ static void collect_garbage(Manager *m, const char *task) {
 static int trial_commit(Manager *m, const char *how) {
         TpError err = {};
         TrialInfo t = m->ps.trial;
+        SlotId committed = m->ps.committed;
         int r;
 
-        trial_stop(m);
         m->ps.committed = t.slot;
         m->ps.trial.on = false;
         r = manager_save_state(m, &err);
         if (r < 0) {
-                /* Nothing is lost: the state still says "trial", and a restart rolls back. */
+                /* Still on trial, as the state file says: mark-good can be retried, the timeout still runs. */
+                m->ps.committed = committed;
+                m->ps.trial.on = true;
                 log_error("cannot record the commit: %s", err.message);
                 set_last_error(m, "io", err.message);
+                return r;
         }
+        trial_stop(m);
         lifecycle(m, "committed", t.slot, t.transaction, how);
         json_t *ev = json_pack("{s:s, s:s, s:s}", "event", "committed", "slot", slot_id_to_string(t.slot), "how", how);
         seal_event_fields(ev, &m->seals[t.slot]);
@@ -263,7 +269,7 @@ static int trial_commit(Manager *m, const char *how) {
                 collect_garbage(m, t.task);
         fetcher_trial_done(m->fetcher, t.transaction, true, how);
         hawkbit_trial_done(m->hawkbit, t.transaction, true, how);
-        return r;
+        return 0;
 }
 
 /* Back to the committed slot; @reason says why. */
@@ -272,14 +278,16 @@ static int trial_rollback(Manager *m, const char *reason) {
         TrialInfo t = m->ps.trial;
         int r;
 
-        trial_stop(m);
         manager_set_state(m, STATE_ROLLING_BACK);
         r = manager_point_model_path(m, m->ps.committed, &err);
         if (r < 0) {
+                /* model_path did not move: still on trial (its timeout tries again; a restart rolls back). */
                 log_error("rollback failed: %s", err.message);
                 set_last_error(m, "io", err.message);
+                manager_set_state(m, STATE_TRIAL);
                 return r;
         }
+        trial_stop(m);
         m->ps.trial.on = false;
         if (manager_save_state(m, &err) < 0)
                 log_error("cannot record the rollback: %s (the symlink is the truth; a restart repairs it)",
@@ -305,7 +313,11 @@ static int on_trial_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) usec;
 
         snprintf(reason, sizeof(reason), "not confirmed within %" PRIu64 " s", m->config->trial.timeout);
-        (void) trial_rollback(m, reason);
+        if (trial_rollback(m, reason) < 0) {
+                /* Still on trial: try again in a while. */
+                (void) sd_event_source_set_time_relative(s, 10 * UINT64_C(1000000));
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        }
         return 0;
 }
 
@@ -320,7 +332,8 @@ static void on_health(void *userdata, HealthResult result, const char *detail) {
         log_info("health check: %s (%s)", health_result_to_string(result), detail);
         switch (result) {
         case HEALTH_OK:
-                (void) trial_commit(m, "health check passed");
+                if (trial_commit(m, "health check passed") < 0)
+                        (void) schedule_probe(m);       /* still on trial: the next pass commits */
                 break;
         case HEALTH_FAILING:
                 snprintf(reason, sizeof(reason), "health check failed: %s", detail);
@@ -398,8 +411,11 @@ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError
         } else
                 m->ps.committed = slot;
         /* The state names the trial before the symlink moves: a crash in between finds no trial started. */
-        if ((r = manager_save_state(m, err)) < 0)
+        if ((r = manager_save_state(m, err)) < 0) {
+                m->ps.trial.on = false;         /* as the state file still says */
+                m->ps.committed = previous;
                 return r;
+        }
         if ((r = manager_point_model_path(m, slot, err)) < 0) {
                 m->ps.trial.on = false;
                 m->ps.committed = previous;

@@ -97,8 +97,17 @@ static int provision_commit(Operation *op, Provision *p) {
         }
         m->ps.provisioning = false;
         m->ps.provisioned = true;
-        if ((r = manager_activate(m, op, SLOT_A, false, &op->err)) < 0)
+        if ((r = manager_activate(m, op, SLOT_A, false, &op->err)) < 0) {
+                /* What a restart makes of an interrupted provisioning: none; provision again. */
+                TpError ignored = {};
+                m->ps.provisioned = m->ps.provisioning = false;         /* accepted versions and serial stay */
+                m->ps.trial = (TrialInfo) { 0 };
+                m->ps.committed = SLOT_A;
+                (void) unlink(m->config->model_path);
+                if (manager_save_state(m, &ignored) < 0)
+                        log_error("%s (a restart finds the provisioning interrupted)", ignored.message);
                 return r;
+        }
 
         /* Bundles made for another base are of no use now; they stay on disk but are not listed. */
         char *tasks = strdup(m->store.dir);

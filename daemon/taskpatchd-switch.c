@@ -203,10 +203,16 @@ static int prepare(Operation *op, Switch *sw) {
         /* In place, the slot's own seal, undo record and chunk table describe what it holds. */
         int source = in_place ? load_source(m, sw, sw->slot, &op->err) : 0;
         /* The slot is dirty from the first byte written until it is sealed again. */
+        Seal kept = m->seals[sw->slot];
+        bool was_sealed = m->sealed[sw->slot];
         m->seals[sw->slot].dirty = true;
         m->sealed[sw->slot] = false;
-        if ((r = manager_save_seal(m, sw->slot, &op->err)) < 0)
+        if ((r = manager_save_seal(m, sw->slot, &op->err)) < 0) {
+                /* Not a byte written, the old seal still on disk: the slot is what it was. */
+                m->seals[sw->slot] = kept;
+                m->sealed[sw->slot] = was_sealed;
                 return r;
+        }
         m->lease_broken = false;
         if (!in_place)
                 return start_fresh(op, sw);
@@ -284,9 +290,12 @@ static int seal_slot(Operation *op, Switch *sw) {
                 m->counters.state_bytes += bytes;
         }
         seal_set_identity(&seal, &st);
+        Seal dirty = m->seals[sw->slot];
         m->seals[sw->slot] = seal;
-        if ((r = manager_save_seal(m, sw->slot, &op->err)) < 0)
+        if ((r = manager_save_seal(m, sw->slot, &op->err)) < 0) {
+                m->seals[sw->slot] = dirty;     /* as the seal on disk still says */
                 return r;
+        }
         m->sealed[sw->slot] = true;
         sw->fd = safe_close(sw->fd);    /* releases the lease */
 

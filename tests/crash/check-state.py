@@ -10,6 +10,13 @@ check-state.py check STATUS_JSON MODEL STATE_DIR FIXTURE_DIR
     exit 1 when there is a problem.
 check-state.py same STATUS1 STATUS2
     (e) the parts of two status answers that must survive a restart are equal.
+check-state.py restarted LIVE RESTARTED
+    After a failed call the daemon stopped normally and started again: a trial (LIVE says
+    "trial") must have been rolled back (invariant 5), anything else must be as it was.
+check-state.py injected LOG MAIN SYSCALL FROM K DIR
+    Whether the K-th SYSCALL of thread MAIN after line FROM of the strace -yy LOG is the one
+    strace failed ("(INJECTED)"): prints 'fired' or 'missed', then what the call was on, with
+    DIR (the test's scratch dir) cut from paths.
 check-state.py reseal STATE_DIR
     After 'cp -a' of a template state dir the slot files have new inode numbers, so the
     seals (which record dev/ino/mtime) would no longer hold and every run would rebuild.
@@ -18,6 +25,7 @@ check-state.py reseal STATE_DIR
 import hashlib
 import json
 import os
+import re
 import sys
 
 KEYS = ("state", "model_path", "active", "slots", "base", "tasks", "trial")
@@ -84,8 +92,81 @@ def same(p1, p2):
     a, b = json.load(open(p1)), json.load(open(p2))
     diff = [k for k in KEYS if a.get(k) != b.get(k)]
     for k in diff:
-        print("second restart changed %s: %s -> %s" % (k, json.dumps(a.get(k)), json.dumps(b.get(k))))
+        print("second restart changed %s: %s -> %s" % (k, brief(k, a.get(k)), brief(k, b.get(k))))
     return 1 if diff else 0
+
+
+def brief(key, v):
+    """A status part as a problem line shows it: short."""
+    if key == "active" and v:
+        return "slot %s (%s v%s)" % (v.get("slot"), v.get("task") or "base", v.get("version"))
+    if key == "slots" and v:
+        return ", ".join("%s: %s %s" % (s, d.get("state"), d.get("task") or "base") for s, d in sorted(v.items()))
+    if key == "tasks" and v is not None:
+        return "[%s]" % ", ".join("%s v%s" % (t.get("task"), t.get("version")) for t in v)
+    return json.dumps(v)[:100]
+
+
+def restarted(p0, p1):
+    a, b = json.load(open(p0)), json.load(open(p1))
+    problems = []
+    if a.get("state") == "trial":
+        t = a.get("trial") or {}
+        if b.get("state") != "idle" or b.get("trial") is not None or (b.get("active") or {}).get("slot") == t.get("slot"):
+            problems.append("the restart did not roll back the trial of %s in slot %s: %s, active %s"
+                            % (t.get("task") or "the base", t.get("slot"), b.get("state"), json.dumps(b.get("active"))))
+    else:
+        for k in KEYS:
+            if a.get(k) != b.get(k):
+                problems.append("the restart changed %s: %s -> %s" % (k, brief(k, a.get(k)), brief(k, b.get(k))))
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+def short(path, scratch):
+    """A path as the result line shows it: the scratch dir cut, mkostemp's suffix as XXXXXX."""
+    for pre in (os.path.join(scratch, "state") + "/", scratch + "/"):
+        if path.startswith(pre):
+            path = path[len(pre):]
+            break
+    if os.path.basename(path).startswith("."):
+        path = re.sub(r"\.[A-Za-z0-9]{6}$", ".XXXXXX", path)
+    return path
+
+
+def injected(log, main, sc, start, k, scratch):
+    lines = open(log, errors="replace").read().splitlines()[int(start):]
+    enter = re.compile(r"^%s\s+%s\(" % (main, sc))
+    calls = [i for i, l in enumerate(lines) if enter.match(l)]
+    if len(calls) < int(k):
+        print("missed")
+        print("the operation made %d %s calls" % (len(calls), sc))
+        return 1
+    i = calls[int(k) - 1]
+    call = outcome = lines[i]
+    if "<unfinished ...>" in call:
+        resumed = re.compile(r"^%s\s+<\.\.\. %s resumed>" % (main, sc))
+        outcome = next((l for l in lines[i + 1:] if resumed.match(l)), "")
+    print("fired" if "(INJECTED)" in outcome else "missed")
+    args = call[call.index("(") + 1:]
+    fds = re.findall(r"(\d+)<([^>]*)>", args)
+    paths = re.findall(r'"((?:[^"\\]|\\.)*)"', args)
+    if fds:
+        fd, what = fds[-1] if sc == "copy_file_range" else fds[0]
+        if fd == "2":
+            print("stderr")
+        elif what.startswith("UNIX"):
+            print("a client socket")
+        else:
+            print(short(what, scratch) + ("/" if os.path.isdir(what) else ""))
+    elif sc.startswith("rename") and len(paths) >= 2:
+        print("%s -> %s" % (short(paths[0], scratch), short(paths[1], scratch)))
+    elif paths:
+        print(short(paths[-1], scratch))
+    else:
+        print(args[:60])
+    return 0
 
 
 def reseal(state_dir):
@@ -110,4 +191,8 @@ if __name__ == "__main__":
         sys.exit(reseal(sys.argv[2]))
     if sys.argv[1] == "check":
         sys.exit(check(*sys.argv[2:6]))
+    if sys.argv[1] == "restarted":
+        sys.exit(restarted(sys.argv[2], sys.argv[3]))
+    if sys.argv[1] == "injected":
+        sys.exit(injected(*sys.argv[2:8]))
     sys.exit(same(sys.argv[2], sys.argv[3]))

@@ -1,0 +1,24 @@
+#!/bin/sh
+# The crash tests (make check-crash, make check-crash-full): kills at each write, rename and
+# fsync (crash-points.sh), EIO and ENOSPC at each of them (error-points.sh), kills at random
+# moments of a switch (random-kill.sh).
+# Usage: tests/crash/run.sh BUILD_DIR [--quick]; ends with "crash: N passed, N failed".
+set -u
+here=$(dirname "$0")
+passed=0 failed=0
+. "$here/../tally.sh"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# A bound on each script, so that a hang fails the suite instead of stalling it (and CI).
+limit=3600
+[ "${2:-}" = --quick ] && limit=900
+start=$(date +%s)
+for t in crash-points error-points random-kill; do
+    t0=$(date +%s)
+    timeout -k 10 "$limit" bash "$here/$t.sh" "$@" 2>&1 | tee "$log"
+    echo "($t: $(($(date +%s) - t0)) s)"
+    tally "$(cat "$log")"
+done
+echo "crash tests: $(($(date +%s) - start)) s"
+echo "crash: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
