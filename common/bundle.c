@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "bundle.h"
 #include "fileio.h"
@@ -214,6 +215,14 @@ static int span_error(SpanReader *r, int code, const char *msg, TpError *err) {
                         r->span->site ? r->span->site : "", msg);
 }
 
+/* zstd's words, except for the one refusal that is our cap: say which cap. */
+_Static_assert(BUNDLE_WINDOW_LOG == 23, "zstd_problem() says 8 MiB");
+static const char *zstd_problem(size_t z) {
+        if (ZSTD_getErrorCode(z) == ZSTD_error_frameParameter_windowTooLarge)
+                return "the frame asks for a window larger than the 8 MiB cap (BUNDLE_WINDOW_LOG)";
+        return ZSTD_getErrorName(z);
+}
+
 /* The current frame must end exactly here: no more output, no trailing input. */
 static int span_end(SpanReader *r, TpError *err) {
         uint8_t extra;
@@ -231,7 +240,7 @@ static int span_end(SpanReader *r, TpError *err) {
                 }
                 size_t z = ZSTD_decompressStream(r->zd, &zout, &r->zin);
                 if (ZSTD_isError(z))
-                        return span_error(r, -EBADMSG, ZSTD_getErrorName(z), err);
+                        return span_error(r, -EBADMSG, zstd_problem(z), err);
                 if (zout.pos > 0)
                         return span_error(r, -EBADMSG, "the frame decodes to more bytes than the span's length", err);
                 if (z == 0)
@@ -288,7 +297,7 @@ int span_reader_read(SpanReader *r, uint8_t *buf, size_t n, TpError *err) {
                 }
                 size_t z = ZSTD_decompressStream(r->zd, &zout, &r->zin);
                 if (ZSTD_isError(z))
-                        return span_error(r, -EBADMSG, ZSTD_getErrorName(z), err);
+                        return span_error(r, -EBADMSG, zstd_problem(z), err);
                 if (z == 0) {
                         r->frame_done = true;
                         if (zout.pos < zout.size)

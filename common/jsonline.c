@@ -116,6 +116,44 @@ void line_reader_done(LineReader *r) {
         r->len = r->start = 0;
 }
 
+/* Length of the well-formed UTF-8 sequence (RFC 3629) starting at @s, NUL-terminated; 0 if there is none. */
+static size_t utf8_sequence(const unsigned char *s) {
+        unsigned char lo = 0x80, hi = 0xbf;     /* the second byte's range: no overlongs, surrogates, > U+10FFFF */
+        size_t n;
+
+        if (s[0] < 0x80)
+                return 1;
+        if (s[0] >= 0xc2 && s[0] <= 0xdf)
+                n = 2;
+        else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+                n = 3;
+                lo = s[0] == 0xe0 ? 0xa0 : lo;
+                hi = s[0] == 0xed ? 0x9f : hi;
+        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+                n = 4;
+                lo = s[0] == 0xf0 ? 0x90 : lo;
+                hi = s[0] == 0xf4 ? 0x8f : hi;
+        } else
+                return 0;
+        if (s[1] < lo || s[1] > hi)
+                return 0;
+        for (size_t i = 2; i < n; i++)
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+        return n;
+}
+
+void jsonline_scrub_utf8(char *text) {
+        for (unsigned char *p = (unsigned char *) text; *p;) {
+                size_t n = utf8_sequence(p);
+                if (n == 0) {
+                        *p++ = '?';
+                        continue;
+                }
+                p += n;
+        }
+}
+
 int jsonline_parse(const char *line, size_t len, json_t **ret, TpError *err) {
         json_error_t jerr;
         json_t *j;
@@ -126,9 +164,12 @@ int jsonline_parse(const char *line, size_t len, json_t **ret, TpError *err) {
                 return tp_error(err, -EBADMSG, "line is not JSON: NUL byte at column %zu", (size_t) (nul - line) + 1);
 
         j = json_loadb(len > 0 ? line : "", len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!j)
+        if (!j) {
+                /* jansson quotes the bytes near an error as they came, even the first of a broken sequence. */
+                jsonline_scrub_utf8(jerr.text);
                 return tp_error(err, -EBADMSG, "line is not JSON: %s at column %d", jerr.text,
                                 jerr.column > 0 ? jerr.column : 1);
+        }
         if (!json_is_object(j)) {
                 json_decref(j);
                 return tp_error(err, -EBADMSG, "a request must be a JSON object");

@@ -44,6 +44,12 @@ void line_reader_done(LineReader *r);
  * "line is not JSON: '[' or '{' expected near 'x' at column 1", "a request must be a JSON object".
  */
 _warn_unused_result_ int jsonline_parse(const char *line, size_t len, json_t **ret, TpError *err);
+/*
+ * Make the NUL-terminated @text valid UTF-8 in place: each byte that starts no
+ * well-formed sequence becomes '?'. For messages that go into a JSON string
+ * (jansson refuses invalid UTF-8, and a reply that cannot be encoded is lost).
+ */
+void jsonline_scrub_utf8(char *text);
 /* Encode @obj compactly followed by "\n" (malloc'ed, NUL-terminated); -EMSGSIZE when longer than @max. */
 _warn_unused_result_ int jsonline_dump(const json_t *obj, size_t max, char **ret, size_t *ret_len);
 

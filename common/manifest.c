@@ -133,6 +133,9 @@ int manifest_write(const Manifest *m, char **ret_text, size_t *ret_len, TpError 
 
         if (!task_name_valid(m->task))
                 return tp_error(err, -EINVAL, "manifest: invalid task name '%s'", m->task ? m->task : "");
+        if (m->version > MANIFEST_MAX_VERSION)
+                return tp_error(err, -EINVAL, "manifest: version %" PRIu64 " exceeds the cap of %" PRId64, m->version,
+                                MANIFEST_MAX_VERSION);
         w = yaml_writer_new(MANIFEST_MAX_BYTES);
         if (!w)
                 return -ENOMEM;
@@ -293,6 +296,9 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
             (r = yaml_get_map(root, "payload", true, W, &payload, err)) < 0 ||
             (r = yaml_get_seq(root, "spans", true, W, &spans, err)) < 0)
                 return r;
+        if (m->version > MANIFEST_MAX_VERSION)
+                return tp_error(err, -EBADMSG, W ": version %" PRIu64 " exceeds the cap of %" PRId64, m->version,
+                                MANIFEST_MAX_VERSION);
         if (!task_name_valid(task))
                 return tp_error(err, -EBADMSG, W ": invalid task name '%.80s' (expected [a-z0-9][a-z0-9._-]{0,63})",
                                 task);

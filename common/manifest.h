@@ -21,6 +21,8 @@
 #define MANIFEST_MAX_SPANS (1u << 20)
 #define MANIFEST_MAX_SITES (1u << 20)
 #define TASK_NAME_MAX 64
+/* Versions travel as JSON integers (socket, state file, seals), which are signed 64-bit. */
+#define MANIFEST_MAX_VERSION INT64_MAX
 
 typedef enum SpanEncoding {
         SPAN_RAW,               /* the frame holds the new bytes */

@@ -8,6 +8,7 @@
 #include "siteset.h"
 
 #define SITE_LIST_MAX_BYTES (16u << 20)
+#define SITE_LINE_MAX_BYTES (64u << 10)      /* one line, newline included: a name is far shorter */
 
 void site_set_done(SiteSet *s) {
         for (size_t i = 0; i < s->n; i++)
@@ -71,20 +72,42 @@ static int load_adapter(int fd, const char *path, SiteSet *set, TpError *err) {
         return 0;
 }
 
+/*
+ * The next line of @f into @buf (NUL-terminated, newline kept): its length, 0 at the end, or -EFBIG
+ * when it has more than @max bytes. getline() would grow one endless line without bound.
+ */
+static ssize_t read_line(FILE *f, char *buf, size_t max) {
+        size_t n = 0;
+        int c;
+
+        while (n < max && (c = getc(f)) != EOF) {
+                buf[n++] = (char) c;
+                if (c == '\n')
+                        break;
+        }
+        if (n == max && buf[n - 1] != '\n' && (c = getc(f)) != EOF)
+                return -EFBIG;
+        buf[n] = '\0';
+        return (ssize_t) n;
+}
+
 static int load_text(FILE *f, const char *path, SiteSet *set, TpError *err) {
-        char *line = NULL;
-        size_t cap = 0, total = 0;
+        _cleanup_free_ char *line = malloc(SITE_LINE_MAX_BYTES + 1);
+        size_t total = 0;
         ssize_t n;
         unsigned lineno = 0;
         int r = 0;
 
-        while ((n = getline(&line, &cap, f)) >= 0) {
+        if (!line)
+                return -ENOMEM;
+        while ((n = read_line(f, line, SITE_LINE_MAX_BYTES)) != 0) {
                 lineno++;
+                if (n < 0)
+                        return tp_error(err, -EFBIG, "%s: line %u is longer than %u bytes", path, lineno,
+                                        SITE_LINE_MAX_BYTES);
                 total += (size_t) n;
-                if (total > SITE_LIST_MAX_BYTES) {
-                        r = tp_error(err, -EFBIG, "%s: larger than %u bytes", path, SITE_LIST_MAX_BYTES);
-                        break;
-                }
+                if (total > SITE_LIST_MAX_BYTES)
+                        return tp_error(err, -EFBIG, "%s: larger than %u bytes", path, SITE_LIST_MAX_BYTES);
                 while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t'))
                         line[--n] = '\0';
                 char *p = line;
@@ -92,15 +115,14 @@ static int load_text(FILE *f, const char *path, SiteSet *set, TpError *err) {
                         p++;
                 if (*p == '\0' || *p == '#')
                         continue;
-                if (strlen(p) != (size_t) (n - (p - line))) {
-                        r = tp_error(err, -EINVAL, "%s: line %u holds a NUL byte", path, lineno);
-                        break;
-                }
+                if (strlen(p) != (size_t) (n - (p - line)))
+                        return tp_error(err, -EINVAL, "%s: line %u holds a NUL byte", path, lineno);
                 if ((r = site_set_add(set, p)) < 0)
-                        break;
+                        return r;
         }
-        free(line);
-        return r < 0 ? r : 0;
+        if (ferror(f))
+                return tp_error(err, -EIO, "%s: read error", path);
+        return 0;
 }
 
 int site_set_load(const char *path, SiteSet *ret, TpError *err) {

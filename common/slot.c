@@ -82,7 +82,7 @@ static int get_bits64(json_t *o, const char *key, const char *path, uint64_t *re
 
 int seal_load(const char *path, Seal *ret, TpError *err) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        char buf[SEAL_MAX_BYTES];
+        char buf[SEAL_MAX_BYTES + 1];   /* one more, to tell a file at the cap from one over it */
         json_error_t je;
         Seal s = { 0 };
         uint64_t format = 0, mtime = 0;
@@ -94,8 +94,8 @@ int seal_load(const char *path, Seal *ret, TpError *err) {
         n = read(fd, buf, sizeof(buf));
         if (n < 0)
                 return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-        if ((size_t) n == sizeof(buf))
-                return tp_error(err, -EBADMSG, "%s: larger than %u bytes", path, SEAL_MAX_BYTES);
+        if ((size_t) n > SEAL_MAX_BYTES)
+                return tp_error(err, -EBADMSG, "%s: larger than the %u-byte cap of a seal", path, SEAL_MAX_BYTES);
 
         json_t *o = json_loadb(buf, (size_t) n, JSON_REJECT_DUPLICATES, &je);
         if (!o)
@@ -135,8 +135,15 @@ int seal_load(const char *path, Seal *ret, TpError *err) {
             (r = get_bits64(file, "dev", path, &s.dev, err)) < 0 || (r = get_bits64(file, "ino", path, &s.ino, err)) < 0 ||
             (r = get_bits64(file, "mtime_ns", path, &mtime, err)) < 0)
                 goto out;
-        if ((s.chunk_size != 0 && s.chunk_size < CHUNK_MIN_SIZE) || (s.chunk_size && chunk_count(s.size, s.chunk_size) > CHUNK_MAX_ENTRIES)) {
-                r = tp_error(err, -EBADMSG, "%s: chunk_size %" PRIu64 " out of range", path, s.chunk_size);
+        if (s.chunk_size != 0 && s.chunk_size < CHUNK_MIN_SIZE) {
+                r = tp_error(err, -EBADMSG, "%s: chunk_size %" PRIu64 " is below the minimum of %u", path,
+                             s.chunk_size, CHUNK_MIN_SIZE);
+                goto out;
+        }
+        if (s.chunk_size != 0 && chunk_count(s.size, s.chunk_size) > CHUNK_MAX_ENTRIES) {
+                r = tp_error(err, -EBADMSG, "%s: %" PRIu64 " bytes in chunks of %" PRIu64 " make %" PRIu64
+                             " chunks, more than the cap of %u", path, s.size, s.chunk_size,
+                             chunk_count(s.size, s.chunk_size), CHUNK_MAX_ENTRIES);
                 goto out;
         }
         s.mtime_ns = (int64_t) mtime;
@@ -177,8 +184,11 @@ int chunk_table_load(const char *path, uint64_t size, uint64_t chunk_size, const
 
         if (fd < 0)
                 return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-        if (chunk_size == 0 || n > CHUNK_MAX_ENTRIES)
-                return tp_error(err, -EINVAL, "%s: no chunk table for chunk size %" PRIu64, path, chunk_size);
+        if (chunk_size == 0)
+                return tp_error(err, -EINVAL, "%s: no chunk table for chunk size 0", path);
+        if (n > CHUNK_MAX_ENTRIES)
+                return tp_error(err, -EINVAL, "%s: %" PRIu64 " chunks of %" PRIu64 " bytes, more than the cap of %u",
+                                path, n, chunk_size, CHUNK_MAX_ENTRIES);
         if (fstat(fd, &st) < 0)
                 return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
         if ((uint64_t) st.st_size != n * SHA256_DIGEST_SIZE)
@@ -245,7 +255,10 @@ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_D
         if (fstat(u->fd, &st) < 0)
                 return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
         uint64_t size = (uint64_t) st.st_size;
-        if (n > MANIFEST_MAX_SPANS || size < 16 + 16 * n + SHA256_DIGEST_SIZE)
+        if (n > MANIFEST_MAX_SPANS)
+                return tp_error(err, -EBADMSG, "%s: %" PRIu64 " spans, more than the cap of %u", path, n,
+                                MANIFEST_MAX_SPANS);
+        if (size < 16 + 16 * n + SHA256_DIGEST_SIZE)
                 return tp_error(err, -EBADMSG, "%s: too short for %" PRIu64 " spans", path, n);
 
         u->spans = calloc(n ? n : 1, sizeof(UndoSpan));

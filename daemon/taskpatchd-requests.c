@@ -7,18 +7,8 @@
 #include "jsonline.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
+#include "taskpatchd-requests.h"
 #include "yaml-doc.h"
-
-typedef enum Access {
-        ACCESS_READ,
-        ACCESS_ADMIN,
-} Access;
-
-typedef struct Command {
-        const char *name;
-        Access access;
-        const char *const keys[5];      /* allowed besides "cmd" */
-} Command;
 
 static const Command commands[] = {
         { "status", ACCESS_READ, { NULL } },
@@ -30,6 +20,68 @@ static const Command commands[] = {
         { "mark-good", ACCESS_ADMIN, { NULL } },
         { "rollback", ACCESS_ADMIN, { "wait", NULL } },
 };
+
+/*
+ * How many bytes of @s (valid UTF-8, as jansson guarantees) to quote: at most
+ * @max, never half a character -- a reply holding invalid UTF-8 cannot be
+ * encoded, and the client would get no error at all.
+ */
+static int quote_len(const char *s, size_t max) {
+        size_t n = strnlen(s, max + 1);
+
+        if (n > max) {
+                n = max;
+                while (n > 0 && ((unsigned char) s[n] & 0xc0) == 0x80)
+                        n--;
+        }
+        return (int) n;
+}
+
+#define QUOTE_MAX 64
+
+/* Unknown keys and wrong types are refused: a typo must never be silently ignored. */
+static int check_keys(const Command *cmd, json_t *req, TpError *err) {
+        const char *key;
+        json_t *v;
+
+        json_object_foreach(req, key, v) {
+                bool known = strcmp(key, "cmd") == 0;
+                for (size_t i = 0; !known && cmd->keys[i]; i++)
+                        known = strcmp(key, cmd->keys[i]) == 0;
+                if (!known)
+                        return tp_error(err, -EINVAL, "%s: unknown field '%.*s'", cmd->name,
+                                        quote_len(key, QUOTE_MAX), key);
+                bool ok = true;
+                if (strcmp(key, "wait") == 0 || strcmp(key, "switch") == 0 || strcmp(key, "allow_downgrade") == 0)
+                        ok = json_is_boolean(v);
+                else if (strcmp(key, "version") == 0)
+                        ok = json_is_integer(v) && json_integer_value(v) > 0;
+                else if (strcmp(key, "sha256") == 0 || strcmp(key, "task") == 0)
+                        ok = json_is_string(v) || (strcmp(key, "task") == 0 && json_is_null(v));
+                if (!ok)
+                        return tp_error(err, -EINVAL, "%s: field '%s' has the wrong type", cmd->name, key);
+        }
+        return 0;
+}
+
+int request_check(json_t *req, const Command **ret_cmd, TpError *err) {
+        const char *name = json_string_value(json_object_get(req, "cmd"));
+        int r;
+
+        if (!name)
+                return tp_error(err, -EINVAL, "a request needs a string field 'cmd'");
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
+                const Command *cmd = &commands[i];
+                if (strcmp(name, cmd->name) != 0)
+                        continue;
+                r = check_keys(cmd, req, err);
+                if (r < 0)
+                        return r;
+                *ret_cmd = cmd;
+                return 0;
+        }
+        return tp_error(err, -EINVAL, "unknown command '%.*s'", quote_len(name, QUOTE_MAX), name);
+}
 
 static json_t *slot_json(Manager *m, SlotId s) {
         const Seal *seal = &m->seals[s];
@@ -127,34 +179,6 @@ static json_t *list_json(Manager *m) {
                                                    "slot", slot));
         }
         return json_pack("{s:o}", "tasks", a);
-}
-
-/* Unknown keys and wrong types are refused: a typo must never be silently ignored. */
-static bool check_keys(Client *c, const Command *cmd, json_t *req) {
-        const char *key;
-        json_t *v;
-
-        json_object_foreach(req, key, v) {
-                bool known = strcmp(key, "cmd") == 0;
-                for (size_t i = 0; !known && cmd->keys[i]; i++)
-                        known = strcmp(key, cmd->keys[i]) == 0;
-                if (!known) {
-                        client_reply_error(c, "usage", "%s: unknown field '%s'", cmd->name, key);
-                        return false;
-                }
-                bool ok = true;
-                if (strcmp(key, "wait") == 0 || strcmp(key, "switch") == 0 || strcmp(key, "allow_downgrade") == 0)
-                        ok = json_is_boolean(v);
-                else if (strcmp(key, "version") == 0)
-                        ok = json_is_integer(v) && json_integer_value(v) > 0;
-                else if (strcmp(key, "sha256") == 0 || strcmp(key, "task") == 0)
-                        ok = json_is_string(v) || (strcmp(key, "task") == 0 && json_is_null(v));
-                if (!ok) {
-                        client_reply_error(c, "usage", "%s: field '%s' has the wrong type", cmd->name, key);
-                        return false;
-                }
-        }
-        return true;
 }
 
 static bool refuse_busy(Manager *m, Client *c, bool trial_too) {
@@ -276,35 +300,26 @@ static void handle(Manager *m, Client *c, const Command *cmd, json_t *req, int f
 
 void manager_handle_request(void *userdata, Client *c, json_t *req, int fd) {
         Manager *m = userdata;
-        const char *name = json_string_value(json_object_get(req, "cmd"));
+        const Command *cmd;
+        TpError err = {};
 
-        for (size_t i = 0; name && i < ELEMENTSOF(commands); i++) {
-                const Command *cmd = &commands[i];
-                if (strcmp(name, cmd->name) != 0)
-                        continue;
-                if (!check_keys(c, cmd, req)) {
-                        safe_close(fd);
-                        return;
-                }
-                if (cmd->access == ACCESS_ADMIN && !client_is_admin(c)) {
-                        log_notice("refused %s from uid %u: not root or in the admin group", name,
-                                   (unsigned) client_uid(c));
-                        safe_close(fd);
-                        client_reply_error(c, "permission", "%s changes state: only root and members of '%s' may do that",
-                                           name, m->config->admin_group ? m->config->admin_group : "(no admin group)");
-                        return;
-                }
-                if (cmd->access == ACCESS_ADMIN && !m->ps.provisioned && strcmp(name, "provision") != 0) {
-                        safe_close(fd);
-                        client_reply_error(c, "not-found", "nothing is provisioned yet: 'tpctl provision MODEL' first");
-                        return;
-                }
-                handle(m, c, cmd, req, fd);
+        if (request_check(req, &cmd, &err) < 0) {
+                safe_close(fd);
+                client_reply_error(c, "usage", "%s", err.message);
                 return;
         }
-        safe_close(fd);
-        if (!name)
-                client_reply_error(c, "usage", "a request needs a string field 'cmd'");
-        else
-                client_reply_error(c, "usage", "unknown command '%.64s'", name);
+        if (cmd->access == ACCESS_ADMIN && !client_is_admin(c)) {
+                log_notice("refused %s from uid %u: not root or in the admin group", cmd->name,
+                           (unsigned) client_uid(c));
+                safe_close(fd);
+                client_reply_error(c, "permission", "%s changes state: only root and members of '%s' may do that",
+                                   cmd->name, m->config->admin_group ? m->config->admin_group : "(no admin group)");
+                return;
+        }
+        if (cmd->access == ACCESS_ADMIN && !m->ps.provisioned && strcmp(cmd->name, "provision") != 0) {
+                safe_close(fd);
+                client_reply_error(c, "not-found", "nothing is provisioned yet: 'tpctl provision MODEL' first");
+                return;
+        }
+        handle(m, c, cmd, req, fd);
 }

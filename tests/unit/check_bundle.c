@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* common/bundle.c: the fixed header's rules. (Whole bundles: tests/integration/test-bundle.sh.) */
+/*
+ * common/bundle.c: the fixed header's rules, and the caps on what a span's frame may decode to.
+ * (Whole bundles: tests/integration/test-bundle.sh.)
+ */
 
 #include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "bundle.h"
 #include "check-main.h"
+#include "test-buf.h"
 
 static void good_header(uint8_t h[BUNDLE_HEADER_SIZE]) {
         BundleHeader bh = { BUNDLE_FORMAT, 1000, 200, 5000 };
@@ -60,6 +66,135 @@ START_TEST(test_caps) {
 }
 END_TEST
 
+/* ---- span frames: decoded size and window caps -------------------------------------------------- */
+
+/*
+ * A zstd frame made by hand, so the test controls its header: no content size, the window
+ * descriptor @window_byte (windowLog = 10 + (byte >> 3) when the mantissa bits are 0), then
+ * @n bytes (at most 128 KiB) as one raw last block.
+ */
+static void zstd_raw_frame(Buf *b, uint8_t window_byte, const uint8_t *data, size_t n) {
+        static const uint8_t magic[4] = { 0x28, 0xb5, 0x2f, 0xfd };
+        uint8_t hdr[2] = { 0x00, window_byte };
+        uint32_t block = 1u | (uint32_t) n << 3;        /* last block, raw, n bytes */
+        uint8_t bh[3] = { (uint8_t) block, (uint8_t) (block >> 8), (uint8_t) (block >> 16) };
+
+        ck_assert_uint_le(n, 128u << 10);
+        put(b, magic, 4);
+        put(b, hdr, 2);
+        put(b, bh, 3);
+        put(b, data, n);
+}
+
+#define WINDOW_LOG_BYTE(log) ((uint8_t) (((log) - 10) << 3))
+
+/* An unsigned bundle with one raw span of @length bytes at offset 0 whose frame is @frame. */
+static Bundle *one_span_bundle(uint64_t length, const Buf *frame) {
+        static const char z64[] = "0000000000000000000000000000000000000000000000000000000000000000";
+        char manifest[2048];
+        uint8_t hdr[BUNDLE_HEADER_SIZE];
+        Bundle *b = NULL;
+        TpError err = {};
+        Buf f = {};
+
+        int n = snprintf(manifest, sizeof(manifest),
+                         "format: 1\ntask: caps\nversion: 1\ncreated: 2026-01-01T00:00:00Z\nkind: raw\n"
+                         "base: {sha256: %s, size: %" PRIu64 ", layout: %s}\n"
+                         "target: {sha256: %s, size: %" PRIu64 ", chunk_size: 4096, chunk_root: %s}\n"
+                         "sites: {fingerprint: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855, "
+                         "names: []}\n"
+                         "payload: {size: %zu, sha256: %s}\n"
+                         "spans:\n- {offset: 0, length: %" PRIu64 ", encoding: raw, base_sha256: %s, new_sha256: %s, "
+                         "frame_offset: 0, frame_size: %zu}\n",
+                         z64, length, z64, z64, length, z64, frame->n, z64, length, z64, z64, frame->n);
+        ck_assert(n > 0 && (size_t) n < sizeof(manifest));
+        bundle_header_encode(&(BundleHeader) { BUNDLE_FORMAT, (uint64_t) n, 0, frame->n }, hdr);
+        put(&f, hdr, sizeof(hdr));
+        put(&f, manifest, (size_t) n);
+        put(&f, frame->p, frame->n);
+        ck_assert_msg(bundle_open_fd(memfd_with(f.p, f.n), "caps.tpb", &b, &err) == 0, "%s", err.message);
+        free(f.p);
+        return b;
+}
+
+/* Read the one span in pieces, then move past it: 0, or the first error (its message in @err). */
+static int read_span(Bundle *b, TpError *err) {
+        static uint8_t buf[64 << 10];
+        SpanReader *sr = NULL;
+        const ManifestSpan *s;
+        int r;
+
+        ck_assert_int_eq(span_reader_new(b, &sr, err), 0);
+        ck_assert_int_eq(span_reader_next(sr, &s, err), 1);
+        r = 0;
+        for (uint64_t left = s->length; left > 0 && r >= 0;) {
+                size_t n = left < sizeof(buf) ? (size_t) left : sizeof(buf);
+                r = span_reader_read(sr, buf, n, err);
+                left -= n;
+        }
+        if (r >= 0)
+                r = span_reader_next(sr, &s, err);     /* 0: no more spans, and the frame ended exactly */
+        span_reader_free(sr);
+        return r;
+}
+
+START_TEST(test_span_decoded_size) {
+        static uint8_t data[1001];
+        Buf frame = {};
+        Bundle *b;
+        TpError err = {};
+
+        memset(data, 0xab, sizeof(data));
+
+        /* Exactly the span's length. */
+        zstd_raw_frame(&frame, WINDOW_LOG_BYTE(16), data, 1000);
+        b = one_span_bundle(1000, &frame);
+        ck_assert_msg(read_span(b, &err) == 0, "%s", err.message);
+        bundle_free(b);
+
+        /* One byte more than the span's length: the reader never returns it. */
+        frame.n = 0;
+        zstd_raw_frame(&frame, WINDOW_LOG_BYTE(16), data, 1001);
+        b = one_span_bundle(1000, &frame);
+        ck_assert_int_eq(read_span(b, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "caps.tpb: span #0 (offset 0, 1000 bytes): the frame decodes to more bytes "
+                                          "than the span's length"), "%s", err.message);
+        bundle_free(b);
+
+        /* One byte less. */
+        frame.n = 0;
+        zstd_raw_frame(&frame, WINDOW_LOG_BYTE(16), data, 999);
+        b = one_span_bundle(1000, &frame);
+        ck_assert_int_eq(read_span(b, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "the frame ends before the span's length"), "%s", err.message);
+        bundle_free(b);
+        free(frame.p);
+}
+END_TEST
+
+/* A frame may ask a reader for at most BUNDLE_WINDOW_LOG (8 MiB) of window memory. */
+START_TEST(test_span_window_cap) {
+        static const uint8_t data[100];
+        Buf frame = {};
+        Bundle *b;
+        TpError err = {};
+
+        zstd_raw_frame(&frame, WINDOW_LOG_BYTE(BUNDLE_WINDOW_LOG), data, sizeof(data));
+        b = one_span_bundle(sizeof(data), &frame);
+        ck_assert_msg(read_span(b, &err) == 0, "%s", err.message);
+        bundle_free(b);
+
+        frame.n = 0;
+        zstd_raw_frame(&frame, WINDOW_LOG_BYTE(BUNDLE_WINDOW_LOG + 1), data, sizeof(data));
+        b = one_span_bundle(sizeof(data), &frame);
+        ck_assert_int_eq(read_span(b, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "caps.tpb: span #0 (offset 0, 100 bytes): the frame asks for a window "
+                                          "larger than the 8 MiB cap"), "%s", err.message);
+        bundle_free(b);
+        free(frame.p);
+}
+END_TEST
+
 static Suite *bundle_suite(void) {
         Suite *s = suite_create("bundle");
         TCase *tc = tcase_create("header");
@@ -67,6 +202,11 @@ static Suite *bundle_suite(void) {
         tcase_add_test(tc, test_round_trip);
         tcase_add_test(tc, test_every_bit_flip);
         tcase_add_test(tc, test_caps);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("spans");
+        tcase_add_test(tc, test_span_decoded_size);
+        tcase_add_test(tc, test_span_window_cap);
         suite_add_tcase(s, tc);
         return s;
 }

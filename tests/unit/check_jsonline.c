@@ -4,6 +4,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -214,6 +215,9 @@ static const struct {
         { "[1,2]", "a request must be a JSON object" },
         { "\"string\"", "line is not JSON" },
         { "{\"a\":\"\xff\"}", "line is not JSON" },
+        /* jansson quotes the first byte of the broken sequence; the message must stay valid UTF-8 (fuzz_request). */
+        { "{\"a\":\"\\\xf0\x9f\x98\x80\"}", "invalid escape near '\"\\?' at column" },
+        { "{\"a\":\"\\\xc3\xa9\"}", "invalid escape near '\"\\?' at column" },
 };
 
 START_TEST(test_parse_table) {
@@ -232,6 +236,41 @@ START_TEST(test_parse_table) {
         ck_assert_int_eq(r, -EBADMSG);
         ck_assert_ptr_null(j);
         ck_assert_msg(strstr(err.message, want), "'%s': got \"%s\", want \"%s\"", line, err.message, want);
+        /* The daemon sends the message back in a JSON reply: jansson must accept it as a string. */
+        json_t *msg = json_string(err.message);
+        ck_assert_msg(msg, "'%s': the message is not valid UTF-8: %s", line, err.message);
+        json_decref(msg);
+}
+END_TEST
+
+/* jsonline_scrub_utf8(): well-formed sequences stay, every other byte becomes '?'; jansson takes the result. */
+START_TEST(test_scrub_utf8) {
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                { "", "" },
+                { "plain ascii", "plain ascii" },
+                { "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
+                { "cut \xc3", "cut ?" },
+                { "\xc3\x28", "?(" },
+                { "\xc0\xaf", "??" },                  /* overlong '/' */
+                { "\xe0\x80\xaf", "???" },            /* overlong, three bytes */
+                { "\xed\xa0\x80", "???" },            /* a UTF-16 surrogate */
+                { "\xf4\x90\x80\x80", "????" },      /* past U+10FFFF */
+                { "\xf0\x9f\x98", "???" },            /* cut four-byte sequence */
+                { "\xff\xfe", "??" },
+                { "\x80x", "?x" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char buf[64];
+                snprintf(buf, sizeof(buf), "%s", cases[i].in);
+                jsonline_scrub_utf8(buf);
+                ck_assert_msg(strcmp(buf, cases[i].out) == 0, "case %zu: got '%s'", i, buf);
+                json_t *j = json_string(buf);
+                ck_assert_msg(j, "case %zu: jansson refuses '%s'", i, buf);
+                json_decref(j);
+        }
 }
 END_TEST
 
@@ -461,6 +500,7 @@ static Suite *jsonline_suite(void) {
 
         tc = tcase_create("json");
         tcase_add_loop_test(tc, test_parse_table, 0, (int) ELEMENTSOF(parse_cases));
+        tcase_add_test(tc, test_scrub_utf8);
         tcase_add_test(tc, test_dump);
         suite_add_tcase(s, tc);
 

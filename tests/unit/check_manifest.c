@@ -2,6 +2,8 @@
 /* common/manifest.c: write/parse round trip and every validation rule. */
 
 #include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check-main.h"
@@ -186,6 +188,131 @@ START_TEST(test_task_names) {
 }
 END_TEST
 
+/* MANIFEST_MAX_VERSION: a version JSON cannot carry is refused by the writer and by the parser. */
+START_TEST(test_version_cap) {
+        Manifest *m = sample(), *p = NULL;
+        TpError err = {};
+        char *text = NULL, *edited;
+        size_t len;
+
+        m->version = MANIFEST_MAX_VERSION;
+        text = write_text(m, &len);
+        ck_assert_msg(manifest_parse(text, len, &p, &err) == 0, "%s", err.message);
+        ck_assert_uint_eq(p->version, MANIFEST_MAX_VERSION);
+        manifest_free(p);
+        p = NULL;
+
+        /* One more, written by hand: the digit count is the same. */
+        edited = strstr(text, "version: 9223372036854775807");
+        ck_assert_ptr_nonnull(edited);
+        memcpy(edited, "version: 9223372036854775808", 28);
+        ck_assert_int_eq(manifest_parse(text, len, &p, &err), -EBADMSG);
+        ck_assert_ptr_null(p);
+        ck_assert_msg(strstr(err.message, "manifest: version 9223372036854775808 exceeds the cap of 9223372036854775807"),
+                      "%s", err.message);
+        free(text);
+        text = NULL;
+
+        m->version = (uint64_t) MANIFEST_MAX_VERSION + 1;
+        ck_assert_int_eq(manifest_write(m, &text, &len, &err), -EINVAL);
+        ck_assert_ptr_null(text);
+        ck_assert_msg(strstr(err.message, "version 9223372036854775808 exceeds the cap"), "%s", err.message);
+        manifest_free(m);
+}
+END_TEST
+
+/* A minimal manifest text whose sites' names and spans are @names and @spans (YAML flow sequences). */
+static char *caps_text(const char *names, const char *spans, size_t *ret_len) {
+        static const char z64[] = "0000000000000000000000000000000000000000000000000000000000000000";
+        char *text = NULL;
+        int n = asprintf(&text,
+                         "format: 1\ntask: caps\nversion: 1\ncreated: 2026-01-01T00:00:00Z\nkind: raw\n"
+                         "base: {sha256: %s, size: 10, layout: %s}\n"
+                         "target: {sha256: %s, size: 10, chunk_size: 4096, chunk_root: %s}\n"
+                         "sites: {fingerprint: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855, "
+                         "names: %s}\npayload: {size: 0, sha256: %s}\nspans: %s\n",
+                         z64, z64, z64, z64, names, z64, spans);
+        ck_assert_int_gt(n, 0);
+        *ret_len = (size_t) n;
+        return text;
+}
+
+/* "[x, x, ...]" with @n items. */
+static char *flow_seq(const char *item, size_t n) {
+        size_t k = strlen(item);
+        char *s = malloc(2 + n * (k + 1) + 1), *p = s;
+
+        ck_assert_ptr_nonnull(s);
+        *p++ = '[';
+        for (size_t i = 0; i < n; i++) {
+                if (i)
+                        *p++ = ',';
+                memcpy(p, item, k);
+                p += k;
+        }
+        *p++ = ']';
+        *p = '\0';
+        return s;
+}
+
+/* MANIFEST_MAX_SPANS and MANIFEST_MAX_SITES: the count is refused before any item is read. */
+START_TEST(test_count_caps) {
+        Manifest *p = NULL;
+        TpError err = {};
+        size_t len;
+        char *seq = flow_seq("0", MANIFEST_MAX_SPANS + 1), *text;
+
+        text = caps_text("[]", seq, &len);
+        ck_assert_int_eq(manifest_parse(text, len, &p, &err), -E2BIG);
+        ck_assert_ptr_null(p);
+        ck_assert_msg(strstr(err.message, "manifest: line 10: 1048577 spans exceed the cap of 1048576"), "%s",
+                      err.message);
+        free(text);
+        free(seq);
+
+        seq = flow_seq("a", MANIFEST_MAX_SITES + 1);
+        text = caps_text(seq, "[]", &len);
+        ck_assert_int_eq(manifest_parse(text, len, &p, &err), -E2BIG);
+        ck_assert_msg(strstr(err.message, "manifest: line 8: 1048577 sites exceed the cap of 1048576"), "%s",
+                      err.message);
+        free(text);
+        free(seq);
+
+        /* The same document with no spans and no sites is fine. */
+        text = caps_text("[]", "[]", &len);
+        ck_assert_msg(manifest_parse(text, len, &p, &err) == 0, "%s", err.message);
+        manifest_free(p);
+        free(text);
+}
+END_TEST
+
+/* MANIFEST_MAX_BYTES: the writer refuses a manifest it could not read back. */
+START_TEST(test_write_cap) {
+        static char site[4097];
+        Manifest *m = sample();
+        ManifestSpan *two = m->spans;
+        size_t n = MANIFEST_MAX_BYTES / sizeof(site) + 1, len = 0;
+        char *text = NULL;
+        TpError err = {};
+
+        /* Spans whose long site names alone outgrow the cap. */
+        memset(site, 's', sizeof(site) - 1);
+        m->spans = calloc(n, sizeof(ManifestSpan));
+        ck_assert_ptr_nonnull(m->spans);
+        for (size_t i = 0; i < n; i++)
+                m->spans[i] = (ManifestSpan) { .offset = i, .length = 1, .encoding = SPAN_RAW, .site = site,
+                                               .frame_offset = i, .frame_size = 1 };
+        m->n_spans = n;
+        ck_assert_int_eq(manifest_write(m, &text, &len, &err), -EMSGSIZE);
+        ck_assert_ptr_null(text);
+        ck_assert_msg(strstr(err.message, "manifest: larger than the 67108864-byte cap"), "%s", err.message);
+        free(m->spans);
+        m->spans = two;
+        m->n_spans = 2;
+        manifest_free(m);
+}
+END_TEST
+
 static Suite *manifest_suite(void) {
         Suite *s = suite_create("manifest");
         TCase *tc = tcase_create("manifest");
@@ -194,6 +321,13 @@ static Suite *manifest_suite(void) {
         tcase_add_loop_test(tc, test_refusals, 0, (int) (sizeof(bad_cases) / sizeof(bad_cases[0])));
         tcase_add_test(tc, test_text_refusals);
         tcase_add_test(tc, test_task_names);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("caps");
+        tcase_set_timeout(tc, 60);      /* a million items each, under ASan on a slow box */
+        tcase_add_test(tc, test_version_cap);
+        tcase_add_test(tc, test_count_caps);
+        tcase_add_test(tc, test_write_cap);
         suite_add_tcase(s, tc);
         return s;
 }

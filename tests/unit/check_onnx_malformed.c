@@ -171,6 +171,41 @@ START_TEST(test_caps) {
 }
 END_TEST
 
+/* ONNX_MAX_INITIALIZERS and ONNX_MAX_NAME_BYTES: one tensor too many, one name too many. */
+START_TEST(test_count_caps) {
+        static char name[ONNX_MAX_NAME + 1];
+        TpError err = {};
+        Onnx *o;
+        Buf g = {}, m;
+
+        for (unsigned i = 0; i <= ONNX_MAX_INITIALIZERS; i++) {
+                char n[16];
+                snprintf(n, sizeof(n), "t%u", i);
+                Buf t = tensor_raw(n, 1, NULL, 0, "", 0);
+                f_msg(&g, 5, &t);
+        }
+        m = model_of(&g);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "more than 65536 tensors"), "%s", err.message);
+        free(m.p);
+
+        /* Names of ONNX_MAX_NAME bytes (+1 for the NUL each): 2047 fit in 8 MiB, 2048 do not. */
+        g = (Buf) {};
+        memset(name, 'n', ONNX_MAX_NAME);
+        for (unsigned i = 0; i < ONNX_MAX_NAME_BYTES / (ONNX_MAX_NAME + 1) + 1; i++) {
+                char head[8];
+                snprintf(head, sizeof(head), "%05u", i);
+                memcpy(name, head, 5);
+                Buf t = tensor_raw(name, 1, NULL, 0, "", 0);
+                f_msg(&g, 5, &t);
+        }
+        m = model_of(&g);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "names take more than 8388608 bytes"), "%s", err.message);
+        free(m.p);
+}
+END_TEST
+
 /* Random bytes, and random corruptions of a valid model: never a crash, only 0 or -EBADMSG. */
 START_TEST(test_random) {
         Buf m = nested_model();
@@ -233,6 +268,7 @@ static Suite *onnx_malformed_suite(void) {
         tcase_add_loop_test(tc, test_bad, 0, ELEMENTSOF(bad));
         tcase_add_test(tc, test_depth);
         tcase_add_test(tc, test_caps);
+        tcase_add_test(tc, test_count_caps);
         tcase_add_test(tc, test_random);
         tcase_add_test(tc, test_probe);
         suite_add_tcase(s, tc);

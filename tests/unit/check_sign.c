@@ -87,7 +87,10 @@ static void pki_setup(void) {
         snprintf(cmd, sizeof(cmd),
                  "cd '%s' && openssl pkey -in signer.key -aes256 -passout pass:secret -out encrypted.key 2>/dev/null"
                  " && cat signer.crt intermediate.pem intermediate.pem intermediate.pem intermediate.pem"
-                 " intermediate.pem intermediate.pem intermediate.pem > long.crt",
+                 " intermediate.pem intermediate.pem intermediate.pem > long.crt"
+                 /* One byte over each file cap (sparse: the size is refused before a byte is read). */
+                 " && truncate -s 65537 big.key && truncate -s 262145 big.crt && truncate -s 1048577 big-ca.pem"
+                 " && mkdir many.d && for i in $(seq 0 1024); do : > many.d/$i.pem; done",
                  pki);
         sh(cmd);
 }
@@ -221,6 +224,8 @@ static const struct {
         { "signer", "junk.d", -EBADMSG, "junk.d/bad.pem: not a certificate file" },
         { "signer", "signer.key", -EBADMSG, "signer.key: not a certificate file" },
         { "signer", "empty.pem", -EBADMSG, "empty.pem: empty file" },
+        { "signer", "big-ca.pem", -EFBIG, "big-ca.pem: 1048577 bytes, more than the limit of 1048576" },
+        { "signer", "many.d", -E2BIG, "many.d: 1025 certificate files, more than the limit of 1024" },
 };
 
 START_TEST(test_ca_paths) {
@@ -307,6 +312,8 @@ static const struct {
         { "ca.d", "signer.crt", -EISDIR, "ca.d: is a directory" },
         { "signer.key", "empty.pem", -EBADMSG, "empty file" },
         { "signer.key", "long.crt", -E2BIG, "long.crt: 9 certificates, more than the limit of 8" },
+        { "big.key", "signer.crt", -EFBIG, "big.key: 65537 bytes, more than the limit of 65536" },
+        { "signer.key", "big.crt", -EFBIG, "big.crt: 262145 bytes, more than the limit of 262144" },
 };
 
 START_TEST(test_signer_load) {

@@ -2,6 +2,7 @@
 /* common/yaml-doc.c: the tree, typed getters, caps and refusals. */
 
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check-main.h"
@@ -130,6 +131,71 @@ START_TEST(test_parsers) {
 }
 END_TEST
 
+/* Each cap, just under and just over, with a message that names it (DESIGN.md, invariant 6). */
+START_TEST(test_caps) {
+        YamlNode *n = NULL;
+        TpError err = {};
+        char *text;
+        size_t len;
+
+        /* YAML_DOC_MAX_SCALAR: "a: " and the scalar. */
+        text = malloc(3 + YAML_DOC_MAX_SCALAR + 2);
+        ck_assert_ptr_nonnull(text);
+        for (size_t extra = 0; extra < 2; extra++) {
+                memcpy(text, "a: ", 3);
+                memset(text + 3, 'x', YAML_DOC_MAX_SCALAR + extra);
+                len = 3 + YAML_DOC_MAX_SCALAR + extra;
+                int r = yaml_doc_parse(text, len, 1 << 20, "doc", &n, &err);
+                if (extra == 0) {
+                        ck_assert_msg(r == 0, "%s", err.message);
+                        ck_assert_uint_eq(strlen(yaml_map_get(n, "a")->scalar), YAML_DOC_MAX_SCALAR);
+                        n = yaml_node_free(n);
+                } else {
+                        ck_assert_int_eq(r, -EBADMSG);
+                        ck_assert_ptr_null(n);
+                        ck_assert_msg(strstr(err.message, "doc: line 1: scalar longer than 65536 bytes"), "%s",
+                                      err.message);
+                }
+        }
+        free(text);
+
+        /* YAML_DOC_MAX_DEPTH: the root is level 0; 33 nested sequences reach level 32. */
+        char deep[2 * (YAML_DOC_MAX_DEPTH + 2) + 1];
+        for (size_t levels = YAML_DOC_MAX_DEPTH + 1; levels <= YAML_DOC_MAX_DEPTH + 2; levels++) {
+                memset(deep, '[', levels);
+                memset(deep + levels, ']', levels);
+                int r = yaml_doc_parse(deep, 2 * levels, 1 << 20, "doc", &n, &err);
+                if (levels == YAML_DOC_MAX_DEPTH + 1) {
+                        ck_assert_msg(r == 0, "%zu levels: %s", levels, err.message);
+                        n = yaml_node_free(n);
+                } else {
+                        ck_assert_int_eq(r, -EBADMSG);
+                        ck_assert_msg(strstr(err.message, "nesting deeper than 32 levels"), "%s", err.message);
+                }
+        }
+
+        /*
+         * YAML_DOC_MAX_NODES: a flow sequence of N empty sequences is N + 1 nodes; one too many is
+         * refused. (Empty sequences: the cheapest nodes to build, so the test stays quick under ASan.)
+         */
+        len = 2 + 3 * (size_t) YAML_DOC_MAX_NODES - 1;
+        text = malloc(len);
+        ck_assert_ptr_nonnull(text);
+        text[0] = '[';
+        for (size_t i = 0; i < YAML_DOC_MAX_NODES; i++)
+                memcpy(text + 1 + 3 * i, "[],", 3);
+        text[len - 1] = ']';
+        ck_assert_int_eq(yaml_doc_parse(text, len, len, "doc", &n, &err), -EBADMSG);
+        ck_assert_ptr_null(n);
+        ck_assert_msg(strstr(err.message, "doc: line 1: more than 4194304 nodes"), "%s", err.message);
+        free(text);
+
+        /* The caller's byte cap. */
+        ck_assert_int_eq(yaml_doc_parse("a: 1\n", 5, 4, "doc", &n, &err), -EMSGSIZE);
+        ck_assert_msg(strstr(err.message, "doc: 5 bytes exceed the 4-byte cap"), "%s", err.message);
+}
+END_TEST
+
 static Suite *yaml_doc_suite(void) {
         Suite *s = suite_create("yaml_doc");
         TCase *tc = tcase_create("yaml");
@@ -139,6 +205,11 @@ static Suite *yaml_doc_suite(void) {
         tcase_add_test(tc, test_check_keys);
         tcase_add_test(tc, test_refusals);
         tcase_add_test(tc, test_parsers);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("caps");
+        tcase_set_timeout(tc, 60);      /* 4 million nodes, under ASan on a slow box */
+        tcase_add_test(tc, test_caps);
         suite_add_tcase(s, tc);
         return s;
 }
