@@ -415,7 +415,7 @@ static void on_fetch_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, voi
         h->fetching = false;
         if (h->body_capped || result != CURLE_OK || status != 200) {
                 if (h->body_capped)
-                        snprintf(why, sizeof(why), "%s: more than %u bytes: cut", url, BODY_MAX);
+                        snprintf(why, sizeof(why), "%.400s: more than %u bytes: cut", url, BODY_MAX);
                 else
                         http_describe(h->config, result, status, url, why, sizeof(why));
                 set_error(h, "%s", why);
