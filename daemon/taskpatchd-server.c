@@ -178,7 +178,14 @@ void client_reply_error(Client *c, const char *code, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        client_reply(c, json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", code, "message", msg));
+        /* Messages quote what clients sent; jansson refuses invalid UTF-8, and a reply that
+         * cannot be built must never read as {"ok": true}. */
+        jsonline_scrub_utf8(msg);
+        json_t *reply = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", code, "message", msg);
+        if (!reply)
+                reply = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", "internal", "message",
+                                  "the error could not be encoded");
+        client_reply(c, reply);
 }
 
 void client_send_event(Client *c, json_t *ev) {
