@@ -4,7 +4,8 @@
 #   make deps            install what the build, tests and benchmarks need (Debian 12, apt-get)
 #   make demo            the main job: show what TaskPatch does on this machine
 #   make check           the whole test suite (what CI runs); parts: check-unit, check-integration,
-#                        check-crash, check-order, check-asan, check-arm, check-lint, check-deb
+#                        check-crash, check-order, check-asan, check-arm, check-lint, check-claims,
+#                        check-deb
 #   make check-crash-full   every crash and error point, 200 random kills (check-crash: a sample)
 #   make arm64           cross-build everything for aarch64 into build/arm64/
 #   make asan            build with AddressSanitizer + UBSan into build/asan/ and run the tests
@@ -12,6 +13,7 @@
 #   make bench-bundle    bundle size and apply time against bsdiff, xdelta3, zstd, cp + openssl
 #   make bench-switch    device switch time, bytes written, status latency and memory
 #   make bench-fleet     idle poll bytes (304) vs an unconditional GET, TLS handshake, nginx polls/s
+#   make readme-numbers  regenerate the README's Numbers from tests/bench/results/*.json
 #   make install / uninstall   PREFIX=/usr/local DESTDIR=
 #   make deb             build/deb/taskpatch_<version>_<arch>.deb (dpkg-buildpackage); ARCH=arm64 cross-builds
 #   make check-deb       build the .deb, then lintian, its contents, its binaries, its units (systemd-analyze)
@@ -212,7 +214,7 @@ tests-build: all $(UNIT_TESTS) $(BENCHES) $(TOOLS)
 # ---- tests -----------------------------------------------------------------
 
 # The whole suite: every part runs even when an earlier one fails; one closing line.
-CHECK_PARTS ?= lint unit integration crash order fuzz asan arm deb
+CHECK_PARTS ?= lint claims unit integration crash order fuzz asan arm deb
 .PHONY: check
 check:
 	@tests/check.sh $(CHECK_PARTS)
@@ -249,6 +251,17 @@ check-arm: arm64
 
 check-lint:
 	@tests/lint.sh
+
+# The README's Numbers section is rendered from tests/bench/numbers.md with the committed
+# results (tests/bench/results/*.json): it must match them, every result must record its
+# conditions, and no storage claim may come from tmpfs. After re-recording a benchmark:
+# make readme-numbers.
+.PHONY: check-claims readme-numbers
+check-claims:
+	@python3 tests/bench/claims.py check
+
+readme-numbers:
+	@python3 tests/bench/claims.py write
 
 # libFuzzer targets (clang): make fuzz builds them into build/fuzz/; make fuzz-regress runs
 # every seed corpus (tests/fuzz/corpus/<target>/) once. Longer runs: build/fuzz/fuzz_X -runs=N.

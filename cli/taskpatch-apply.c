@@ -72,7 +72,7 @@ int verb_apply(int argc, char *argv[]) {
         const char *base_path = argv[optind], *bundle_path = argv[optind + 1];
         trust.now = clock_wall();
 
-        if ((r = bundle_open(bundle_path, &b, &err)) < 0 || (r = bundle_verify(b, &trust, &err)) < 0) {
+        if ((r = bundle_open_verified(bundle_path, &trust, &b, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }

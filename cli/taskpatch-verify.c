@@ -68,7 +68,7 @@ int verb_verify(int argc, char *argv[]) {
                 return channel_verify_files(argv[optind], trust.ca_path);
         }
 
-        if ((r = bundle_open(argv[optind], &b, &err)) < 0 || (r = bundle_verify(b, &trust, &err)) < 0) {
+        if ((r = bundle_open_verified(argv[optind], &trust, &b, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }

@@ -69,7 +69,8 @@ Bundle *bundle_free(Bundle *b) {
         return NULL;
 }
 
-int bundle_open_fd(int fd, const char *what, Bundle **ret, TpError *err) {
+/* Header, manifest bytes and signature block; the manifest is not parsed yet. */
+static int bundle_read(int fd, const char *what, Bundle **ret, TpError *err) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
         uint8_t hdr[BUNDLE_HEADER_SIZE];
         struct stat st;
@@ -118,14 +119,29 @@ int bundle_open_fd(int fd, const char *what, Bundle **ret, TpError *err) {
                         return tp_error(err, r, "%s: reading the signature: %s", what, strerror(-r));
         }
         b->payload_offset = BUNDLE_HEADER_SIZE + b->manifest_len + b->signature_len;
+        *ret = TAKE_PTR(b);
+        return 0;
+}
 
-        r = manifest_parse(b->manifest_text, b->manifest_len, &b->manifest, err);
+static int bundle_parse(Bundle *b, TpError *err) {
+        int r = manifest_parse(b->manifest_text, b->manifest_len, &b->manifest, err);
         if (r < 0)
-                return tp_error_prefix(err, r, "%s", what);
+                return tp_error_prefix(err, r, "%s", b->what);
         if (b->manifest->payload.size != b->header.payload_size)
                 return tp_error(err, -EBADMSG, "%s: the manifest declares a %" PRIu64
-                                "-byte payload, the bundle holds %" PRIu64, what, b->manifest->payload.size,
+                                "-byte payload, the bundle holds %" PRIu64, b->what, b->manifest->payload.size,
                                 b->header.payload_size);
+        return 0;
+}
+
+int bundle_open_fd(int fd, const char *what, Bundle **ret, TpError *err) {
+        _cleanup_(bundle_freep) Bundle *b = NULL;
+        int r = bundle_read(fd, what, &b, err);
+        if (r < 0)
+                return r;
+        r = bundle_parse(b, err);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(b);
         return 0;
 }
@@ -137,8 +153,8 @@ int bundle_open(const char *path, Bundle **ret, TpError *err) {
         return bundle_open_fd(fd, path, ret, err);
 }
 
-int bundle_verify(Bundle *b, BundleTrust *trust, TpError *err) {
-        const Manifest *m = b->manifest;
+/* The signature part of the trust decision: on the manifest's bytes, before they are parsed. */
+static int bundle_check_signature(Bundle *b, BundleTrust *trust, TpError *err) {
         int r;
 
         trust->signer[0] = '\0';
@@ -155,12 +171,43 @@ int bundle_verify(Bundle *b, BundleTrust *trust, TpError *err) {
                 snprintf(trust->signer, sizeof(trust->signer), "%s", info.subject);
                 trust->signature_checked = true;
         }
+        return 0;
+}
+
+static int bundle_check_expiry(const Bundle *b, const BundleTrust *trust, TpError *err) {
+        const Manifest *m = b->manifest;
+
         if (m->expires != 0 && trust->now != 0 && m->expires < (int64_t) trust->now) {
                 char when[21];
                 format_time_utc(m->expires, when);
                 return tp_error(err, -EKEYEXPIRED, "%s: the bundle expired on %s", b->what, when);
         }
         return 0;
+}
+
+int bundle_verify(Bundle *b, BundleTrust *trust, TpError *err) {
+        int r = bundle_check_signature(b, trust, err);
+        if (r < 0)
+                return r;
+        return bundle_check_expiry(b, trust, err);
+}
+
+int bundle_open_verified_fd(int fd, const char *what, BundleTrust *trust, Bundle **ret, TpError *err) {
+        _cleanup_(bundle_freep) Bundle *b = NULL;
+        int r;
+
+        if ((r = bundle_read(fd, what, &b, err)) < 0 || (r = bundle_check_signature(b, trust, err)) < 0 ||
+            (r = bundle_parse(b, err)) < 0 || (r = bundle_check_expiry(b, trust, err)) < 0)
+                return r;
+        *ret = TAKE_PTR(b);
+        return 0;
+}
+
+int bundle_open_verified(const char *path, BundleTrust *trust, Bundle **ret, TpError *err) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        return bundle_open_verified_fd(fd, path, trust, ret, err);
 }
 
 /* ---- streaming the payload ------------------------------------------------ */

@@ -84,6 +84,15 @@ typedef struct BundleTrust {
 _warn_unused_result_ int bundle_verify(Bundle *b, BundleTrust *trust, TpError *err);
 
 /*
+ * bundle_open_fd() and bundle_verify() in the order a device needs: the signature is checked
+ * on the manifest's bytes before they are parsed, so an unsigned or foreign manifest costs a
+ * hash and a signature check, never a YAML parse (up to MANIFEST_MAX_BYTES of it).
+ */
+_warn_unused_result_ int bundle_open_verified_fd(int fd, const char *what, BundleTrust *trust, Bundle **ret,
+                                                 TpError *err);
+_warn_unused_result_ int bundle_open_verified(const char *path, BundleTrust *trust, Bundle **ret, TpError *err);
+
+/*
  * Streaming access to the spans' decoded bytes, in span order. Memory:
  * one zstd stream (window ≤ 8 MiB) and a small input buffer.
  *

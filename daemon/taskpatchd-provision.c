@@ -284,7 +284,7 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
                 log_warning("the clock reads %s, before this build (%s): it is not set, so certificate and expiry "
                             "dates of %s are not checked", now, floor, what);
         }
-        if ((r = bundle_open_fd(fd, what, &b, err)) < 0 || (r = bundle_verify(b, &trust, err)) < 0)
+        if ((r = bundle_open_verified_fd(fd, what, &trust, &b, err)) < 0)
                 return r;
         const Manifest *mf = b->manifest;
         if (memcmp(mf->base.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0) {

@@ -284,7 +284,7 @@ static void scan_task(Store *s, const char *task, const char *ca_path, const Bas
                 TpError err = {};
                 if (!path)
                         continue;
-                if (bundle_open(path, &b, &err) < 0 || bundle_verify(b, &trust, &err) < 0) {
+                if (bundle_open_verified(path, &trust, &b, &err) < 0) {
                         if (report)
                                 report(path, tp_error_message(&err, -EBADMSG));
                         continue;

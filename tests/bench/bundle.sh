@@ -124,13 +124,13 @@ printf '   VmHWM %d KB (required <= 32 MB)\n' "$rss_kb"
 emit "{\"case\": \"apply-peak-rss-2GiB\", \"vmhwm_kb\": $rss_kb}"
 rm -f "$work"/rss-*.bin "$work/big-out.gguf" "$work/out.gguf"
 
-python3 - "$results" "$work/bundle.json" <<'PY'
-import json, os, platform, sys
+BENCH_DIR="$root/tests/bench" python3 - "$results" "$work/bundle.json" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.environ["BENCH_DIR"])
+from conditions import conditions
 cases = [json.loads(l) for l in open(sys.argv[1])]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith(("model name", "Model"))), "unknown")
-json.dump({"benchmark": "bundle", "conditions": {"cpu": cpu, "arch": platform.machine(), "page_cache": "warm",
-           "fsync": "none (apply --no-sync, plain cp)", "filesystem": os.popen("stat -f -c %T " + sys.argv[2].rsplit('/', 1)[0]).read().strip()},
-           "cases": cases}, open(sys.argv[2], "w"), indent=2)
+cond = conditions(path=os.path.dirname(sys.argv[2]), page_cache="warm", flush="excluded (apply --no-sync, plain cp)")
+json.dump({"benchmark": "bundle", "conditions": cond, "cases": cases}, open(sys.argv[2], "w"), indent=2)
 PY
 if [ "${RECORD:-0}" = 1 ]; then
     mkdir -p "$root/tests/bench/results"

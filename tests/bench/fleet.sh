@@ -261,11 +261,12 @@ def report(tmp, record_to):
     if fail:
         print("fleet.sh: " + "; ".join(fail), file=sys.stderr)
         sys.exit(1)
-    json.dump(dict(benchmark="fleet", conditions=dict(cpu=m["cpu"], arch=os.uname().machine, network="loopback",
-                                                       software=m["versions"], tls=proto, nginx_workers=1,
-                                                       daemon_interval_s=1, load_clients=int(m["load_clients"]),
-                                                       load_seconds=float(m["load_secs"])),
-                   cases=cases), open(record_to, "w"), indent=2)
+    sys.path.insert(0, os.environ["BENCH_DIR"])
+    from conditions import conditions
+    cond = conditions()  # network only: no storage claim, so no filesystem
+    cond.update(network="loopback", software=m["versions"], tls=proto, nginx_workers=1, daemon_interval_s=1,
+                load_clients=int(m["load_clients"]), load_seconds=float(m["load_secs"]))
+    json.dump(dict(benchmark="fleet", conditions=cond, cases=cases), open(record_to, "w"), indent=2)
     print(f"\n   wrote {record_to}")
 
 if __name__ == "__main__":
@@ -417,7 +418,7 @@ mark big_tpb "$(size "$TMP/big-json.tpb")"
 echo
 
 mkdir -p "$build/bench"
-python3 "$py" report "$TMP" "$build/bench/fleet.json"
+BENCH_DIR="$root/tests/bench" python3 "$py" report "$TMP" "$build/bench/fleet.json"
 if [ "${RECORD:-0}" = 1 ]; then
     mkdir -p "$root/tests/bench/results"
     cp "$build/bench/fleet.json" "$root/tests/bench/results/fleet.json"

@@ -5,6 +5,7 @@
  */
 
 #include <check.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,6 +118,47 @@ static Bundle *one_span_bundle(uint64_t length, const Buf *frame) {
         return b;
 }
 
+/*
+ * A device checks the signature on the manifest's bytes before it parses them: an unsigned
+ * bundle whose manifest is not even YAML is refused as unsigned, and one with a signature
+ * block that is garbage as a bad signature — never with a parser's error.
+ */
+START_TEST(test_signature_before_parse) {
+        static const char manifest[] = "{{{ not: yaml, and large in a real attack";
+        static const uint8_t garbage_signature[64] = { 0x30, 0x82 };
+        uint8_t hdr[BUNDLE_HEADER_SIZE];
+        BundleTrust trust = { .ca_path = "/nonexistent-ca.pem" };
+        Bundle *b = NULL;
+        TpError err = {};
+
+        for (int signed_ = 0; signed_ <= 1; signed_++) {
+                size_t sig_len = signed_ ? sizeof(garbage_signature) : 0;
+                Buf f = {};
+                bundle_header_encode(&(BundleHeader) { BUNDLE_FORMAT, sizeof(manifest) - 1, sig_len, 0 }, hdr);
+                put(&f, hdr, sizeof(hdr));
+                put(&f, manifest, sizeof(manifest) - 1);
+                put(&f, garbage_signature, sig_len);
+
+                /* Parsed first (inspect, publish), the manifest's own error shows. */
+                ck_assert_int_lt(bundle_open_fd(memfd_with(f.p, f.n), "x.tpb", &b, &err), 0);
+                ck_assert_ptr_eq(b, NULL);
+                ck_assert_msg(strstr(err.message, "manifest") != NULL, "%s", err.message);
+
+                err = (TpError) {};
+                int r = bundle_open_verified_fd(memfd_with(f.p, f.n), "x.tpb", &trust, &b, &err);
+                ck_assert_ptr_eq(b, NULL);
+                if (!signed_)
+                        ck_assert_int_eq(r, -EKEYREJECTED);
+                else
+                        ck_assert_int_lt(r, 0);
+                ck_assert_msg(strstr(err.message, signed_ ? "signature" : "unsigned") != NULL, "%s", err.message);
+                ck_assert_msg(strstr(err.message, "yaml") == NULL && strstr(err.message, "YAML") == NULL, "%s",
+                              err.message);
+                free(f.p);
+        }
+}
+END_TEST
+
 /* Read the one span in pieces, then move past it: 0, or the first error (its message in @err). */
 static int read_span(Bundle *b, TpError *err) {
         static uint8_t buf[64 << 10];
@@ -202,6 +244,7 @@ static Suite *bundle_suite(void) {
         tcase_add_test(tc, test_round_trip);
         tcase_add_test(tc, test_every_bit_flip);
         tcase_add_test(tc, test_caps);
+        tcase_add_test(tc, test_signature_before_parse);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("spans");
