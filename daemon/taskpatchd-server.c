@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 
+#include <assert.h>
 #include <errno.h>
 #include <grp.h>
 #include <stdarg.h>
@@ -130,8 +131,19 @@ static void client_queue(Client *c, json_t *obj) {
         if (c->fd < 0)
                 return;
         if (jsonline_dump(obj, JSONLINE_MAX_MESSAGE, &line, &len) < 0) {
-                log_error("a message for client pid %d is too large: dropped", (int) c->cred.pid);
-                return;
+                /* A reply the client waits for becomes an error it can read; an event is dropped. */
+                bool reply = json_object_get(obj, "ok") != NULL;
+                log_error("a %s for client pid %d exceeds the %u-byte message cap: %s", reply ? "reply" : "message",
+                          (int) c->cred.pid, JSONLINE_MAX_MESSAGE, reply ? "answering with an error" : "dropped");
+                if (!reply)
+                        return;
+                static_assert(JSONLINE_MAX_MESSAGE == 1u << 20, "the message below names the cap");
+                json_t *err = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", "internal", "message",
+                                        "the reply exceeds the daemon's 1 MiB message cap");
+                int k = err ? jsonline_dump(err, JSONLINE_MAX_MESSAGE, &line, &len) : -ENOMEM;
+                json_decref(err);
+                if (k < 0)
+                        return;
         }
         if (c->out_len - c->out_sent + len > JSONLINE_MAX_MESSAGE) {
                 log_warning("client pid %d reads too slowly (%zu bytes queued): disconnecting", (int) c->cred.pid,
@@ -324,7 +336,12 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
                 return 0;
         }
         if (s->n_clients >= SERVER_MAX_CLIENTS) {
+                /* One line that says why, best effort on a fresh socket's empty buffer; then close. */
+                static const char busy[] = "{\"ok\": false, \"error\": {\"code\": \"busy\", \"message\": "
+                                           "\"the daemon serves 128 clients at once: try again later\"}}\n";
+                static_assert(SERVER_MAX_CLIENTS == 128, "the busy message names the cap");
                 log_warning("%u clients connected: refusing another", s->n_clients);
+                (void) send(cfd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
                 safe_close(cfd);
                 return 0;
         }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The socket's caps, seen from outside, against the real taskpatchd and tpctl: a request line of
 # exactly 64 KiB is answered and one byte more is too-large; a client that goes on sending after
-# too-large is cut off after 64 MiB; the 129th client (SERVER_MAX_CLIENTS) is refused and the
+# too-large is cut off after 64 MiB; the 129th client (SERVER_MAX_CLIENTS) is refused with a busy error and the
 # log names the limit; tpctl refuses to send a request over 64 KiB. (A 1 MB line and a client
 # that never reads: test-daemon-bad.sh. A subscriber that never reads: tests/unit/check_server.c.
 # Every parser's caps: the unit tests of its module.)
@@ -53,7 +53,8 @@ assert cut, f'still connected after {sent} bytes sent past too-large'
 assert sent >= (64 << 20), f'cut off after only {sent} bytes'
 print('drain cap ok')
 
-# SERVER_MAX_CLIENTS: 128 connections are served; the 129th is closed unanswered; room again after one leaves.
+# SERVER_MAX_CLIENTS: 128 connections are served; the 129th gets one busy error line and is closed; room
+# again after one leaves.
 clients = []
 for i in range(128):
     c, cf = conn()
@@ -69,7 +70,10 @@ try:
     line = ef.readline()
 except ConnectionResetError:
     line = b''
-assert line == b'', f'the 129th client was answered: {line!r}'
+busy = json.loads(line) if line else {}
+assert busy.get('ok') is False and busy['error']['code'] == 'busy' and '128' in busy['error']['message'], \
+    f'the 129th client did not get a busy error: {line!r}'
+assert ef.readline() == b'', 'the 129th client was not closed after the busy error'
 c, cf = clients[0]
 c.sendall(b'{"cmd":"list"}\n')
 assert json.loads(cf.readline())['ok'], 'a connected client is no longer served'
@@ -90,7 +94,7 @@ EOF
 check "a 64 KiB request line is answered; one byte more: too-large naming 65536, connection closed" \
     grep -q "line cap ok" "$TMP/caps.out"
 check "after too-large, a client that goes on sending is cut off after 64 MiB" grep -q "drain cap ok" "$TMP/caps.out"
-check "128 clients are served, the 129th is closed unanswered, room again when one leaves" \
+check "128 clients are served, the 129th gets a busy error and is closed, room again when one leaves" \
     grep -q "client cap ok" "$TMP/caps.out"
 grep -v " ok$" "$TMP/caps.out" | head -n 5
 check "... the daemon's log names the limit" grep -q "128 clients connected: refusing another" "$TMP/daemon.log"
