@@ -99,9 +99,12 @@ LIBS = $(PKG_LIBS) $(MBEDTLS_LIBS)
 
 # ---- sources ---------------------------------------------------------------
 
-KERNEL_SRCS := kernels/cpu.c kernels/dispatch.c kernels/sha256.c kernels/sha256-generic.c
-KERNEL_SRCS_x86_64 := kernels/sha256-x86-shani.c kernels/sha256-x86-avx2.c
-KERNEL_SRCS_aarch64 := kernels/sha256-arm64-ce.c kernels/sha256-arm64-neon.c
+KERNEL_SRCS := kernels/cpu.c kernels/dispatch.c kernels/sha256.c kernels/sha256-generic.c \
+               kernels/quant.c kernels/quant-generic.c kernels/quant-generic-k.c
+KERNEL_SRCS_x86_64 := kernels/sha256-x86-shani.c kernels/sha256-x86-avx2.c kernels/quant-x86-avx2.c \
+                      kernels/quant-x86-avx2-k.c
+KERNEL_SRCS_aarch64 := kernels/sha256-arm64-ce.c kernels/sha256-arm64-neon.c kernels/quant-arm64-neon.c \
+                       kernels/quant-arm64-neon-k.c
 KERNEL_SRCS += $(KERNEL_SRCS_$(ARCH))
 
 # Every common/*.c is part of libtaskpatch.
@@ -136,6 +139,12 @@ $(OBJ)/kernels/sha256-x86-shani.o: ISA_FLAGS := -msse4.1 -msha
 $(OBJ)/kernels/sha256-x86-avx2.o: ISA_FLAGS := -mavx2
 $(OBJ)/kernels/sha256-arm64-ce.o: ISA_FLAGS := -march=armv8-a+crypto
 $(OBJ)/kernels/sha256-arm64-neon.o: ISA_FLAGS := -march=armv8-a
+# Quantizers must round like ggml: no fused multiply-add (GCC fuses on aarch64 by default);
+# sqrtf() as one instruction, without libm.
+QUANT_FP_FLAGS := -ffp-contract=off -fno-math-errno
+$(call objs,kernels/quant.c kernels/quant-generic.c kernels/quant-generic-k.c): ISA_FLAGS := $(QUANT_FP_FLAGS)
+$(OBJ)/kernels/quant-x86-avx2.o $(OBJ)/kernels/quant-x86-avx2-k.o: ISA_FLAGS := -mavx2 $(QUANT_FP_FLAGS)
+$(OBJ)/kernels/quant-arm64-neon.o $(OBJ)/kernels/quant-arm64-neon-k.o: ISA_FLAGS := -march=armv8-a $(QUANT_FP_FLAGS)
 
 # The build time is the clock's floor (common/clock.h): a device clock reading earlier is unset.
 BUILD_EPOCH := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2> /dev/null),$(shell date +%s))
@@ -214,7 +223,7 @@ tests-build: all $(UNIT_TESTS) $(BENCHES) $(TOOLS)
 # ---- tests -----------------------------------------------------------------
 
 # The whole suite: every part runs even when an earlier one fails; one closing line.
-CHECK_PARTS ?= lint claims unit integration crash order fuzz asan arm deb
+CHECK_PARTS ?= lint claims unit oracle integration crash order fuzz asan arm deb
 .PHONY: check
 check:
 	@tests/check.sh $(CHECK_PARTS)
@@ -292,6 +301,36 @@ bench-switch: tests-build
 
 bench-fleet: tests-build
 	@tests/bench/fleet.sh $(BUILD)
+
+# ---- quantizers ----
+# make check-oracle: kernels/quant* against ggml's own ggml_quantize_chunk (libggml-base.so of
+# the pinned npm package), byte for byte, every type and every implementation this CPU runs;
+# then tests/oracle/file-oracle.sh when present (tests/oracle/run.sh).
+# make bench-quant: quantize_rows (best path and generic) against ggml_quantize_chunk, MB/s of
+# floats in, per type (tests/bench/quant.sh; writes tests/bench/results/quant.json).
+QUANT_ORACLE := $(BUILD)/oracle/quant-oracle
+# Its inputs must be the same floats on every architecture (quant-oracle --digest).
+$(OBJ)/tests/oracle/quant-oracle.o: ISA_FLAGS := -ffp-contract=off
+
+$(QUANT_ORACLE): $(OBJ)/tests/oracle/quant-oracle.o $(LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LIBS) -ldl -lm
+
+$(BUILD)/bench/bench-quant: $(OBJ)/tests/bench/bench-quant.o $(LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LIBS) -ldl -lm
+
+tests-build: $(BUILD)/bench/bench-quant $(QUANT_ORACLE)
+
+.PHONY: check-oracle bench-quant
+check-oracle: all $(TOOLS) $(QUANT_ORACLE)
+	@tests/oracle/run.sh $(BUILD)
+
+bench-quant: $(BUILD)/bench/bench-quant
+	@tests/bench/quant.sh $(BUILD)
+# ---- end quantizers ----
 
 # ---- demo, deps ------------------------------------------------------------
 

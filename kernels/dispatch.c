@@ -5,6 +5,7 @@
 
 #include "cpu.h"
 #include "dispatch.h"
+#include "quant-impl.h"
 #include "sha256-impl.h"
 
 typedef struct KernelImpl {
@@ -15,6 +16,7 @@ typedef struct KernelImpl {
         union {
                 Sha256BlocksFn blocks;
                 Sha256MultiBlocksFn multi;
+                const QuantKernels *quant;      /* KERNEL_QUANT */
         };
         Sha256Blocks2Fn blocks2;        /* KERNEL_SHA256 only; NULL: blocks twice */
 } KernelImpl;
@@ -56,6 +58,14 @@ static const KernelImpl impls[] = {
         { "neon", KERNEL_SHA256_MULTI, CPU_BIT(CPU_NEON), 4, .multi = sha256_x4_neon },
 #endif
         { "generic", KERNEL_SHA256_MULTI, 0, 1, .multi = multi1_generic },
+
+        /* Quantizers: every implementation writes the same bytes; SIMD only makes it faster. */
+#if defined(__x86_64__)
+        { "avx2", KERNEL_QUANT, CPU_BIT(CPU_AVX2), 1, .quant = &quant_kernels_avx2 },
+#elif defined(__aarch64__)
+        { "neon", KERNEL_QUANT, CPU_BIT(CPU_NEON), 1, .quant = &quant_kernels_neon },
+#endif
+        { "generic", KERNEL_QUANT, 0, 1, .quant = &quant_kernels_generic },
 };
 
 #define N_IMPLS (sizeof(impls) / sizeof(impls[0]))
@@ -66,6 +76,7 @@ static const KernelImpl *active[_KERNEL_FAMILY_MAX];
 static const char *const family_table[_KERNEL_FAMILY_MAX] = {
         [KERNEL_SHA256] = "sha256",
         [KERNEL_SHA256_MULTI] = "sha256-multi",
+        [KERNEL_QUANT] = "quant",
 };
 
 const char *kernel_family_to_string(KernelFamily f) {
@@ -156,4 +167,8 @@ Sha256MultiBlocksFn sha256_dispatch_multi(unsigned *ret_lanes) {
         const KernelImpl *k = get(KERNEL_SHA256_MULTI);
         *ret_lanes = k->lanes;
         return k->multi;
+}
+
+const QuantKernels *quant_dispatch(void) {
+        return get(KERNEL_QUANT)->quant;
 }

@@ -10,6 +10,7 @@
  *   family        x86-64                   aarch64                      portable
  *   sha256        shani                    armv8-ce                     generic
  *   sha256-multi  shani (1 lane), avx2 (8)  armv8-ce (1 lane), neon (4)  generic
+ *   quant         avx2                     neon                         generic
  *
  * Forcing a name (the environment variable TASKPATCH_KERNEL=<name>, or
  * kernels_force()) makes every family that has an implementation of that
@@ -24,10 +25,11 @@
 typedef enum KernelFamily {
         KERNEL_SHA256,
         KERNEL_SHA256_MULTI,
+        KERNEL_QUANT,
         _KERNEL_FAMILY_MAX,
 } KernelFamily;
 
-/* "sha256", "sha256-multi". */
+/* "sha256", "sha256-multi", "quant". */
 const char *kernel_family_to_string(KernelFamily f);
 
 /*

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Portable K-quantizers (256-element super-blocks): Q4_K, Q5_K, Q6_K as ggml's
+ * quantize_row_q{4,5,6}_K_ref compute them without an importance matrix. The scale searches
+ * (make_qkx2_quants for Q4_K/Q5_K, make_qx_quants with rmse_type 1 for Q6_K) evaluate every
+ * sum in ggml's order; the SIMD files run the same searches in lanes, one sub-block each.
+ */
+
+#include <stdbool.h>
+
+#include "quant-impl.h"
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define GROUP_MAX_EPS 1e-15f
+
+/*
+ * Scale and minimum of one sub-block of @n values for levels 0..@nmax, weighted by @w:
+ * a first guess from the range, then @nstep + 1 candidate scales around it, keeping the one
+ * with the smallest weighted squared error. Returns the scale, the negated minimum in
+ * @ret_min, the levels in @L.
+ */
+static float make_qkx2(unsigned n, int nmax, const float *x, const float *w, uint8_t *L, float *ret_min,
+                       float rmin, float rdelta, int nstep) {
+        uint8_t Laux[32];
+        float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+
+        for (unsigned i = 1; i < n; i++) {
+                if (x[i] < min)
+                        min = x[i];
+                if (x[i] > max)
+                        max = x[i];
+                sum_w += w[i];
+                sum_x += w[i] * x[i];
+        }
+        if (min > 0)
+                min = 0;
+        if (max == min) {
+                memset(L, 0, n);
+                *ret_min = -min;
+                return 0.0f;
+        }
+
+        float iscale = (float) nmax / (max - min), scale = 1 / iscale, best_error = 0;
+        for (unsigned i = 0; i < n; i++) {
+                int l = quant_nearest_int(iscale * (x[i] - min));
+                L[i] = (uint8_t) MAX(0, MIN(nmax, l));
+                float diff = scale * L[i] + min - x[i];
+                best_error += w[i] * (diff * diff);
+        }
+
+        for (int is = 0; is <= nstep; is++) {
+                float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+
+                iscale = (rmin + rdelta * (float) is + (float) nmax) / (max - min);
+                for (unsigned i = 0; i < n; i++) {
+                        int l = quant_nearest_int(iscale * (x[i] - min));
+                        l = MAX(0, MIN(nmax, l));
+                        Laux[i] = (uint8_t) l;
+                        sum_l += w[i] * (float) l;
+                        sum_l2 += w[i] * (float) l * (float) l;
+                        sum_xl += w[i] * (float) l * x[i];
+                }
+                float D = sum_w * sum_l2 - sum_l * sum_l;
+                if (!(D > 0))
+                        continue;
+
+                float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+                float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+                if (this_min > 0) {
+                        this_min = 0;
+                        this_scale = sum_xl / sum_l2;
+                }
+                float cur_error = 0;
+                for (unsigned i = 0; i < n; i++) {
+                        float diff = this_scale * Laux[i] + this_min - x[i];
+                        cur_error += w[i] * (diff * diff);
+                }
+                if (cur_error < best_error) {
+                        memcpy(L, Laux, n);
+                        best_error = cur_error;
+                        scale = this_scale;
+                        min = this_min;
+                }
+        }
+        *ret_min = -min;
+        return scale;
+}
+
+/* The 6-bit scales and mins of the 8 sub-blocks, packed into 12 bytes as ggml lays them out. */
+static void pack_scales_k4(uint8_t q[12], const uint8_t ls[8], const uint8_t lm[8]) {
+        for (unsigned j = 0; j < 8; j++)
+                if (j < 4) {
+                        q[j] = ls[j];
+                        q[j + 4] = lm[j];
+                } else {
+                        q[j + 4] = (uint8_t) ((ls[j] & 0xf) | ((lm[j] & 0xf) << 4));
+                        q[j - 4] |= (uint8_t) ((ls[j] >> 4) << 6);
+                        q[j] |= (uint8_t) ((lm[j] >> 4) << 6);
+                }
+}
+
+/*
+ * The part of Q4_K and Q5_K after the sub-block search: quantize the 8 scales and mins to
+ * 6 bits against their maxima, store d, dmin and the packed scales at @hdr, and requantize
+ * every sub-block whose quantized scale is not zero with it (the others keep @L from the
+ * search). Shared with the SIMD files, which do the searches in lanes.
+ */
+void quant_k4_finish(const float *x, const float scales[8], const float mins[8], int nmax, uint8_t *hdr,
+                     uint8_t L[QK_K]) {
+        float max_scale = 0, max_min = 0;
+        uint8_t ls[8], lm[8];
+
+        for (unsigned j = 0; j < 8; j++) {
+                if (scales[j] > max_scale)
+                        max_scale = scales[j];
+                if (mins[j] > max_min)
+                        max_min = mins[j];
+        }
+        float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+        float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+        for (unsigned j = 0; j < 8; j++) {
+                ls[j] = (uint8_t) MIN(63, (uint8_t) quant_nearest_int(inv_scale * scales[j]));
+                lm[j] = (uint8_t) MIN(63, (uint8_t) quant_nearest_int(inv_min * mins[j]));
+        }
+        uint16_t d16 = quant_fp16(max_scale / 63.f), dmin16 = quant_fp16(max_min / 63.f);
+        quant_store_le16(hdr, d16);
+        quant_store_le16(hdr + 2, dmin16);
+        pack_scales_k4(hdr + 4, ls, lm);
+
+        float dd = quant_fp16_to_f32(d16), dmin = quant_fp16_to_f32(dmin16);
+        for (unsigned j = 0; j < 8; j++) {
+                /* The scales as a reader unpacks them from the 12 bytes (ggml's get_scale_min_k4). */
+                const uint8_t *q = hdr + 4;
+                int sc = j < 4 ? q[j] & 63 : (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+                int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+                float d = dd * (float) sc;
+                if (d == 0.0f)
+                        continue;
+                float dm = dmin * (float) m;
+                for (unsigned i = 0; i < 32; i++) {
+                        int l = quant_nearest_int((x[32 * j + i] + dm) / d);
+                        L[32 * j + i] = (uint8_t) MAX(0, MIN(nmax, l));
+                }
+        }
+}
+
+void quant_q4_k_pack(const uint8_t L[QK_K], uint8_t *dst) {
+        uint8_t *q = dst + 16;
+
+        for (unsigned j = 0; j < QK_K; j += 64, q += 32)
+                for (unsigned l = 0; l < 32; l++)
+                        q[l] = (uint8_t) (L[j + l] | (L[j + l + 32] << 4));
+}
+
+void quant_q5_k_pack(const uint8_t L[QK_K], uint8_t *dst) {
+        uint8_t *qh = dst + 16, *ql = dst + 48;
+        uint8_t m1 = 1, m2 = 2;
+
+        memset(qh, 0, 32);
+        for (unsigned n = 0; n < QK_K; n += 64, ql += 32) {
+                for (unsigned j = 0; j < 32; j++) {
+                        int l1 = L[n + j], l2 = L[n + j + 32];
+                        if (l1 > 15) {
+                                l1 -= 16;
+                                qh[j] |= m1;
+                        }
+                        if (l2 > 15) {
+                                l2 -= 16;
+                                qh[j] |= m2;
+                        }
+                        ql[j] = (uint8_t) (l1 | (l2 << 4));
+                }
+                m1 = (uint8_t) (m1 << 2);
+                m2 = (uint8_t) (m2 << 2);
+        }
+}
+
+/* Per sub-block weights: the row's RMS plus each value's magnitude. */
+static void k4_weights(const float *x, float w[32]) {
+        float sum_x2 = 0;
+
+        for (unsigned l = 0; l < 32; l++)
+                sum_x2 += x[l] * x[l];
+        float av_x = sqrtf(sum_x2 / 32);
+        for (unsigned l = 0; l < 32; l++)
+                w[l] = av_x + fabsf(x[l]);
+}
+
+void quant_q4_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
+        for (size_t b = 0; b < nblocks; b++, src += QK_K, dst += Q4_K_BYTES) {
+                float scales[8], mins[8], w[32];
+                uint8_t L[QK_K];
+
+                for (unsigned j = 0; j < 8; j++) {
+                        k4_weights(src + 32 * j, w);
+                        scales[j] = make_qkx2(32, 15, src + 32 * j, w, L + 32 * j, &mins[j], -1.f, 0.1f, 20);
+                }
+                quant_k4_finish(src, scales, mins, 15, dst, L);
+                quant_q4_k_pack(L, dst);
+        }
+}
+
+void quant_q5_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
+        for (size_t b = 0; b < nblocks; b++, src += QK_K, dst += Q5_K_BYTES) {
+                float scales[8], mins[8], w[32];
+                uint8_t L[QK_K];
+
+                for (unsigned j = 0; j < 8; j++) {
+                        k4_weights(src + 32 * j, w);
+                        scales[j] = make_qkx2(32, 31, src + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15);
+                }
+                quant_k4_finish(src, scales, mins, 31, dst, L);
+                quant_q5_k_pack(L, dst);
+        }
+}
+
+/* One rmse_type 1 candidate: levels for @iscale, and the weighted sums that score them. */
+static void qx_sums(const float *x, float iscale, float *ret_sumlx, float *ret_suml2) {
+        float sumlx = 0, suml2 = 0;
+
+        for (unsigned i = 0; i < 16; i++) {
+                int l = MAX(-32, MIN(31, quant_nearest_int(iscale * x[i])));
+                float w = x[i] * x[i];
+                sumlx += w * x[i] * (float) l;
+                suml2 += w * (float) l * (float) l;
+        }
+        *ret_sumlx = sumlx;
+        *ret_suml2 = suml2;
+}
+
+static void qx_levels(const float *x, float iscale, int8_t L[16]) {
+        for (unsigned i = 0; i < 16; i++)
+                L[i] = (int8_t) (32 + MAX(-32, MIN(31, quant_nearest_int(iscale * x[i]))));
+}
+
+/* make_qx_quants(16, 32, x, L, rmse_type 1, no weights): the best of 19 scales around -32/max. */
+static float make_qx16(const float *x, int8_t L[16]) {
+        float amax = 0, max = 0, sumlx, suml2;
+
+        for (unsigned i = 0; i < 16; i++)
+                if (fabsf(x[i]) > amax) {
+                        amax = fabsf(x[i]);
+                        max = x[i];
+                }
+        if (amax < GROUP_MAX_EPS) {
+                memset(L, 0, 16);
+                return 0.f;
+        }
+        float iscale = -32.0f / max;
+        qx_levels(x, iscale, L);
+        qx_sums(x, iscale, &sumlx, &suml2);
+        float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+        for (int is = -9; is <= 9; is++) {
+                if (is == 0)
+                        continue;
+                iscale = -(32.0f + 0.1f * (float) is) / max;
+                qx_sums(x, iscale, &sumlx, &suml2);
+                if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+                        qx_levels(x, iscale, L);
+                        scale = sumlx / suml2;
+                        best = scale * sumlx;
+                }
+        }
+        return scale;
+}
+
+/*
+ * The part of Q6_K after the 16 sub-block searches: 8-bit scales against the largest,
+ * d, requantization with the rounded scales, packing. Shared with the SIMD files.
+ */
+void quant_q6_k_finish(const float *x, const float scales[16], int8_t L[QK_K], uint8_t *dst) {
+        float max_scale = 0, max_abs_scale = 0;
+        uint8_t *ql = dst, *qh = dst + 128;
+        int8_t *sc = (int8_t *) (dst + 192);
+
+        for (unsigned ib = 0; ib < 16; ib++)
+                if (fabsf(scales[ib]) > max_abs_scale) {
+                        max_abs_scale = fabsf(scales[ib]);
+                        max_scale = scales[ib];
+                }
+        if (max_abs_scale < GROUP_MAX_EPS) {
+                memset(dst, 0, Q6_K_BYTES);     /* d = fp16(0) is 0 too */
+                return;
+        }
+
+        float iscale = -128.f / max_scale;
+        uint16_t d16 = quant_fp16(1 / iscale);
+        quant_store_le16(dst + 208, d16);
+        for (unsigned ib = 0; ib < 16; ib++)
+                sc[ib] = (int8_t) MIN(127, quant_nearest_int(iscale * scales[ib]));
+
+        float dd = quant_fp16_to_f32(d16);
+        for (unsigned j = 0; j < 16; j++) {
+                float d = dd * (float) sc[j];
+                if (d == 0.0f)
+                        continue;
+                for (unsigned i = 0; i < 16; i++) {
+                        int l = quant_nearest_int(x[16 * j + i] / d);
+                        L[16 * j + i] = (int8_t) (MAX(-32, MIN(31, l)) + 32);
+                }
+        }
+
+        for (unsigned j = 0; j < QK_K; j += 128, ql += 64, qh += 32)
+                for (unsigned l = 0; l < 32; l++) {
+                        uint8_t q1 = L[j + l] & 0xf, q2 = L[j + l + 32] & 0xf;
+                        uint8_t q3 = L[j + l + 64] & 0xf, q4 = L[j + l + 96] & 0xf;
+                        ql[l] = (uint8_t) (q1 | (q3 << 4));
+                        ql[l + 32] = (uint8_t) (q2 | (q4 << 4));
+                        qh[l] = (uint8_t) ((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
+                                           ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+                }
+}
+
+void quant_q6_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
+        for (size_t b = 0; b < nblocks; b++, src += QK_K, dst += Q6_K_BYTES) {
+                float scales[16];
+                int8_t L[QK_K];
+
+                for (unsigned ib = 0; ib < 16; ib++)
+                        scales[ib] = make_qx16(src + 16 * ib, L + 16 * ib);
+                quant_q6_k_finish(src, scales, L, dst);
+        }
+}
