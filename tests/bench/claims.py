@@ -8,7 +8,7 @@ measured number written as a placeholder into tests/bench/results/*.json, e.g.
     | 1/{{fleet:cases[update-350MB].model_bytes / fleet:cases[update-350MB].estimated_wire_bytes|.0f}} |
 
 A reference is FILE:PATH — FILE a results file's stem, PATH dotted keys where `cases[NAME]` is
-the element of the list `cases` whose "case" is NAME and `[N]` an index. A placeholder holds one
+the element of the list `cases` whose "case" (or "type") is NAME and `[N]` an index. A placeholder holds one
 arithmetic expression of references, and after `|` a Python format spec.
 
     claims.py check   [--readme README.md]   the check `make check-claims` runs (selftest included)
@@ -60,7 +60,7 @@ def lookup(doc, path, where):
                     raise ClaimError(f"{where}: '{path}': index {key} past the end")
                 node = node[int(key)]
             else:
-                hits = [c for c in node if isinstance(c, dict) and c.get("case") == key]
+                hits = [c for c in node if isinstance(c, dict) and key in (c.get("case"), c.get("type"))]
                 if len(hits) != 1:
                     raise ClaimError(f"{where}: '{path}': {len(hits)} cases named '{key}'")
                 node = hits[0]
