@@ -148,7 +148,7 @@ static int parse_state(json_t *o, PersistentState *s) {
 
 int state_load(const char *path, PersistentState *ret, TpError *err) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        _cleanup_free_ char *buf = malloc(STATE_MAX_BYTES);
+        _cleanup_free_ char *buf = malloc(STATE_MAX_BYTES + 1);    /* one more: a file of exactly the cap is fine */
         PersistentState s = { 0 };
         json_error_t je;
         ssize_t n;
@@ -157,10 +157,10 @@ int state_load(const char *path, PersistentState *ret, TpError *err) {
                 return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
         if (!buf)
                 return -ENOMEM;
-        n = read(fd, buf, STATE_MAX_BYTES);
+        n = read(fd, buf, STATE_MAX_BYTES + 1);
         if (n < 0)
                 return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-        if ((size_t) n == STATE_MAX_BYTES)
+        if ((size_t) n > STATE_MAX_BYTES)
                 return tp_error(err, -EBADMSG, "%s: larger than %u bytes", path, STATE_MAX_BYTES);
         json_t *o = json_loadb(buf, (size_t) n, JSON_REJECT_DUPLICATES, &je);
         if (!o)

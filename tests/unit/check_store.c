@@ -73,10 +73,18 @@ START_TEST(test_file_size_cap) {
 
         setup();
         ck_assert_int_eq(state_save(path, &s, NULL, &err), 0);
+        /* Padded with spaces to exactly the cap: loads. */
         f = fopen(path, "ae");
         ck_assert_ptr_nonnull(f);
-        for (size_t i = 0; i < STATE_FILE_CAP; i++)
+        ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+        for (long i = ftell(f); i < (long) STATE_FILE_CAP; i++)
                 fputc(' ', f);
+        ck_assert_int_eq(fclose(f), 0);
+        ck_assert_msg(state_load(path, &s, &err) == 0, "%s", err.message);
+        /* One byte more: refused, naming the cap. */
+        f = fopen(path, "ae");
+        ck_assert_ptr_nonnull(f);
+        fputc(' ', f);
         ck_assert_int_eq(fclose(f), 0);
         ck_assert_int_eq(state_load(path, &s, &err), -EBADMSG);
         ck_assert_msg(strstr(err.message, "state.json: larger than 65536 bytes"), "%s", err.message);
