@@ -332,6 +332,20 @@ bench-quant: $(BUILD)/bench/bench-quant
 	@tests/bench/quant.sh $(BUILD)
 # ---- end quantizers ----
 
+# ---- fold ----
+# make bench-fold: `taskpatch quantize` and `taskpatch fold` (LoRA rank 16 on every linear layer)
+# to Q4_K_M on an F32 model of dim 1024, 8 layers: time, CPU time and peak RSS, against
+# llama.cpp's llama_model_quantize in the same run, extrapolated to a 0.5B-class model
+# (tests/bench/fold.sh; RECORD=1 writes tests/bench/results/fold.json). The fold's end-to-end
+# proof is tests/integration/test-fold.sh (check-integration); its whole-file oracle against
+# llama_model_quantize is tests/oracle/file-oracle.sh (check-oracle).
+# The fold's float arithmetic is specified operation by operation (common/fold.h): never fused.
+$(OBJ)/common/fold.o: ISA_FLAGS := -ffp-contract=off
+.PHONY: bench-fold
+bench-fold: all $(TOOLS)
+	@tests/bench/fold.sh $(BUILD)
+# ---- end fold ----
+
 # ---- demo, deps ------------------------------------------------------------
 
 .PHONY: demo deps

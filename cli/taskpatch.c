@@ -18,6 +18,8 @@ static const struct {
         { "apply", verb_apply, "rebuild the target model from the base and a bundle" },
         { "publish", verb_publish, "list a folder's bundles in a signed channel for devices to poll" },
         { "diff", verb_diff, "which sites changed between two models (locality report)" },
+        { "fold", verb_fold, "fold a LoRA adapter into a float model and quantize it (the task model)" },
+        { "quantize", verb_quantize, "quantize a float GGUF model as llama-quantize does, byte for byte" },
         { "hash", verb_hash, "SHA-256 of files, output as sha256sum prints it" },
         { "caps", verb_caps, "CPU capabilities and the kernels chosen for them" },
 };

@@ -3,8 +3,10 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "channel.h"
+#include "quantize.h"
 
 /* The taskpatch subcommands, one file each (taskpatch-<verb>.c). Each returns an exit code. */
 
@@ -16,6 +18,21 @@ int verb_verify(int argc, char *argv[]);
 int verb_apply(int argc, char *argv[]);
 int verb_diff(int argc, char *argv[]);
 int verb_publish(int argc, char *argv[]);
+int verb_fold(int argc, char *argv[]);
+int verb_quantize(int argc, char *argv[]);
+
+/* What fold and quantize share (taskpatch-quantize.c). */
+void quantize_list_types(FILE *f);
+int quantize_parse_type(const char *name, const QuantFtype **ret);
+int quantize_open_model(const char *path, int *ret_fd, Gguf **ret);
+void quantize_progress(void *userdata, size_t i, size_t n, const GgufTensor *t, uint32_t type);
+bool quantize_want_progress(bool quiet, bool json);
+int quantize_parse_threads(const char *s, unsigned *ret);
+unsigned quantize_default_threads(void);
+double quantize_now(void);
+json_t *quantize_result_json(const char *in, const char *out, const QuantFtype *ft, const QuantizeResult *r,
+                             double seconds);
+void quantize_print_result(const char *out, const QuantFtype *ft, const QuantizeResult *r, double seconds);
 
 /* Channel files (taskpatch-channel.c), for inspect, verify and publish. */
 bool cli_is_channel(const char *path);

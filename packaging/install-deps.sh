@@ -12,7 +12,7 @@ PKGS_BUILD="build-essential pkg-config git ca-certificates
 # Tools the tests and benchmarks drive; for make deb / check-deb: debhelper 13 (with
 # dh_installsysusers, dh_installtmpfiles), dh_bash-completion from bash-completion,
 # lintian, and systemd-nspawn to boot a throw-away container that installs the package.
-PKGS_TOOLS="openssl coreutils python3 strace clang libclang-rt-14-dev
+PKGS_TOOLS="openssl coreutils time python3 strace clang libclang-rt-14-dev
     zstd bsdiff xdelta3 nginx-light dbus-daemon
     dpkg-dev debhelper bash-completion lintian systemd-container"
 # Arm: cross compiler, user-mode emulator, and the arm64 dev packages side by side.
