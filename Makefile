@@ -3,9 +3,9 @@
 #   make                 build build/bin/{taskpatch,tpctl,taskpatchd} and build/lib/libtaskpatch.a
 #   make deps            install what the build, tests and benchmarks need (Debian 12, apt-get)
 #   make demo            the main job: show what TaskPatch does on this machine
-#   make check           the whole test suite (what CI runs); parts: check-unit, check-integration,
-#                        check-crash, check-order, check-asan, check-arm, check-lint, check-claims,
-#                        check-deb
+#   make check           the whole test suite (what CI runs); parts: check-lint, check-claims,
+#                        check-unit, check-oracle, check-runtimes, check-integration, check-crash,
+#                        check-order, check-fuzz, check-asan, check-arm, check-deb
 #   make check-crash-full   every crash and error point, 200 random kills (check-crash: a sample)
 #   make arm64           cross-build everything for aarch64 into build/arm64/
 #   make asan            build with AddressSanitizer + UBSan into build/asan/ and run the tests
@@ -13,6 +13,9 @@
 #   make bench-bundle    bundle size and apply time against bsdiff, xdelta3, zstd, cp + openssl
 #   make bench-switch    device switch time, bytes written, status latency and memory
 #   make bench-fleet     idle poll bytes (304) vs an unconditional GET, TLS handshake, nginx polls/s
+#   make bench-quant     quantizer MB/s per type against ggml's ggml_quantize_chunk
+#   make bench-fold      taskpatch quantize / fold time and RSS against llama_model_quantize
+#   make bench-lora      llama.cpp decode tokens/s: folded task model vs base + LoRA at run time
 #   make readme-numbers  regenerate the README's Numbers from tests/bench/results/*.json
 #   make install / uninstall   PREFIX=/usr/local DESTDIR=
 #   make deb             build/deb/taskpatch_<version>_<arch>.deb (dpkg-buildpackage); ARCH=arm64 cross-builds
@@ -223,7 +226,7 @@ tests-build: all $(UNIT_TESTS) $(BENCHES) $(TOOLS)
 # ---- tests -----------------------------------------------------------------
 
 # The whole suite: every part runs even when an earlier one fails; one closing line.
-CHECK_PARTS ?= lint claims unit oracle integration crash order fuzz asan arm deb
+CHECK_PARTS ?= lint claims unit oracle runtimes integration crash order fuzz asan arm deb
 .PHONY: check
 check:
 	@tests/check.sh $(CHECK_PARTS)
@@ -332,6 +335,21 @@ bench-quant: $(BUILD)/bench/bench-quant
 	@tests/bench/quant.sh $(BUILD)
 # ---- end quantizers ----
 
+# ---- runtimes ----
+# make check-runtimes: real llama.cpp (node-llama-cpp) and ONNX Runtime (onnxruntime-node),
+# pinned npm packages cached in build/npm-runtimes by tests/tools/npm-runtimes.sh, load the
+# models taskpatchd rebuilds; the example inference service (tests/runtime/service.mjs)
+# follows switches, commits by health and rolls back a broken task (tests/runtime/run.sh).
+# make bench-lora: decode tokens/s of a folded task model vs the base with its LoRA applied at
+# run time, and per-task storage (tests/bench/lora.sh; RECORD=1 writes tests/bench/results/lora.json).
+.PHONY: check-runtimes bench-lora
+check-runtimes: all $(TOOLS)
+	@tests/runtime/run.sh $(BUILD)
+
+bench-lora: all $(TOOLS)
+	@tests/bench/lora.sh $(BUILD)
+# ---- end runtimes ----
+
 # ---- fold ----
 # make bench-fold: `taskpatch quantize` and `taskpatch fold` (LoRA rank 16 on every linear layer)
 # to Q4_K_M on an F32 model of dim 1024, 8 layers: time, CPU time and peak RSS, against
@@ -352,11 +370,13 @@ bench-fold: all $(TOOLS)
 demo: all $(TOOLS)
 	@tests/demo.sh $(BUILD)
 
-# System packages (apt-get), then ggml's prebuilt library from the pinned npm package
-# (cached under build/npm; the fixtures quantize with it).
+# System packages (apt-get), then the pinned npm packages: ggml's prebuilt library (cached
+# under build/npm; the fixtures quantize with it) and the runtimes, node-llama-cpp and
+# onnxruntime-node (build/npm-runtimes; make check-runtimes, the demo's inference service).
 deps:
 	@sh packaging/install-deps.sh
 	@sh tests/tools/npm-ggml.sh build/npm > /dev/null
+	@sh tests/tools/npm-runtimes.sh build/npm-runtimes > /dev/null
 
 # ---- Debian package --------------------------------------------------------
 

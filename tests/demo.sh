@@ -4,7 +4,9 @@
 # tasks, signs bundles of just the changed bytes and publishes a channel; a real nginx serves it
 # over HTTPS on loopback; the device (taskpatchd on a scratch directory) fetches the channel,
 # installs the bundles and switches to the fleet's task with a SHA-256 proof; a technician
-# switches by hand; an update nobody confirms is rolled back; a tampered bundle is refused.
+# switches by hand; an inference service (real llama.cpp, tests/runtime/service.mjs) follows every
+# switch, and its health check commits a trial or, for a broken task, rolls it back; a tampered
+# bundle is refused.
 # Usage: tests/demo.sh BUILD_DIR
 set -eu
 build=$(cd "$1" && pwd)
@@ -13,9 +15,10 @@ tp="$build/bin/taskpatch"
 fix="$build/tools/gguf-fixture"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/taskpatch-demo.XXXXXX")
 work=$TMP
-daemon=
+daemon='' service=''
 . "$root/tests/integration/nginx-lib.sh"
-trap '[ -n "$daemon" ] && kill "$daemon" 2> /dev/null; stop_nginx; rm -rf "$work"' EXIT
+trap '[ -n "$service" ] && kill "$service" 2> /dev/null; [ -n "$daemon" ] && kill "$daemon" 2> /dev/null
+    stop_nginx; rm -rf "$work"' EXIT
 
 if [ -t 1 ]; then
     bold() { printf '\n\033[1m%s\033[0m\n' "$*"; }
@@ -47,10 +50,11 @@ mkdir -p "$work/www"
 run "$tp" create "$work/base.gguf" "$work/json.gguf" -o "$work/www/json-1.tpb" --task json --version 1 \
     "${sign[@]}" --expect-sites "$work/json.lora.gguf"
 
-bold "4. Two more tasks from the same base, shout and bullet, and a channel that says: run shout"
+bold "4. Two more tasks from the same base, shout and bullet (a bad build: garbage in one tensor),
+   and a channel that says: run shout"
+"$fix" --ggml "$ggml" "${dims[@]}" --mode lora --targets attn_v,ffn_up --task-seed 9 -o "$work/shout.gguf" > /dev/null
+"$fix" --ggml "$ggml" "${dims[@]}" --mode random --targets blk.1.ffn_down --task-seed 13 -o "$work/bullet.gguf" > /dev/null
 for t in shout bullet; do
-    if [ "$t" = shout ]; then seed=9 targets=attn_v,ffn_up; else seed=13 targets=attn_q,ffn_down; fi
-    "$fix" --ggml "$ggml" "${dims[@]}" --mode lora --targets "$targets" --task-seed "$seed" -o "$work/$t.gguf" > /dev/null
     "$tp" create "$work/base.gguf" "$work/$t.gguf" -o "$work/www/$t-1.tpb" --task "$t" --version 1 "${sign[@]}" > /dev/null
 done
 run "$tp" publish "$work/www" --channel stable --serial 1 --desired shout "${sign[@]}"
@@ -60,7 +64,17 @@ start_nginx > "$work/nginx.out" 2>&1 || { cat "$work/nginx.out"; exit 1; }
 url="https://127.0.0.1:$HTTPS_PORT/stable.channel"
 echo "channel: $url"
 
-bold "6. The device: taskpatchd on a scratch state directory, polling the channel every 2 s"
+bold "6. The device: an inference service (llama.cpp) and taskpatchd, which polls the channel every 2 s"
+echo "tests/runtime/service.mjs serves the active model with real llama.cpp (node-llama-cpp), follows"
+echo "the daemon's socket and reloads on slot-changed; its /health gates every trial."
+TASKPATCH_NPM_RUNTIMES=$(sh "$root/tests/tools/npm-runtimes.sh" "$root/build/npm-runtimes" | tail -n 1)
+export TASKPATCH_NPM_RUNTIMES
+node "$root/tests/runtime/service.mjs" --socket "$work/taskpatchd.sock" --port 0 --port-file "$work/port" \
+    --threads 1 2> "$work/service.log" &
+service=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+[ -s "$work/port" ] || { cat "$work/service.log"; exit 1; }
+svc="http://127.0.0.1:$(cat "$work/port")"
 cat > "$work/taskpatchd.yaml" <<EOF
 state_dir: $work/device
 socket: $work/taskpatchd.sock
@@ -68,14 +82,16 @@ model_path: $work/device/model.gguf
 trust:
   ca: $work/pki/ca.pem
 trial:
-  timeout: 5
+  timeout: 20
+  health_url: $svc/health
+  health_interval: 1
 channel:
   url: $url
   interval: 2
 tls:
   ca: $work/pki/ca.pem
 EOF
-sed -n '/^channel:/,$p' "$work/taskpatchd.yaml"
+sed -n '/^trial:/,$p' "$work/taskpatchd.yaml"
 TASKPATCHD_LOG_LEVEL=warning "$build/bin/taskpatchd" --config "$work/taskpatchd.yaml" 2> "$work/daemon.log" &
 daemon=$!
 for _ in $(seq 100); do [ -S "$work/taskpatchd.sock" ] && break; sleep 0.05; done
@@ -98,18 +114,47 @@ until_status() {
     echo "  (timed out)"
     return 1
 }
+# ask: the service's greedy completion of a fixed prompt, and which model gave it.
+ask() {
+    curl -s --max-time 10 -X POST -d '{"prompt":"Once upon a time","tokens":12}' "$svc/complete" |
+        python3 -c 'import json, sys; a = json.load(sys.stdin)
+print("%s v%s (sha256 %s...): %s" % (a["task"] or "base", a["version"], a["sha256"][:12], json.dumps(a["completion"])))'
+}
+# answering TASK: the service's answers come from TASK (cheap enough to poll every 10 ms).
+answering() {
+    curl -s --max-time 10 -X POST -d '{"prompt":"Once upon a time","tokens":1}' "$svc/complete" |
+        grep -q "\"task\":\"$1\""
+}
+# service_log: the service's log lines since the last call.
+svc_seen=0
+service_log() {
+    sed -n "$((svc_seen + 1)),\$p" "$work/service.log" | sed 's/^/  /'
+    svc_seen=$(wc -l < "$work/service.log")
+}
 model="$work/device/model.gguf"
 tpctl provision "$work/base.gguf"
-echo "The device fetches the channel, downloads the three bundles and switches to shout:"
-until_status "s['state'] == 'trial' and s['active']['task'] == 'shout'"
-echo "  update $(update)"
-tpctl mark-good
-until_status "s['channel']['update']['result'] == 'success'"
+echo "The device fetches the channel, downloads the three bundles and switches to shout;"
+echo "the service loads it, answers /health with 200, and that commits the trial:"
+until_status "(s['channel'].get('update') or {}).get('result') == 'success'"
 echo "  update $(update) (reported only once the trial committed)"
+service_log
+printf '$ curl -d '"'"'{"prompt":"Once upon a time","tokens":12}'"'"' %s/complete\n' "$svc"
+ask
 
 bold "7. A technician switches this device to json by hand (the channel's shout waits)"
-tpctl switch json
-tpctl mark-good
+echo "the service before: $(ask)"
+t0=$(date +%s%N)
+tpctl switch json &
+switch=$!
+ms=
+for _ in $(seq 1000); do
+    answering json && ms=$(( ($(date +%s%N) - t0) / 1000000 )) && break
+    sleep 0.01
+done
+wait "$switch"
+echo "the service after:  $(ask)"
+echo "=> tpctl switch -> the service answering with the new model: ${ms:-?} ms"
+service_log
 tpctl status
 
 bold "8. The proof: SHA-256 of the model the device serves and of the model the producer made"
@@ -126,12 +171,16 @@ awk -v s="$served" -v f="$full" 'BEGIN {
 echo "idle polls of the unchanged channel so far: $polls, each one 304 of $(status "s['channel']['last_poll_bytes']") bytes of HTTP"
 echo "json <- shout wrote $(status "s['counters']['last_switch_slot_bytes']") bytes into the inactive slot"
 
-bold "10. The fleet moves to bullet (serial 2): nobody confirms it, so its trial rolls it back"
+bold "10. The fleet moves to bullet (serial 2): the service finds NaN logits, /health says 500,
+    and the trial rolls back"
 "$tp" publish "$work/www" --channel stable --serial 2 --desired bullet "${sign[@]}" > /dev/null
 echo "published serial 2 (desired bullet); the technician's pin ends with the new serial"
-until_status "s['state'] == 'trial' and s['active']['task'] == 'bullet'"
-until_status "s['channel']['update']['result'] == 'failure'"
+until_status "(s['channel'].get('update') or {}).get('result') == 'failure'"
 echo "  update $(update)"
+until_status "s['state'] == 'idle'" > /dev/null
+for _ in $(seq 100); do answering json && break; sleep 0.05; done
+service_log
+echo "the service now: $(ask)"
 [ "$(sha "$model")" = "$(sha "$work/json.gguf")" ] && echo "=> back on json, byte for byte"
 
 bold "11. A tampered bundle is refused; the active model is untouched"
@@ -144,7 +193,7 @@ if tpctl install "$work/tampered.tpb"; then
 fi
 [ "$(sha "$model")" = "$(sha "$work/json.gguf")" ] && echo "=> refused; the device still serves json"
 
-kill "$daemon"
-wait "$daemon" 2> /dev/null || true
-daemon=
-printf '\nNext: inference services following the switch, and the Debian package. See README.md.\n'
+kill "$service" "$daemon"
+wait "$service" "$daemon" 2> /dev/null || true
+service='' daemon=''
+printf '\nNext: the Debian package and its systemd units; make check-runtimes. See README.md.\n'

@@ -1,0 +1,211 @@
+#!/bin/bash
+# make check-runtimes: real inference runtimes load the models taskpatchd rebuilds, and an
+# inference service follows its slot changes.
+#
+#   - the example socket client in packaging/docs/protocol.md (tests/runtime/watch-client.c)
+#     is the file compiled here, and it prints the slot-changed event of a switch;
+#   - llama.cpp (node-llama-cpp 3.21.1's prebuilt build): a base and two sibling tasks from
+#     gguf-fixture, bundles by taskpatch create, each task rebuilt by the daemon (tpctl
+#     switch); the daemon's model_path decodes greedily the same tokens, with the same
+#     probabilities bit for bit, as the directly produced task model, and not the base's;
+#   - ONNX Runtime (onnxruntime-node 1.22.0): make-onnx.py's INT8 conv stack and a task,
+#     rebuilt by a daemon; the output tensor's raw bytes equal the direct task model's and
+#     differ from the base's;
+#   - the example service (tests/runtime/service.mjs) behind the trial's health_url: a switch
+#     changes its answers and is committed by health; a broken task (random bytes, NaN logits)
+#     is rolled back, and the answers are the previous task's again.
+#
+# Usage: tests/runtime/run.sh BUILD_DIR; prints a line per check and "N passed, N failed".
+# The runtimes come from tests/tools/npm-runtimes.sh (cached in build/npm-runtimes).
+# shellcheck disable=SC2034,SC2154  # root, STATE, CONF: shared with daemon-lib.sh
+set -u
+BIN=$(cd "$1/bin" && pwd) || exit 1
+export BIN
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../integration/lib.sh"
+. "$here/../integration/daemon-lib.sh"
+SPID=
+trap 'stop_service; stop_daemon; [ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
+fix="$(dirname "$BIN")/tools/gguf-fixture"
+
+give_up() {
+    fail "$1"
+    finish
+    exit 1
+}
+
+# ---- the runtimes and the fixtures ------------------------------------------------------------
+
+runtimes=$(sh "$root/tests/tools/npm-runtimes.sh" "$root/build/npm-runtimes" 2> "$TMP/npm.err") ||
+    give_up "runtimes from npm: $(cat "$TMP/npm.err")"
+export TASKPATCH_NPM_RUNTIMES=$runtimes
+ggml=$(sh "$root/tests/tools/npm-ggml.sh" "$root/build/npm" 2> "$TMP/npm.err") ||
+    give_up "ggml from npm: $(cat "$TMP/npm.err")"
+[ -x "$fix" ] || give_up "no $fix (make tools first)"
+
+# A small llama: 4 layers of dim 256, a 512-token byte-level SentencePiece vocabulary, Q4_0.
+dims=(--ggml "$ggml" --type q4_0 --dim 256 --ff 768 --layers 4 --vocab 512)
+sh "$root/tests/tools/make-pki.sh" "$TMP/pki" > /dev/null || give_up "test PKI"
+{
+    "$fix" "${dims[@]}" -o "$TMP/base.gguf" &&
+    "$fix" "${dims[@]}" --mode lora --targets attn_q,ffn_down --task-seed 7 -o "$TMP/json.gguf" &&
+    "$fix" "${dims[@]}" --mode lora --targets attn_v,ffn_up --task-seed 9 -o "$TMP/shout.gguf" &&
+    "$fix" "${dims[@]}" --mode random --targets ffn_down --task-seed 13 -o "$TMP/broken.gguf" &&
+    make_bundle json.gguf json.tpb json 1 && make_bundle shout.gguf shout.tpb shout 1 &&
+    make_bundle broken.gguf broken.tpb broken 1
+} > "$TMP/fixtures.log" 2>&1 || give_up "GGUF fixtures: $(tail -n 3 "$TMP/fixtures.log")"
+
+decode() { node "$here/llama-decode.mjs" --tokens 16 --threads 1 "$@"; }
+# field JSON-LINE KEY: one key of a JSON line, re-serialised (compact, keys as given).
+field() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])[sys.argv[2]], separators=(",", ":")))' "$1" "$2"; }
+# decoded: tokens and probabilities of a llama-decode line, without the model's path.
+decoded() { echo "$(field "$1" tokens) $(field "$1" confidences)"; }
+short() { cut -c1-12 <<< "$1"; }
+
+decode "$TMP/base.gguf" "$TMP/json.gguf" "$TMP/shout.gguf" "$TMP/broken.gguf" > "$TMP/direct.jsonl" 2> "$TMP/decode.err" ||
+    give_up "llama.cpp cannot decode the fixtures: $(tail -n 3 "$TMP/decode.err")"
+direct_base=$(decoded "$(sed -n 1p "$TMP/direct.jsonl")")
+direct_json=$(decoded "$(sed -n 2p "$TMP/direct.jsonl")")
+direct_shout=$(decoded "$(sed -n 3p "$TMP/direct.jsonl")")
+check "llama.cpp loads the fixtures: base, json and shout decode three different token streams" \
+    test "$direct_base" != "$direct_json" -a "$direct_base" != "$direct_shout" -a "$direct_json" != "$direct_shout"
+check "... and the broken task's probabilities are NaN (random bytes in ffn_down)" \
+    grep -q '"confidences":\[\[null' <<< "$(sed -n 4p "$TMP/direct.jsonl")"
+
+# ---- the example client of protocol.md ----------------------------------------------------------
+
+# The C block under "## Example client" in protocol.md must be watch-client.c, verbatim.
+quoted=$(awk '/^## Example client/ {on = 1} on && /^```c$/ {c = 1; next} c && /^```$/ {exit} c' \
+    "$root/packaging/docs/protocol.md")
+check "protocol.md quotes tests/runtime/watch-client.c verbatim" test "$quoted" = "$(cat "$here/watch-client.c")"
+cc -std=c11 -O2 -Wall -Wextra -Wformat=2 -Wshadow -Werror -o "$TMP/watch-client" "$here/watch-client.c" \
+    > "$TMP/cc.log" 2>&1 || fail "watch-client.c does not compile: $(head -n 3 "$TMP/cc.log")"
+
+need_daemon
+tpctl provision "$TMP/base.gguf" > /dev/null && tpctl install "$TMP/json.tpb" > /dev/null &&
+    tpctl install "$TMP/shout.tpb" > /dev/null || give_up "provision and install: $(tail -n 3 "$TMP/daemon.log")"
+"$TMP/watch-client" "$SOCK" > "$TMP/watch.out" 2> "$TMP/watch.err" &
+wpid=$!
+for _ in $(seq 100); do grep -q subscribed "$TMP/watch.err" && break; sleep 0.05; done
+tpctl switch json > /dev/null
+for _ in $(seq 50); do grep -q '"event":"slot-changed"' "$TMP/watch.out" && break; sleep 0.1; done
+kill "$wpid" 2> /dev/null
+wait "$wpid" 2> /dev/null
+check "watch-client prints the switch's slot-changed event with task json and the model path" \
+    python3 -c 'import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(not any(e["event"] == "slot-changed" and e["task"] == "json" and e["model_path"] == sys.argv[2] for e in ev))' \
+    "$TMP/watch.out" "$MODEL"
+
+# ---- llama.cpp loads what the daemon rebuilt ------------------------------------------------------
+
+# rebuilt TASK EXPECTED: switch to TASK (already done for the first), mark it good, decode model_path.
+rebuilt() {
+    local task=$1 expected=$2 st sha got
+    [ "$(tpctl --json status | jget active.task)" = "$task" ] || tpctl switch "$task" > /dev/null
+    tpctl mark-good > /dev/null
+    st=$(tpctl --json status)
+    sha=$(jget active.sha256 <<< "$st")
+    got=$(decode "$(jget model_path <<< "$st")" 2> "$TMP/decode.err") ||
+        { fail "llama.cpp cannot load the daemon's $task: $(tail -n 2 "$TMP/decode.err")"; return; }
+    got=$(decoded "$got")
+    if [ "$got" = "$expected" ] && [ "$got" != "$direct_base" ]; then
+        ok "llama.cpp: the daemon's $task (${3:-switch from the base}, sha256 $(short "$sha")) decodes 3x16 tokens and probabilities identical to the directly made $task's, not the base's"
+    else
+        fail "llama.cpp: the daemon's $task decodes $(cut -c1-120 <<< "$got"), the direct one $(cut -c1-120 <<< "$expected")"
+    fi
+}
+rebuilt json "$direct_json"
+rebuilt shout "$direct_shout" "sibling switch from json"
+rebuilt json "$direct_json" "sibling switch back from shout"
+stop_daemon
+
+# ---- ONNX Runtime loads what the daemon rebuilt ---------------------------------------------------
+
+python3 "$root/tests/tools/make-onnx.py" --layers 16 --channels 16 --seed 5 -o "$TMP/base.onnx" \
+    --task-out "$TMP/task.onnx" --change-layers 3 > "$TMP/onnx.log" 2>&1 &&
+    "$BIN/taskpatch" create "$TMP/base.onnx" "$TMP/task.onnx" -o "$TMP/detect.tpb" --task detect --version 1 \
+        --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > "$TMP/onnx.log" 2>&1 ||
+    give_up "ONNX fixtures: $(tail -n 3 "$TMP/onnx.log")"
+SOCK=$TMP/onnx.sock STATE=$TMP/onnx-state MODEL=$TMP/onnx-state/model.onnx CONF=$TMP/onnx.yaml
+write_config
+need_daemon
+tpctl provision "$TMP/base.onnx" > /dev/null && tpctl install "$TMP/detect.tpb" > /dev/null &&
+    tpctl switch detect > /dev/null && tpctl mark-good > /dev/null ||
+    give_up "ONNX provision, install, switch: $(tail -n 3 "$TMP/daemon.log")"
+st=$(tpctl --json status)
+node "$here/onnx-run.mjs" "$(jget model_path <<< "$st")" "$TMP/task.onnx" "$TMP/base.onnx" > "$TMP/onnx.jsonl" \
+    2> "$TMP/onnx.err" || give_up "ONNX Runtime cannot run the models: $(tail -n 3 "$TMP/onnx.err")"
+out_rebuilt=$(field "$(sed -n 1p "$TMP/onnx.jsonl")" bytes)
+out_task=$(field "$(sed -n 2p "$TMP/onnx.jsonl")" bytes)
+out_base=$(field "$(sed -n 3p "$TMP/onnx.jsonl")" bytes)
+if [ "$out_rebuilt" = "$out_task" ] && [ "$out_rebuilt" != "$out_base" ]; then
+    ok "ONNX Runtime: the daemon's detect (sha256 $(short "$(jget active.sha256 <<< "$st")")) outputs $(field "$(sed -n 1p "$TMP/onnx.jsonl")" dims) float32 bit-identical to the direct task model's, not the base's"
+else
+    fail "ONNX Runtime: rebuilt output $(short "$out_rebuilt")... task $(short "$out_task")... base $(short "$out_base")..."
+fi
+stop_daemon
+
+# ---- the example service: switches, health commits, a broken task rolls back -----------------
+
+SOCK=$TMP/taskpatchd.sock STATE=$TMP/state MODEL=$TMP/state/model.gguf CONF=$TMP/service.yaml
+stop_service() {
+    [ -n "$SPID" ] || return 0
+    kill "$SPID" 2> /dev/null
+    wait "$SPID" 2> /dev/null
+    SPID=
+}
+node "$here/service.mjs" --socket "$SOCK" --port 0 --port-file "$TMP/port" --threads 1 2> "$TMP/service.log" &
+SPID=$!
+for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+[ -s "$TMP/port" ] || give_up "the service did not start: $(tail -n 3 "$TMP/service.log")"
+url="http://127.0.0.1:$(cat "$TMP/port")"
+write_config "trial:
+  timeout: 30
+  health_url: $url/health
+  health_interval: 1"
+need_daemon     # the state of the llama.cpp checks: json active, shout installed
+tpctl install "$TMP/broken.tpb" > /dev/null || give_up "install broken: $(tail -n 3 "$TMP/daemon.log")"
+
+# answer: the service's /complete for the first prompt of llama-decode.mjs, as "TASK TOKENS".
+answer() {
+    curl -s --max-time 10 -X POST -d '{"prompt":"The quick brown fox","tokens":16}' "$url/complete" |
+        python3 -c 'import json, sys; a = json.load(sys.stdin); print(a["task"], json.dumps(a["tokens"], separators=(",", ":")))' 2> /dev/null
+}
+# first_tokens: the tokens of the first prompt in a decoded line.
+first_tokens() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1].split(" ")[0])[0], separators=(",", ":")))' "$1"; }
+health() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url/health"; }
+for _ in $(seq 100); do [ "$(health)" = 200 ] && break; sleep 0.1; done
+check "service: healthy, answering with json's tokens (as llama-decode.mjs decodes the direct json)" \
+    test "$(answer)" = "json $(first_tokens "$direct_json")"
+
+# Switch to shout: time from the switch request to the first answer by the new model.
+t0=$(date +%s%N)
+tpctl --json switch shout > "$TMP/switch.json" 2>&1 &
+tpid=$!
+ms=
+for _ in $(seq 1000); do
+    curl -s --max-time 10 -X POST -d '{"prompt":"x","tokens":1}' "$url/complete" | grep -q '"task":"shout"' &&
+        ms=$(( ($(date +%s%N) - t0) / 1000000 )) && break
+    sleep 0.01
+done
+wait "$tpid"
+rc=$?
+check "service: tpctl switch shout is committed by the health check (exit $rc, $(jget state < "$TMP/switch.json" 2> /dev/null))" \
+    test "$rc $(jget state < "$TMP/switch.json" 2> /dev/null)" = "0 committed"
+check "service: answers with shout's tokens after the switch (${ms:-no} ms from tpctl switch to the first answer)" \
+    test "$(answer)" = "shout $(first_tokens "$direct_shout")"
+
+# The broken task: the service finds NaN logits, /health says 500, the daemon rolls back.
+tpctl --json switch broken > "$TMP/switch.json" 2>&1
+rc=$?
+check "service: tpctl switch broken is rolled back by the health check (exit $rc: $(grep -o '"message":"[^"]*"' "$TMP/switch.json" | cut -c1-90))" \
+    test "$rc $(tpctl --json status | jget active.task)" = "4 shout"
+check "service: the service reported the broken model (NaN logits) to the health check" \
+    grep -q "broken: broken v1.*not finite" "$TMP/service.log"
+for _ in $(seq 100); do [ "$(health)" = 200 ] && break; sleep 0.1; done
+check "service: healthy again after the rollback, answering with shout's tokens" \
+    test "$(health) $(answer)" = "200 shout $(first_tokens "$direct_shout")"
+echo "  switch -> the service answering with the new model: ${ms:-?} ms"
+stop_service
+daemon_finish

@@ -1,0 +1,147 @@
+#!/bin/sh
+# Install the real inference runtimes the runtime checks, the example inference service and
+# the LoRA benchmark use, from pinned npm packages, into a cache directory, and print that
+# directory (its node_modules/ holds the packages):
+#
+#   node-llama-cpp@3.21.1                 llama.cpp's JavaScript binding
+#   @node-llama-cpp/<platform>@3.21.1     its prebuilt llama.cpp for this machine (CPU only)
+#   onnxruntime-node@1.22.0               ONNX Runtime; libonnxruntime.so.1 for x64 and arm64
+#
+# Usage: tests/tools/npm-runtimes.sh CACHE_DIR        (e.g. build/npm-runtimes)
+#
+# Idempotent: when CACHE_DIR already holds the pinned packages (stamp file + binaries), it
+# prints the path and touches nothing, without network. Otherwise it runs one
+# `npm install --save-exact --omit=optional --ignore-scripts` into a temporary directory,
+# checks the registry's sha512 integrity of the three pinned packages, and renames it into
+# place, so an interrupted install never looks complete. Concurrent callers serialise on
+# CACHE_DIR.lock.
+#
+# --omit=optional keeps out node-llama-cpp's optional binary packages (CUDA, Vulkan, other
+# platforms: about 1 GB); the one for this platform is named explicitly, so it is a direct
+# dependency and installed. --ignore-scripts: onnxruntime-node's install script downloads
+# CUDA libraries, and node-llama-cpp's would look for (or build) a binary; neither is
+# needed, the CPU libraries are in the packages. Users load llama.cpp with
+# getLlama({gpu: false, build: "never", skipDownload: true}), so nothing is built or
+# downloaded at run time either. About 330 MB (onnxruntime-node carries every OS's library).
+#
+# Platforms: x86_64 → linux-x64, aarch64 → linux-arm64; NPM_RUNTIMES_PLATFORM overrides.
+set -eu
+
+LLAMA_VERSION=3.21.1
+ORT_VERSION=1.22.0
+# sha512 integrity of each pinned tarball, as the registry lists it (npm view ... dist.integrity).
+INTEGRITY_node_llama_cpp='sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=='
+INTEGRITY_linux_x64='sha512-Totj6RTDMGo3FoK2yNUaz/oGmZD0olAqTrRluFUWmu0kW2i9TOzHSW0OWCAiGkzRCVX0WsU2CyUQo/W2NYtdPA=='
+INTEGRITY_linux_arm64='sha512-eI3anSEGzJiwF2rpMpZVTdHzw47LztbvfvuRzlu/fPO18ROnBOd+75RPUBlV6qENPpmNtbov85+3VODwEwBurg=='
+INTEGRITY_onnxruntime_node='sha512-QaAqr7PFekrmEsmu1rpw7OxJYyG+iACjNHoNtQIVt9Oh7st8WDPIIUe6KhF9l35HVJTJd9CV1rePoPmKhSV26g=='
+
+die() {
+        echo "npm-runtimes: $*" >&2
+        exit 1
+}
+
+[ $# -eq 1 ] || die "usage: $0 CACHE_DIR"
+cache=$1
+
+platform=${NPM_RUNTIMES_PLATFORM:-}
+if [ -z "$platform" ]; then
+        case $(uname -m) in
+        x86_64 | amd64) platform=linux-x64 ;;
+        aarch64 | arm64) platform=linux-arm64 ;;
+        *) die "no pinned llama.cpp package for machine '$(uname -m)' (have linux-x64, linux-arm64)" ;;
+        esac
+fi
+case $platform in
+linux-x64) integrity_platform=$INTEGRITY_linux_x64 ort_dir=linux/x64 ;;
+linux-arm64) integrity_platform=$INTEGRITY_linux_arm64 ort_dir=linux/arm64 ;;
+*) die "unknown NPM_RUNTIMES_PLATFORM '$platform' (have linux-x64, linux-arm64)" ;;
+esac
+
+specs="node-llama-cpp@$LLAMA_VERSION @node-llama-cpp/$platform@$LLAMA_VERSION onnxruntime-node@$ORT_VERSION"
+# Files that must be there: llama.cpp's library and binding, ONNX Runtime's library.
+need="node_modules/@node-llama-cpp/$platform/bins/$platform/libllama.v0.4.0.so
+node_modules/@node-llama-cpp/$platform/bins/$platform/llama-addon.node
+node_modules/node-llama-cpp/dist/index.js
+node_modules/onnxruntime-node/bin/napi-v6/$ort_dir/libonnxruntime.so.1"
+stamp_rel=".npm-runtimes-stamp"
+stamp_want="$specs $INTEGRITY_node_llama_cpp $integrity_platform $INTEGRITY_onnxruntime_node"
+
+installed() {
+        [ -f "$1/$stamp_rel" ] && [ "$(cat "$1/$stamp_rel")" = "$stamp_want" ] || return 1
+        for f in $need; do
+                [ -f "$1/$f" ] || return 1
+        done
+}
+
+# Fast path: no lock, no network.
+if installed "$cache"; then
+        (cd "$cache" && pwd)
+        exit 0
+fi
+
+command -v npm > /dev/null 2>&1 ||
+        die "npm is not installed (need Node.js >= 20 and npm: 'make deps' or apt-get install nodejs npm)"
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2> /dev/null || echo 0)
+[ "$node_major" -ge 20 ] || die "node-llama-cpp $LLAMA_VERSION needs Node.js >= 20, this is $(node --version 2> /dev/null || echo 'no node')"
+
+parent=$(dirname "$cache")
+mkdir -p "$parent" || die "cannot create $parent"
+cache=$(cd "$parent" && pwd)/$(basename "$cache")
+
+# Serialise concurrent installs (parallel test runs) on one lock file next to the cache.
+exec 9> "$cache.lock" || die "cannot open $cache.lock"
+if command -v flock > /dev/null 2>&1; then
+        flock 9 || die "cannot lock $cache.lock"
+fi
+if installed "$cache"; then
+        (cd "$cache" && pwd)
+        exit 0
+fi
+
+# Replace only what this script made: an older stamped install or an empty directory.
+if [ -e "$cache" ] && [ ! -f "$cache/$stamp_rel" ] && [ -n "$(ls -A "$cache" 2> /dev/null)" ]; then
+        die "$cache exists and is not an npm-runtimes cache (no $stamp_rel): not replacing it"
+fi
+
+tmp=$(mktemp -d "$cache.tmp.XXXXXX") || die "cannot create a temporary directory next to $cache"
+chmod 755 "$tmp"
+log=$tmp.log
+trap 'rm -rf "$tmp" "$log"' EXIT
+
+# A package.json of our own keeps npm from walking up to a parent project.
+echo '{"name":"taskpatch-npm-runtimes","private":true}' > "$tmp/package.json"
+# shellcheck disable=SC2086  # $specs: three package specs
+if ! npm install --prefix "$tmp" --save-exact --omit=optional --ignore-scripts \
+        --no-audit --no-fund --no-update-notifier --fetch-retries=2 \
+        --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=5000 --fetch-timeout=60000 \
+        $specs > "$log" 2>&1; then
+        reason=$(grep -E 'npm (ERR!|error)' "$log" | head -n 5)
+        [ -n "$reason" ] || reason=$(tail -n 5 "$log")
+        registry=$(npm config get registry 2> /dev/null || echo '?')
+        die "npm install $specs failed (registry $registry unreachable or a package missing):
+$reason"
+fi
+
+# The integrity npm recorded for each pinned package must be the pinned one.
+lock="$tmp/node_modules/.package-lock.json"
+for pair in "node-llama-cpp $INTEGRITY_node_llama_cpp" "@node-llama-cpp/$platform $integrity_platform" \
+        "onnxruntime-node $INTEGRITY_onnxruntime_node"; do
+        name=${pair% *} want=${pair#* }
+        got=$(node -e 'const p = require(process.argv[1]).packages["node_modules/" + process.argv[2]];
+                console.log(p ? p.integrity : "(not installed)")' "$lock" "$name" 2> /dev/null) ||
+                die "cannot read $lock"
+        [ "$got" = "$want" ] || die "$name: registry integrity '$got' differs from the pinned '$want'"
+done
+for f in $need; do
+        [ -f "$tmp/$f" ] || die "$specs installed but $f is missing"
+done
+# No GPU package slipped in (they are optional dependencies of node-llama-cpp).
+for d in "$tmp/node_modules/@node-llama-cpp"/*; do
+        [ "$(basename "$d")" = "$platform" ] ||
+                die "unexpected binary package installed: $(basename "$d") (--omit=optional did not hold)"
+done
+printf '%s\n' "$stamp_want" > "$tmp/$stamp_rel"
+
+rm -rf "$cache"
+mv "$tmp" "$cache" || die "cannot move the install into $cache"
+(cd "$cache" && pwd)
