@@ -12,7 +12,7 @@ PKGS_BUILD="build-essential pkg-config git ca-certificates
 # Tools the tests and benchmarks drive; for make deb / check-deb: debhelper 13 (with
 # dh_installsysusers, dh_installtmpfiles), dh_bash-completion from bash-completion,
 # lintian, and systemd-nspawn to boot a throw-away container that installs the package.
-PKGS_TOOLS="openssl coreutils time python3 strace clang libclang-rt-14-dev
+PKGS_TOOLS="openssl coreutils time curl python3 strace clang libclang-rt-14-dev
     zstd bsdiff xdelta3 nginx-light dbus-daemon
     dpkg-dev debhelper bash-completion lintian systemd-container"
 # Arm: cross compiler, user-mode emulator, and the arm64 dev packages side by side.
@@ -33,7 +33,8 @@ command -v apt-get >/dev/null 2>&1 || die "apt-get not found: this script suppor
 # Are all of these packages installed already?
 all_installed() {
     for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || return 1
+        # One status line per installed architecture (libzstd-dev and libzstd-dev:arm64): all installed.
+        [ "$(dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | sort -u)" = "install ok installed" ] || return 1
     done
 }
 
@@ -55,12 +56,16 @@ else
   $PKGS_BUILD $PKGS_TOOLS $PKGS_ARM $PKGS_ARM64"
 fi
 
-# Node.js >= 20 is needed by the runtime checks (llama.cpp and ONNX Runtime from npm).
-if command -v node >/dev/null 2>&1; then
-    major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
-    if [ "$major" -lt 20 ]; then
-        echo "install-deps: warning: Node.js $(node --version) found; the runtime checks need >= 20" >&2
-    fi
+# Node.js >= 20 with npm runs the runtime checks and the demo's inference service (llama.cpp and
+# ONNX Runtime from npm). Debian 12's own nodejs is 18: it must come from elsewhere (NodeSource).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    die "Node.js >= 20 with npm is needed (make check-runtimes, make demo) and was not found;
+  Debian 12 ships 18: install Node.js 20 or later (e.g. from NodeSource) and run make deps again"
 fi
+major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$major" -lt 20 ]; then
+    die "Node.js $(node --version) found; make check-runtimes and make demo need >= 20"
+fi
+echo "install-deps: Node.js $(node --version), npm $(npm --version)"
 
 echo "install-deps: done"
