@@ -49,28 +49,6 @@ struct GgufWriter {
         uint64_t cur_done;   /* its bytes written */
 };
 
-static unsigned scalar_size(uint32_t t) {
-        switch (t) {
-        case GGUF_TYPE_UINT8:
-        case GGUF_TYPE_INT8:
-        case GGUF_TYPE_BOOL:
-                return 1;
-        case GGUF_TYPE_UINT16:
-        case GGUF_TYPE_INT16:
-                return 2;
-        case GGUF_TYPE_UINT32:
-        case GGUF_TYPE_INT32:
-        case GGUF_TYPE_FLOAT32:
-                return 4;
-        case GGUF_TYPE_UINT64:
-        case GGUF_TYPE_INT64:
-        case GGUF_TYPE_FLOAT64:
-                return 8;
-        default:
-                return 0;
-        }
-}
-
 static uint64_t pad_to(uint64_t x, uint64_t a) {
         return (x + a - 1) / a * a;
 }
@@ -145,7 +123,7 @@ static int append_kv(GgufWriter *w, const char *key, uint32_t type, WKv **ret) {
 
 int gguf_writer_set_scalar(GgufWriter *w, const char *key, GgufValueType type, uint64_t bits) {
         WKv *k;
-        if (scalar_size(type) == 0)
+        if (gguf_value_type_size(type) == 0)
                 return -EINVAL;
         int r = append_kv(w, key, type, &k);
         if (r < 0)
@@ -189,7 +167,7 @@ int gguf_writer_set_string(GgufWriter *w, const char *key, const char *s, size_t
 }
 
 int gguf_writer_set_array(GgufWriter *w, const char *key, GgufValueType type, const void *data, uint64_t count) {
-        unsigned size = scalar_size(type);
+        unsigned size = gguf_value_type_size(type);
         size_t n;
 
         if (size == 0)
@@ -229,7 +207,7 @@ static int array_bytes(int fd, const GgufKv *kv, uint64_t *ret, TpError *err) {
         struct stat st;
 
         if (kv->array_type != GGUF_TYPE_STRING) {
-                *ret = kv->array_count * scalar_size(kv->array_type); /* the reader checked it fits the file */
+                *ret = kv->array_count * gguf_value_type_size(kv->array_type); /* the reader checked it fits the file */
                 return 0;
         }
         if (fstat(fd, &st) < 0) {
@@ -457,7 +435,7 @@ static int out_kv(GgufWriter *w, const WKv *k, TpError *err) {
         else if (k->type == GGUF_TYPE_ARRAY)
                 r = out_bytes(w, k->data, k->data_len);
         else
-                r = out_uint(w, k->bits, scalar_size(k->type));
+                r = out_uint(w, k->bits, gguf_value_type_size(k->type));
         if (r < 0)
                 return tp_error(err, r, "writing %s: %s", w->f.path, strerror(-r));
         return 0;
@@ -481,7 +459,7 @@ static int layout(GgufWriter *w, TpError *err) {
                 else if (k->type == GGUF_TYPE_STRING)
                         n += 8 + k->data_len;
                 else
-                        n += scalar_size(k->type);
+                        n += gguf_value_type_size(k->type);
         }
         for (size_t i = 0; i < w->n_t; i++) {
                 WTensor *t = &w->t[i];

@@ -55,8 +55,7 @@ GgufValueType gguf_value_type_from_string(const char *s) {
         return _GGUF_TYPE_INVALID;
 }
 
-/* Bytes of one scalar of type @t; 0 for strings, arrays and unknown types. */
-static unsigned value_type_size(uint32_t t) {
+unsigned gguf_value_type_size(uint32_t t) {
         switch (t) {
         case GGUF_TYPE_UINT8:
         case GGUF_TYPE_INT8:
@@ -230,7 +229,7 @@ static int parse_array(Parser *p, uint32_t type, uint64_t count, unsigned depth)
         if (type == GGUF_TYPE_ARRAY && depth >= GGUF_ARRAY_DEPTH_MAX)
                 return tp_error(p->err, -EBADMSG, "arrays nested more than %u levels deep", GGUF_ARRAY_DEPTH_MAX);
 
-        min = type == GGUF_TYPE_STRING ? 8 : type == GGUF_TYPE_ARRAY ? ARRAY_HEADER_BYTES : value_type_size(type);
+        min = type == GGUF_TYPE_STRING ? 8 : type == GGUF_TYPE_ARRAY ? ARRAY_HEADER_BYTES : gguf_value_type_size(type);
         if (count > reader_remaining(&p->r) / min)
                 return tp_error(p->err, -EBADMSG,
                                 "array of %" PRIu64 " %s elements needs at least %" PRIu64
@@ -281,9 +280,9 @@ static int parse_value(Parser *p, GgufKv *kv) {
                 return parse_array(p, kv->array_type, kv->array_count, 1);
 
         default:
-                if (value_type_size(kv->type) == 0)
+                if (gguf_value_type_size(kv->type) == 0)
                         return tp_error(p->err, -EBADMSG, "unknown value type %" PRIu32, kv->type);
-                k = parser_uint(p, "value", value_type_size(kv->type), &v);
+                k = parser_uint(p, "value", gguf_value_type_size(kv->type), &v);
                 if (k < 0)
                         return k;
                 break;

@@ -165,4 +165,7 @@ const GgufTensor *gguf_find_tensor(const Gguf *g, const char *name);
 
 /* "uint8", "int8", ..., "float64" (the GGUF spec's names), or NULL when out of range. */
 const char *gguf_value_type_to_string(GgufValueType t);
+
+/* Bytes of one scalar of value type @t; 0 for strings, arrays and unknown types. */
+unsigned gguf_value_type_size(uint32_t t);
 GgufValueType gguf_value_type_from_string(const char *s);
