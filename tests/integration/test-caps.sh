@@ -73,7 +73,11 @@ except ConnectionResetError:
 busy = json.loads(line) if line else {}
 assert busy.get('ok') is False and busy['error']['code'] == 'busy' and '128' in busy['error']['message'], \
     f'the 129th client did not get a busy error: {line!r}'
-assert ef.readline() == b'', 'the 129th client was not closed after the busy error'
+try:
+    rest = ef.readline()
+except ConnectionResetError:    # closed with our request unread: a reset, after the busy line
+    rest = b''
+assert rest == b'', 'the 129th client was not closed after the busy error'
 c, cf = clients[0]
 c.sendall(b'{"cmd":"list"}\n')
 assert json.loads(cf.readline())['ok'], 'a connected client is no longer served'
