@@ -12,6 +12,8 @@
 
 #define SUFFIX_A ".lora_a"
 #define SUFFIX_B ".lora_b"
+#define NAME_A "lora_a" /* the suffixes without their dot, for messages */
+#define NAME_B "lora_b"
 
 static bool ends_with(const char *s, const char *suffix) {
         size_t n = strlen(s), k = strlen(suffix);
@@ -123,7 +125,7 @@ static int check_pairs(Lora *l, TpError *err) {
                         return tp_error(err, -EBADMSG,
                                         "'%s': rank mismatch: %s has rank %" PRIu64 " (ne = [%" PRIu64 ", %" PRIu64
                                         "]), %s rank %" PRIu64 " (ne = [%" PRIu64 ", %" PRIu64 "])%s",
-                                        p->target, SUFFIX_A + 1, rank_a, p->a->ne[0], p->a->ne[1], SUFFIX_B + 1,
+                                        p->target, NAME_A, rank_a, p->a->ne[0], p->a->ne[1], NAME_B,
                                         p->rank, p->b->ne[0], p->b->ne[1],
                                         p->embd ? "" : " (lora_a must be ne = [in, rank], lora_b ne = [rank, out])");
                 if (p->rank == 0)
@@ -146,8 +148,8 @@ static int lora_parse(Lora *l, TpError *err) {
                 else if (ends_with(t->name, "_norm.weight"))
                         l->n_ignored++;
                 else
-                        r = tp_error(err, -EBADMSG, "tensor '%s' is neither a %s nor a %s", t->name, SUFFIX_A + 1,
-                                     SUFFIX_B + 1);
+                        r = tp_error(err, -EBADMSG, "tensor '%s' is neither a %s nor a %s", t->name, NAME_A,
+                                     NAME_B);
         }
         if (r >= 0)
                 r = check_pairs(l, err);

@@ -183,7 +183,7 @@ if [ -r /usr/share/bash-completion/bash_completion ]; then
     ccheck "tpctl install " "a.tpb dir"
     ccheck "tpctl switch --" "--base --help --json --no-progress --socket --version"
     ccheck "tpctl switch --version " ""
-    ccheck "taskpatch " "apply caps create diff hash inspect publish verify"
+    ccheck "taskpatch " "apply caps create diff fold hash inspect publish quantize verify"
     ccheck "taskpatch create --ma" "--max-changed-share"
     ccheck "taskpatch inspect " "a.tpb c.channel dir"
     ccheck "taskpatch publish " "dir"
