@@ -188,7 +188,7 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
         r = atomic_file_open(out_path, &af);
         if (r < 0) {
                 applier_done(&a);
-                return tp_error(err, r, "%s: cannot create a temporary file beside it: %s", out_path, strerror(-r));
+                return tp_error(err, r, "%s: %s", out_path, atomic_file_strerror(r));
         }
         a.out_fd = af.fd;
         af.no_sync = !sync;

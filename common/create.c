@@ -346,7 +346,7 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
 
         r = atomic_file_open(out_path, &af);
         if (r < 0)
-                return tp_error(err, r, "%s: %s", out_path, strerror(-r));
+                return tp_error(err, r, "%s: %s", out_path, atomic_file_strerror(r));
         if ((r = write_full(af.fd, hdr, sizeof(hdr))) < 0 || (r = write_full(af.fd, text, text_len)) < 0 ||
             (sig_len > 0 && (r = write_full(af.fd, sig, sig_len)) < 0) ||
             (r = copy_range(payload_fd, 0, res.payload_bytes, af.fd, x, c.group_max, NULL)) < 0 ||

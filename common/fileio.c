@@ -90,6 +90,14 @@ int atomic_file_open(const char *path, AtomicFile *ret) {
 
         if (!copy1 || !copy2 || !final)
                 return -ENOMEM;
+        /*
+         * The rename replaces whatever @path names: never a device, fifo, socket or directory
+         * (as root, "-o /dev/null" would otherwise replace the device with a regular file).
+         * A symbolic link is replaced itself, not its target.
+         */
+        struct stat st;
+        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+                return S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST;
         if (asprintf(&tmp, "%s/.%s.XXXXXX", dirname(copy1), basename(copy2)) < 0) {
                 tmp = NULL;
                 return -ENOMEM;
@@ -103,6 +111,14 @@ int atomic_file_open(const char *path, AtomicFile *ret) {
         (void) fchmod(fd, 0644 & ~mask);
         *ret = (AtomicFile) { .fd = fd, .path = TAKE_PTR(final), .tmp_path = TAKE_PTR(tmp) };
         return 0;
+}
+
+const char *atomic_file_strerror(int r) {
+        if (r == -EEXIST)
+                return "exists and is not a regular file: not replacing it";
+        if (r == -EISDIR)
+                return "is a directory: not replacing it";
+        return strerror(-r);
 }
 
 int atomic_file_commit(AtomicFile *f) {

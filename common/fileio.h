@@ -38,8 +38,14 @@ typedef struct AtomicFile {
 
 #define ATOMIC_FILE_NULL ((AtomicFile) { .fd = -1 })
 
-/* Create a temporary beside @path (mode 0644 before umask) to be renamed over it by atomic_file_commit(). */
+/*
+ * Create a temporary beside @path (mode 0644 before umask) to be renamed over it by
+ * atomic_file_commit(). -EEXIST when @path is a device, fifo or socket, -EISDIR when it is a
+ * directory: those are never replaced.
+ */
 _warn_unused_result_ int atomic_file_open(const char *path, AtomicFile *ret);
+/* What an atomic_file_open() error means, for a message that names the path first. */
+const char *atomic_file_strerror(int r);
 /*
  * fsync, rename onto the final path, fsync the directory. A negative errno means the path still
  * holds the old file (the fsync or the rename failed) and the temporary is removed; once the rename

@@ -498,7 +498,7 @@ int gguf_writer_begin(GgufWriter *w, const char *path, bool no_sync, TpError *er
                 return tp_error(err, -ENOMEM, "cannot allocate the output buffer");
         r = atomic_file_open(path, &w->f);
         if (r < 0)
-                return tp_error(err, r, "%s: cannot create a temporary beside it: %s", path, strerror(-r));
+                return tp_error(err, r, "%s: %s", path, atomic_file_strerror(r));
         w->f.no_sync = no_sync;
         w->begun = true;
 

@@ -47,4 +47,17 @@ other=$([ "$arch" = x86_64 ] && echo neon || echo avx2)
 TASKPATCH_KERNEL=$other tp hash /dev/null > /dev/null 2> "$TMP/err"
 check "a kernel of another architecture is refused" test $? -eq 2
 
+# An output path that names a fifo, device or directory is never replaced by the rename that
+# commits a written file (as root, "-o /dev/null" would otherwise become a regular file).
+printf 'some bytes to stand in for a model\n' > "$TMP/in.bin"
+mkfifo "$TMP/fifo"
+tp create "$TMP/in.bin" "$TMP/in.bin" -o "$TMP/fifo" --task x --unsigned > /dev/null 2> "$TMP/err"
+check "create -o FIFO: refused (exit 1)" test $? -eq 1
+check "... saying why, and the fifo is still a fifo" \
+    bash -c "grep -q 'not a regular file: not replacing it' '$TMP/err' && test -p '$TMP/fifo'"
+tp create "$TMP/in.bin" "$TMP/in.bin" -o "$TMP/x.tpb" --task x --unsigned > /dev/null 2>&1
+tp apply "$TMP/in.bin" "$TMP/x.tpb" -o "$TMP" --allow-unsigned > /dev/null 2> "$TMP/err"
+check "apply -o DIRECTORY: refused (exit 1)" test $? -eq 1
+check "... saying it is a directory" grep -q 'is a directory: not replacing it' "$TMP/err"
+
 finish

@@ -548,6 +548,12 @@ static int write_file(const char *path, const Options *o, const Ggml *g, const T
 
         if (k < 0 || (size_t) k >= sizeof tmp)
                 return -ENAMETOOLONG;
+        /* The rename would replace a device ("-o /dev/null" as root) or fifo: only files. */
+        struct stat st;
+        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+                fprintf(stderr, "gguf-fixture: %s exists and is not a regular file: not replacing it\n", path);
+                return -EEXIST;
+        }
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 || !(out.f = fdopen(fd, "w"))) {
                 r = negative_errno();
