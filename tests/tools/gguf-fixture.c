@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "ggml.h"
 #include "macro.h"
 
@@ -542,23 +543,17 @@ static void write_header(Out *out, const Options *o, const Tensor *t, size_t n, 
 
 /* Write the tensors @t (an adapter's when @adapter) to @path through @path.tmp and a rename. */
 static int write_file(const char *path, const Options *o, const Ggml *g, const Tensor *t, size_t n, bool adapter) {
-        char tmp[4096];
+        AtomicFile f = ATOMIC_FILE_NULL;
         Out out = {};
-        int r = 0, fd, k = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        int r = atomic_file_open(path, &f), fd;
 
-        if (k < 0 || (size_t) k >= sizeof tmp)
-                return -ENAMETOOLONG;
-        /* The rename would replace a device ("-o /dev/null" as root) or fifo: only files. */
-        struct stat st;
-        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-                fprintf(stderr, "gguf-fixture: %s exists and is not a regular file: not replacing it\n", path);
-                return -EEXIST;
-        }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0 || !(out.f = fdopen(fd, "w"))) {
-                r = negative_errno();
+        f.no_sync = true; /* test fixtures: atomic, not durable */
+        fd = r < 0 ? -1 : fcntl(f.fd, F_DUPFD_CLOEXEC, 3);
+        if (r < 0 || fd < 0 || !(out.f = fdopen(fd, "w"))) {
+                r = r < 0 ? r : negative_errno();
                 safe_close(fd);
-                fprintf(stderr, "gguf-fixture: %s: %s\n", tmp, strerror(-r));
+                fprintf(stderr, "gguf-fixture: %s: %s\n", path, atomic_file_strerror(r));
+                atomic_file_abort(&f);
                 return r;
         }
         write_header(&out, o, t, n, adapter);
@@ -576,12 +571,11 @@ static int write_file(const char *path, const Options *o, const Ggml *g, const T
                 r = negative_errno();
         if (fclose(out.f) != 0 && r >= 0)
                 r = negative_errno();
-        if (r >= 0 && rename(tmp, path) < 0)
-                r = negative_errno();
-        if (r < 0) {
-                unlink(tmp);
+        if (r >= 0)
+                r = atomic_file_commit(&f);
+        if (r < 0)
                 fprintf(stderr, "gguf-fixture: writing %s: %s\n", path, strerror(-r));
-        }
+        atomic_file_abort(&f);
         return r;
 }
 
@@ -643,7 +637,7 @@ static void help(void) {
                "  --adapter FILE      lora: also write the LoRA as a llama.cpp adapter GGUF (F32\n"
                "                      <name>.lora_a ne=[in,rank], <name>.lora_b ne=[rank,out], alpha)\n"
                "  --chunk-rows N      rows per quantizer call (~4 MiB of floats): bounds memory only\n"
-               "  -o, --output FILE   the model (written to FILE.tmp, then renamed)\n\n"
+               "  -o, --output FILE   the model (written to a temporary beside it, then renamed)\n\n"
                "Example: gguf-fixture --ggml DIR --type q4_K --layers 4 -o base.gguf\n"
                "         gguf-fixture --ggml DIR --type q4_K --layers 4 --mode lora --targets attn_q,attn_v\n"
                "             --rank 8 --alpha 16 --task-seed 7 --adapter lora.gguf -o task.gguf\n");
