@@ -25,6 +25,7 @@
 # the arm64 package on an x86 host (its package.json allows cpu x64 too), e.g. for runs
 # under qemu-aarch64; give each platform its own CACHE_DIR.
 set -eu
+. "$(dirname "$0")/npm-cache.sh"
 
 VERSION=3.21.1
 # sha512 integrity of each pinned tarball, as the registry lists it (npm view ... dist.integrity).
@@ -63,38 +64,20 @@ installed() {
                 [ "$(cat "$1/$stamp_rel")" = "$stamp_want" ]
 }
 
+print_cache() { (cd "$cache/$libdir_rel" && pwd); }
+
 # Fast path: no lock, no network.
 if installed "$cache"; then
-        (cd "$cache/$libdir_rel" && pwd)
+        print_cache
         exit 0
 fi
 
 command -v npm > /dev/null 2>&1 ||
         die "npm is not installed (need Node.js >= 20 and npm: 'make deps' or apt-get install nodejs npm)"
 
-parent=$(dirname "$cache")
-mkdir -p "$parent" || die "cannot create $parent"
-cache=$(cd "$parent" && pwd)/$(basename "$cache")
-
-# Serialise concurrent installs (parallel test runs) on one lock file next to the cache.
-exec 9> "$cache.lock" || die "cannot open $cache.lock"
-if command -v flock > /dev/null 2>&1; then
-        flock 9 || die "cannot lock $cache.lock"
-fi
-if installed "$cache"; then
-        (cd "$cache/$libdir_rel" && pwd)
-        exit 0
-fi
-
-# Replace only what this script made: an older stamped install or an empty directory.
-if [ -e "$cache" ] && [ ! -f "$cache/$stamp_rel" ] && [ -n "$(ls -A "$cache" 2>/dev/null)" ]; then
-        die "$cache exists and is not an npm-ggml cache (no $stamp_rel): not replacing it"
-fi
-
-tmp=$(mktemp -d "$cache.tmp.XXXXXX") || die "cannot create a temporary directory next to $cache"
-chmod 755 "$tmp"
+kind="an npm-ggml cache"
+npm_cache_begin
 log=$tmp.log
-trap 'rm -rf "$tmp" "$log"' EXIT
 
 # An empty package.json keeps npm from walking up to a parent project.
 echo '{"name":"taskpatch-npm-ggml","private":true}' > "$tmp/package.json"

@@ -15,6 +15,7 @@
 # at the end, so an interrupted run never looks complete. Concurrent callers serialise on
 # CACHE_DIR.lock. Needs npm, git, tar, openssl (or sha512sum + xxd) and base64.
 set -eu
+. "$(dirname "$0")/npm-cache.sh"
 
 VERSION=3.21.1
 INTEGRITY='sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=='
@@ -34,8 +35,10 @@ installed() {
         [ -f "$1/include/llama.h" ] && [ -f "$1/$stamp_rel" ] && [ "$(cat "$1/$stamp_rel")" = "$stamp_want" ]
 }
 
+print_cache() { (cd "$cache" && pwd); }
+
 if installed "$cache"; then
-        (cd "$cache" && pwd)
+        print_cache
         exit 0
 fi
 
@@ -43,24 +46,8 @@ for tool in npm git tar base64; do
         command -v $tool > /dev/null 2>&1 || die "$tool is not installed ('make deps' installs it)"
 done
 
-parent=$(dirname "$cache")
-mkdir -p "$parent" || die "cannot create $parent"
-cache=$(cd "$parent" && pwd)/$(basename "$cache")
-
-exec 9> "$cache.lock" || die "cannot open $cache.lock"
-if command -v flock > /dev/null 2>&1; then
-        flock 9 || die "cannot lock $cache.lock"
-fi
-if installed "$cache"; then
-        (cd "$cache" && pwd)
-        exit 0
-fi
-if [ -e "$cache" ] && [ ! -f "$cache/$stamp_rel" ] && [ -n "$(ls -A "$cache" 2> /dev/null)" ]; then
-        die "$cache exists and is not an npm-llama-src checkout (no $stamp_rel): not replacing it"
-fi
-
-tmp=$(mktemp -d "$cache.tmp.XXXXXX") || die "cannot create a temporary directory next to $cache"
-trap 'rm -rf "$tmp"' EXIT
+kind="an npm-llama-src checkout"
+npm_cache_begin
 
 if ! (cd "$tmp" && npm pack --silent --no-update-notifier --fetch-retries=2 --fetch-timeout=120000 \
         "node-llama-cpp@$VERSION" > pack.out 2> pack.log); then

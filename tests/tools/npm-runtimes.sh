@@ -26,6 +26,7 @@
 #
 # Platforms: x86_64 → linux-x64, aarch64 → linux-arm64; NPM_RUNTIMES_PLATFORM overrides.
 set -eu
+. "$(dirname "$0")/npm-cache.sh"
 
 LLAMA_VERSION=3.21.1
 ORT_VERSION=1.22.0
@@ -73,9 +74,11 @@ installed() {
         done
 }
 
+print_cache() { (cd "$cache" && pwd); }
+
 # Fast path: no lock, no network.
 if installed "$cache"; then
-        (cd "$cache" && pwd)
+        print_cache
         exit 0
 fi
 
@@ -84,29 +87,9 @@ command -v npm > /dev/null 2>&1 ||
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2> /dev/null || echo 0)
 [ "$node_major" -ge 20 ] || die "node-llama-cpp $LLAMA_VERSION needs Node.js >= 20, this is $(node --version 2> /dev/null || echo 'no node')"
 
-parent=$(dirname "$cache")
-mkdir -p "$parent" || die "cannot create $parent"
-cache=$(cd "$parent" && pwd)/$(basename "$cache")
-
-# Serialise concurrent installs (parallel test runs) on one lock file next to the cache.
-exec 9> "$cache.lock" || die "cannot open $cache.lock"
-if command -v flock > /dev/null 2>&1; then
-        flock 9 || die "cannot lock $cache.lock"
-fi
-if installed "$cache"; then
-        (cd "$cache" && pwd)
-        exit 0
-fi
-
-# Replace only what this script made: an older stamped install or an empty directory.
-if [ -e "$cache" ] && [ ! -f "$cache/$stamp_rel" ] && [ -n "$(ls -A "$cache" 2> /dev/null)" ]; then
-        die "$cache exists and is not an npm-runtimes cache (no $stamp_rel): not replacing it"
-fi
-
-tmp=$(mktemp -d "$cache.tmp.XXXXXX") || die "cannot create a temporary directory next to $cache"
-chmod 755 "$tmp"
+kind="an npm-runtimes cache"
+npm_cache_begin
 log=$tmp.log
-trap 'rm -rf "$tmp" "$log"' EXIT
 
 # A package.json of our own keeps npm from walking up to a parent project.
 echo '{"name":"taskpatch-npm-runtimes","private":true}' > "$tmp/package.json"
