@@ -75,8 +75,8 @@ fi
 command -v npm > /dev/null 2>&1 ||
         die "npm is not installed (need Node.js >= 20 and npm: 'make deps' or apt-get install nodejs npm)"
 
-kind="an npm-ggml cache"
-npm_cache_begin
+npm_cache_begin "an npm-ggml cache"
+# shellcheck disable=SC2154  # $tmp is set by npm_cache_begin (npm-cache.sh)
 log=$tmp.log
 
 # An empty package.json keeps npm from walking up to a parent project.

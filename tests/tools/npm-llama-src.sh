@@ -46,9 +46,9 @@ for tool in npm git tar base64; do
         command -v $tool > /dev/null 2>&1 || die "$tool is not installed ('make deps' installs it)"
 done
 
-kind="an npm-llama-src checkout"
-npm_cache_begin
+npm_cache_begin "an npm-llama-src checkout"
 
+# shellcheck disable=SC2154  # $tmp is set by npm_cache_begin (npm-cache.sh)
 if ! (cd "$tmp" && npm pack --silent --no-update-notifier --fetch-retries=2 --fetch-timeout=120000 \
         "node-llama-cpp@$VERSION" > pack.out 2> pack.log); then
         die "npm pack node-llama-cpp@$VERSION failed (registry $(npm config get registry 2> /dev/null || echo '?')):

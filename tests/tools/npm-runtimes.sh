@@ -87,8 +87,8 @@ command -v npm > /dev/null 2>&1 ||
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2> /dev/null || echo 0)
 [ "$node_major" -ge 20 ] || die "node-llama-cpp $LLAMA_VERSION needs Node.js >= 20, this is $(node --version 2> /dev/null || echo 'no node')"
 
-kind="an npm-runtimes cache"
-npm_cache_begin
+npm_cache_begin "an npm-runtimes cache"
+# shellcheck disable=SC2154  # $tmp is set by npm_cache_begin (npm-cache.sh)
 log=$tmp.log
 
 # A package.json of our own keeps npm from walking up to a parent project.
