@@ -35,30 +35,11 @@ dims=(--ggml "$lib" --type f32 --dim "$dim" --ff "$ff" --layers "$layers" --voca
     --adapter "$work/lora.gguf" -o "$work/lora-task-f32.gguf"
 rm -f "$work/lora-task-f32.gguf"
 bytes=$(stat -c %s "$work/base.gguf")
-weights=$(python3 - "$work/base.gguf" <<'PY'
-import struct, sys
-b = open(sys.argv[1], "rb").read(1 << 22)
-nt, nkv = struct.unpack_from("<QQ", b, 8); o = 24
-def s(o):
-    n, = struct.unpack_from("<Q", b, o); return o + 8 + n
-sz = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-for _ in range(nkv):
-    o = s(o); t, = struct.unpack_from("<I", b, o); o += 4
-    if t == 8: o = s(o)
-    elif t == 9:
-        at, n = struct.unpack_from("<IQ", b, o); o += 12
-        if at == 8:
-            for _ in range(n): o = s(o)
-        else: o += sz[at] * n
-    else: o += sz[t]
-total = 0
-for _ in range(nt):
-    o = s(o); nd, = struct.unpack_from("<I", b, o); o += 4
-    n = 1
-    for x in struct.unpack_from("<%dQ" % nd, b, o): n *= x
-    o += 8 * nd + 12
-    total += n
-print(total)
+weights=$(PYTHONPATH="$root/tests/tools" python3 - "$work/base.gguf" <<'PY'
+import sys
+import gguf_header
+h = gguf_header.read(sys.argv[1], limit=1 << 22)
+print(sum(h.elements(ne) for _, ne, _, _ in h.tensors))
 PY
 )
 cat "$work/base.gguf" "$work/lora.gguf" > /dev/null # page cache warm

@@ -8,6 +8,7 @@
 # architecture, a lora_a without lora_b, rank mismatch, quantized base, NaN weights, usage.
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
+export PYTHONPATH="$root/tests/tools"    # gguf_header.py, for the checks below
 fix="$(dirname "$BIN")/tools/gguf-fixture"
 
 ggml=$(sh "$root/tests/tools/npm-ggml.sh" "$root/build/npm" 2> "$TMP/npm.err" | tail -n 1)
@@ -41,21 +42,10 @@ for r in json.load(sys.stdin)["regions"]:
     if r.get("site"): print(r["site"])' | sort -u
 }
 expected_sites=$(python3 - "$TMP/lora.gguf" <<'PY'
-import struct, sys
-b = open(sys.argv[1], "rb").read()
-nt, nkv = struct.unpack_from("<QQ", b, 8); o = 24
-def s(o):
-    n, = struct.unpack_from("<Q", b, o); return b[o + 8:o + 8 + n].decode(), o + 8 + n
-sz = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-for _ in range(nkv):
-    _, o = s(o); t, = struct.unpack_from("<I", b, o); o += 4
-    if t == 8: _, o = s(o)
-    else: o += sz[t]
-names = set()
-for _ in range(nt):
-    name, o = s(o); nd, = struct.unpack_from("<I", b, o); o += 4 + 8 * nd + 12
-    names.add(name.rsplit(".", 1)[0])
-print("\n".join(sorted(names)))
+import sys
+import gguf_header
+h = gguf_header.read(sys.argv[1])
+print("\n".join(sorted({name.rsplit(".", 1)[0] for name, _, _, _ in h.tensors})))
 PY
 )
 
@@ -110,39 +100,17 @@ check "fold --json prints no progress on stderr" test ! -s "$TMP/err"
 tp fold "$TMP/base.gguf" "$TMP/lora.gguf" "$TMP/task-f32.gguf" F32 > /dev/null 2>&1
 check "fold to F32 matches an independent W + (alpha/rank)·B·A (token_embd's swapped layout too)" \
     python3 - "$TMP/base.gguf" "$TMP/task-f32.gguf" "$TMP/ref-task-f32.gguf" "$n_targets" <<'PY'
-import struct, sys
+import sys
 from array import array
+import gguf_header
 def tensors(path):
+    h = gguf_header.read(path)
     b = open(path, "rb").read()
-    nt, nkv = struct.unpack_from("<QQ", b, 8); o = 24
-    def s(o):
-        n, = struct.unpack_from("<Q", b, o); return b[o + 8:o + 8 + n].decode(), o + 8 + n
-    sz = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    align = 32
-    for _ in range(nkv):
-        k, o = s(o); t, = struct.unpack_from("<I", b, o); o += 4
-        if t == 8: _, o = s(o)
-        elif t == 9:
-            at, n = struct.unpack_from("<IQ", b, o); o += 12
-            if at == 8:
-                for _ in range(n): _, o = s(o)
-            else: o += sz[at] * n
-        else:
-            if k == "general.alignment": align, = struct.unpack_from("<I", b, o)
-            o += sz[t]
-    info = []
-    for _ in range(nt):
-        name, o = s(o); nd, = struct.unpack_from("<I", b, o); o += 4
-        ne = struct.unpack_from("<%dQ" % nd, b, o); o += 8 * nd
-        t, off = struct.unpack_from("<IQ", b, o); o += 12
-        info.append((name, ne, t, off))
-    data = (o + align - 1) // align * align
     out = {}
-    for name, ne, t, off in info:
-        n = 1
-        for x in ne: n *= x
+    for name, ne, t, off in h.tensors:
         assert t == 0, (name, t)
-        out[name] = array("f", b[data + off:data + off + 4 * n])
+        start = h.data_offset + off
+        out[name] = array("f", b[start:start + 4 * h.elements(ne)])
     return out
 base, got, ref = (tensors(p) for p in sys.argv[1:4])
 changed = 0
@@ -164,32 +132,12 @@ PY
 tp quantize -q "$TMP/a64.gguf" "$TMP/a64-q.gguf" Q4_K_M > /dev/null 2>&1
 check "general.alignment 64 is kept and honoured (every tensor 64-aligned, the file parses)" \
     python3 - "$TMP/a64-q.gguf" <<'PY'
-import struct, sys
-b = open(sys.argv[1], "rb").read()
-nt, nkv = struct.unpack_from("<QQ", b, 8); o = 24
-def s(o):
-    n, = struct.unpack_from("<Q", b, o); return b[o + 8:o + 8 + n].decode(), o + 8 + n
-sz = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-align = None
-for _ in range(nkv):
-    k, o = s(o); t, = struct.unpack_from("<I", b, o); o += 4
-    if t == 8: _, o = s(o)
-    elif t == 9:
-        at, n = struct.unpack_from("<IQ", b, o); o += 12
-        if at == 8:
-            for _ in range(n): _, o = s(o)
-        else: o += sz[at] * n
-    else:
-        if k == "general.alignment": align, = struct.unpack_from("<I", b, o)
-        o += sz[t]
-assert align == 64, align
-offs = []
-for _ in range(nt):
-    _, o = s(o); nd, = struct.unpack_from("<I", b, o); o += 4 + 8 * nd
-    t, off = struct.unpack_from("<IQ", b, o); o += 12
-    offs.append(off)
-data = (o + 63) // 64 * 64
-assert all(x % 64 == 0 for x in offs) and data % 64 == 0 and len(b) % 64 == 0
+import os, sys
+import gguf_header
+h = gguf_header.read(sys.argv[1])
+assert h.alignment == 64, h.alignment
+assert all(off % 64 == 0 for _, _, _, off in h.tensors), "a tensor is not 64-aligned"
+assert h.data_offset % 64 == 0 and os.path.getsize(sys.argv[1]) % 64 == 0
 PY
 tp diff "$TMP/a64-q.gguf" "$TMP/a64-q.gguf" > /dev/null 2>&1
 check "... and TaskPatch's own GGUF reader accepts it" test $? -eq 0

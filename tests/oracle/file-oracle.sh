@@ -81,33 +81,15 @@ run_fixture() {
 # dropped or renamed and uint32 keys added, laid out again (alignment 32). Makes the cases
 # gguf-fixture has no option for: tied embeddings, experts, unusual tensor names.
 edit_gguf() {
-        python3 - "$@" <<'PY'
+        PYTHONPATH="$root/tests/tools" python3 - "$@" <<'PY'
 import struct, sys
+import gguf_header
 src, dst, edits = sys.argv[1], sys.argv[2], sys.argv[3:]
 b = open(src, "rb").read()
-nt, nkv = struct.unpack_from("<QQ", b, 8); o = 24
-def skip_str(o):
-    n, = struct.unpack_from("<Q", b, o); return o + 8 + n
-sz = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-kvs = []
-for _ in range(nkv):
-    start = o; o = skip_str(o); t, = struct.unpack_from("<I", b, o); o += 4
-    if t == 8: o = skip_str(o)
-    elif t == 9:
-        at, n = struct.unpack_from("<IQ", b, o); o += 12
-        if at == 8:
-            for _ in range(n): o = skip_str(o)
-        else: o += sz[at] * n
-    else: o += sz[t]
-    kvs.append(b[start:o])
-infos = []
-for _ in range(nt):
-    n, = struct.unpack_from("<Q", b, o); name = b[o + 8:o + 8 + n].decode(); o += 8 + n
-    nd, = struct.unpack_from("<I", b, o); o += 4
-    ne = struct.unpack_from("<%dQ" % nd, b, o); o += 8 * nd
-    t, off = struct.unpack_from("<IQ", b, o); o += 12
-    infos.append([name, ne, t, off])
-data = (o + 31) // 32 * 32
+h = gguf_header.read(src)
+kvs = [raw for _, _, raw, _ in h.kvs]
+infos = [list(t) for t in h.tensors]
+data = h.data_offset
 ends = sorted(i[3] for i in infos)[1:] + [len(b) - data]
 def size(i):
     return min(e for e in ends if e > i[3]) - i[3]
