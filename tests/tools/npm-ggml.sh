@@ -24,13 +24,9 @@
 # @node-llama-cpp/linux-arm64 (bins/linux-arm64). NPM_GGML_PLATFORM=linux-arm64 installs
 # the arm64 package on an x86 host (its package.json allows cpu x64 too), e.g. for runs
 # under qemu-aarch64; give each platform its own CACHE_DIR.
+# shellcheck disable=SC2154  # $platform_integrity, LLAMA_NPM_*: set by npm-cache.sh
 set -eu
 . "$(dirname "$0")/npm-cache.sh"
-
-VERSION=3.21.1
-# sha512 integrity of each pinned tarball, as the registry lists it (npm view ... dist.integrity).
-INTEGRITY_linux_x64='sha512-Totj6RTDMGo3FoK2yNUaz/oGmZD0olAqTrRluFUWmu0kW2i9TOzHSW0OWCAiGkzRCVX0WsU2CyUQo/W2NYtdPA=='
-INTEGRITY_linux_arm64='sha512-eI3anSEGzJiwF2rpMpZVTdHzw47LztbvfvuRzlu/fPO18ROnBOd+75RPUBlV6qENPpmNtbov85+3VODwEwBurg=='
 
 die() {
         echo "npm-ggml: $*" >&2
@@ -40,21 +36,10 @@ die() {
 [ $# -eq 1 ] || die "usage: $0 CACHE_DIR"
 cache=$1
 
-platform=${NPM_GGML_PLATFORM:-}
-if [ -z "$platform" ]; then
-        case $(uname -m) in
-        x86_64 | amd64) platform=linux-x64 ;;
-        aarch64 | arm64) platform=linux-arm64 ;;
-        *) die "no pinned llama.cpp package for machine '$(uname -m)' (have linux-x64, linux-arm64)" ;;
-        esac
-fi
-case $platform in
-linux-x64) integrity=$INTEGRITY_linux_x64 ;;
-linux-arm64) integrity=$INTEGRITY_linux_arm64 ;;
-*) die "unknown NPM_GGML_PLATFORM '$platform' (have linux-x64, linux-arm64)" ;;
-esac
+npm_llama_platform "${NPM_GGML_PLATFORM:-}" NPM_GGML_PLATFORM
+integrity=$platform_integrity
 
-spec="@node-llama-cpp/$platform@$VERSION"
+spec="@node-llama-cpp/$platform@$LLAMA_NPM_VERSION"
 libdir_rel="node_modules/@node-llama-cpp/$platform/bins/$platform"
 stamp_rel=".npm-ggml-stamp"
 stamp_want="$spec $integrity"

@@ -17,8 +17,8 @@
 set -eu
 . "$(dirname "$0")/npm-cache.sh"
 
-VERSION=3.21.1
-INTEGRITY='sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=='
+VERSION=$LLAMA_NPM_VERSION
+INTEGRITY=$LLAMA_NPM_INTEGRITY
 BUNDLE=package/llama/gitRelease.bundle
 
 die() {

@@ -25,15 +25,12 @@
 # downloaded at run time either. About 330 MB (onnxruntime-node carries every OS's library).
 #
 # Platforms: x86_64 → linux-x64, aarch64 → linux-arm64; NPM_RUNTIMES_PLATFORM overrides.
+# shellcheck disable=SC2154  # $platform, $platform_integrity, LLAMA_NPM_*: set by npm-cache.sh
 set -eu
 . "$(dirname "$0")/npm-cache.sh"
 
-LLAMA_VERSION=3.21.1
 ORT_VERSION=1.22.0
-# sha512 integrity of each pinned tarball, as the registry lists it (npm view ... dist.integrity).
-INTEGRITY_node_llama_cpp='sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=='
-INTEGRITY_linux_x64='sha512-Totj6RTDMGo3FoK2yNUaz/oGmZD0olAqTrRluFUWmu0kW2i9TOzHSW0OWCAiGkzRCVX0WsU2CyUQo/W2NYtdPA=='
-INTEGRITY_linux_arm64='sha512-eI3anSEGzJiwF2rpMpZVTdHzw47LztbvfvuRzlu/fPO18ROnBOd+75RPUBlV6qENPpmNtbov85+3VODwEwBurg=='
+# sha512 integrity of the onnxruntime-node tarball (npm view onnxruntime-node@1.22.0 dist.integrity).
 INTEGRITY_onnxruntime_node='sha512-QaAqr7PFekrmEsmu1rpw7OxJYyG+iACjNHoNtQIVt9Oh7st8WDPIIUe6KhF9l35HVJTJd9CV1rePoPmKhSV26g=='
 
 die() {
@@ -44,28 +41,20 @@ die() {
 [ $# -eq 1 ] || die "usage: $0 CACHE_DIR"
 cache=$1
 
-platform=${NPM_RUNTIMES_PLATFORM:-}
-if [ -z "$platform" ]; then
-        case $(uname -m) in
-        x86_64 | amd64) platform=linux-x64 ;;
-        aarch64 | arm64) platform=linux-arm64 ;;
-        *) die "no pinned llama.cpp package for machine '$(uname -m)' (have linux-x64, linux-arm64)" ;;
-        esac
-fi
+npm_llama_platform "${NPM_RUNTIMES_PLATFORM:-}" NPM_RUNTIMES_PLATFORM
 case $platform in
-linux-x64) integrity_platform=$INTEGRITY_linux_x64 ort_dir=linux/x64 ;;
-linux-arm64) integrity_platform=$INTEGRITY_linux_arm64 ort_dir=linux/arm64 ;;
-*) die "unknown NPM_RUNTIMES_PLATFORM '$platform' (have linux-x64, linux-arm64)" ;;
+linux-x64) ort_dir=linux/x64 ;;
+linux-arm64) ort_dir=linux/arm64 ;;
 esac
 
-specs="node-llama-cpp@$LLAMA_VERSION @node-llama-cpp/$platform@$LLAMA_VERSION onnxruntime-node@$ORT_VERSION"
+specs="node-llama-cpp@$LLAMA_NPM_VERSION @node-llama-cpp/$platform@$LLAMA_NPM_VERSION onnxruntime-node@$ORT_VERSION"
 # Files that must be there: llama.cpp's library and binding, ONNX Runtime's library.
 need="node_modules/@node-llama-cpp/$platform/bins/$platform/libllama.v0.4.0.so
 node_modules/@node-llama-cpp/$platform/bins/$platform/llama-addon.node
 node_modules/node-llama-cpp/dist/index.js
 node_modules/onnxruntime-node/bin/napi-v6/$ort_dir/libonnxruntime.so.1"
 stamp_rel=".npm-runtimes-stamp"
-stamp_want="$specs $INTEGRITY_node_llama_cpp $integrity_platform $INTEGRITY_onnxruntime_node"
+stamp_want="$specs $LLAMA_NPM_INTEGRITY $platform_integrity $INTEGRITY_onnxruntime_node"
 
 installed() {
         [ -f "$1/$stamp_rel" ] && [ "$(cat "$1/$stamp_rel")" = "$stamp_want" ] || return 1
@@ -85,7 +74,7 @@ fi
 command -v npm > /dev/null 2>&1 ||
         die "npm is not installed (need Node.js >= 20 and npm: 'make deps' or apt-get install nodejs npm)"
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2> /dev/null || echo 0)
-[ "$node_major" -ge 20 ] || die "node-llama-cpp $LLAMA_VERSION needs Node.js >= 20, this is $(node --version 2> /dev/null || echo 'no node')"
+[ "$node_major" -ge 20 ] || die "node-llama-cpp $LLAMA_NPM_VERSION needs Node.js >= 20, this is $(node --version 2> /dev/null || echo 'no node')"
 
 npm_cache_begin "an npm-runtimes cache"
 # shellcheck disable=SC2154  # $tmp is set by npm_cache_begin (npm-cache.sh)
@@ -107,7 +96,7 @@ fi
 
 # The integrity npm recorded for each pinned package must be the pinned one.
 lock="$tmp/node_modules/.package-lock.json"
-for pair in "node-llama-cpp $INTEGRITY_node_llama_cpp" "@node-llama-cpp/$platform $integrity_platform" \
+for pair in "node-llama-cpp $LLAMA_NPM_INTEGRITY" "@node-llama-cpp/$platform $platform_integrity" \
         "onnxruntime-node $INTEGRITY_onnxruntime_node"; do
         name=${pair% *} want=${pair#* }
         got=$(node -e 'const p = require(process.argv[1]).packages["node_modules/" + process.argv[2]];
