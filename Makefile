@@ -94,7 +94,10 @@ else
 HARDEN_CFLAGS += -D_FORTIFY_SOURCE=2
 endif
 
-INCLUDES := -Ikernels -Icommon -Icli -Idaemon
+# common/ is one library in layers (common/README.md), each including only kernels/ and the layers
+# before it; headers are included by name, so every layer is on the path.
+COMMON_LAYERS := base text artifact codec bundle device model
+INCLUDES := -Ikernels $(addprefix -Icommon/,$(COMMON_LAYERS)) -Icli -Idaemon
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DTASKPATCH_VERSION='"$(VERSION)"' $(INCLUDES) $(WARNINGS) \
              $(HARDEN_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -pthread $(CFLAGS) -MMD -MP
 ALL_LDFLAGS = $(HARDEN_LDFLAGS) $(SAN_FLAGS) -pthread $(LDFLAGS)
@@ -110,8 +113,8 @@ KERNEL_SRCS_aarch64 := kernels/sha256-arm64-ce.c kernels/sha256-arm64-neon.c ker
                        kernels/quant-arm64-neon-k.c
 KERNEL_SRCS += $(KERNEL_SRCS_$(ARCH))
 
-# Every common/*.c is part of libtaskpatch.
-COMMON_SRCS := $(wildcard common/*.c)
+# Every common/<layer>/*.c is part of libtaskpatch.
+COMMON_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix common/,$(COMMON_LAYERS))))
 
 CLI_SHARED_SRCS := cli/cli.c
 TASKPATCH_SRCS := $(wildcard cli/taskpatch*.c)
@@ -149,9 +152,9 @@ $(call objs,kernels/quant.c kernels/quant-generic.c kernels/quant-generic-k.c): 
 $(OBJ)/kernels/quant-x86-avx2.o $(OBJ)/kernels/quant-x86-avx2-k.o: ISA_FLAGS := -mavx2 $(QUANT_FP_FLAGS)
 $(OBJ)/kernels/quant-arm64-neon.o $(OBJ)/kernels/quant-arm64-neon-k.o: ISA_FLAGS := -march=armv8-a $(QUANT_FP_FLAGS)
 
-# The build time is the clock's floor (common/clock.h): a device clock reading earlier is unset.
+# The build time is the clock's floor (common/base/clock.h): a device clock reading earlier is unset.
 BUILD_EPOCH := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2> /dev/null),$(shell date +%s))
-$(OBJ)/common/clock.o: OBJ_DEFS := -DTASKPATCH_BUILD_EPOCH=$(BUILD_EPOCH)
+$(OBJ)/common/base/clock.o: OBJ_DEFS := -DTASKPATCH_BUILD_EPOCH=$(BUILD_EPOCH)
 
 # ---- build -----------------------------------------------------------------
 
@@ -357,8 +360,8 @@ bench-lora: all $(TOOLS)
 # (tests/bench/fold.sh; RECORD=1 writes tests/bench/results/fold.json). The fold's end-to-end
 # proof is tests/integration/test-fold.sh (check-integration); its whole-file oracle against
 # llama_model_quantize is tests/oracle/file-oracle.sh (check-oracle).
-# The fold's float arithmetic is specified operation by operation (common/fold.h): never fused.
-$(OBJ)/common/fold.o: ISA_FLAGS := -ffp-contract=off
+# The fold's float arithmetic is specified operation by operation (common/model/fold.h): never fused.
+$(OBJ)/common/model/fold.o: ISA_FLAGS := -ffp-contract=off
 .PHONY: bench-fold
 bench-fold: all $(TOOLS)
 	@tests/bench/fold.sh $(BUILD)

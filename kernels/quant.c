@@ -6,7 +6,7 @@
 #include "quant-impl.h"
 #include "quant.h"
 
-/* ggml type ids (common/ggml.h's GGML_TYPE_*; kernels/ does not include common/). */
+/* ggml type ids (common/artifact/ggml.h's GGML_TYPE_*; kernels/ does not include common/). */
 enum {
         TYPE_F32 = 0,
         TYPE_F16 = 1,

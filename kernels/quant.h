@@ -22,14 +22,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Whether quantize_rows() can produce ggml type id @type (common/ggml.h's GGML_TYPE_*). */
+/* Whether quantize_rows() can produce ggml type id @type (common/artifact/ggml.h's GGML_TYPE_*). */
 bool quant_supported(uint32_t type);
 
 /*
  * Quantize @nrows rows of @n_per_row floats each from @src into @dst, as ggml_quantize_chunk
  * (type, src, dst, 0, nrows, n_per_row, NULL) does. @n_per_row must be a multiple of the
  * type's block size (32, or 256 for K-quants) and @type supported: callers check with
- * quant_supported() and common/ggml.h's block size. Returns the bytes written:
+ * quant_supported() and common/artifact/ggml.h's block size. Returns the bytes written:
  * nrows * the row size. Input must be finite (no NaN, no infinity).
  */
 size_t quantize_rows(uint32_t type, const float *src, void *dst, size_t nrows, size_t n_per_row);

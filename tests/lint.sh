@@ -39,9 +39,10 @@ if command -v shellcheck > /dev/null; then
 fi
 
 if command -v cppcheck > /dev/null; then
+    common_inc=$(for d in common/*/; do printf ' -I%s' "${d%/}"; done)
     # memleak: cppcheck does not follow __attribute__((cleanup)), which frees these; ASan/LSan check leaks.
     out=$(cppcheck -q --std=c11 --error-exitcode=1 --enable=warning,portability \
-          --inline-suppr --suppress=preprocessorErrorDirective --suppress=memleak -Ikernels -Icommon -Icli -D__x86_64__ -D__GNUC__ \
+          --inline-suppr --suppress=preprocessorErrorDirective --suppress=memleak -Ikernels $common_inc -Icli -D__x86_64__ -D__GNUC__ \
           kernels common cli daemon 2>&1)
     [ $? -eq 0 ] && ok "cppcheck (warning, portability)" || bad "cppcheck" "$out"
 fi

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * delta-eval: how small does common/delta.c make a changed tensor?
+ * delta-eval: how small does common/codec/delta.c make a changed tensor?
  *
  *   delta-eval [--peers] [--bench] -l LAYOUT BASE TARGET     two raw tensor dumps of one layout
  *   delta-eval [--peers] [--bench] -r RANGES BASE TARGET     spans of two files: lines "OFFSET LENGTH LAYOUT [NAME]"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for the bundle reader (common/bundle.c, common/manifest.c,
- * common/yaml-doc.c): header, manifest and the streaming span decoder. The
+ * libFuzzer target for the bundle reader (common/bundle/bundle.c, common/bundle/manifest.c,
+ * common/text/yaml-doc.c): header, manifest and the streaming span decoder. The
  * signature is not checked here (bundle_open_fd never does; bundle_verify
  * does), so the fuzzer reaches every parser behind it. A failure must carry
  * a message; decoded spans must have exactly their declared lengths.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for the channel reader (common/channel.c) and the YAML
+ * libFuzzer target for the channel reader (common/bundle/channel.c) and the YAML
  * tree under it: header, index, caps, paths. The signature is checked by
  * channel_verify(), not by channel_parse(), so every parser is reached
  * without a valid signature. A parsed channel must re-serialise and parse

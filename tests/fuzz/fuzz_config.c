@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for the daemon's configuration (common/config.c over
- * common/yaml-doc.c). A failure must carry a message and leave the caller's
+ * libFuzzer target for the daemon's configuration (common/device/config.c over
+ * common/text/yaml-doc.c). A failure must carry a message and leave the caller's
  * config as it was; a success must keep every promise config.h makes about
  * the values. Anything else aborts.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for common/gguf.c. The input becomes a memfd (gguf_read
+ * libFuzzer target for common/artifact/gguf.c. The input becomes a memfd (gguf_read
  * wants a file descriptor); a failure must be -EBADMSG with a message, a
  * success must keep every promise gguf.h makes. Anything else aborts.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for the socket framing and request decoding
- * (common/jsonline.c): the input is a byte stream from a client. It goes
+ * (common/text/jsonline.c): the input is a byte stream from a client. It goes
  * into a LineReader in pieces whose sizes come from a PRNG seeded with a
  * hash of the input itself (so every input replays the same way), once
  * with the daemon's cap and once with a small one. Every line must be the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for common/onnx.c (and common/pbwire.c under it). The
+ * libFuzzer target for common/artifact/onnx.c (and common/artifact/pbwire.c under it). The
  * input becomes a memfd (onnx_read wants a file descriptor); a failure must
  * be -EBADMSG or -ENOMEM with a message and no result, a success must keep
  * every promise onnx.h makes. Anything else aborts. onnx_probe() runs on

@@ -4,7 +4,7 @@
  * go through before the manager sees them. The input is one connection's
  * byte stream, fed to a LineReader with the daemon's cap in the pieces the
  * server reads (16 KiB, daemon/taskpatchd-server.c); each line is parsed
- * (common/jsonline.c) and checked by request_check()
+ * (common/text/jsonline.c) and checked by request_check()
  * (daemon/taskpatchd-requests.c, from libtaskpatchd.a): command, keys,
  * types. It needs no manager and no socket, so the real code runs without
  * a daemon. fuzz_jsonline covers the framing in odd-sized pieces; this

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for the slot records the daemon reads back from its
- * state directory (common/slot.c): seal_load() and undo_record_open(). They
+ * state directory (common/device/slot.c): seal_load() and undo_record_open(). They
  * take paths, so the input goes into a memfd opened as /proc/self/fd/N.
  *
  * The same input is tried as both. As a seal: a failure must carry a

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target for the signature block parser (common/sign.c), without any crypto. */
+/* libFuzzer target for the signature block parser (common/bundle/sign.c), without any crypto. */
 
 #include <stdint.h>
 #include <stdlib.h>

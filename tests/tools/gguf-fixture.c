@@ -464,7 +464,7 @@ static int write_tensor(Out *out, const Options *o, const Ggml *g, const Tensor 
 
         chunk = chunk < rows ? chunk : rows;
         if ((uint64_t) g->row_size((int) t->type, (int64_t) in) != row_bytes) {
-                fprintf(stderr, "gguf-fixture: %s: ggml's row size %zu differs from common/ggml.c's %" PRIu64 "\n",
+                fprintf(stderr, "gguf-fixture: %s: ggml's row size %zu != common/artifact/ggml.c's %" PRIu64 "\n",
                         t->name, g->row_size((int) t->type, (int64_t) in), row_bytes);
                 return -EPROTO;
         }

@@ -1,4 +1,4 @@
-"""A GGUF header, read for test and benchmark scripts (the product's reader is common/gguf.c).
+"""A GGUF header, read for test and benchmark scripts (the product's reader is common/artifact/gguf.c).
 
     import sys; sys.path.insert(0, "tests/tools"); import gguf_header
     h = gguf_header.read("model.gguf")

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# make-pki.sh DIR — a throw-away test PKI for the signing code (common/sign.c).
+# make-pki.sh DIR — a throw-away test PKI for the signing code (common/bundle/sign.c).
 #
 # Usage: tests/tools/make-pki.sh DIR
 #   Creates DIR if needed. Idempotent: when DIR already holds a complete PKI made by this

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * common/bundle.c: the fixed header's rules, and the caps on what a span's frame may decode to.
+ * common/bundle/bundle.c: the fixed header's rules, and the caps on what a span's frame may decode to.
  * (Whole bundles: tests/integration/test-bundle.sh.)
  */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The channel index (common/channel.c): written and read back, and every
+ * The channel index (common/bundle/channel.c): written and read back, and every
  * rule a reader enforces on untrusted input: header fields, caps, order,
  * paths, names, the desired task. Signatures are check_sign.c's and the
  * integration test's (test-publish.sh); here a placeholder block stands in.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/config.c: defaults, every key, every refusal, loading, and config/taskpatchd.yaml. */
+/* common/device/config.c: defaults, every key, every refusal, loading, and config/taskpatchd.yaml. */
 
 #include <check.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/delta.c: a bijection on arbitrary bytes for every layout, names and mappings, the pinned wire format. */
+/* common/codec/delta.c: a bijection on arbitrary bytes for every layout, names and mappings, the pinned wire format. */
 
 #include <check.h>
 #include <math.h>

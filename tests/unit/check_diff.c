@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/diff.c: regions per changed site, runs in gaps, layout changes. */
+/* common/codec/diff.c: regions per changed site, runs in gaps, layout changes. */
 
 #include <check.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* common/fold.c: the documented arithmetic to the bit (summation order, no fused multiply-add,
+/* common/model/fold.c: the documented arithmetic to the bit (summation order, no fused multiply-add,
  * token_embd's swapped layout, alpha 0), and every adapter the fold must refuse. Models and
- * adapters are written with common/gguf-write.c into a temporary directory. */
+ * adapters are written with common/artifact/gguf-write.c into a temporary directory. */
 
 #include <check.h>
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/gguf.c, valid files: every value type, tensor types, alignments, odd but valid layouts,
+/* common/artifact/gguf.c, valid files: every value type, tensor types, alignments, odd but valid layouts,
  * offsets past 4 GiB; the API; descriptor errors. */
 
 #include <check.h>

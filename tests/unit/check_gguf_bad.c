@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/gguf.c, malformed files: each refused with -EBADMSG and a message naming what and where;
+/* common/artifact/gguf.c, malformed files: each refused with -EBADMSG and a message naming what and where;
  * every truncation of a valid file; random and mutated bytes. */
 
 #include <check.h>

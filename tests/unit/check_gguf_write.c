@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* common/gguf-write.c: the exact layout (against an independent builder), round trips through
- * common/gguf.c, key replacement, copying key/values from a file, and every refusal. */
+/* common/artifact/gguf-write.c: the exact layout (against an independent builder), round trips through
+ * common/artifact/gguf.c, key replacement, copying key/values from a file, and every refusal. */
 
 #include <check.h>
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/hashfile.c: streaming file hashing at buffer boundaries, errors, pipes. */
+/* common/base/hashfile.c: streaming file hashing at buffer boundaries, errors, pipes. */
 
 #include <check.h>
 #include <fcntl.h>

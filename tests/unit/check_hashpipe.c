@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/hashpipe.c: hashing on a worker thread gives the same digests as hashing inline. */
+/* common/base/hashpipe.c: hashing on a worker thread gives the same digests as hashing inline. */
 
 #include <check.h>
 #include <string.h>

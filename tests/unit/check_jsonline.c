@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/jsonline.c: line splitting and its cap, parse/dump, fd passing over a socketpair. */
+/* common/text/jsonline.c: line splitting and its cap, parse/dump, fd passing over a socketpair. */
 
 #include <check.h>
 #include <dirent.h>

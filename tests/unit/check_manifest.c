@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/manifest.c: write/parse round trip and every validation rule. */
+/* common/bundle/manifest.c: write/parse round trip and every validation rule. */
 
 #include <check.h>
 #include <stdio.h>

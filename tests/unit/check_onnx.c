@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * common/onnx.c on well-formed models: ModelProtos built here byte by byte (tests/unit/onnx-model.h),
+ * common/artifact/onnx.c on well-formed models: ModelProtos built here byte by byte (tests/unit/onnx-model.h),
  * every range checked against the bytes that were encoded; and the fixtures of
  * tests/tools/make-onnx.py (base vs task differ exactly in the changed layers' sites).
  * Malformed input: check_onnx_malformed.c.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * common/onnx.c and common/pbwire.c on malformed input: every truncation of a valid model, bad
+ * common/artifact/onnx.c and common/artifact/pbwire.c on malformed input: every truncation of a valid model, bad
  * varints, lengths past the parent or the file, refused wire types, depth bombs, caps, random
  * bytes and random corruptions; and onnx_probe(). Nothing may crash; every failure is -EBADMSG
  * with a message that says where.

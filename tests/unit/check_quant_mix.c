@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/quant-mix.c: llama.cpp's type mixes on synthetic models, tensor by tensor — the output
+/* common/model/quant-mix.c: llama.cpp's type mixes on synthetic models, tensor by tensor — the output
  * order, the "more bits" layers, Q4_K_S, tied embeddings, fallbacks, which tensors are
  * quantized at all — and the refusals. (tests/oracle/file-oracle.sh compares whole files with
  * llama.cpp itself; this runs offline.) */

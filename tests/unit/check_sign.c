@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * common/sign.c: signing, chain and policy checks, the injectable clock, and the block parser
+ * common/bundle/sign.c: signing, chain and policy checks, the injectable clock, and the block parser
  * against truncation, bit flips and absurd lengths. The test PKI comes from
  * tests/tools/make-pki.sh, run once per test case into a temporary directory.
  */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/siteset.c: a site list file, its line and file caps. */
+/* common/artifact/siteset.c: a site list file, its line and file caps. */
 
 #include <check.h>
 #include <fcntl.h>

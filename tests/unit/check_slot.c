@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/slot.c: the caps of the daemon's per-slot files (seal, chunk table, undo record) and their messages. */
+/* common/device/slot.c: the caps of the daemon's per-slot files (seal, chunk table, undo record) and their messages. */
 
 #include <check.h>
 #include <fcntl.h>

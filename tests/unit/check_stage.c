@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/stage.c, common/slot.c, common/filejob.c: staging tasks into a slot file in place. */
+/* common/device/stage.c, common/device/slot.c, common/device/filejob.c: staging tasks into a slot file in place. */
 
 #include <check.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common/yaml-doc.c: the tree, typed getters, caps and refusals. */
+/* common/text/yaml-doc.c: the tree, typed getters, caps and refusals. */
 
 #include <check.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 /*
  * A tiny in-memory GGUF writer for the gguf unit tests: build key/values
  * and tensor infos into a Model, lay it out with model_bytes(), read it
- * back through a memfd. Independent of common/gguf.c (sizes come from the
+ * back through a memfd. Independent of common/artifact/gguf.c (sizes come from the
  * llama.cpp block structs), so it can check the reader.
  */
 
@@ -56,7 +56,7 @@ static inline void buf_done(Buf *b) {
         *b = (Buf){0};
 }
 
-/* Bytes of a tensor, from the llama.cpp block structs (independent of common/ggml.c). */
+/* Bytes of a tensor, from the llama.cpp block structs (independent of common/artifact/ggml.c). */
 static inline uint64_t tensor_bytes(uint32_t type, uint64_t n) {
         switch (type) {
         case GGML_TYPE_F32:

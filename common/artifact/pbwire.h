@@ -3,7 +3,7 @@
 
 /*
  * A bounded walker over the protobuf wire format, streaming from a file
- * descriptor through a Reader (common/reader.h). No generated code, no
+ * descriptor through a Reader (common/base/reader.h). No generated code, no
  * protobuf library: the caller describes the message types it cares about
  * (PbSchema) and walks their fields with callbacks, descending into the
  * submessages it wants and skipping the rest.

@@ -20,6 +20,7 @@
 #include <mbedtls/platform_util.h>
 #include <mbedtls/x509_crt.h>
 
+#include "clock.h"
 #include "le.h"
 #include "sha256.h"
 #include "sign.h"
@@ -589,6 +590,10 @@ int signature_verify(const uint8_t *block, size_t block_len, const void *data, s
 
 time_t signature_clock(time_t clock, time_t floor) {
         return clock <= 0 || clock < floor ? SIGNATURE_CLOCK_UNKNOWN : clock;
+}
+
+time_t clock_for_dates(void) {
+        return signature_clock(clock_wall(), clock_floor());
 }
 
 /* ---- signing ------------------------------------------------------------------------------------- */

@@ -3,7 +3,7 @@
 
 /*
  * Fold a llama.cpp LoRA adapter into a float base model and quantize the result: the task
- * model, written by the same code as `taskpatch quantize` (common/quantize.h), so every
+ * model, written by the same code as `taskpatch quantize` (common/model/quantize.h), so every
  * tensor the adapter does not touch is byte-identical to the quantized base and only the
  * targeted tensors differ.
  *
@@ -28,7 +28,7 @@
  * its own order), only to be llama.cpp's arithmetic definition of the merged weight.
  *
  * Memory: the adapter factors of one tensor (P and Q, (out + in) · rank floats) plus the
- * row chunks of common/quantize.h.
+ * row chunks of common/model/quantize.h.
  */
 
 #include <stdbool.h>

@@ -11,10 +11,11 @@
  *
  * A device without a real-time clock boots in 1970 until network time
  * arrives. Such a device must not lock itself out by refusing every
- * certificate as "not yet valid", so clock_for_dates() reports a clock that
- * reads earlier than the build (TASKPATCH_BUILD_EPOCH, set by the Makefile
- * from SOURCE_DATE_EPOCH, the last commit or the build itself) as unknown,
- * and the date checks are skipped (see CLOCK in sign.h for the trade-off).
+ * certificate as "not yet valid", so clock_for_dates() (sign.h: it speaks
+ * the signature checks' convention) reports a clock that reads earlier than
+ * clock_floor(), the build (TASKPATCH_BUILD_EPOCH, set by the Makefile from
+ * SOURCE_DATE_EPOCH, the last commit or the build itself), as unknown, and
+ * the date checks are skipped (see CLOCK in sign.h for the trade-off).
  */
 
 #include <time.h>
@@ -23,5 +24,3 @@
 time_t clock_wall(void);
 /* The time before which the clock is known to be wrong (the build time; 0 when unknown). */
 time_t clock_floor(void);
-/* clock_wall(), or SIGNATURE_CLOCK_UNKNOWN (0) when it reads earlier than clock_floor(). */
-time_t clock_for_dates(void);

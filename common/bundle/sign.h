@@ -196,3 +196,6 @@ _warn_unused_result_ int signature_parse_info(const uint8_t *block, size_t block
  * (a time the real clock is known to be past, e.g. the build date) or <= 0.
  */
 time_t signature_clock(time_t clock, time_t floor);
+
+/* signature_clock(clock_wall(), clock_floor()) (clock.h): the @now every date check on a device uses. */
+time_t clock_for_dates(void);

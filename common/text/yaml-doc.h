@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "parse.h"          /* the scalar parsers behind yaml_get_u64() and friends */
 #include "sha256.h"
 
 #define YAML_DOC_MAX_NODES (4u << 20)
@@ -69,10 +70,3 @@ _warn_unused_result_ int yaml_get_time(const YamlNode *map, const char *key, boo
 /* Refuse keys of @map not in the NULL-terminated @allowed list, naming the line. */
 _warn_unused_result_ int yaml_check_keys(const YamlNode *map, const char *const *allowed, const char *what,
                                          TpError *err);
-
-/* Parse helpers shared with command-line and config parsing. */
-_warn_unused_result_ int parse_u64(const char *s, uint64_t *ret);
-_warn_unused_result_ int parse_sha256_hex(const char *s, uint8_t ret[SHA256_DIGEST_SIZE]);
-_warn_unused_result_ int parse_time_utc(const char *s, int64_t *ret);
-/* Format @t as "YYYY-MM-DDTHH:MM:SSZ"; @buf must hold 21 bytes. */
-void format_time_utc(int64_t t, char buf[21]);

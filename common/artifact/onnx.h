@@ -5,7 +5,7 @@
  * ONNX reader: walks the protobuf wire format of a ModelProto (no generated
  * code, no protobuf library) and lists every tensor whose data the file
  * holds, with the exact byte range of that data. This is what turns an ONNX
- * file into sites (common/artifact.h).
+ * file into sites (common/artifact/artifact.h).
  *
  * Where tensors are found:
  *   ModelProto.graph(7), .training_info(20).{initialization,algorithm},
@@ -39,7 +39,7 @@
  * Tensor data is never read into memory: raw_data and packed arrays are
  * skipped, not decoded. Memory is one reader buffer plus the list.
  *
- * Untrusted input. The wire format is walked by common/pbwire.h: every
+ * Untrusted input. The wire format is walked by common/artifact/pbwire.h: every
  * length must fit inside its parent message (the top-level ModelProto is
  * the whole file); varints are at most 10 bytes and 64 bits (non-minimal
  * ones are accepted, as protobuf does); only wire types 0, 1, 2 and 5 are

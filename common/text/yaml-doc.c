@@ -2,7 +2,6 @@
 
 #include <inttypes.h>
 #include <string.h>
-#include <time.h>
 #include <yaml.h>
 
 #include "yaml-doc.h"
@@ -272,73 +271,4 @@ int yaml_check_keys(const YamlNode *map, const char *const *allowed, const char 
                                                 k->line, k->scalar);
         }
         return 0;
-}
-
-int parse_u64(const char *s, uint64_t *ret) {
-        uint64_t v = 0;
-
-        if (!s || !*s)
-                return -EINVAL;
-        for (const char *p = s; *p; p++) {
-                if (*p < '0' || *p > '9')
-                        return -EINVAL;
-                if (v > (UINT64_MAX - (uint64_t) (*p - '0')) / 10)
-                        return -ERANGE;
-                v = v * 10 + (uint64_t) (*p - '0');
-        }
-        if (s[0] == '0' && s[1])
-                return -EINVAL;  /* no leading zeros: one spelling per number in signed documents */
-        *ret = v;
-        return 0;
-}
-
-static int unhex(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        return -1;
-}
-
-int parse_sha256_hex(const char *s, uint8_t ret[SHA256_DIGEST_SIZE]) {
-        uint8_t d[SHA256_DIGEST_SIZE];
-
-        if (!s || strlen(s) != 2 * SHA256_DIGEST_SIZE)
-                return -EINVAL;
-        for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++) {
-                int hi = unhex(s[2 * i]), lo = unhex(s[2 * i + 1]);
-                if (hi < 0 || lo < 0)
-                        return -EINVAL;
-                d[i] = (uint8_t) (hi << 4 | lo);
-        }
-        memcpy(ret, d, sizeof(d));
-        return 0;
-}
-
-int parse_time_utc(const char *s, int64_t *ret) {
-        struct tm tm = {};
-        const char *end;
-
-        if (!s || strlen(s) != 20)
-                return -EINVAL;
-        end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        if (!end || *end)
-                return -EINVAL;
-        time_t t = timegm(&tm);
-        if (t == (time_t) -1)
-                return -EINVAL;
-        char back[21];
-        format_time_utc(t, back);
-        if (strcmp(back, s) != 0)
-                return -EINVAL;  /* out-of-range fields (Feb 30) normalise differently: refuse them */
-        *ret = t;
-        return 0;
-}
-
-void format_time_utc(int64_t t, char buf[21]) {
-        struct tm tm;
-        time_t tt = (time_t) t;
-
-        if (!gmtime_r(&tt, &tm) || strftime(buf, 21, "%Y-%m-%dT%H:%M:%SZ", &tm) != 20)
-                snprintf(buf, 21, "invalid-time");
 }

@@ -3,7 +3,7 @@
 
 /*
  * Quantize a GGUF model as llama.cpp's llama_model_quantize() does with default parameters:
- * the type of every tensor from common/quant-mix.h, the metadata copied in order with
+ * the type of every tensor from common/model/quant-mix.h, the metadata copied in order with
  * general.quantization_version and general.file_type set last (split.* keys dropped), the
  * tensors in llama.cpp's order, the bytes from kernels/quant.h (ggml's reference
  * quantizer, bit for bit). The output file is then byte-identical to llama.cpp's for the
@@ -18,7 +18,7 @@
  * so the bytes do not depend on the thread count or the chunk size.
  *
  * Hooks let a caller change a tensor's float rows before they are quantized (the fold,
- * common/fold.h): a hooked tensor is converted to float, passed to the hook chunk by chunk,
+ * common/model/fold.h): a hooked tensor is converted to float, passed to the hook chunk by chunk,
  * and quantized to its planned type even when that is its own type.
  */
 

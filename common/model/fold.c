@@ -277,7 +277,7 @@ static int fold_begin(void *userdata, const GgufTensor *t, uint32_t type, TpErro
 static int fold_rows(void *userdata, const GgufTensor *t, uint64_t row0, size_t nrows, float *rows, TpError *err) {
         const Fold *f = userdata;
         uint64_t in = t->ne[0], rank = f->cur->rank;
-        /* Its own accumulator: calls for other rows run at the same time (common/quantize.h). */
+        /* Its own accumulator: calls for other rows run at the same time (common/model/quantize.h). */
         _cleanup_free_ float *acc = malloc(in * sizeof(float));
 
         if (!acc)

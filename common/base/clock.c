@@ -4,8 +4,7 @@
 #include <stdlib.h>
 
 #include "clock.h"
-#include "sign.h"
-#include "yaml-doc.h"
+#include "parse.h"
 
 #ifndef TASKPATCH_BUILD_EPOCH
 #  define TASKPATCH_BUILD_EPOCH 0
@@ -22,8 +21,4 @@ time_t clock_wall(void) {
 
 time_t clock_floor(void) {
         return (time_t) TASKPATCH_BUILD_EPOCH;
-}
-
-time_t clock_for_dates(void) {
-        return signature_clock(clock_wall(), clock_floor());
 }

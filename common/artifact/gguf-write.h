@@ -4,7 +4,7 @@
 /*
  * GGUF writer: builds a header (key/values and tensor infos) in memory, then streams the
  * file — the header first, then every tensor's bytes in table order — into a temporary
- * beside the destination, which commit fsyncs and renames into place (common/fileio.h).
+ * beside the destination, which commit fsyncs and renames into place (common/base/fileio.h).
  * Memory is the header's records; tensor data and arrays copied from another file stream.
  *
  * The layout is llama.cpp's (ggml/src/gguf.cpp, gguf_write_to_file), so a file written

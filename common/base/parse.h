@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Strict text-to-value parsers, shared by the YAML documents (yaml-doc.h),
+ * the configuration and the command lines. Each accepts exactly one
+ * spelling per value, so a signed document cannot say the same thing two
+ * ways: no sign, no leading zeros, lowercase hex, "YYYY-MM-DDTHH:MM:SSZ".
+ * They return 0 or -EINVAL (-ERANGE for a number past UINT64_MAX) and leave
+ * @ret untouched on failure.
+ */
+
+#include <stdint.h>
+
+#include "macro.h"
+#include "sha256.h"
+
+_warn_unused_result_ int parse_u64(const char *s, uint64_t *ret);
+_warn_unused_result_ int parse_sha256_hex(const char *s, uint8_t ret[SHA256_DIGEST_SIZE]);
+/* ISO 8601 UTC "YYYY-MM-DDTHH:MM:SSZ" as seconds since the epoch; out-of-range fields (Feb 30) are refused. */
+_warn_unused_result_ int parse_time_utc(const char *s, int64_t *ret);
+/* Format @t as "YYYY-MM-DDTHH:MM:SSZ"; @buf must hold 21 bytes. */
+void format_time_utc(int64_t t, char buf[21]);
