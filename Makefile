@@ -95,7 +95,7 @@ HARDEN_CFLAGS += -D_FORTIFY_SOURCE=2
 endif
 
 # common/ is one library in layers (common/README.md), each including only kernels/ and the layers
-# before it; headers are included by name, so every layer is on the path.
+# before it (tests/lint.sh checks it); headers are included by name, so every layer is on the path.
 COMMON_LAYERS := base text artifact codec bundle device model
 INCLUDES := -Ikernels $(addprefix -Icommon/,$(COMMON_LAYERS)) -Icli -Idaemon
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DTASKPATCH_VERSION='"$(VERSION)"' $(INCLUDES) $(WARNINGS) \

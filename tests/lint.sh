@@ -1,8 +1,12 @@
 #!/bin/sh
 # Static checks on the tree: banned functions, layering, O_CLOEXEC on every open,
 # file size, shell scripts, cppcheck. Ends with "lint: N passed, N failed".
+# tests/lint.sh --graph prints the include graph instead (tests/tools/include-graph.py).
 set -u
 cd "$(dirname "$0")/.." || exit 1
+if [ "${1:-}" = --graph ]; then
+    exec python3 tests/tools/include-graph.py graph
+fi
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "  ok   $1"; }
 bad() { failed=$((failed + 1)); echo "  FAIL $1"; printf '%s\n' "$2" | sed 's/^/       /'; }
@@ -23,6 +27,15 @@ done)
 
 hits=$(git grep -nE '#include *"(\.\./)?(daemon|cli)/|#include *"(taskpatchd|tpctl|cli|taskpatch)[^"]*\.h"' -- 'common/*')
 [ -z "$hits" ] && ok "layering: common/ includes nothing from daemon/ or cli/" || bad "layering: common/" "$hits"
+
+if command -v python3 > /dev/null; then
+    # Quoted includes resolved the way the compiler finds them (by name on the include path).
+    out=$(python3 tests/tools/include-graph.py layers 2>&1)
+    [ $? -eq 0 ] && ok "layering: common/<layer>/ includes only kernels/, its own and earlier layers (common/README.md)" ||
+        bad "layering: common/ layers" "$out"
+    out=$(python3 tests/tools/include-graph.py cycles 2>&1)
+    [ $? -eq 0 ] && ok "no include cycle inside daemon/" || bad "include cycles in daemon/" "$out"
+fi
 
 hits=$(printf '%s\n' "$prod" | xargs grep -nE '\b(fprintf|printf|puts|perror|syslog|sd_journal_\w+)\s*\(' -- 2>/dev/null | grep -E '^(common|kernels)/')
 [ -z "$hits" ] && ok "common/ and kernels/ never log or print" || bad "printing from library code" "$hits"
