@@ -446,7 +446,7 @@ static void fetch_next(Fetcher *f) {
 
         if (f->phase != FETCH_IDLE || f->polling || !f->channel || !m->ps.provisioned)
                 return;         /* downloads share the poll's handle */
-        if (m->op || m->state != STATE_IDLE)
+        if (m->op || manager_state(m) != STATE_IDLE)
                 return;         /* busy (an operation, a trial): the manager tells us when it ends */
         if ((b = next_bundle(f))) {
                 if (!f->wait_for_poll)
@@ -491,7 +491,7 @@ void fetcher_operation_done(Fetcher *f, const Operation *op, int r) {
                 mark_failed(f, &tv);
                 f->transaction[0] = '\0';
                 f->phase = FETCH_IDLE;
-        } else if (f->m->state != STATE_TRIAL) {
+        } else if (!manager_on_trial(f->m)) {
                 /* Installed only, or the switch committed at once (no trial). */
                 if (f->phase == FETCH_SWITCHING)
                         set_update(f, op->task, op->version, "success", NULL);

@@ -548,7 +548,7 @@ static void step(Hawkbit *h) {
                 feedback(h, "downloaded", "none", "every bundle downloaded and its SHA-256 checked");
                 h->sent_downloaded = true;
         }
-        if (h->download_only || m->op || m->state != STATE_IDLE || !m->ps.provisioned)
+        if (h->download_only || m->op || manager_state(m) != STATE_IDLE || !m->ps.provisioned)
                 return;         /* a maintenance window, or busy: the manager kicks us when idle */
         for (i = 0; i < h->n_artifacts && h->artifacts[i].installed; i++)
                 ;
@@ -577,7 +577,7 @@ void hawkbit_operation_done(Hawkbit *h, const Operation *op, int r) {
         }
         a->installed = true;
         (void) unlink(a->path);         /* the store has its copy */
-        if (h->phase == HB_SWITCHING && h->m->state == STATE_TRIAL)
+        if (h->phase == HB_SWITCHING && manager_on_trial(h->m))
                 return;                 /* hawkbit_trial_done() closes the action */
         h->transaction[0] = '\0';
         if (h->phase == HB_SWITCHING) {

@@ -20,16 +20,6 @@
 #include "taskpatchd-manager.h"
 #include "yaml-doc.h"
 
-static const char *const state_names[_STATE_MAX] = {
-        [STATE_UNPROVISIONED] = "unprovisioned", [STATE_PROVISIONING] = "provisioning", [STATE_IDLE] = "idle",
-        [STATE_INSTALLING] = "installing",       [STATE_STAGING] = "staging",           [STATE_TRIAL] = "trial",
-        [STATE_ROLLING_BACK] = "rolling-back",
-};
-
-const char *manager_state_to_string(ManagerState s) {
-        return s >= 0 && s < _STATE_MAX ? state_names[s] : NULL;
-}
-
 static void now_utc(char buf[21]) {
         format_time_utc((int64_t) clock_wall(), buf);
 }
@@ -38,25 +28,47 @@ static void now_utc(char buf[21]) {
 
 void manager_send_status(Manager *m) {
         const Seal *a = &m->seals[m->active];
+        ManagerState st = manager_state(m);
 
-        if (m->state == STATE_TRIAL)
-                (void) sd_notifyf(false, "STATUS=%s v%" PRIu64 " on trial in slot %s",
+        if (manager_state_on_trial(st))
+                (void) sd_notifyf(false, "STATUS=%s v%" PRIu64 " on trial in slot %s%s",
                                   m->ps.trial.task[0] ? m->ps.trial.task : "base", m->ps.trial.version,
-                                  slot_id_to_string(m->ps.trial.slot));
-        else if (m->state == STATE_IDLE && m->ps.provisioned)
+                                  slot_id_to_string(m->ps.trial.slot), st == STATE_TRIAL_INSTALLING ? "; installing" : "");
+        else if (st == STATE_IDLE && m->ps.provisioned)
                 (void) sd_notifyf(false, "STATUS=idle: %s v%" PRIu64 " active in slot %s", a->task[0] ? a->task : "base",
                                   a->version, slot_id_to_string(m->active));
         else
-                (void) sd_notifyf(false, "STATUS=%s", state_names[m->state]);
+                (void) sd_notifyf(false, "STATUS=%s", manager_state_to_string(st));
 }
 
-void manager_set_state(Manager *m, ManagerState s) {
-        if (m->state != s)
-                log_info("state: %s -> %s", state_names[m->state], state_names[s]);
-        m->state = s;
+static void on_state_changed(void *userdata, ManagerState from, ManagerEvent e, ManagerState to) {
+        Manager *m = userdata;
+
+        if (from != to)
+                log_info("state: %s -> %s (%s)", manager_state_to_string(from), manager_state_to_string(to),
+                         manager_event_to_string(e));
+        /* "On trial" is the state's; the persistent trial record follows it, never the other way round. */
+        if (manager_state_on_trial(to) != m->ps.trial.on) {
+                log_error("state %s, but the state file's trial record says %s: a bug", manager_state_to_string(to),
+                          m->ps.trial.on ? "on trial" : "no trial");
+#ifndef NDEBUG
+                abort();
+#endif
+        }
         manager_send_status(m);
-        if (s == STATE_IDLE)
+        if (to == STATE_IDLE)
                 spool_kick(m->spool);   /* bundles waiting in the spool folder may go in now */
+}
+
+static const MachineHost machine_host = { .changed = on_state_changed };
+
+void manager_init_state(Manager *m, ManagerState s) {
+        machine_init(&m->machine, s, &machine_host, m);
+        manager_send_status(m);
+}
+
+int manager_fire(Manager *m, ManagerEvent e) {
+        return machine_fire(&m->machine, e);
 }
 
 void manager_emit(Manager *m, const char *transaction, json_t *ev) {
@@ -91,13 +103,18 @@ void manager_progress(Manager *m, Operation *op, const char *event_name) {
                                (json_int_t) op->done, "total", (json_int_t) op->total));
 }
 
-static void set_last_error(Manager *m, const char *code, const char *msg) {
-        snprintf(m->last_error_code, sizeof(m->last_error_code), "%s", code);
-        snprintf(m->last_error, sizeof(m->last_error), "%s", msg);
+void manager_record(Manager *m, const char *kind, const char *code, bool failure, const char *reason) {
+        LastEvent *l = &m->last;
+
+        snprintf(l->kind, sizeof(l->kind), "%s", kind);
+        snprintf(l->code, sizeof(l->code), "%s", code ? code : "");
+        snprintf(l->reason, sizeof(l->reason), "%s", reason ? reason : "");
+        l->time = (int64_t) clock_wall();
+        l->failure = failure;
 }
 
 void manager_report_error(Manager *m, const char *transaction, const char *code, const char *msg, const char *cmd) {
-        set_last_error(m, code, msg);
+        manager_record(m, "error", code, true, msg);
         manager_emit(m, transaction, json_pack("{s:s, s:s, s:s, s:s}", "event", "error", "code", code, "message", msg,
                                                "cmd", cmd));
 }
@@ -243,19 +260,21 @@ static void collect_garbage(Manager *m, const char *task) {
 
 static int trial_commit(Manager *m, const char *how) {
         TpError err = {};
+        PersistentState kept = m->ps;
         TrialInfo t = m->ps.trial;
-        SlotId committed = m->ps.committed;
         int r;
 
         m->ps.committed = t.slot;
         m->ps.trial.on = false;
+        if (t.rollback)
+                state_history_pop(&m->ps);      /* back where it was: never a toggle */
+        state_committed(&m->ps, t.task, t.version);
         r = manager_save_state(m, &err);
         if (r < 0) {
                 /* Still on trial, as the state file says: mark-good can be retried, the timeout still runs. */
-                m->ps.committed = committed;
-                m->ps.trial.on = true;
+                m->ps = kept;
                 log_error("cannot record the commit: %s", err.message);
-                set_last_error(m, "io", err.message);
+                manager_record(m, "error", "io", true, err.message);
                 return r;
         }
         trial_stop(m);
@@ -263,7 +282,10 @@ static int trial_commit(Manager *m, const char *how) {
         json_t *ev = json_pack("{s:s, s:s, s:s}", "event", "committed", "slot", slot_id_to_string(t.slot), "how", how);
         seal_event_fields(ev, &m->seals[t.slot]);
         manager_emit(m, t.transaction, ev);
-        manager_set_state(m, STATE_IDLE);
+        char what[TP_ERROR_MAX];
+        snprintf(what, sizeof(what), "%s v%" PRIu64 " committed: %s", t.task[0] ? t.task : "base", t.version, how);
+        manager_record(m, "committed", NULL, false, what);
+        (void) manager_fire(m, EVENT_COMMIT);
         reply_trial_client(m, true, NULL);
         if (t.task[0])
                 collect_garbage(m, t.task);
@@ -272,23 +294,22 @@ static int trial_commit(Manager *m, const char *how) {
         return 0;
 }
 
-/* Back to the committed slot; @reason says why. */
-static int trial_rollback(Manager *m, const char *reason) {
+/* Back to the committed slot; @reason says why; @failure: the task failed (not a technician's choice). */
+static int trial_rollback(Manager *m, const char *reason, bool failure) {
         TpError err = {};
         TrialInfo t = m->ps.trial;
         int r;
 
-        manager_set_state(m, STATE_ROLLING_BACK);
         r = manager_point_model_path(m, m->ps.committed, &err);
         if (r < 0) {
                 /* model_path did not move: still on trial (its timeout tries again; a restart rolls back). */
                 log_error("rollback failed: %s", err.message);
-                set_last_error(m, "io", err.message);
-                manager_set_state(m, STATE_TRIAL);
+                manager_record(m, "error", "io", true, err.message);
                 return r;
         }
         trial_stop(m);
         m->ps.trial.on = false;
+        state_failed_add(&m->ps, t.task, t.version);
         if (manager_save_state(m, &err) < 0)
                 log_error("cannot record the rollback: %s (the symlink is the truth; a restart repairs it)",
                           err.message);
@@ -298,8 +319,10 @@ static int trial_rollback(Manager *m, const char *reason) {
                                t.task[0] ? json_string(t.task) : json_null(), "version", (json_int_t) t.version,
                                "slot", slot_id_to_string(m->active), "reason", reason);
         manager_emit(m, t.transaction, ev);
-        set_last_error(m, "rolled-back", reason);
-        manager_set_state(m, STATE_IDLE);
+        char what[TP_ERROR_MAX];
+        snprintf(what, sizeof(what), "%s v%" PRIu64 " rolled back: %s", t.task[0] ? t.task : "base", t.version, reason);
+        manager_record(m, "rolled-back", "rolled-back", failure, what);
+        (void) manager_fire(m, EVENT_ROLLBACK);
         reply_trial_client(m, false, reason);
         fetcher_trial_done(m->fetcher, t.transaction, false, reason);
         hawkbit_trial_done(m->hawkbit, t.transaction, false, reason);
@@ -313,7 +336,7 @@ static int on_trial_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) usec;
 
         snprintf(reason, sizeof(reason), "not confirmed within %" PRIu64 " s", m->config->trial.timeout);
-        if (trial_rollback(m, reason) < 0) {
+        if (trial_rollback(m, reason, true) < 0) {
                 /* Still on trial: try again in a while. */
                 (void) sd_event_source_set_time_relative(s, 10 * UINT64_C(1000000));
                 (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
@@ -323,13 +346,22 @@ static int on_trial_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 
 static int schedule_probe(Manager *m);
 
+/* What a waiting tpctl draws: the last probe's result and how long the trial has left. */
+static void emit_health(Manager *m, HealthResult result, const char *detail) {
+        int64_t left = m->ps.trial.started + (int64_t) m->config->trial.timeout - (int64_t) clock_wall();
+        json_t *ev = json_pack("{s:s, s:s, s:s, s:I}", "event", "health", "result", health_result_to_string(result),
+                               "detail", detail, "left", (json_int_t) (left > 0 ? left : 0));
+        manager_emit(m, m->ps.trial.transaction, ev);
+}
+
 static void on_health(void *userdata, HealthResult result, const char *detail) {
         Manager *m = userdata;
         char reason[256];
 
-        if (m->state != STATE_TRIAL)
+        if (!manager_on_trial(m))
                 return;
         log_info("health check: %s (%s)", health_result_to_string(result), detail);
+        emit_health(m, result, detail);
         switch (result) {
         case HEALTH_OK:
                 if (trial_commit(m, "health check passed") < 0)
@@ -337,7 +369,7 @@ static void on_health(void *userdata, HealthResult result, const char *detail) {
                 break;
         case HEALTH_FAILING:
                 snprintf(reason, sizeof(reason), "health check failed: %s", detail);
-                (void) trial_rollback(m, reason);
+                (void) trial_rollback(m, reason, true);
                 break;
         default:
                 (void) schedule_probe(m);
@@ -369,34 +401,39 @@ static bool health_configured(const Manager *m) {
         return m->config->trial.health_command || m->config->trial.health_url;
 }
 
-/* The service was told (slot-changed); now the clock and the health checks start. */
+/* The service was told (slot-changed); now the trial is on, and the clock and the health checks start. */
 static int trial_start(Manager *m) {
         uint64_t timeout = m->config->trial.timeout;
         char deadline[21];
         int r;
 
-        r = sd_event_add_time_relative(m->event, &m->trial_timer, CLOCK_BOOTTIME, timeout * 1000000, 0,
-                                       on_trial_timeout, m);
-        if (r < 0)
+        if ((r = manager_fire(m, EVENT_TRIAL)) < 0)
                 return r;
-        (void) sd_event_source_set_description(m->trial_timer, "trial-timeout");
-        if (health_configured(m)) {
-                uint64_t probe = m->config->trial.health_interval * 1000000;
-                r = health_check_new(m->event, m->config->trial.health_command, m->config->trial.health_url,
-                                     probe > 5000000 ? probe : 5000000, &m->health);
-                if (r < 0)
-                        return r;
-                if ((r = schedule_probe(m)) < 0)
-                        return r;
-        }
         format_time_utc(m->ps.trial.started + (int64_t) timeout, deadline);
         json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:I, s:s}", "event", "trial-started", "task",
                                m->ps.trial.task[0] ? json_string(m->ps.trial.task) : json_null(), "version",
                                (json_int_t) m->ps.trial.version, "slot", slot_id_to_string(m->ps.trial.slot),
                                "timeout", (json_int_t) timeout, "deadline", deadline);
         manager_emit(m, m->ps.trial.transaction, ev);
-        manager_set_state(m, STATE_TRIAL);
+        r = sd_event_add_time_relative(m->event, &m->trial_timer, CLOCK_BOOTTIME, timeout * 1000000, 0,
+                                       on_trial_timeout, m);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_description(m->trial_timer, "trial-timeout");
+        if (health_configured(m)) {
+                uint64_t probe = m->config->trial.health_interval * 1000000;
+                r = health_check_new(m->event, m->config->trial.health_command, m->config->trial.health_url,
+                                     probe > 5000000 ? probe : 5000000, &m->health);
+                if (r < 0 || (r = schedule_probe(m)) < 0)
+                        goto fail;
+        }
         return 0;
+fail:;
+        /* A trial nothing can end would be a trial for ever: back to the committed slot now. */
+        char reason[128];
+        snprintf(reason, sizeof(reason), "cannot run the trial: %s", strerror(-r));
+        (void) trial_rollback(m, reason, true);
+        return r;
 }
 
 int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError *err) {
@@ -405,7 +442,7 @@ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError
 
         if (trial) {
                 m->ps.trial = (TrialInfo) { .on = true, .slot = slot, .version = m->seals[slot].version,
-                                            .started = (int64_t) clock_wall() };
+                                            .started = (int64_t) clock_wall(), .rollback = op->rollback };
                 memcpy(m->ps.trial.task, m->seals[slot].task, sizeof(m->ps.trial.task));
                 memcpy(m->ps.trial.transaction, op->transaction, TRANSACTION_ID_SIZE);
         } else
@@ -426,7 +463,7 @@ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError
         }
         m->counters.switches++;
         lifecycle(m, "activated", slot, op->transaction, NULL);
-        emit_slot_changed(m, op->transaction, trial ? "switch" : op->cmd);
+        emit_slot_changed(m, op->transaction, op->rollback ? "rollback" : trial ? "switch" : op->cmd);
         if (trial && (r = trial_start(m)) < 0)
                 return tp_error(err, r, "cannot start the trial: %s", strerror(-r));
         return 0;
@@ -463,6 +500,10 @@ static void operation_finish(Manager *m, int r) {
         Operation *op = TAKE_PTR(m->op);
         m->op_source = sd_event_source_disable_unref(m->op_source);
 
+        /* An operation that put a task on trial has left its busy state already; the others end here. */
+        if (manager_state_busy(manager_state(m)))
+                (void) manager_fire(m, r >= 0 ? EVENT_DONE : m->ps.provisioned ? EVENT_FAILED : EVENT_LOST);
+        bool own_trial = manager_on_trial(m) && strcmp(m->ps.trial.transaction, op->transaction) == 0;
         if (r < 0) {
                 const char *code = op->err_code ? op->err_code : code_for_errno(r);
                 const char *msg = tp_error_message(&op->err, r);
@@ -470,17 +511,14 @@ static void operation_finish(Manager *m, int r) {
                 manager_report_error(m, op->transaction, code, msg, op->cmd);
                 if (op->client)
                         client_reply_error(op->client, code, "%s", msg);
-                if (m->state != STATE_TRIAL)
-                        manager_set_state(m, m->ps.provisioned ? STATE_IDLE : STATE_UNPROVISIONED);
         } else if (op->client) {
                 json_t *resp = json_pack("{s:s}", "transaction", op->transaction);
-                if (m->state == STATE_TRIAL && health_configured(m) && strcmp(op->cmd, "provision") != 0) {
+                if (own_trial && health_configured(m)) {
                         /* The outcome is the trial's: answer when it commits or rolls back. */
                         json_decref(resp);
                         m->trial_client = TAKE_PTR(op->client);
                 } else {
-                        json_object_set_new(resp, "state",
-                                            json_string(m->state == STATE_TRIAL ? "trial" : "committed"));
+                        json_object_set_new(resp, "state", json_string(own_trial ? "trial" : "committed"));
                         json_object_set_new(resp, "slot", json_string(slot_id_to_string(m->active)));
                         if (m->ps.provisioned)
                                 seal_event_fields(resp, &m->seals[m->active]);
@@ -512,6 +550,15 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
         int r;
 
         op->m = m;
+        if (m->op || (op->start >= 0 && !machine_can(&m->machine, op->start))) {
+                if (c)
+                        client_reply_error(c, "busy", "%s cannot start: %s%s%s", op->cmd,
+                                           m->op ? m->op->cmd : manager_state_to_string(manager_state(m)),
+                                           m->op ? " is running" : "",
+                                           manager_on_trial(m) ? " ('tpctl mark-good' or 'tpctl rollback' first)" : "");
+                operation_free(op);
+                return;
+        }
         if (sd_id128_randomize(&id) >= 0)
                 sd_id128_to_string(id, op->transaction);
         r = sd_event_add_defer(m->event, &m->op_source, on_operation, m);
@@ -528,6 +575,8 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
                 return;
         }
         m->op = op;
+        if (op->start >= 0)
+                (void) manager_fire(m, op->start);
         log_info("%s started (transaction %s)", op->cmd, op->transaction);
         if (!c)
                 return;         /* the daemon's own work (a scrub): nobody waits */
@@ -540,7 +589,7 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
 /* ---- requests that need no operation ---- */
 
 int manager_mark_good(Manager *m, Client *c) {
-        if (m->state != STATE_TRIAL) {
+        if (!manager_on_trial(m)) {
                 client_reply_error(c, "not-found", "no task is on trial");
                 return 0;
         }
@@ -548,59 +597,68 @@ int manager_mark_good(Manager *m, Client *c) {
         snprintf(how, sizeof(how), "marked good by uid %u", (unsigned) client_uid(c));
         int r = trial_commit(m, how);
         if (r < 0)
-                client_reply_error(c, "io", "%s", m->last_error);
+                client_reply_error(c, "io", "%s", m->last.reason);
         else
                 client_reply(c, json_pack("{s:s, s:s}", "state", "committed", "slot", slot_id_to_string(m->active)));
         return 0;
 }
 
-int manager_rollback(Manager *m, Client *c) {
+static const char *task_label(const char *task) {
+        return task && task[0] ? task : "the base";
+}
+
+void manager_rollback(Manager *m, Client *c, bool allow_downgrade, bool wait) {
         char reason[64];
-        TpError err = {};
 
         snprintf(reason, sizeof(reason), "requested by uid %u", (unsigned) client_uid(c));
-        if (m->state == STATE_TRIAL) {
-                if (trial_rollback(m, reason) < 0)
-                        client_reply_error(c, "io", "%s", m->last_error);
+        if (manager_on_trial(m)) {
+                if (trial_rollback(m, reason, false) < 0)
+                        client_reply_error(c, "io", "%s", m->last.reason);
                 else
                         client_reply(c, json_pack("{s:s, s:s}", "state", "committed", "slot",
                                                   slot_id_to_string(m->active)));
-                return 0;
+                return;
         }
-        if (m->op || m->state != STATE_IDLE) {
-                client_reply_error(c, "busy", "%s is running", m->op ? m->op->cmd : state_names[m->state]);
-                return 0;
+        if (m->op || manager_state(m) != STATE_IDLE) {
+                client_reply_error(c, "busy", "%s is running", m->op ? m->op->cmd : manager_state_to_string(manager_state(m)));
+                return;
         }
-        /* Committed: go back to what the other slot holds, if it is intact. */
-        SlotId other = slot_other(m->active);
-        manager_check_slot(m, other);
-        if (!m->sealed[other]) {
-                client_reply_error(c, "not-found", "nothing to roll back to: slot %s holds no intact model",
-                                   slot_id_to_string(other));
-                return 0;
+        /* Committed: back to what was committed before, through a trial like any switch. */
+        const Seal *now = &m->seals[m->active];
+        const TaskRef *prev = state_previous(&m->ps);
+        if (!prev) {
+                client_reply_error(c, "not-found", "nothing to roll back to: nothing was committed before %s v%" PRIu64,
+                                   task_label(now->task), now->version);
+                return;
         }
-        SlotId from = m->active;
-        m->ps.committed = other;
-        if (manager_save_state(m, &err) < 0 || manager_point_model_path(m, other, &err) < 0) {
-                m->ps.committed = from;
-                client_reply_error(c, "io", "%s", err.message);
-                return 0;
+        if (state_failed(&m->ps, prev->task, prev->version)) {
+                client_reply_error(c, "refused", "not rolling back to %s v%" PRIu64 ": it failed its trial "
+                                   "('tpctl switch' to try it again)", task_label(prev->task), prev->version);
+                return;
         }
-        char transaction[TRANSACTION_ID_SIZE] = "";
-        sd_id128_t id;
-        if (sd_id128_randomize(&id) >= 0)
-                sd_id128_to_string(id, transaction);
-        rolled_back_entry(m, m->seals[from].task, m->seals[from].version, from, transaction, reason);
-        emit_slot_changed(m, transaction, "rollback");
-        json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s}", "event", "rolled-back", "task",
-                               m->seals[from].task[0] ? json_string(m->seals[from].task) : json_null(), "version",
-                               (json_int_t) m->seals[from].version, "slot", slot_id_to_string(other), "reason", reason);
-        manager_emit(m, transaction, ev);
-        manager_set_state(m, STATE_IDLE);
-        json_t *resp = json_pack("{s:s, s:s}", "state", "committed", "slot", slot_id_to_string(other));
-        seal_event_fields(resp, &m->seals[other]);
-        client_reply(c, resp);
-        return 0;
+        uint64_t floor = prev->task[0] ? state_accepted(&m->ps, prev->task) : 0;
+        if (prev->version < floor && !allow_downgrade) {
+                client_reply_error(c, "refused", "not rolling back to %s v%" PRIu64 ": this device has accepted v%" PRIu64
+                                   " (--allow-downgrade to roll back anyway)", prev->task, prev->version, floor);
+                return;
+        }
+        Operation *op = NULL;
+        const char *code = NULL;
+        TpError err = {};
+        int r = switch_new(m, prev->task[0] ? prev->task : NULL, prev->version, &op, &code, &err);
+        if (r < 0) {
+                client_reply_error(c, code ? code : "io", "cannot roll back to %s v%" PRIu64 ": %s",
+                                   task_label(prev->task), prev->version, tp_error_message(&err, r));
+                return;
+        }
+        if (!op) {
+                client_reply_error(c, "not-found", "nothing to roll back to: %s v%" PRIu64 " is what runs",
+                                   task_label(prev->task), prev->version);
+                return;
+        }
+        op->cmd = "rollback";
+        op->rollback = true;
+        manager_start(m, op, c, wait);
 }
 
 /* ---- scrub ---- */
@@ -611,7 +669,7 @@ static int on_scrub_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         uint64_t next = m->config->scrub_interval * 3600 * UINT64_C(1000000);
         (void) usec;
 
-        if (m->op || !m->ps.provisioned || (m->state != STATE_IDLE && m->state != STATE_TRIAL))
+        if (m->op || !m->ps.provisioned || (manager_state(m) != STATE_IDLE && manager_state(m) != STATE_TRIAL))
                 next = 60 * UINT64_C(1000000);         /* busy: try again in a minute */
         else if (scrub_new(&op) >= 0)
                 manager_start(m, op, NULL, false);

@@ -2,17 +2,16 @@
 #pragma once
 
 /*
- * The update state machine. One Manager per daemon: it owns the slots, the
+ * The update manager. One Manager per daemon: it owns the slots, the
  * persistent state, the installed bundles, the running operation and the
  * trial, answers the socket's requests, and tells subscribers what happens.
- *
- *   unprovisioned --provision--> idle --switch--> staging --> trial
- *        idle <--install-- installing      trial --mark-good/health ok--> idle (committed)
- *                                          trial --timeout/health failing/restart--> rolling-back --> idle
+ * Its state changes only through manager_fire(), which the table in
+ * taskpatchd-machine.c checks.
  *
  * Long operations (provision, install, switch) run in slices from a
  * low-priority event source, so requests are answered between slices.
  * Files:
+ *   taskpatchd-machine.c    the state machine's table
  *   taskpatchd-manager.c    state, events, activation, trial, the operation runner
  *   taskpatchd-startup.c    manager_new(): loading and repairing the state at start
  *   taskpatchd-requests.c   the socket requests and the status
@@ -31,25 +30,12 @@
 #include "taskpatchd-hawkbit.h"
 #include "taskpatchd-notify.h"
 #include "taskpatchd-health.h"
+#include "taskpatchd-machine.h"
 #include "taskpatchd-server.h"
 #include "taskpatchd-spool.h"
 #include "taskpatchd-store.h"
 
 #define OPERATION_SLICE (8u << 20)      /* bytes of copying, hashing or staging per event-loop turn */
-
-typedef enum ManagerState {
-        STATE_UNPROVISIONED,
-        STATE_PROVISIONING,
-        STATE_IDLE,
-        STATE_INSTALLING,
-        STATE_STAGING,
-        STATE_TRIAL,
-        STATE_ROLLING_BACK,
-        _STATE_MAX,
-        _STATE_INVALID = -EINVAL,
-} ManagerState;
-
-const char *manager_state_to_string(ManagerState s);
 
 typedef struct Manager Manager;
 typedef struct Operation Operation;
@@ -57,11 +43,13 @@ typedef struct Operation Operation;
 /* A long operation: its step() runs once per loop turn until it returns 0 (done) or < 0 (failed, see err). */
 struct Operation {
         Manager *m;
-        const char *cmd;                /* "provision", "install", "switch" */
+        const char *cmd;                /* "provision", "install", "switch", "rollback", "scrub" */
+        ManagerEvent start;             /* fired when it starts (EVENT_PROVISION, ...); _EVENT_INVALID: none (scrub) */
+        bool rollback;                  /* a switch back to the previously committed task ('tpctl rollback') */
         char transaction[TRANSACTION_ID_SIZE];
         Client *client;                 /* waiting for the outcome ("wait": true), or NULL */
-        const char *phase;              /* for status and staging events */
-        uint64_t done, total;
+        const char *phase;              /* for status and staging events: copy, write, verify, ... */
+        uint64_t done, total;           /* bytes of this phase */
         char task[TASK_NAME_MAX + 1];   /* what it is about, for events */
         uint64_t version;
         int (*step)(Operation *op);
@@ -82,11 +70,20 @@ typedef struct Counters {
         uint64_t last_switch_slot_bytes;
 } Counters;
 
+/* What happened last, for status: it replaces what came before, errors included. */
+typedef struct LastEvent {
+        char kind[24];                  /* "committed", "rolled-back", "error", ...; "" = nothing yet */
+        char code[16];                  /* the protocol error code of an error, else "" */
+        char reason[TP_ERROR_MAX];
+        int64_t time;
+        bool failure;                   /* an update failed: also shown as last_error */
+} LastEvent;
+
 struct Manager {
         sd_event *event;
         const DaemonConfig *config;
         Server *server;
-        ManagerState state;
+        Machine machine;                /* the state: manager_fire() changes it */
 
         char *state_path;
         PersistentState ps;
@@ -114,9 +111,17 @@ struct Manager {
 
         int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
         Counters counters;
-        char last_error_code[16];
-        char last_error[TP_ERROR_MAX];
+        LastEvent last;
+        /* A rollback made at start-up, before anyone could listen: told to the first subscriber. */
+        json_t *startup_events;
 };
+
+static inline ManagerState manager_state(const Manager *m) {
+        return m->machine.state;
+}
+static inline bool manager_on_trial(const Manager *m) {
+        return manager_state_on_trial(m->machine.state);
+}
 
 _warn_unused_result_ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError *err);
 Manager *manager_free(Manager *m);
@@ -128,13 +133,20 @@ void manager_set_server(Manager *m, Server *s);
 
 /* ---- shared with the operation files ---- */
 
-/* Change state (logged), and tell the service manager (sd_notify STATUS=) what runs now. */
-void manager_set_state(Manager *m, ManagerState s);
+/*
+ * Apply @e to the state machine: logged, sd_notify STATUS= updated; a
+ * transition the table lacks is refused (-EPROTO; an abort in debug builds).
+ */
+int manager_fire(Manager *m, ManagerEvent e);
+/* The initial state, once at start-up. */
+void manager_init_state(Manager *m, ManagerState s);
 void manager_send_status(Manager *m);
 /* Send an event (reference stolen) to subscribers and to the operation's waiting client; adds time and transaction. */
 void manager_emit(Manager *m, const char *transaction, json_t *ev);
-/* Record an error for status (last_error) and send an "error" event. */
+/* Record an error for status (last_event, last_error) and send an "error" event. */
 void manager_report_error(Manager *m, const char *transaction, const char *code, const char *msg, const char *cmd);
+/* Record what happened last for status (last_event); @failure: an update failed (last_error too). */
+void manager_record(Manager *m, const char *kind, const char *code, bool failure, const char *reason);
 /* Emit a progress event for the running operation at most a few times per second. */
 void manager_progress(Manager *m, Operation *op, const char *event_name);
 _warn_unused_result_ int manager_save_state(Manager *m, TpError *err);
@@ -148,9 +160,16 @@ _warn_unused_result_ int manager_activate(Manager *m, Operation *op, SlotId slot
 /* Free space in the state directory in bytes, or -errno. */
 int64_t manager_free_space(Manager *m);
 
-/* mark-good and rollback: immediate, answered at once. */
+/* mark-good: immediate, answered at once. */
 int manager_mark_good(Manager *m, Client *c);
-int manager_rollback(Manager *m, Client *c);
+/*
+ * rollback: during a trial, back to the committed slot at once. Outside a
+ * trial, a switch back to the previously committed task (state.json's
+ * history), through a normal trial; refused, saying why, when nothing was
+ * committed before, when that task failed its trial, or when its version is
+ * below the anti-rollback floor and @allow_downgrade is false.
+ */
+void manager_rollback(Manager *m, Client *c, bool allow_downgrade, bool wait);
 /* The status object (without "ok"). */
 json_t *manager_status(Manager *m);
 
@@ -161,7 +180,11 @@ json_t *manager_status(Manager *m);
 _warn_unused_result_ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char signer[256],
                                              const char **ret_code, TpError *err);
 
-/* Start an operation; replies to @c (accepted, or at the end when it waits). */
+/*
+ * Start an operation: fires op->start (refused, with a busy error to @c,
+ * when the state does not allow it) and replies to @c (accepted, or at the
+ * end when it waits). Takes @op in every case.
+ */
 void manager_start(Manager *m, Operation *op, Client *c, bool wait);
 
 /* Operation constructors (taskpatchd-provision.c, taskpatchd-switch.c). They reply with errors themselves. */
@@ -171,6 +194,7 @@ _warn_unused_result_ int install_new(Manager *m, int fd, bool allow_downgrade, b
                                      const char **ret_code, TpError *err);
 _warn_unused_result_ int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret,
                                     const char **ret_code, TpError *err);
+
 /* A full verification of both slots against their seals (taskpatchd-scrub.c). */
 _warn_unused_result_ int scrub_new(Operation **ret);
 /* Run a scrub after @after_usec (and then every scrub_interval hours). */

@@ -71,6 +71,8 @@ static int provision_commit(Operation *op, Provision *p) {
         m->ps.provisioning = true;
         m->ps.committed = SLOT_A;
         m->ps.trial = (TrialInfo) { 0 };        /* the accepted versions stay: rollback protection outlives a base */
+        m->ps.n_history = m->ps.n_failed = 0;   /* what ran on the old base is no place to roll back to */
+        state_committed(&m->ps, NULL, 0);
         m->ps.base = (BaseInfo) { .size = p->size, .kind = p->artifact->kind, .chunk_size = CREATE_DEFAULT_CHUNK };
         memcpy(m->ps.base.sha256, p->sha256, SHA256_DIGEST_SIZE);
         memcpy(m->ps.base.layout, p->artifact->layout, SHA256_DIGEST_SIZE);
@@ -120,7 +122,7 @@ static int provision_commit(Operation *op, Provision *p) {
         sha256_to_hex(p->sha256, h);
         log_info("provisioned %s base (%" PRIu64 " bytes, SHA-256 %s) into slots a and b",
                  artifact_kind_to_string(p->artifact->kind), p->size, h);
-        manager_set_state(m, STATE_IDLE);
+        manager_record(m, "provisioned", NULL, false, "the base model is in both slots");
         return 0;
 }
 
@@ -140,7 +142,8 @@ static int provision_step(Operation *op) {
                         return tp_error(&op->err, r, "copying the model into %s: %s",
                                         p->stage == PROVISION_COPY ? p->tmp[SLOT_B].path : p->tmp[SLOT_A].path,
                                         strerror(-r));
-                op->done = p->copy.pos + (p->stage == PROVISION_CLONE ? 2 * p->size : 0);
+                op->done = p->copy.pos;
+                op->total = p->size;
                 manager_progress(m, op, "staging");
                 if (r > 0)
                         return 1;
@@ -156,7 +159,8 @@ static int provision_step(Operation *op) {
                 r = file_hash_step(p->hash, OPERATION_SLICE);
                 if (r < 0)
                         return tp_error(&op->err, r, "reading back the copy: %s", strerror(-r));
-                op->done = file_hash_done(p->hash) + (p->stage == PROVISION_VERIFY ? 3 : 1) * p->size;
+                op->done = file_hash_done(p->hash);
+                op->total = p->size;
                 manager_progress(m, op, "staging");
                 if (r > 0)
                         return 1;
@@ -228,11 +232,12 @@ int provision_new(Manager *m, int fd, const uint8_t *expected_sha256, Operation 
                                         strerror(-r));
         file_copy_init(&p->copy, p->src, p->tmp[SLOT_B].fd, p->size);
         op->cmd = "provision";
+        op->start = EVENT_PROVISION;
         op->step = provision_step;
-        op->total = 4 * p->size;
+        op->phase = "copy";
+        op->total = p->size;
         op->data = TAKE_PTR(p);
         op->free_data = provision_free;
-        manager_set_state(m, STATE_PROVISIONING);
         *ret = TAKE_PTR(op);
         return 0;
 }
@@ -316,6 +321,7 @@ static int install_step(Operation *op) {
                 if (r < 0)
                         return tp_error(&op->err, r, "copying the bundle to %s: %s", in->path, strerror(-r));
                 op->done = in->copy.pos;
+                op->total = in->bundle->file_size;
                 if (r > 0)
                         return 1;
                 {
@@ -351,7 +357,8 @@ static int install_step(Operation *op) {
                         sha256_update(&in->payload, in->buf, n);
                         in->pos += n;
                 }
-                op->done = in->bundle->file_size + in->pos;
+                op->done = in->pos - in->bundle->payload_offset;
+                op->total = in->bundle->file_size - in->bundle->payload_offset;
                 if (in->pos < end)
                         return 1;
                 uint8_t d[SHA256_DIGEST_SIZE];
@@ -388,7 +395,6 @@ static int install_step(Operation *op) {
                         /* switch_continue() frees this install's data: use only copies from here on. */
                         return switch_continue(op, task, version, &op->err);
                 }
-                manager_set_state(m, STATE_IDLE);
                 return 0;
         default:
                 abort();
@@ -448,14 +454,14 @@ int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Oper
         file_copy_init(&in->copy, in->src, in->tmp.fd, in->bundle->file_size);
         snprintf(op->task, sizeof(op->task), "%s", mf->task);
         op->version = mf->version;
-        op->total = 2 * in->bundle->file_size;
+        op->total = in->bundle->file_size;
         op->data = TAKE_PTR(in);
         op->free_data = install_free;
         op->cmd = "install";
+        op->start = EVENT_INSTALL;
         op->step = install_step;
+        op->phase = "copy";
         *ret_code = NULL;
-        if (m->state == STATE_IDLE)
-                manager_set_state(m, STATE_INSTALLING);
         *ret = TAKE_PTR(op);
         return 0;
 }

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "clock.h"
 #include "jsonline.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
@@ -18,7 +19,7 @@ static const Command commands[] = {
         { "install", ACCESS_ADMIN, { "allow_downgrade", "switch", "wait", NULL } },
         { "switch", ACCESS_ADMIN, { "task", "version", "wait", NULL } },
         { "mark-good", ACCESS_ADMIN, { NULL } },
-        { "rollback", ACCESS_ADMIN, { "wait", NULL } },
+        { "rollback", ACCESS_ADMIN, { "allow_downgrade", "wait", NULL } },
 };
 
 /*
@@ -93,8 +94,20 @@ static json_t *slot_json(Manager *m, SlotId s) {
         return o;
 }
 
+static json_t *last_event_json(const LastEvent *l) {
+        char t[21];
+
+        if (!l->kind[0])
+                return json_null();
+        format_time_utc(l->time, t);
+        json_t *o = json_pack("{s:s, s:s, s:s}", "kind", l->kind, "time", t, "reason", l->reason);
+        if (l->code[0])
+                json_object_set_new(o, "code", json_string(l->code));
+        return o;
+}
+
 json_t *manager_status(Manager *m) {
-        json_t *o = json_pack("{s:s, s:s, s:s}", "state", manager_state_to_string(m->state), "model_path",
+        json_t *o = json_pack("{s:s, s:s, s:s}", "state", manager_state_to_string(manager_state(m)), "model_path",
                               m->config->model_path, "version", TASKPATCH_VERSION);
         json_t *tasks = json_array(), *slots = json_object();
 
@@ -121,7 +134,7 @@ json_t *manager_status(Manager *m) {
                                                        (json_int_t) m->store.tasks[i].version));
         json_object_set_new(o, "tasks", tasks);
 
-        if (m->state == STATE_TRIAL) {
+        if (manager_on_trial(m)) {
                 char started[21], deadline[21];
                 format_time_utc(m->ps.trial.started, started);
                 format_time_utc(m->ps.trial.started + (int64_t) m->config->trial.timeout, deadline);
@@ -147,9 +160,10 @@ json_t *manager_status(Manager *m) {
                                       (json_int_t) m->counters.undo_bytes, "state_bytes_written",
                                       (json_int_t) m->counters.state_bytes, "last_switch_slot_bytes",
                                       (json_int_t) m->counters.last_switch_slot_bytes));
-        if (m->last_error[0])
-                json_object_set_new(o, "last_error", json_pack("{s:s, s:s}", "code", m->last_error_code, "message",
-                                                               m->last_error));
+        json_object_set_new(o, "last_event", last_event_json(&m->last));
+        if (m->last.kind[0] && m->last.failure)
+                json_object_set_new(o, "last_error", json_pack("{s:s, s:s}", "code", m->last.code[0] ? m->last.code : "io",
+                                                               "message", m->last.reason));
         else
                 json_object_set_new(o, "last_error", json_null());
         json_object_set_new(o, "verify", json_string(verify_mode_to_string(m->config->verify)));
@@ -186,7 +200,7 @@ static bool refuse_busy(Manager *m, Client *c, bool trial_too) {
                 client_reply_error(c, "busy", "%s is running (transaction %s)", m->op->cmd, m->op->transaction);
                 return true;
         }
-        if (trial_too && m->state == STATE_TRIAL) {
+        if (trial_too && manager_on_trial(m)) {
                 client_reply_error(c, "busy", "%s v%" PRIu64 " is on trial: 'tpctl mark-good' or 'tpctl rollback' first",
                                    m->ps.trial.task[0] ? m->ps.trial.task : "the base", m->ps.trial.version);
                 return true;
@@ -275,6 +289,34 @@ static void handle_switch(Manager *m, Client *c, json_t *req, bool wait) {
         manager_start(m, op, c, wait);
 }
 
+/*
+ * A subscription starts with a snapshot of what is true now, so that a
+ * service that (re)connects never has to guess what it missed; then what
+ * happened at start-up before anyone could listen (a rollback), once.
+ */
+static void handle_subscribe(Manager *m, Client *c) {
+        json_t *st = manager_status(m);
+        json_t *ev = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O}", "event", "snapshot", "state",
+                               json_object_get(st, "state"), "model_path", json_object_get(st, "model_path"),
+                               "active", json_object_get(st, "active"), "trial", json_object_get(st, "trial"),
+                               "last_event", json_object_get(st, "last_event"));
+        char t[21];
+        size_t i;
+        json_t *v;
+
+        json_decref(st);
+        client_subscribe(c);
+        client_reply(c, NULL);
+        format_time_utc((int64_t) clock_wall(), t);
+        json_object_set_new(ev, "time", json_string(t));
+        client_send_event(c, ev);
+        json_decref(ev);
+        json_array_foreach(m->startup_events, i, v)
+                client_send_event(c, v);
+        json_decref(m->startup_events);
+        m->startup_events = NULL;
+}
+
 static void handle(Manager *m, Client *c, const Command *cmd, json_t *req, int fd) {
         bool wait = json_is_true(json_object_get(req, "wait"));
 
@@ -288,13 +330,12 @@ static void handle(Manager *m, Client *c, const Command *cmd, json_t *req, int f
                 client_reply(c, manager_status(m));
         else if (strcmp(cmd->name, "list") == 0)
                 client_reply(c, list_json(m));
-        else if (strcmp(cmd->name, "subscribe") == 0) {
-                client_subscribe(c);
-                client_reply(c, NULL);
-        } else if (strcmp(cmd->name, "mark-good") == 0)
+        else if (strcmp(cmd->name, "subscribe") == 0)
+                handle_subscribe(m, c);
+        else if (strcmp(cmd->name, "mark-good") == 0)
                 (void) manager_mark_good(m, c);
         else if (strcmp(cmd->name, "rollback") == 0)
-                (void) manager_rollback(m, c);
+                manager_rollback(m, c, json_is_true(json_object_get(req, "allow_downgrade")), wait);
         safe_close(fd);
 }
 

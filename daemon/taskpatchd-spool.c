@@ -117,7 +117,7 @@ static void spool_next(Spool *s) {
         struct dirent *de;
         DIR *d;
 
-        if (s->current[0] || m->op || m->state != STATE_IDLE || !m->ps.provisioned)
+        if (s->current[0] || m->op || manager_state(m) != STATE_IDLE || !m->ps.provisioned)
                 return;
         d = opendir(s->dir);
         if (!d) {

@@ -11,9 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
+#include "yaml-doc.h"
 
 static int slot_files_init(Manager *m, SlotId s) {
         const char *mp = m->config->model_path, *slash = strrchr(mp, '/'), *dot = strrchr(mp, '.');
@@ -101,6 +103,27 @@ static void report_bundle(const char *path, const char *why) {
         log_warning("ignoring %s: %s", path, why);
 }
 
+/*
+ * A rollback at start-up happens before the socket listens: the events a
+ * service would have seen are kept for the first subscriber (after its
+ * snapshot), with the time they happened.
+ */
+static void announce_rollback(Manager *m, const TrialInfo *t, const char *reason) {
+        const Seal *now = &m->seals[m->active];
+        char time[21], h[SHA256_HEX_SIZE];
+
+        format_time_utc((int64_t) clock_wall(), time);
+        sha256_to_hex(now->sha256, h);
+        json_decref(m->startup_events);
+        m->startup_events = json_pack(
+                "[{s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:s, s:s}, {s:s, s:s, s:s, s:o, s:I, s:s, s:s}]", "event",
+                "slot-changed", "time", time, "transaction", t->transaction, "slot", slot_id_to_string(m->active),
+                "model_path", m->config->model_path, "task", now->task[0] ? json_string(now->task) : json_null(),
+                "version", (json_int_t) now->version, "sha256", h, "reason", "rollback", "event", "rolled-back",
+                "time", time, "transaction", t->transaction, "task", t->task[0] ? json_string(t->task) : json_null(),
+                "version", (json_int_t) t->version, "slot", slot_id_to_string(m->active), "reason", reason);
+}
+
 /* After a crash or a power cut: make the state agree with the symlink, finish or undo what was cut short. */
 static int repair(Manager *m, TpError *err) {
         SlotId link = _SLOT_ID_INVALID;
@@ -135,15 +158,16 @@ static int repair(Manager *m, TpError *err) {
                                     t.task[0] ? t.task : "the base", t.version, slot_id_to_string(m->ps.committed));
                         if ((r = manager_point_model_path(m, m->ps.committed, err)) < 0)
                                 return r;
-                        char h[SHA256_HEX_SIZE];
+                        char h[SHA256_HEX_SIZE], why[TP_ERROR_MAX];
+                        const char *reason = "the daemon restarted during its trial";
                         sha256_to_hex(m->seals[t.slot].sha256, h);
                         log_lifecycle("rolled-back", t.task, (unsigned long long) t.version,
-                                      slot_id_to_string(m->ps.committed), h, t.transaction,
-                                      "the daemon restarted during the trial");
-                        snprintf(m->last_error_code, sizeof(m->last_error_code), "rolled-back");
-                        snprintf(m->last_error, sizeof(m->last_error),
-                                 "%s v%" PRIu64 " rolled back: the daemon restarted during its trial",
-                                 t.task[0] ? t.task : "base", t.version);
+                                      slot_id_to_string(m->ps.committed), h, t.transaction, reason);
+                        snprintf(why, sizeof(why), "%s v%" PRIu64 " rolled back: %s", t.task[0] ? t.task : "base",
+                                 t.version, reason);
+                        manager_record(m, "rolled-back", "rolled-back", true, why);
+                        state_failed_add(&m->ps, t.task, t.version);
+                        announce_rollback(m, &t, reason);
                 }
                 if ((r = manager_save_state(m, err)) < 0)
                         return r;
@@ -181,7 +205,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         m->lock_fd = -1;
         m->event = sd_event_ref(e);
         m->config = config;
-        m->state = STATE_UNPROVISIONED;
+        machine_init(&m->machine, STATE_UNPROVISIONED, NULL, NULL);
         if (asprintf(&m->state_path, "%s/state.json", config->state_dir) < 0)
                 return -ENOMEM;
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
@@ -238,7 +262,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                 if (r < 0)
                         return tp_error(err, r, "%s/tasks: %s", config->state_dir, strerror(-r));
         }
-        manager_set_state(m, m->ps.provisioned ? STATE_IDLE : STATE_UNPROVISIONED);
+        manager_init_state(m, m->ps.provisioned ? STATE_IDLE : STATE_UNPROVISIONED);
         /* A full verification now when the active slot's seal did not hold, else every scrub_interval hours. */
         if (m->ps.provisioned && !m->sealed[m->active])
                 r = manager_schedule_scrub(m, 1);
@@ -279,6 +303,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->lease_source);
         health_check_free(m->health);
         client_unref(m->trial_client);
+        json_decref(m->startup_events);
         store_done(&m->store);
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++) {
                 free(m->files[s].path);

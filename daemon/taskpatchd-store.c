@@ -20,6 +20,15 @@
 
 /* ---- the state file ---- */
 
+static json_t *task_refs_json(const TaskRef *refs, size_t n) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(a, json_pack("{s:o, s:I}", "task",
+                                                   refs[i].task[0] ? json_string(refs[i].task) : json_null(),
+                                                   "version", (json_int_t) refs[i].version));
+        return a;
+}
+
 int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, TpError *err) {
         json_t *o = json_pack("{s:i, s:b, s:b, s:s}", "format", STATE_FORMAT, "provisioned", s->provisioned,
                               "provisioning", s->provisioning, "committed", slot_id_to_string(s->committed));
@@ -48,10 +57,15 @@ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, 
         }
         if (s->trial.on)
                 json_object_set_new(o, "trial",
-                                    json_pack("{s:s, s:o, s:I, s:s, s:I}", "slot", slot_id_to_string(s->trial.slot),
+                                    json_pack("{s:s, s:o, s:I, s:s, s:I, s:b}", "slot", slot_id_to_string(s->trial.slot),
                                               "task", s->trial.task[0] ? json_string(s->trial.task) : json_null(),
                                               "version", (json_int_t) s->trial.version, "transaction",
-                                              s->trial.transaction, "started", (json_int_t) s->trial.started));
+                                              s->trial.transaction, "started", (json_int_t) s->trial.started,
+                                              "rollback", s->trial.rollback));
+        if (s->n_history > 0)
+                json_object_set_new(o, "history", task_refs_json(s->history, s->n_history));
+        if (s->n_failed > 0)
+                json_object_set_new(o, "failed", task_refs_json(s->failed, s->n_failed));
         text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(o);
         if (!text)
@@ -95,6 +109,27 @@ static int parse_accepted(json_t *acc, PersistentState *s) {
         return 0;
 }
 
+static int parse_task_refs(json_t *a, TaskRef *refs, size_t max, size_t *ret_n) {
+        size_t i;
+        json_t *v;
+
+        if (!a)
+                return 0;
+        if (!json_is_array(a) || json_array_size(a) > max)
+                return -EBADMSG;
+        json_array_foreach(a, i, v) {
+                json_t *task = json_object_get(v, "task");
+                if (!json_is_object(v) || get_uint(v, "version", &refs[i].version) < 0)
+                        return -EBADMSG;
+                if (json_is_string(task) && task_name_valid(json_string_value(task)))
+                        snprintf(refs[i].task, sizeof(refs[i].task), "%s", json_string_value(task));
+                else if (!json_is_null(task))
+                        return -EBADMSG;
+        }
+        *ret_n = json_array_size(a);
+        return 0;
+}
+
 static int parse_state(json_t *o, PersistentState *s) {
         json_t *base = json_object_get(o, "base"), *trial = json_object_get(o, "trial");
         uint64_t format, u;
@@ -125,6 +160,7 @@ static int parse_state(json_t *o, PersistentState *s) {
                     get_uint(trial, "started", &u) < 0 || !tx || strlen(tx) >= TRANSACTION_ID_SIZE)
                         return -EBADMSG;
                 s->trial.started = (int64_t) u;
+                s->trial.rollback = json_is_true(json_object_get(trial, "rollback"));
                 snprintf(s->trial.transaction, sizeof(s->trial.transaction), "%s", tx);
                 if (json_is_string(task)) {
                         if (!task_name_valid(json_string_value(task)))
@@ -143,7 +179,57 @@ static int parse_state(json_t *o, PersistentState *s) {
                 if (s->pinned && get_uint(ch, "pinned_serial", &s->pinned_serial) < 0)
                         return -EBADMSG;
         }
+        if (parse_task_refs(json_object_get(o, "history"), s->history, STATE_HISTORY_MAX, &s->n_history) < 0 ||
+            parse_task_refs(json_object_get(o, "failed"), s->failed, STATE_FAILED_MAX, &s->n_failed) < 0)
+                return -EBADMSG;
         return parse_accepted(json_object_get(o, "accepted"), s);
+}
+
+static bool task_ref_is(const TaskRef *r, const char *task, uint64_t version) {
+        return strcmp(r->task, task ? task : "") == 0 && r->version == version;
+}
+
+static void task_refs_append(TaskRef *refs, size_t max, size_t *n, const char *task, uint64_t version) {
+        if (*n == max) {
+                memmove(refs, refs + 1, (max - 1) * sizeof(TaskRef));
+                (*n)--;
+        }
+        refs[*n] = (TaskRef) { .version = version };
+        snprintf(refs[*n].task, sizeof(refs[*n].task), "%s", task ? task : "");
+        (*n)++;
+}
+
+void state_committed(PersistentState *s, const char *task, uint64_t version) {
+        for (size_t i = 0; i < s->n_failed; i++)
+                if (task_ref_is(&s->failed[i], task, version)) {
+                        memmove(s->failed + i, s->failed + i + 1, (s->n_failed - i - 1) * sizeof(TaskRef));
+                        s->n_failed--;
+                        break;
+                }
+        if (s->n_history > 0 && task_ref_is(&s->history[s->n_history - 1], task, version))
+                return;
+        task_refs_append(s->history, STATE_HISTORY_MAX, &s->n_history, task, version);
+}
+
+const TaskRef *state_previous(const PersistentState *s) {
+        return s->n_history >= 2 ? &s->history[s->n_history - 2] : NULL;
+}
+
+void state_history_pop(PersistentState *s) {
+        if (s->n_history > 0)
+                s->n_history--;
+}
+
+void state_failed_add(PersistentState *s, const char *task, uint64_t version) {
+        if (!state_failed(s, task, version))
+                task_refs_append(s->failed, STATE_FAILED_MAX, &s->n_failed, task, version);
+}
+
+bool state_failed(const PersistentState *s, const char *task, uint64_t version) {
+        for (size_t i = 0; i < s->n_failed; i++)
+                if (task_ref_is(&s->failed[i], task, version))
+                        return true;
+        return false;
 }
 
 int state_load(const char *path, PersistentState *ret, TpError *err) {

@@ -39,7 +39,17 @@ typedef struct TrialInfo {
         uint64_t version;
         char transaction[TRANSACTION_ID_SIZE];
         int64_t started;                /* seconds since the epoch */
+        bool rollback;                  /* a rollback outside a trial: its commit pops the history */
 } TrialInfo;
+
+/* A task at a version; task "" is the base (version 0). */
+typedef struct TaskRef {
+        char task[TASK_NAME_MAX + 1];
+        uint64_t version;
+} TaskRef;
+
+#define STATE_HISTORY_MAX 8             /* committed tasks remembered for 'tpctl rollback' */
+#define STATE_FAILED_MAX 32             /* tasks that failed their trial, never rolled back to */
 
 /*
  * Rollback protection: the newest version of each task this device has
@@ -67,6 +77,12 @@ typedef struct PersistentState {
         uint64_t channel_serial;
         bool pinned;                    /* a technician switched: the channel's desired task waits ... */
         uint64_t pinned_serial;         /* ... until a channel with another serial than this one arrives */
+        /* What was committed, oldest first; the last entry is what is committed now. */
+        TaskRef history[STATE_HISTORY_MAX];
+        size_t n_history;
+        /* Tasks whose trial failed (rolled back): a rollback never returns to them. Oldest dropped first. */
+        TaskRef failed[STATE_FAILED_MAX];
+        size_t n_failed;
 } PersistentState;
 
 /* -ENOENT when there is no state file (a fresh device). */
@@ -76,6 +92,16 @@ _warn_unused_result_ int state_save(const char *path, const PersistentState *s, 
 uint64_t state_accepted(const PersistentState *s, const char *task);
 /* Raise @task's accepted version to @version: 1 if raised, 0 if already there, -E2BIG when STATE_MAX_TASKS are kept. */
 int state_accept(PersistentState *s, const char *task, uint64_t version);
+
+/* A commit of @task (NULL or "" = the base) at @version: pushed on the history, no longer failed. */
+void state_committed(PersistentState *s, const char *task, uint64_t version);
+/* What was committed before the current one, or NULL. */
+const TaskRef *state_previous(const PersistentState *s);
+/* A rollback outside a trial committed: the current entry is dropped, the previous one is current. */
+void state_history_pop(PersistentState *s);
+/* @task at @version failed its trial. */
+void state_failed_add(PersistentState *s, const char *task, uint64_t version);
+bool state_failed(const PersistentState *s, const char *task, uint64_t version);
 
 /* One installed bundle. */
 typedef struct InstalledTask {

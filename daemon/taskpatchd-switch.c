@@ -241,7 +241,6 @@ static int stage_step(Operation *op, Switch *sw) {
                 if ((r = stager_new(sw->fd, &src, &sw->target, mode, m->files[sw->slot].undo, &sw->stager,
                                     &op->err)) < 0)
                         return r;
-                op->total = sw->copied + stager_progress(sw->stager)->total;
         }
         op->phase = "write";
         r = stager_step(sw->stager, STAGE_SLICE, &op->err);
@@ -249,7 +248,8 @@ static int stage_step(Operation *op, Switch *sw) {
                 op->err_code = r == -EBADMSG ? "refused" : NULL;
                 return r;
         }
-        op->done = sw->copied + stager_progress(sw->stager)->done;
+        op->done = stager_progress(sw->stager)->done;
+        op->total = stager_progress(sw->stager)->total;
         manager_progress(m, op, "staging");
         if (r == 0)
                 sw->stage = SWITCH_SEAL;
@@ -339,7 +339,7 @@ static int switch_step(Operation *op) {
                         return tp_error(&op->err, r, "copying slot %s: %s", slot_id_to_string(m->active), strerror(-r));
                 sw->copied = sw->copy.pos;
                 op->done = sw->copied;
-                op->total = sw->source.size * 2;
+                op->total = sw->source.size;
                 manager_progress(m, op, "staging");
                 if (r == 0) {
                         sw->copy_src = safe_close(sw->copy_src);
@@ -432,7 +432,7 @@ static int switch_setup(Manager *m, const char *task, uint64_t version, Switch *
                 }
                 sw->target.bundle = sw->bundle;
         }
-        if (m->state != STATE_TRIAL && holds_target(m, sw, m->active)) {
+        if (!manager_on_trial(m) && holds_target(m, sw, m->active)) {
                 switch_free(sw);
                 *ret_sw = NULL;
                 return 0;
@@ -441,7 +441,7 @@ static int switch_setup(Manager *m, const char *task, uint64_t version, Switch *
         return 0;
 }
 
-static void switch_attach(Manager *m, Operation *op, Switch *sw) {
+static void switch_attach(Operation *op, Switch *sw) {
         op->data = sw;
         op->free_data = switch_free;
         op->cmd = "switch";
@@ -450,7 +450,6 @@ static void switch_attach(Manager *m, Operation *op, Switch *sw) {
         op->phase = "prepare";
         snprintf(op->task, sizeof(op->task), "%s", sw->bundle ? sw->bundle->manifest->task : "");
         op->version = sw->bundle ? sw->bundle->manifest->version : 0;
-        manager_set_state(m, STATE_STAGING);
 }
 
 int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret, const char **ret_code, TpError *err) {
@@ -467,7 +466,8 @@ int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret, 
                 switch_free(sw);
                 return -ENOMEM;
         }
-        switch_attach(m, op, sw);
+        switch_attach(op, sw);
+        op->start = EVENT_SWITCH;
         *ret = op;
         return 0;
 }
@@ -475,7 +475,14 @@ int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret, 
 int switch_continue(Operation *op, const char *task, uint64_t version, TpError *err) {
         const char *code = NULL;
         Switch *sw = NULL;
-        int r = switch_setup(op->m, task, version, &sw, &code, err);
+        int r;
+
+        if (!machine_can(&op->m->machine, EVENT_SWITCH)) {
+                op->err_code = "busy";
+                return tp_error(err, -EBUSY, "%s v%" PRIu64 " is installed, not switched to: a task is on trial",
+                                task, version);
+        }
+        r = switch_setup(op->m, task, version, &sw, &code, err);
 
         if (r < 0) {
                 op->err_code = code;
@@ -485,10 +492,9 @@ int switch_continue(Operation *op, const char *task, uint64_t version, TpError *
                 op->free_data(op->data);
         op->data = NULL;
         op->free_data = NULL;
-        if (!sw) {
-                manager_set_state(op->m, STATE_IDLE);
-                return 0;
-        }
-        switch_attach(op->m, op, sw);
-        return 1;
+        if (!sw)
+                return 0;       /* already active: the install is all there was to do */
+        switch_attach(op, sw);
+        r = manager_fire(op->m, EVENT_SWITCH);
+        return r < 0 ? tp_error(err, r, "cannot start the switch: %s", strerror(-r)) : 1;
 }
