@@ -161,7 +161,7 @@ int manager_point_model_path(Manager *m, SlotId slot, TpError *err) {
         _cleanup_free_ char *tmp = NULL, *copy = strdup(mp), *copy2 = strdup(mp);
         int r;
 
-        if (!copy || !copy2 || asprintf(&tmp, "%s/.%s.taskpatchd-new", dirname(copy), basename(copy2)) < 0)
+        if (!copy || !copy2 || asprintf(&tmp, "%s/.%s" MODEL_PATH_LINK_SUFFIX, dirname(copy), basename(copy2)) < 0)
                 return -ENOMEM;
         (void) unlink(tmp);
         if (symlink(m->files[slot].path, tmp) < 0)

@@ -35,7 +35,8 @@
 #include "taskpatchd-spool.h"
 #include "taskpatchd-store.h"
 
-#define OPERATION_SLICE (8u << 20)      /* bytes of copying, hashing or staging per event-loop turn */
+#define OPERATION_SLICE (8u << 20)
+#define MODEL_PATH_LINK_SUFFIX ".taskpatchd-new"  /* model_path's new symlink: "." + its name + this, renamed over it */      /* bytes of copying, hashing or staging per event-loop turn */
 
 typedef struct Manager Manager;
 typedef struct Operation Operation;

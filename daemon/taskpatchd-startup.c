@@ -29,8 +29,12 @@ static int slot_files_init(Manager *m, SlotId s) {
         return 0;
 }
 
-/* Temporaries ("." + name + ".XXXXXX") a crash left behind in @dir. Partial downloads are not ours to touch. */
-static void remove_litter(const char *dir) {
+/*
+ * Temporaries a crash left behind in @dir: our own only (atomic_file_is_temporary(), and
+ * @link, the name model_path's new symlink is made under). Partial downloads are not ours to
+ * touch; in model_path's directory nothing but @link is ours.
+ */
+static void remove_litter(const char *dir, bool temporaries, const char *link) {
         DIR *d = opendir(dir);
         struct dirent *de;
         int removed = 0;
@@ -38,10 +42,9 @@ static void remove_litter(const char *dir) {
         if (!d)
                 return;
         while ((de = readdir(d))) {
-                size_t n = strlen(de->d_name);
-                bool tmp = de->d_name[0] == '.' && n > 8 && de->d_name[n - 7] == '.';
-                bool link = de->d_name[0] == '.' && n > 15 && strcmp(de->d_name + n - 15, ".taskpatchd-new") == 0;
-                if (!tmp && !link)
+                bool ours = (temporaries && atomic_file_is_temporary(de->d_name)) ||
+                            (link && strcmp(de->d_name, link) == 0);
+                if (!ours)
                         continue;
                 if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
                         log_info("removed %s/%s, left by an interrupted write", dir, de->d_name);
@@ -58,15 +61,16 @@ static void remove_all_litter(Manager *m) {
         DIR *d;
         struct dirent *de;
 
-        remove_litter(m->config->state_dir);
+        remove_litter(m->config->state_dir, true, NULL);
         if (asprintf(&p, "%s/slots", m->config->state_dir) >= 0) {
-                remove_litter(p);
+                remove_litter(p, true, NULL);
                 free(p);
         }
-        _cleanup_free_ char *mp = strdup(m->config->model_path);
-        if (mp && strrchr(mp, '/')) {
-                *strrchr(mp, '/') = 0;
-                remove_litter(mp[0] ? mp : "/");
+        _cleanup_free_ char *mp = strdup(m->config->model_path), *link = NULL;
+        char *slash = mp ? strrchr(mp, '/') : NULL;
+        if (slash && asprintf(&link, ".%s" MODEL_PATH_LINK_SUFFIX, slash + 1) >= 0) {
+                *slash = 0;
+                remove_litter(mp[0] ? mp : "/", false, link);
         }
         if (asprintf(&p, "%s/tasks", m->config->state_dir) < 0)
                 return;
@@ -74,7 +78,7 @@ static void remove_all_litter(Manager *m) {
         while (d && (de = readdir(d))) {
                 char *t;
                 if (de->d_name[0] != '.' && asprintf(&t, "%s/%s", p, de->d_name) >= 0) {
-                        remove_litter(t);
+                        remove_litter(t, true, NULL);
                         free(t);
                 }
         }

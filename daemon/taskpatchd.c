@@ -99,9 +99,19 @@ int main(int argc, char *argv[]) {
                 config_done(&config);
                 return 1;
         }
+        bool trust_missing = false;
+        if ((r = config_check_files(&config, &trust_missing, &err)) < 0) {
+                log_error("%s: %s", config_path, tp_error_message(&err, r));
+                config_done(&config);
+                return 1;
+        }
+        if (trust_missing)
+                log_warning("%s: trust.ca %s does not exist: every bundle and channel will be refused until it does",
+                            config_path, config.trust.ca);
         if (check_only) {
-                printf("%s: OK (state_dir %s, socket %s, model_path %s, verify %s)\n", config_path, config.state_dir,
-                       config.socket, config.model_path, verify_mode_to_string(config.verify));
+                printf("%s: OK (state_dir %s, socket %s, model_path %s, verify %s)%s\n", config_path, config.state_dir,
+                       config.socket, config.model_path, verify_mode_to_string(config.verify),
+                       trust_missing ? "; warning: trust.ca does not exist" : "");
                 config_done(&config);
                 return 0;
         }

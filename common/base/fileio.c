@@ -98,7 +98,7 @@ int atomic_file_open(const char *path, AtomicFile *ret) {
         struct stat st;
         if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
                 return S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST;
-        if (asprintf(&tmp, "%s/.%s.XXXXXX", dirname(copy1), basename(copy2)) < 0) {
+        if (asprintf(&tmp, "%s/.%s" ATOMIC_FILE_TAG "XXXXXX", dirname(copy1), basename(copy2)) < 0) {
                 tmp = NULL;
                 return -ENOMEM;
         }
@@ -166,4 +166,16 @@ int atomic_file_write(const char *path, const void *data, size_t len) {
                 return r;
         }
         return atomic_file_commit(&f);
+}
+
+bool atomic_file_is_temporary(const char *name) {
+        size_t n = strlen(name), tag = strlen(ATOMIC_FILE_TAG);
+
+        if (n < 1 + 1 + tag + 6 || name[0] != '.' || memcmp(name + n - 6 - tag, ATOMIC_FILE_TAG, tag) != 0)
+                return false;
+        for (size_t i = n - 6; i < n; i++)
+                if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+                      (name[i] >= '0' && name[i] <= '9')))
+                        return false;
+        return true;
 }

@@ -32,11 +32,19 @@ _warn_unused_result_ int mkdir_durable(const char *path, mode_t mode);
 typedef struct AtomicFile {
         int fd;                 /* the temporary, open for writing */
         char *path;             /* final path */
-        char *tmp_path;         /* "<dir>/.<name>.XXXXXX" */
+        char *tmp_path;         /* "<dir>/.<name>.taskpatch.XXXXXX" (ATOMIC_FILE_TAG): atomic_file_is_temporary() */
         bool no_sync;           /* skip the fsyncs (scratch output, benchmarks): atomic, not durable */
 } AtomicFile;
 
 #define ATOMIC_FILE_NULL ((AtomicFile) { .fd = -1 })
+#define ATOMIC_FILE_TAG ".taskpatch."
+
+/*
+ * Whether @name (a file name, no directory) is a temporary atomic_file_open() makes:
+ * "." + a name + ".taskpatch." + six characters. A crash may leave one behind; nothing else
+ * has this shape, so a clean-up that removes only these never removes another program's file.
+ */
+bool atomic_file_is_temporary(const char *name);
 
 /*
  * Create a temporary beside @path (mode 0644 before umask) to be renamed over it by

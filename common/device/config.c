@@ -454,6 +454,99 @@ static int parse_hawkbit(const YamlNode *map, const char *what, DaemonConfig *c,
         return 0;
 }
 
+/* @p with "//" and "/./" collapsed and no trailing '/' (the paths are absolute and have no ".."). */
+static char *path_normalize(const char *p) {
+        char *n = malloc(strlen(p) + 2), *o = n;
+
+        if (!n)
+                return NULL;
+        for (const char *s = p; *s;) {
+                if (s[0] == '/' && (s[1] == '/' || (s[1] == '.' && (s[2] == '/' || s[2] == '\0')))) {
+                        s += s[1] == '/' ? 1 : 2;
+                        continue;
+                }
+                *o++ = *s++;
+        }
+        while (o > n + 1 && o[-1] == '/')
+                o--;
+        if (o == n)
+                *o++ = '/';
+        *o = '\0';
+        return n;
+}
+
+/* @path is @dir or lies below it. */
+static bool path_at_or_below(const char *path, const char *dir) {
+        size_t n = strlen(dir);
+        if (n == 1)
+                return true;            /* "/" */
+        return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+const char *const config_state_entries[] = { "state.json", "floor.json", "taskpatchd.lock", "slots", "tasks",
+                                             "downloads", NULL };
+
+/*
+ * model_path is replaced by a symlink at every switch: it must not name anything else the
+ * daemon keeps (provisioning into "slots/a.gguf" would destroy slot a, into "state.json" the
+ * state), nor the state directory, the socket or the spool folder.
+ */
+static int check_model_path(const DaemonConfig *c, const char *what, TpError *err) {
+        _cleanup_free_ char *mp = path_normalize(c->model_path), *sd = path_normalize(c->state_dir);
+        _cleanup_free_ char *sock = path_normalize(c->socket), *spool = c->spool ? path_normalize(c->spool) : NULL;
+
+        if (!mp || !sd || !sock || (c->spool && !spool))
+                return -ENOMEM;
+        if (path_at_or_below(sd, mp))
+                return tp_error(err, -EBADMSG, "%s: model_path %s is the state directory %s or holds it", what,
+                                c->model_path, c->state_dir);
+        for (size_t i = 0; config_state_entries[i]; i++) {
+                _cleanup_free_ char *e = NULL;
+                if (asprintf(&e, "%s/%s", strcmp(sd, "/") == 0 ? "" : sd, config_state_entries[i]) < 0)
+                        return -ENOMEM;
+                if (path_at_or_below(mp, e))
+                        return tp_error(err, -EBADMSG, "%s: model_path %s lies in %s, which the daemon owns: "
+                                        "choose a path outside it (for example %s/model.gguf)", what, c->model_path,
+                                        e, sd);
+        }
+        if (strcmp(mp, sock) == 0)
+                return tp_error(err, -EBADMSG, "%s: model_path and socket are the same path (%s)", what, c->model_path);
+        if (spool && path_at_or_below(mp, spool))
+                return tp_error(err, -EBADMSG, "%s: model_path %s lies in the spool folder %s", what, c->model_path,
+                                c->spool);
+        return 0;
+}
+
+static int check_regular(const char *key, const char *path, bool *ret_missing, TpError *err) {
+        struct stat st;
+
+        if (!path)
+                return 0;
+        if (stat(path, &st) < 0) {
+                if (errno != ENOENT)
+                        return tp_error(err, negative_errno(), "%s %s: %s", key, path, strerror(errno));
+                if (ret_missing)
+                        *ret_missing = true;
+                return 0;
+        }
+        if (!S_ISREG(st.st_mode))
+                return tp_error(err, -EINVAL, "%s %s: not a regular file (%s)", key, path,
+                                S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
+        return 0;
+}
+
+int config_check_files(const DaemonConfig *c, bool *ret_trust_missing, TpError *err) {
+        bool missing = false;
+        int r;
+
+        if ((r = check_regular("trust.ca", c->trust.ca, &missing, err)) < 0 ||
+            (r = check_regular("tls.ca", c->tls.ca, NULL, err)) < 0 ||
+            (r = check_regular("hawkbit.token_file", c->hawkbit.token_file, NULL, err)) < 0)
+                return r;
+        *ret_trust_missing = missing;
+        return 0;
+}
+
 static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
                                             "keep_versions", "verify", "scrub_interval", "channel", "tls", "spool",
@@ -494,7 +587,7 @@ static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, T
         if (c->hawkbit.url && c->channel.n_urls > 0)
                 return tp_error(err, -EBADMSG, "%s: a device follows a channel or a hawkBit server, not both "
                                 "(channel.url and hawkbit.url are set)", what);
-        return 0;
+        return check_model_path(c, what, err);
 }
 
 int config_parse(const char *text, size_t len, const char *what, DaemonConfig *ret, TpError *err) {
@@ -531,18 +624,22 @@ int config_load(const char *path, DaemonConfig *ret, TpError *err) {
         size_t n = 0;
         struct stat st;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: opening a FIFO must not wait for a writer; a regular file ignores it. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return tp_error(err, negative_errno(), "%s: cannot open: %s", path, strerror(errno));
         if (fstat(fd, &st) < 0)
                 return tp_error(err, negative_errno(), "%s: cannot stat: %s", path, strerror(errno));
         if (S_ISDIR(st.st_mode))
                 return tp_error(err, -EISDIR, "%s: is a directory, not a configuration file", path);
-        if (S_ISREG(st.st_mode) && (uint64_t) st.st_size > CONFIG_MAX_BYTES)
+        if (!S_ISREG(st.st_mode))
+                return tp_error(err, -EINVAL, "%s: not a regular file (%s): a configuration is a file", path,
+                                S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
+        if ((uint64_t) st.st_size > CONFIG_MAX_BYTES)
                 return tp_error(err, -EFBIG, "%s: %" PRIu64 " bytes exceed the %u-byte cap", path,
                                 (uint64_t) st.st_size, CONFIG_MAX_BYTES);
 
-        /* One byte more than the cap, so a file that grew (or a pipe) past it is caught too. */
+        /* One byte more than the cap, so a file that grew past it is caught too. */
         buf = malloc(CONFIG_MAX_BYTES + 1);
         if (!buf)
                 return tp_error(err, -ENOMEM, "%s: out of memory", path);

@@ -84,5 +84,16 @@ void config_done(DaemonConfig *c);
  */
 _warn_unused_result_ int config_parse(const char *text, size_t len, const char *what, DaemonConfig *ret,
                                       TpError *err);
-/* Read @path (at most CONFIG_MAX_BYTES) and parse it. */
+/* Read @path (a regular file, at most CONFIG_MAX_BYTES) and parse it. */
 _warn_unused_result_ int config_load(const char *path, DaemonConfig *ret, TpError *err);
+
+/* The entries of state_dir the daemon owns; model_path may name none of them or anything in them (NULL-ended). */
+extern const char *const config_state_entries[];
+
+/*
+ * The files the configuration names (trust.ca, tls.ca, hawkbit.token_file) must be regular
+ * files where they exist: a FIFO or a device would hang or mislead the daemon. 0, or a
+ * negative errno naming the key; *@ret_trust_missing says whether trust.ca does not exist
+ * (every bundle would be refused).
+ */
+_warn_unused_result_ int config_check_files(const DaemonConfig *c, bool *ret_trust_missing, TpError *err);

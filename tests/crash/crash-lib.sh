@@ -170,7 +170,7 @@ make_templates() {
     fi
     dstop
     # The checker must see a bad state: a planted temporary, model_path moved behind the status.
-    touch "$STATE/slots/.a.seal.XXXXXX"
+    touch "$STATE/slots/.a.seal.taskpatch.Xy12Zq"
     ln -sfn "$STATE/slots/b.gguf" "$MODEL"
     if "$PY" "$CHECK" check "$TMP/st.json" "$MODEL" "$STATE" "$TMP" > "$TMP/check.out" ||
         [ "$(grep -c "temporary left\|active.sha256\|active.task" "$TMP/check.out")" -ne 3 ]; then

@@ -20,7 +20,39 @@ check "config with an unknown key: exit 1, named" grep -q "keep_version" "$TMP/o
 $WRAP "$BIN/taskpatchd" --config "$TMP/none.yaml" > "$TMP/out" 2>&1
 check "missing config: exit 1, names the file" grep -q "none.yaml" "$TMP/out"
 
+# Found from outside: a FIFO as the config hung the daemon; model_path inside what the daemon
+# owns passed --check-config, and provisioning then destroyed slot a or the state file.
+mkfifo "$TMP/fifo.yaml"
+timeout 20 $WRAP "$BIN/taskpatchd" --config "$TMP/fifo.yaml" > "$TMP/out" 2>&1
+check "a FIFO as the config: exit 1 at once (no hang)" test $? -eq 1
+check "... says it is not a regular file" grep -q "not a regular file (a FIFO)" "$TMP/out"
+for inside in slots/a.gguf state.json tasks/json/1.tpb; do
+    printf 'state_dir: %s\nmodel_path: %s/%s\n' "$STATE" "$STATE" "$inside" > "$TMP/owned.yaml"
+    $WRAP "$BIN/taskpatchd" --config "$TMP/owned.yaml" --check-config > "$TMP/out" 2>&1
+    check "--check-config: model_path $inside refused (exit 1)" test $? -eq 1
+    check "... says the daemon owns it" grep -q "which the daemon owns" "$TMP/out"
+done
+printf 'state_dir: %s\nmodel_path: %s/model.gguf\ntrust:\n  ca: %s/no-ca.pem\n' "$STATE" "$STATE" "$TMP" \
+    > "$TMP/noca.yaml"
+$WRAP "$BIN/taskpatchd" --config "$TMP/noca.yaml" --check-config > "$TMP/out" 2>&1
+check "--check-config with a missing trust anchor: OK, with a warning" \
+    sh -c "grep -q 'OK' '$TMP/out' && grep -q 'trust.ca does not exist' '$TMP/out'"
+mkfifo "$TMP/ca-fifo.pem"
+printf 'state_dir: %s\nmodel_path: %s/model.gguf\ntrust:\n  ca: %s/ca-fifo.pem\n' "$STATE" "$STATE" "$TMP" \
+    > "$TMP/fifoca.yaml"
+timeout 20 $WRAP "$BIN/taskpatchd" --config "$TMP/fifoca.yaml" --check-config > "$TMP/out" 2>&1
+check "a FIFO as trust.ca: refused (exit 1), named" sh -c "test $? -eq 1 && grep -q 'trust.ca.*FIFO' '$TMP/out'"
+
+# Start-up removes only the daemon's own temporaries (found from outside: any ".*.??????" went).
+mkdir -p "$STATE/slots"
+touch "$STATE/.profile.backup" "$STATE/.model.gguf.abc123" "$STATE/slots/.a.seal.taskpatch.Ab12Cd" \
+    "$STATE/.state.json.taskpatch.x1y2z3"
 need_daemon
+check "start-up keeps files it does not own (.profile.backup, another tool's .model.gguf.abc123)" \
+    test -e "$STATE/.profile.backup" -a -e "$STATE/.model.gguf.abc123"
+check "... and removes its own temporaries" \
+    test ! -e "$STATE/slots/.a.seal.taskpatch.Ab12Cd" -a ! -e "$STATE/.state.json.taskpatch.x1y2z3"
+rm -f "$STATE/.profile.backup" "$STATE/.model.gguf.abc123"
 tpctl provision "$TMP/base.gguf" > /dev/null
 tpctl install "$TMP/json.tpb" > /dev/null
 tpctl switch json > /dev/null && tpctl mark-good > /dev/null

@@ -324,7 +324,35 @@ static const struct {
         { "trial:\n  timeout: [5\nverify: full\n", { "line 3", "test.yaml" } },
         { "state_dir: &a /a\nsocket: *a\n", { "line 1", "anchors are not allowed" } },
         { "state_dir: /a\n---\nstate_dir: /b\n", { "line 2", "only one YAML document" } },
+        /* model_path must not name what the daemon owns (found from outside: provision destroyed slot a) */
+        { "state_dir: /s\nmodel_path: /s/slots/a.gguf\n", { "model_path /s/slots/a.gguf", "lies in /s/slots",
+                                                             "which the daemon owns" } },
+        { "state_dir: /s\nmodel_path: /s/state.json\n", { "lies in /s/state.json", "which the daemon owns" } },
+        { "state_dir: /s/\nmodel_path: /s//./tasks/json/1.tpb\n", { "lies in /s/tasks" } },
+        { "state_dir: /s\nmodel_path: /s/floor.json\n", { "lies in /s/floor.json" } },
+        { "state_dir: /s\nmodel_path: /s/downloads/x\n", { "lies in /s/downloads" } },
+        { "state_dir: /s\nmodel_path: /s/taskpatchd.lock\n", { "lies in /s/taskpatchd.lock" } },
+        { "state_dir: /s/m\nmodel_path: /s\n", { "is the state directory /s/m or holds it" } },
+        { "state_dir: /s\nmodel_path: /run/x.sock\nsocket: /run/x.sock\n", { "model_path and socket" } },
+        { "model_path: /in/a.gguf\nspool: /in\n", { "lies in the spool folder /in" } },
 };
+
+/* Where model_path may be: beside the daemon's own entries, or anywhere else. */
+START_TEST(test_model_path_allowed) {
+        static const char *const ok[] = {
+                "state_dir: /s\nmodel_path: /s/model.gguf\n",
+                "state_dir: /s\nmodel_path: /s/slotsx/model.gguf\n",
+                "state_dir: /s\nmodel_path: /srv/model.gguf\n",
+                "state_dir: /s\nmodel_path: /models/s/slots/a.gguf\n",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
+                DaemonConfig c = {};
+                ck_assert_int_eq(config_init(&c), 0);
+                parse_ok(ok[i], &c);
+                config_done(&c);
+        }
+}
+END_TEST
 
 START_TEST(test_refusals) {
         DaemonConfig c = {}, before = {};
@@ -413,6 +441,33 @@ START_TEST(test_load) {
                       "%s", err.message);
         config_assert_eq(&c, &before);
 
+        /* A FIFO is refused at once (found from outside: it hung), naming what it is. */
+        char fifo[160];
+        snprintf(fifo, sizeof(fifo), "%s/fifo.yaml", tmpdir);
+        ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+        ck_assert_int_eq(config_load(fifo, &c, &err), -EINVAL);
+        ck_assert_msg(strstr(err.message, "not a regular file (a FIFO)"), "%s", err.message);
+        config_assert_eq(&c, &before);
+
+        /* The files a configuration names: a FIFO as trust.ca is refused; a missing one is reported. */
+        DaemonConfig f = {};
+        bool missing = false;
+        ck_assert_int_eq(config_init(&f), 0);
+        free(f.trust.ca);
+        f.trust.ca = strdup(fifo);
+        ck_assert_int_eq(config_check_files(&f, &missing, &err), -EINVAL);
+        ck_assert_msg(strstr(err.message, "trust.ca") && strstr(err.message, "FIFO"), "%s", err.message);
+        free(f.trust.ca);
+        f.trust.ca = strdup("/nonexistent/ca.pem");
+        ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
+        ck_assert(missing);
+        free(f.trust.ca);
+        f.trust.ca = strdup(path);
+        ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
+        ck_assert(!missing);
+        config_done(&f);
+        unlink(fifo);
+
         /* One byte over the cap, even of comments only. */
         size_t big = CONFIG_MAX_BYTES + 1;
         char *text = malloc(big);
@@ -443,7 +498,7 @@ START_TEST(test_load) {
         ck_assert_ptr_nonnull(strstr(err.message, tmpdir));
         config_assert_eq(&c, &before);
 
-        /* A stream with no size (a pipe, opened again through /dev/fd) is capped while reading. */
+        /* A stream (a pipe, opened again through /dev/fd) is no configuration file: refused before reading. */
         int p[2];
         ck_assert_int_eq(pipe(p), 0);
         pid_t pid = fork();
@@ -460,8 +515,8 @@ START_TEST(test_load) {
         close(p[1]);
         char fdpath[32];
         snprintf(fdpath, sizeof(fdpath), "/dev/fd/%d", p[0]);
-        ck_assert_int_eq(config_load(fdpath, &c, &err), -EFBIG);
-        ck_assert_msg(strstr(err.message, "more than the 262144-byte cap"), "%s", err.message);
+        ck_assert_int_eq(config_load(fdpath, &c, &err), -EINVAL);
+        ck_assert_msg(strstr(err.message, "not a regular file (a FIFO)"), "%s", err.message);
         close(p[0]);
         ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
         config_assert_eq(&c, &before);
@@ -557,6 +612,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_unset_and_edges);
         tcase_add_loop_test(tc, test_refusals, 0, (int) ELEMENTSOF(bad_cases));
         tcase_add_test(tc, test_truncations);
+        tcase_add_test(tc, test_model_path_allowed);
         tcase_add_test(tc, test_done);
         tcase_add_test(tc, test_verify_mode_names);
         suite_add_tcase(s, tc);
