@@ -17,7 +17,9 @@
 #   make bench-fold      taskpatch quantize / fold time and RSS against llama_model_quantize
 #   make bench-lora      llama.cpp decode tokens/s: folded task model vs base + LoRA at run time
 #   make readme-numbers  regenerate the README's Numbers from tests/bench/results/*.json
-#   make install / uninstall   PREFIX=/usr/local DESTDIR=
+#   make install / uninstall   PREFIX=/usr/local DESTDIR=: the binaries, man pages, systemd units,
+#                        sysusers.d, tmpfiles.d, bash completions, and SYSCONFDIR/taskpatch/taskpatchd.yaml
+#                        unless present (dirs: UNITDIR= SYSUSERSDIR= TMPFILESDIR= BASHCOMPDIR= SYSCONFDIR=/etc)
 #   make deb             build/deb/taskpatch_<version>_<arch>.deb (dpkg-buildpackage); ARCH=arm64 cross-builds
 #   make check-deb       build the .deb, then lintian, its contents, its binaries, its units (systemd-analyze)
 #
@@ -424,24 +426,67 @@ check-deb: deb
 
 # ---- install ---------------------------------------------------------------
 
-# Man pages by section: one list drives both install and uninstall.
+# Where the system integration goes, each overridable on the command line. The systemd
+# directories come from systemd.pc, as systemd's docs ask (so PREFIX=/usr/local still puts
+# the units where systemd looks); without it, under PREFIX. SYSCONFDIR is /etc whatever the
+# PREFIX: taskpatchd's built-in default is /etc/taskpatch/taskpatchd.yaml (CONFIG_DEFAULT_PATH,
+# common/device/config.h), and the installed unit passes --config $(SYSCONFDIR)/taskpatch/....
+# Same paths as the Debian package (packaging/debian/, tests/packaging/check-deb.sh).
+pkgvar = $(shell $(PKG_CONFIG) --variable=$(1) $(2) 2> /dev/null)
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(or $(call pkgvar,systemdsystemunitdir,systemd),$(PREFIX)/lib/systemd/system)
+SYSUSERSDIR ?= $(or $(call pkgvar,sysusersdir,systemd),$(PREFIX)/lib/sysusers.d)
+TMPFILESDIR ?= $(or $(call pkgvar,tmpfilesdir,systemd),$(PREFIX)/lib/tmpfiles.d)
+BASHCOMPDIR ?= $(or $(call pkgvar,completionsdir,bash-completion),$(PREFIX)/share/bash-completion/completions)
+
+# What install adds, one list per directory: uninstall removes the same lists.
 MAN1 := packaging/man/taskpatch.1 packaging/man/tpctl.1
 MAN5 := packaging/man/taskpatchd.yaml.5
 MAN8 := packaging/man/taskpatchd.8
+UNITS := systemd/taskpatchd.service systemd/taskpatchd.socket
+COMPLETIONS := packaging/completion/taskpatch packaging/completion/tpctl
+CONFIG := config/taskpatchd.yaml
+CONFDIR = $(SYSCONFDIR)/taskpatch
+CONF_DST = $(DESTDIR)$(CONFDIR)/$(notdir $(CONFIG))
+# The units name the binary and the configuration by their Debian paths; installed elsewhere
+# (PREFIX=/usr/local, SYSCONFDIR=...) they name the installed ones.
+UNIT_SED = -e 's|/usr/bin/taskpatchd|$(BINDIR)/taskpatchd|g' -e 's|/etc/taskpatch/|$(CONFDIR)/|g'
 
 .PHONY: install uninstall
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(BASHCOMPDIR) \
+		$(DESTDIR)$(CONFDIR)
 	install -m 0755 $(BINS) $(DESTDIR)$(BINDIR)/
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	for u in $(UNITS); do \
+		sed $(UNIT_SED) $$u > $(DESTDIR)$(UNITDIR)/$${u##*/} && chmod 0644 $(DESTDIR)$(UNITDIR)/$${u##*/} || exit 1; \
+	done
+	install -m 0644 systemd/taskpatch.sysusers $(DESTDIR)$(SYSUSERSDIR)/taskpatch.conf
+	install -m 0644 systemd/taskpatch.tmpfiles $(DESTDIR)$(TMPFILESDIR)/taskpatch.conf
+	install -m 0644 $(COMPLETIONS) $(DESTDIR)$(BASHCOMPDIR)/
+	@# The configuration is the administrator's once installed: never overwritten.
+	@if [ -e $(CONF_DST) ]; then \
+		echo "  keeping $(CONF_DST) (the new default is $(CONFIG))"; \
+	else echo "install -m 0644 $(CONFIG) $(DESTDIR)$(CONFDIR)/"; install -m 0644 $(CONFIG) $(DESTDIR)$(CONFDIR)/; fi
 
+# Removes what install added, except a configuration that differs from the one install would
+# add (the administrator changed it, or an older version installed it): kept, and said so.
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BINS)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS)))
+	rm -f $(DESTDIR)$(SYSUSERSDIR)/taskpatch.conf $(DESTDIR)$(TMPFILESDIR)/taskpatch.conf
+	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,$(notdir $(COMPLETIONS)))
+	@if cmp -s $(CONFIG) $(CONF_DST); then \
+		echo "rm -f $(CONF_DST)"; rm -f $(CONF_DST); \
+	elif [ -e $(CONF_DST) ]; then \
+		echo "  keeping $(CONF_DST): it differs from $(CONFIG)"; fi
+	rmdir $(DESTDIR)$(CONFDIR) 2> /dev/null || true
 
 .PHONY: clean
 clean:
