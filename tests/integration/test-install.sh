@@ -73,7 +73,7 @@ check "/etc/taskpatch/taskpatchd.yaml is config/taskpatchd.yaml (taskpatchd's de
     cmp -s "$root/config/taskpatchd.yaml" "$stage/etc/taskpatch/taskpatchd.yaml"
 check "the installed taskpatch runs" sh -c '"$1/usr/bin/taskpatch" --version > /dev/null' sh "$stage"
 check "the installed taskpatchd accepts the installed configuration" \
-    sh -c '"$1/usr/bin/taskpatchd" --check-config --config "$1/etc/taskpatch/taskpatchd.yaml" > /dev/null' sh "$stage"
+    sh -c '"$1/usr/bin/taskpatchd" --check-config --config "$1/etc/taskpatch/taskpatchd.yaml" > /dev/null 2>&1' sh "$stage"
 if command -v systemd-analyze > /dev/null; then
     check "systemd-analyze verify: the installed units, no output" verify "$stage" /usr
     sed 's/^/    /' "$TMP/verify"
