@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tpctl: one connection to taskpatchd: connect, send a request, read lines, map answers to exit codes. */
 
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -15,8 +16,9 @@ int conn_open(Conn *c, const char *path) {
 
         *c = (Conn) { .fd = -1, .path = path, .reader = LINE_READER_INIT(JSONLINE_MAX_MESSAGE) };
         if (strlen(path) >= sizeof(sa.sun_path)) {
-                tpctl_error("cannot connect to %s: the path is longer than a socket address holds (%zu bytes)",
-                          path, sizeof(sa.sun_path) - 1);
+                tpctl_fail(TPCTL_FAILURE_UNREACHABLE,
+                           "cannot connect to %s: the path is longer than a socket address holds (%zu bytes)", path,
+                           sizeof(sa.sun_path) - 1);
                 return -ENAMETOOLONG;
         }
         memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -24,7 +26,7 @@ int conn_open(Conn *c, const char *path) {
         c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (c->fd < 0) {
                 r = negative_errno();
-                tpctl_error("socket: %s", strerror(-r));
+                tpctl_fail(TPCTL_FAILURE_UNREACHABLE, "socket: %s", strerror(-r));
                 return r;
         }
         for (;;) {
@@ -37,7 +39,7 @@ int conn_open(Conn *c, const char *path) {
         c->fd = safe_close(c->fd);
         const char *hint = r == -ENOENT || r == -ECONNREFUSED ? " (is taskpatchd running?)"
                          : r == -EACCES ? " (is this user in the socket's group?)" : "";
-        tpctl_error("cannot connect to %s: %s%s", path, strerror(-r), hint);
+        tpctl_fail(TPCTL_FAILURE_UNREACHABLE, "cannot connect to %s: %s%s", path, strerror(-r), hint);
         return r;
 }
 
@@ -53,18 +55,38 @@ int conn_send(Conn *c, const json_t *req, int fd) {
 
         r = jsonline_dump(req, JSONLINE_MAX_REQUEST, &line, &len);
         if (r < 0) {
-                tpctl_error("cannot encode the request: %s", r == -EMSGSIZE ? "longer than 64 KiB" : strerror(-r));
+                tpctl_fail(r == -EMSGSIZE ? TPCTL_FAILURE_USAGE : TPCTL_FAILURE_INTERNAL, "cannot encode the request: %s",
+                           r == -EMSGSIZE ? "longer than 64 KiB" : strerror(-r));
                 return r;
         }
         r = jsonline_send(c->fd, line, len, fd);
         if (r < 0) {
-                tpctl_error("sending to taskpatchd at %s: %s", c->path, strerror(-r));
+                tpctl_fail(TPCTL_FAILURE_IO, "sending to taskpatchd at %s: %s", c->path, strerror(-r));
                 return r;
         }
         return 0;
 }
 
-int conn_read(Conn *c, json_t **ret, const char **ret_line) {
+/* Until the socket has bytes (or is closed), calling @on_idle whenever the wait it asked for passes. */
+static int conn_wait(Conn *c, IdleFn on_idle, void *userdata) {
+        for (;;) {
+                struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+                int ms = on_idle ? on_idle(userdata) : -1;
+
+                if (ms < 0)
+                        return 0;       /* recvmsg() blocks for us */
+                int n = poll(&pfd, 1, ms);
+                if (n > 0)
+                        return 0;
+                if (n < 0 && errno != EINTR) {
+                        int r = negative_errno();
+                        tpctl_fail(TPCTL_FAILURE_IO, "waiting for taskpatchd: %s", strerror(-r));
+                        return r;
+                }
+        }
+}
+
+int conn_read(Conn *c, IdleFn on_idle, void *userdata, json_t **ret, const char **ret_line) {
         for (;;) {
                 TpError err = {};
                 char *line;
@@ -77,7 +99,7 @@ int conn_read(Conn *c, json_t **ret, const char **ret_line) {
 
                         r = jsonline_parse(line, len, &j, &err);
                         if (r < 0) {
-                                tpctl_error("taskpatchd sent a malformed line: %s", err.message);
+                                tpctl_fail(TPCTL_FAILURE_IO, "taskpatchd sent a malformed line: %s", err.message);
                                 return r;
                         }
                         *ret = j;
@@ -85,22 +107,27 @@ int conn_read(Conn *c, json_t **ret, const char **ret_line) {
                         return 1;
                 }
                 if (c->overflow) {
-                        tpctl_error("taskpatchd sent a line longer than 1 MiB (%u bytes, the protocol's cap)", JSONLINE_MAX_MESSAGE);
+                        tpctl_fail(TPCTL_FAILURE_IO, "taskpatchd sent a line longer than 1 MiB (%u bytes, the protocol's cap)",
+                                   JSONLINE_MAX_MESSAGE);
                         return -EMSGSIZE;
                 }
                 if (c->eof) {
                         if (c->reader.len > c->reader.start) {
-                                tpctl_error("taskpatchd closed the connection in the middle of a line");
+                                tpctl_fail(TPCTL_FAILURE_IO, "taskpatchd closed the connection in the middle of a line");
                                 return -EPIPE;
                         }
                         return 0;
                 }
 
+                r = conn_wait(c, on_idle, userdata);
+                if (r < 0)
+                        return r;
+
                 int fds[JSONLINE_MAX_FDS];
                 size_t nfds = 0;
                 ssize_t n = jsonline_recv(c->fd, c->buf, sizeof(c->buf), fds, &nfds);
                 if (n < 0) {
-                        tpctl_error("lost the connection to taskpatchd: %s", strerror((int) -n));
+                        tpctl_fail(TPCTL_FAILURE_IO, "lost the connection to taskpatchd: %s", strerror((int) -n));
                         return (int) n;
                 }
                 /* The daemon sends no descriptors; do not keep any it might. */
@@ -117,13 +144,13 @@ int conn_read(Conn *c, json_t **ret, const char **ret_line) {
                         continue;
                 }
                 if (r < 0) {
-                        tpctl_error("reading from taskpatchd: %s", strerror(-r));
+                        tpctl_fail(TPCTL_FAILURE_IO, "reading from taskpatchd: %s", strerror(-r));
                         return r;
                 }
         }
 }
 
-int conn_call(Conn *c, const json_t *req, int fd, EventFn on_event, void *userdata, json_t **ret) {
+int conn_call(Conn *c, const json_t *req, int fd, EventFn on_event, IdleFn on_idle, void *userdata, json_t **ret) {
         int r;
 
         r = conn_send(c, req, fd);
@@ -133,12 +160,12 @@ int conn_call(Conn *c, const json_t *req, int fd, EventFn on_event, void *userda
                 json_t *j = NULL;
                 const char *line;
 
-                r = conn_read(c, &j, &line);
+                r = conn_read(c, on_idle, userdata, &j, &line);
                 if (r < 0)
                         return r;
                 if (r == 0) {
-                        tpctl_error("taskpatchd closed the connection before answering "
-                                  "(the operation may still be running: see 'tpctl status')");
+                        tpctl_fail(TPCTL_FAILURE_IO, "taskpatchd closed the connection before answering "
+                                                     "(the operation may still be running: see 'tpctl status')");
                         return -ECONNRESET;
                 }
                 if (json_object_get(j, "ok")) {
@@ -152,7 +179,8 @@ int conn_call(Conn *c, const json_t *req, int fd, EventFn on_event, void *userda
                         continue;
                 }
                 json_decref(j);
-                tpctl_error("taskpatchd sent a line that is neither a response (\"ok\") nor an event (\"event\")");
+                tpctl_fail(TPCTL_FAILURE_IO,
+                           "taskpatchd sent a line that is neither a response (\"ok\") nor an event (\"event\")");
                 return -EBADMSG;
         }
 }
@@ -183,8 +211,10 @@ int error_code_exit(const char *code) {
 int response_exit(const Tpctl *t, json_t *resp) {
         if (t->json) {
                 _cleanup_free_ char *s = json_dumps(resp, JSON_COMPACT);
-                if (s)
+                if (s) {
                         printf("%s\n", s);
+                        tpctl_failure_answered();
+                }
         }
         if (json_is_true(json_object_get(resp, "ok")))
                 return TPCTL_EXIT_OK;
@@ -211,7 +241,7 @@ int tpctl_simple_call(const Tpctl *t, const json_t *req, json_t **ret_resp) {
 
         if (conn_open(&c, t->socket_path) < 0)
                 return TPCTL_EXIT_FAILED;
-        r = conn_call(&c, req, -1, NULL, NULL, &resp);
+        r = conn_call(&c, req, -1, NULL, NULL, NULL, &resp);
         conn_close(&c);
         if (r < 0)
                 return TPCTL_EXIT_FAILED;

@@ -84,6 +84,40 @@ const char *format_bytes(uint64_t v, char *buf, size_t n) {
         return buf;
 }
 
+size_t utf8_width(const char *s) {
+        size_t n = 0;
+
+        for (; *s; s++)
+                n += ((unsigned char) *s & 0xc0) != 0x80;       /* continuation bytes are not characters */
+        return n;
+}
+
+const char *format_truncate(const char *s, size_t max, char *buf, size_t n) {
+        size_t len = strlen(s), i = 0, chars = 0;
+
+        if (n == 0)
+                return buf;
+        if (utf8_width(s) <= max && len < n) {
+                memcpy(buf, s, len + 1);
+                return buf;
+        }
+        /* Whole characters while they and the "..." (when there is room for one) fit both caps. */
+        size_t dots = max >= 3 && n >= 4 ? 3 : 0;
+        while (s[i] && chars + dots < max) {
+                size_t k = i + 1;
+                while (((unsigned char) s[k] & 0xc0) == 0x80)
+                        k++;
+                if (k + dots + 1 > n)
+                        break;
+                i = k;
+                chars++;
+        }
+        memcpy(buf, s, i);
+        memcpy(buf + i, "...", dots);
+        buf[i + dots] = '\0';
+        return buf;
+}
+
 int parse_iso8601(const char *s, int64_t *ret) {
         struct tm tm = {};
         const char *p;

@@ -2,7 +2,8 @@
 /*
  * tpctl provision, install, switch, mark-good, rollback: the commands that change the
  * device. The long ones send "wait": true, draw the transaction's events as progress
- * and print one line saying how it settled.
+ * (and the wait for a trial's health check as a countdown) and print one line saying
+ * how it settled.
  */
 
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "parse.h"
 #include "tpctl.h"
 
 /* What the events of a waited-for operation told us. */
@@ -29,6 +31,12 @@ static void on_event(json_t *event, const char *line, void *userdata) {
         progress_event(&w->progress, event);
         if (name && strcmp(name, "trial-started") == 0)
                 w->have_timeout = get_u64(event, "timeout", &w->trial_timeout);
+}
+
+static int on_idle(void *userdata) {
+        Wait *w = userdata;
+
+        return progress_idle(&w->progress);
 }
 
 /* ", on trial: confirm with 'tpctl mark-good' within 120 s": the response's own word first, then the event's. */
@@ -91,7 +99,7 @@ static int operation_run(Tpctl *t, const char *command, json_t *req, int fd) {
         if (conn_open(&c, t->socket_path) < 0)
                 return TPCTL_EXIT_FAILED;
         progress_init(&w.progress, !t->no_progress);
-        r = conn_call(&c, req, fd, on_event, &w, &resp);
+        r = conn_call(&c, req, fd, on_event, on_idle, &w, &resp);
         progress_done(&w.progress);
         conn_close(&c);
         if (r < 0)
@@ -111,19 +119,16 @@ static int open_input(const char *command, const char *path, int *ret_fd) {
         int fd;
 
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0) {
-                cli_error("%s: cannot open '%s': %s", command, path, strerror(errno));
-                return TPCTL_EXIT_USAGE;
-        }
+        if (fd < 0)
+                return tpctl_fail(TPCTL_FAILURE_USAGE, "%s: cannot open '%s': %s", command, path, strerror(errno));
         if (fstat(fd, &st) < 0) {
-                cli_error("%s: '%s': %s", command, path, strerror(errno));
+                int e = errno;
                 close(fd);
-                return TPCTL_EXIT_USAGE;
+                return tpctl_fail(TPCTL_FAILURE_USAGE, "%s: '%s': %s", command, path, strerror(e));
         }
         if (S_ISDIR(st.st_mode)) {
-                cli_error("%s: '%s' is a directory", command, path);
                 close(fd);
-                return TPCTL_EXIT_USAGE;
+                return tpctl_fail(TPCTL_FAILURE_USAGE, "%s: '%s' is a directory", command, path);
         }
         *ret_fd = fd;
         return TPCTL_GO_ON;
@@ -142,8 +147,7 @@ static bool is_sha256_hex(char *s) {
 }
 
 static int oom(void) {
-        tpctl_error("out of memory");
-        return TPCTL_EXIT_FAILED;
+        return tpctl_fail(TPCTL_FAILURE_INTERNAL, "out of memory");
 }
 
 static json_t *request_new(const char *cmd, bool wait) {
@@ -282,8 +286,8 @@ static int switch_option(int c, void *userdata) {
         if (c == OPT_BASE) {
                 a->base = true;
         } else if (c == OPT_VERSION) {
-                if (cli_parse_u64("version", optarg, &a->version) < 0)
-                        return TPCTL_EXIT_USAGE;
+                if (parse_u64(optarg, &a->version) < 0)
+                        return tpctl_usage_error("switch", "--version: expected a non-negative integer, got '%s'", optarg);
                 if (a->version > (uint64_t) INT64_MAX)
                         return tpctl_usage_error("switch", "--version: %s is too large", optarg);
                 a->have_version = true;

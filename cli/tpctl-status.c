@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tpctl.h"
@@ -170,11 +171,37 @@ static void print_channel(json_t *c) {
                 printf(LABEL "last error: %s\n", "", get_str(c, "last_error"));
 }
 
+/*
+ * "Last event: rolled-back 2026-11-29T15:02:00Z (health check failed: exit status 3)" from
+ * last_event; from a daemon without it, "Last error:" from last_error.
+ */
+static void print_last(json_t *s) {
+        json_t *ev = json_object_get(s, "last_event"), *err = json_object_get(s, "last_error");
+
+        if (json_is_object(ev)) {
+                const char *code = get_str(ev, "code"), *reason = get_str(ev, "reason");
+
+                printf(LABEL "%s", "Last event:", get_str(ev, "kind") ?: "?");
+                if (get_str(ev, "time"))
+                        printf(" %s", get_str(ev, "time"));
+                if (code || reason)
+                        printf(" (%s%s%s)", code ?: "", code && reason ? ": " : "", reason ?: "");
+                printf("\n");
+        } else if (json_is_string(err)) {
+                printf(LABEL "%s\n", "Last error:", json_string_value(err));
+        } else if (json_is_object(err)) {
+                printf(LABEL "%s (%s)\n", "Last error:", get_str(err, "message") ?: "?", get_str(err, "code") ?: "?");
+        }
+}
+
 static void print_status(json_t *s) {
-        json_t *err = json_object_get(s, "last_error");
+        const char *state = get_str(s, "state");
 
         json_sanitize(s);
-        printf(LABEL "%s\n", "State:", get_str(s, "state") ?: "?");
+        printf(LABEL "%s", "State:", state ?: "?");
+        if (state && strcmp(state, "trial-installing") == 0)
+                printf(" (an install runs while a task is on trial)");
+        printf("\n");
         if (get_str(s, "model_path"))
                 printf(LABEL "%s\n", "Model:", get_str(s, "model_path"));
         print_active(json_object_get(s, "active"));
@@ -185,10 +212,7 @@ static void print_status(json_t *s) {
         print_operation(json_object_get(s, "operation"));
         print_counters(json_object_get(s, "counters"));
         print_channel(json_object_get(s, "channel"));
-        if (json_is_string(err))
-                printf(LABEL "%s\n", "Last error:", json_string_value(err));
-        else if (json_is_object(err))
-                printf(LABEL "%s (%s)\n", "Last error:", get_str(err, "message") ?: "?", get_str(err, "code") ?: "?");
+        print_last(s);
         if (get_str(s, "version"))
                 printf(LABEL "taskpatchd %s\n", "Daemon:", get_str(s, "version"));
 }
@@ -202,45 +226,143 @@ int cmd_status(Tpctl *t, int argc, char *argv[]) {
                 return ex;
         req = json_pack("{s:s}", "cmd", "status");
         if (!req)
-                return TPCTL_EXIT_FAILED;
+                return tpctl_fail(TPCTL_FAILURE_INTERNAL, "out of memory");
         ex = tpctl_simple_call(t, req, &resp);
         if (ex == TPCTL_EXIT_OK && !t->json)
                 print_status(resp);
         return ex;
 }
 
-static void print_list(json_t *tasks) {
-        bool has_size = false, has_sha = false;
-        int width = 4;
+/* The signer as a column: its CN when the field is a DN holding one ("CN=ci-signer, O=Example"), else the field. */
+static const char *signer_name(const char *signer, char *buf, size_t n) {
+        const char *cn = NULL;
+
+        if (!signer || !signer[0])
+                return "-";
+        for (const char *p = signer; *p; p++) {
+                if (strncmp(p, "CN=", 3) == 0 && (p == signer || p[-1] == ' ' || p[-1] == ',')) {
+                        cn = p + 3;
+                        break;
+                }
+                if (*p == '\\' && p[1])
+                        p++;    /* an escaped character is never a separator */
+        }
+        if (!cn) {
+                snprintf(buf, n, "%s", signer);
+                return buf;
+        }
+        /* The value ends at the next unescaped ',' (or '+' of a multi-valued RDN). */
+        size_t k = 0;
+        for (const char *p = cn; *p && *p != ',' && *p != '+' && k + 1 < n; p++) {
+                if (*p == '\\' && p[1])
+                        p++;
+                buf[k++] = *p;
+        }
+        buf[k] = '\0';
+        return k > 0 ? buf : "-";
+}
+
+static size_t max_size(size_t a, size_t b) {
+        return a > b ? a : b;
+}
+
+#define SIGNER_MAX 24   /* characters of the SIGNER column; longer ones end in "..." */
+
+/* @s left-aligned in @width characters (printf pads bytes, not characters). */
+static void print_cell(const char *s, size_t width) {
+        size_t n = utf8_width(s);
+
+        printf("%s%*s", s, n < width ? (int) (width - n) : 0, "");
+}
+
+typedef struct ListRow {
+        char task[128], version[24], slot[16], size[32], signer[SIGNER_MAX * 4 + 4];
+        const char *sha256;
+        bool active;
+} ListRow;
+
+static void list_row(json_t *e, ListRow *r) {
+        char signer[256];
+        uint64_t v;
+
+        *r = (ListRow) { .active = json_is_true(json_object_get(e, "active")), .sha256 = get_str(e, "sha256") };
+        format_truncate(get_str(e, "task") ?: "-", 40, r->task, sizeof(r->task));
+        snprintf(r->version, sizeof(r->version), "-");
+        if (get_u64(e, "version", &v))
+                snprintf(r->version, sizeof(r->version), "%" PRIu64, v);
+        format_truncate(get_str(e, "slot") ?: "-", 4, r->slot, sizeof(r->slot));
+        snprintf(r->size, sizeof(r->size), "-");
+        if (get_u64(e, "bundle_size", &v) || get_u64(e, "size", &v))
+                format_bytes(v, r->size, sizeof(r->size));
+        format_truncate(signer_name(get_str(e, "signer"), signer, sizeof(signer)), SIGNER_MAX, r->signer,
+                        sizeof(r->signer));
+}
+
+/*
+ * "  TASK  VERSION  SLOT  SIZE  SIGNER  SHA256", the active one marked '*' in the first
+ * column. A column the daemon tells nothing of (an older one) is left out.
+ */
+static int print_list(json_t *tasks) {
+        bool has_slot = false, has_size = false, has_signer = false, has_sha = false;
+        size_t task_w = 4, size_w = 4, signer_w = 6;
+        size_t n = json_array_size(tasks);
+        _cleanup_free_ ListRow *rows = NULL;
 
         json_sanitize(tasks);
-        if (json_array_size(tasks) == 0) {
+        if (n == 0) {
                 printf("No task bundles installed.\n");
-                return;
+                return TPCTL_EXIT_OK;
         }
-        for (size_t i = 0; i < json_array_size(tasks); i++) {
+        rows = calloc(n, sizeof(ListRow));
+        if (!rows)
+                return tpctl_fail(TPCTL_FAILURE_INTERNAL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
                 json_t *e = json_array_get(tasks, i);
-                size_t n = strlen(get_str(e, "task") ?: "-");
-                if ((int) n > width)
-                        width = (int) n;
-                has_size |= json_is_integer(json_object_get(e, "size"));
-                has_sha |= json_is_string(json_object_get(e, "sha256"));
-        }
-        printf("%-*s  %7s%s%s\n", width, "TASK", "VERSION", has_size ? "  SIZE      " : "", has_sha ? "  SHA256" : "");
-        for (size_t i = 0; i < json_array_size(tasks); i++) {
-                json_t *e = json_array_get(tasks, i);
-                char version[24] = "-", size[32] = "-";
-                uint64_t v;
+                ListRow *r = &rows[i];
 
-                if (get_u64(e, "version", &v))
-                        snprintf(version, sizeof(version), "%" PRIu64, v);
-                printf("%-*s  %7s", width, get_str(e, "task") ?: "-", version);
+                list_row(e, r);
+                has_slot |= json_object_get(e, "slot") != NULL;
+                has_size |= json_is_integer(json_object_get(e, "bundle_size")) || json_is_integer(json_object_get(e, "size"));
+                has_signer |= json_is_string(json_object_get(e, "signer"));
+                has_sha |= r->sha256 != NULL;
+                task_w = max_size(task_w, utf8_width(r->task));
+                size_w = max_size(size_w, strlen(r->size));
+                signer_w = max_size(signer_w, utf8_width(r->signer));
+        }
+
+        printf("  ");
+        print_cell("TASK", task_w);
+        printf("  %7s", "VERSION");
+        if (has_slot)
+                printf("  SLOT");
+        if (has_size)
+                printf("  %*s", (int) size_w, "SIZE");
+        if (has_signer) {
+                printf("  ");
+                print_cell("SIGNER", has_sha ? signer_w : 0);
+        }
+        if (has_sha)
+                printf("  SHA256");
+        printf("\n");
+        for (size_t i = 0; i < n; i++) {
+                const ListRow *r = &rows[i];
+
+                printf("%c ", r->active ? '*' : ' ');
+                print_cell(r->task, task_w);
+                printf("  %7s", r->version);
+                if (has_slot)
+                        printf("  %-4s", r->slot);
                 if (has_size)
-                        printf("  %-10s", get_u64(e, "size", &v) ? format_bytes(v, size, sizeof(size)) : "-");
+                        printf("  %*s", (int) size_w, r->size);
+                if (has_signer) {
+                        printf("  ");
+                        print_cell(r->signer, has_sha ? signer_w : 0);
+                }
                 if (has_sha)
-                        printf("  %s", get_str(e, "sha256") ?: "-");
+                        printf("  %s", r->sha256 ?: "-");
                 printf("\n");
         }
+        return TPCTL_EXIT_OK;
 }
 
 int cmd_list(Tpctl *t, int argc, char *argv[]) {
@@ -252,9 +374,9 @@ int cmd_list(Tpctl *t, int argc, char *argv[]) {
                 return ex;
         req = json_pack("{s:s}", "cmd", "list");
         if (!req)
-                return TPCTL_EXIT_FAILED;
+                return tpctl_fail(TPCTL_FAILURE_INTERNAL, "out of memory");
         ex = tpctl_simple_call(t, req, &resp);
         if (ex == TPCTL_EXIT_OK && !t->json)
-                print_list(json_object_get(resp, "tasks"));
+                ex = print_list(json_object_get(resp, "tasks"));
         return ex;
 }

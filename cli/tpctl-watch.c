@@ -81,6 +81,12 @@ static void print_event(json_t *ev) {
                         printf(" within %" PRIu64 " s", v);
         } else if (strcmp(name, "committed") == 0) {
                 printf(" %s in slot %s", label, slot);
+                if (get_str(ev, "how"))
+                        printf(" (%s)", get_str(ev, "how"));
+        } else if (strcmp(name, "health") == 0) {
+                printf(" %s", get_str(ev, "result") ?: "?");
+                if (get_str(ev, "detail") && get_str(ev, "detail")[0])
+                        printf(" (%s)", get_str(ev, "detail"));
         } else if (strcmp(name, "rolled-back") == 0) {
                 printf(" %s failed", label);
                 if (get_str(ev, "reason"))
@@ -182,8 +188,7 @@ static int watch_event(const Tpctl *t, const char *exec, json_t *ev, const char 
         if (fflush(stdout) != 0) {
                 if (errno == EPIPE)     /* the reader is gone ('tpctl watch | head'): done */
                         return TPCTL_EXIT_OK;
-                tpctl_error("writing to standard output: %m");
-                return TPCTL_EXIT_FAILED;
+                return tpctl_fail(TPCTL_FAILURE_IO, "writing to standard output: %m");
         }
         if (run)
                 run_exec(exec);
@@ -214,7 +219,7 @@ int cmd_watch(Tpctl *t, int argc, char *argv[]) {
 
         req = json_pack("{s:s}", "cmd", "subscribe");
         if (!req)
-                return TPCTL_EXIT_FAILED;
+                return tpctl_fail(TPCTL_FAILURE_INTERNAL, "out of memory");
         if (conn_open(&conn, t->socket_path) < 0)
                 return TPCTL_EXIT_FAILED;
         if (conn_send(&conn, req, -1) < 0) {
@@ -225,18 +230,17 @@ int cmd_watch(Tpctl *t, int argc, char *argv[]) {
         for (ex = TPCTL_GO_ON; ex == TPCTL_GO_ON;) {
                 _cleanup_(json_decrefp) json_t *j = NULL;
                 const char *line;
-                int r = conn_read(&conn, &j, &line);
+                int r = conn_read(&conn, NULL, NULL, &j, &line);
 
                 if (r < 0) {
                         ex = TPCTL_EXIT_FAILED;
                 } else if (r == 0) {
-                        tpctl_error("taskpatchd closed the connection");
-                        ex = TPCTL_EXIT_FAILED;
+                        ex = tpctl_fail(TPCTL_FAILURE_IO, "taskpatchd closed the connection");
                 } else if (json_object_get(j, "event")) {
                         ex = watch_event(t, exec, j, line);
                 } else if (!json_object_get(j, "ok")) {
-                        tpctl_error("taskpatchd sent a line that is neither a response (\"ok\") nor an event (\"event\")");
-                        ex = TPCTL_EXIT_FAILED;
+                        ex = tpctl_fail(TPCTL_FAILURE_IO,
+                                        "taskpatchd sent a line that is neither a response (\"ok\") nor an event (\"event\")");
                 } else if (!subscribed) {
                         /* The answer to subscribe: say nothing when it is yes. */
                         if (json_is_true(json_object_get(j, "ok")))

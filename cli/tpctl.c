@@ -19,10 +19,12 @@ static const struct {
 } commands[] = {
         { "status", cmd_status, "", "show the daemon's state, the slots, a trial, counters",
           "Print a summary of taskpatchd's state: the model path, the active slot and its task,\n"
-          "both slots, the task on trial and its remaining time, the running operation and the\n"
-          "daemon's write counters. --json prints the daemon's answer as it is.\n" },
+          "both slots, the task on trial and its remaining time, the running operation, the\n"
+          "daemon's write counters and its last event. --json prints the daemon's answer as it is.\n" },
         { "list", cmd_list, "", "list the installed task bundles",
-          "Print a table of the task bundles the daemon has installed.\n" },
+          "Print a table of the task bundles the daemon has installed: '*' marks the active one,\n"
+          "then task, version, the slot holding it (or -), bundle size, signer (its CN) and the\n"
+          "task model's SHA-256.\n" },
         { "provision", cmd_provision, "FILE [--sha256 HEX]", "install FILE as the base model",
           "Pass FILE (opened by tpctl, handed over as a descriptor) to the daemon as the base\n"
           "model, and wait until it is provisioned.\n"
@@ -36,7 +38,8 @@ static const struct {
           "  --allow-downgrade   accept a version lower than the newest installed or accepted\n" },
         { "switch", cmd_switch, "(TASK [--version N] | --base)", "make a task (or the base model) the active model",
           "Stage TASK into the inactive slot, verify it, activate it, and wait until it is on\n"
-          "trial (confirm with 'tpctl mark-good') or committed by the health check.\n"
+          "trial (confirm with 'tpctl mark-good') or committed by the health check (on a\n"
+          "terminal, the wait for the check counts down the trial's time).\n"
           "\n"
           "  --version N   that version of TASK (default: the newest installed)\n"
           "  --base        return to the base model instead of a task\n" },
@@ -57,8 +60,10 @@ static const struct {
 static const char global_help[] =
         "Global options (before or after the command):\n"
         "  --socket PATH   the daemon's socket (default: $TASKPATCH_SOCKET, else " TPCTL_DEFAULT_SOCKET ")\n"
-        "  --json          print the daemon's final answer as one JSON line\n"
-        "  --no-progress   draw no progress bar (drawn on stderr only when it is a terminal)\n"
+        "  --json          print the daemon's final answer as one JSON line; a failure always\n"
+        "                  prints one {\"ok\":false,\"error\":{\"code\",\"message\"}} object (tpctl's\n"
+        "                  own codes: usage, unreachable, io, internal)\n"
+        "  --no-progress   draw no progress line (drawn on stderr only when it is a terminal)\n"
         "  --help          show help (also 'tpctl COMMAND --help')\n";
 
 static const char exit_help[] =
@@ -89,14 +94,18 @@ void tpctl_command_help(const char *command) {
 }
 
 int tpctl_usage_error(const char *command, const char *fmt, ...) {
+        char message[512], json_message[600];
         va_list ap;
 
-        fflush(stdout);
-        fprintf(stderr, "tpctl%s%s: ", command[0] ? " " : "", command);
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
+        vsnprintf(message, sizeof(message), fmt, ap);
         va_end(ap);
-        fprintf(stderr, " (try 'tpctl %s%s--help')\n", command, command[0] ? " " : "");
+        fflush(stdout);
+        fprintf(stderr, "tpctl%s%s: %s (try 'tpctl %s%s--help')\n", command[0] ? " " : "", command, message, command,
+                command[0] ? " " : "");
+        /* For --json: "switch: missing the task ...", as stderr says it but for the program's name. */
+        snprintf(json_message, sizeof(json_message), "%s%s%s", command, command[0] ? ": " : "", message);
+        tpctl_failure_record(TPCTL_FAILURE_USAGE, json_message);
         return TPCTL_EXIT_USAGE;
 }
 
@@ -152,23 +161,21 @@ int tpctl_parse_options(Tpctl *t, const char *command, int argc, char *argv[]) {
         return TPCTL_GO_ON;
 }
 
-int main(int argc, char *argv[]) {
+static int run(Tpctl *t, int argc, char *argv[]) {
         static const struct option options[] = {
                 TPCTL_GLOBAL_OPTIONS,
                 { "version", no_argument, NULL, 'V' },
                 {},
         };
-        Tpctl t = {};
         int c, ex;
 
-        cli_program = "tpctl";
         /* A daemon that goes away must be an error we report, not a signal that kills us. */
         struct sigaction sa = { .sa_handler = SIG_IGN };
         sigemptyset(&sa.sa_mask);
         sigaction(SIGPIPE, &sa, NULL);
 
         const char *env = getenv("TASKPATCH_SOCKET");
-        t.socket_path = env && env[0] ? env : TPCTL_DEFAULT_SOCKET;
+        t->socket_path = env && env[0] ? env : TPCTL_DEFAULT_SOCKET;
 
         /* '+': stop at the command; its own options are parsed by the command. ':': we report. */
         opterr = 0;
@@ -177,15 +184,13 @@ int main(int argc, char *argv[]) {
                         printf("tpctl %s\n", TASKPATCH_VERSION);
                         return TPCTL_EXIT_OK;
                 }
-                ex = tpctl_common_option(&t, NULL, c, argv);
+                ex = tpctl_common_option(t, NULL, c, argv);
                 if (ex != TPCTL_GO_ON)
                         return ex;
         }
 
-        if (optind >= argc) {
-                cli_error("missing command (try 'tpctl --help')");
-                return TPCTL_EXIT_USAGE;
-        }
+        if (optind >= argc)
+                return tpctl_fail(TPCTL_FAILURE_USAGE, "missing command (try 'tpctl --help')");
 
         const char *name = argv[optind];
         for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
@@ -194,14 +199,47 @@ int main(int argc, char *argv[]) {
                 int sub_argc = argc - optind;
                 char **sub_argv = argv + optind;
                 optind = 0;     /* GNU getopt: start over for the command's arguments */
-                ex = commands[i].run(&t, sub_argc, sub_argv);
-                if (fflush(stdout) != 0 && ex == TPCTL_EXIT_OK) {
-                        cli_error("writing to standard output: %m");
-                        return TPCTL_EXIT_FAILED;
-                }
+                ex = commands[i].run(t, sub_argc, sub_argv);
+                if (fflush(stdout) != 0 && ex == TPCTL_EXIT_OK)
+                        return tpctl_fail(TPCTL_FAILURE_IO, "writing to standard output: %m");
                 return ex;
         }
 
-        cli_error("unknown command '%s' (try 'tpctl --help')", name);
-        return TPCTL_EXIT_USAGE;
+        return tpctl_fail(TPCTL_FAILURE_USAGE, "unknown command '%s' (try 'tpctl --help')", name);
+}
+
+/*
+ * Whether --json is among the arguments, looked for before they are parsed, so that a usage
+ * error found before getopt reaches it is reported as JSON too. The argument of an option
+ * that takes one is skipped ("--exec --json" runs a command named --json); --version takes
+ * one after the command only (switch).
+ */
+static bool wants_json(int argc, char *argv[]) {
+        static const char *const with_argument[] = { "--socket", "--sha256", "--exec" };
+        bool command = false;
+
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i];
+                bool skip = command && strcmp(a, "--version") == 0;
+
+                if (strcmp(a, "--") == 0)
+                        break;
+                if (strcmp(a, "--json") == 0)
+                        return true;
+                for (size_t k = 0; k < ELEMENTSOF(with_argument); k++)
+                        skip |= strcmp(a, with_argument[k]) == 0;
+                if (skip)
+                        i++;
+                else if (a[0] != '-')
+                        command = true;
+        }
+        return false;
+}
+
+int main(int argc, char *argv[]) {
+        Tpctl t = {};
+
+        cli_program = "tpctl";
+        t.json = wants_json(argc, argv);
+        return tpctl_finish(&t, run(&t, argc, argv));
 }

@@ -1,7 +1,9 @@
 #!/bin/bash
 # tpctl without taskpatchd: arguments and exit codes, and its side of the socket protocol
 # (packaging/docs/protocol.md) against a fake daemon that answers canned lines and records
-# every request (and the content of any descriptor passed with it).
+# every request (and the content of any descriptor passed with it); then the same output
+# through the real taskpatchd: the list table, the progress line per phase, the countdown of
+# a health check on a terminal and nothing extra without one.
 #
 # A FILE that tpctl cannot open (install, provision) is tpctl's own usage error: exit 1,
 # checked before the daemon is contacted.
@@ -55,15 +57,48 @@ expect_exit 1 "install of a file that does not exist" --socket "$nosock" install
 err_has "cannot open '$TMP/nope.tpb'"
 expect_exit 1 "install of a directory" --socket "$nosock" install "$TMP"
 
+# --json: every failure is one {"ok": false, "error": {"code", "message"}} object on stdout.
+# json_error CODE [MESSAGE-PART]: the last stdout is exactly that object.
+json_error() {
+    python3 -c "
+import json, sys
+lines = open('$TMP/out').read().splitlines()
+assert len(lines) == 1, lines
+j = json.loads(lines[0])
+assert j['ok'] is False and set(j) == {'ok', 'error'}, j
+assert j['error']['code'] == sys.argv[1] and sys.argv[2] in j['error']['message'], j" "$1" "${2:-}"
+}
+expect_exit 3 "--json status, no daemon" --json --socket "$nosock" status
+check "... one JSON error object, code unreachable, naming the socket" json_error unreachable "$nosock"
+err_has "cannot connect to $nosock"
+TASKPATCH_SOCKET="$nosock" expect_exit 3 "--json after the command, no daemon" list --json
+check "... code unreachable" json_error unreachable
+expect_exit 1 "--json switch without a task" --json switch
+check "... code usage" json_error usage "missing the task"
+err_has "missing the task"
+expect_exit 1 "an unknown option before --json" switch --frob --json
+check "... code usage" json_error usage "unknown option '--frob'"
+expect_exit 1 "--json, no command" --json
+check "... code usage" json_error usage "missing command"
+expect_exit 1 "--json switch --version three" --json switch json --version three
+check "... code usage" json_error usage "--version"
+expect_exit 1 "--json install of a file that does not exist" --json --socket "$nosock" install "$TMP/nope.tpb"
+check "... code usage" json_error usage "cannot open"
+expect_exit 3 "watch --exec --json: a command named --json, not the option" --socket "$nosock" watch --exec --json
+check "... so no JSON on stdout" test ! -s "$TMP/out"
+expect_exit 3 "without --json, no daemon" --socket "$nosock" status
+check "... nothing on stdout" test ! -s "$TMP/out"
+
 # ---- the fake daemon -------------------------------------------------------
 
 cat > "$TMP/fake.py" <<'PY'
 # fake taskpatchd: python3 fake.py SOCKET SCRIPT LOG
 # SCRIPT (re-read on every request): {"<cmd>": [line, ...]}; a line is an object (sent as one
-# compact JSON line), a string (sent as is, plus "\n"), "__close__" (hang up now), or
-# "__big__" (a 2 MiB line). Unlisted commands get {"ok":true}. LOG gets one JSON line per
+# compact JSON line), a string (sent as is, plus "\n"), "__close__" (hang up now),
+# "__big__" (a 2 MiB line) or "__sleep S__" (wait S seconds). Unlisted commands get
+# {"ok":true}. LOG gets one JSON line per
 # request: {"req": ..., "nfds": N, "fd_content": "...", "fd_mode": "r"|"rw"|"w"}.
-import array, json, os, socket, sys, fcntl
+import array, json, os, socket, sys, fcntl, time
 
 path, script_path, log_path = sys.argv[1:4]
 srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -110,6 +145,9 @@ def serve(conn):
             for out in script.get(req.get("cmd"), [{"ok": True}]):
                 if out == "__close__":
                     return
+                if isinstance(out, str) and out.startswith("__sleep "):
+                    time.sleep(float(out[8:-2]))
+                    continue
                 if out == "__big__":
                     out = '{"ok":true,"x":"' + "a" * (2 << 20) + '"}'
                 if not isinstance(out, str):
@@ -169,9 +207,64 @@ out_has "base model"
 out_has "4 switches"
 out_has "24.0 MiB"
 
+# Status from a daemon with last_event, during an install on trial (state trial-installing).
+status2=$(python3 -c "
+import json, sys
+s = json.loads(sys.argv[1])
+s.update(state='trial-installing', last_event={'kind': 'rolled-back', 'time': '2026-11-29T14:58:00Z', 'reason': 'health check failed: exit status 3'},
+         last_error=None, operation={'cmd': 'install', 'transaction': '77aa', 'phase': 'copy', 'done': 1048576, 'total': 4194304})
+print(json.dumps(s))" "$status")
+answer "{\"status\": [$status2]}"
+TASKPATCH_TEST_NOW=$(date -d 2026-11-29T15:00:33Z +%s) expect_exit 0 "status during trial-installing" status
+out_has "trial-installing"
+check "trial-installing: the trial block as on trial" grep -q "^Trial: .*json v3 in slot b: 87 s left to confirm" "$TMP/out"
+check "trial-installing: the install's phase and bytes of that phase" grep -q "^Operation: .*install: copy 25% (1.0 MiB of 4.0 MiB)" "$TMP/out"
+check "last_event: 'Last event: <kind> <time> (<reason>)'" \
+    grep -qx "Last event: rolled-back 2026-11-29T14:58:00Z (health check failed: exit status 3)" "$TMP/out"
+check "last_event: no 'Last error' line besides" bash -c "! grep -q '^Last error' '$TMP/out'"
+status3=$(python3 -c "
+import json, sys
+s = json.loads(sys.argv[1])
+s.update(state='idle', trial=None, last_event={'kind': 'error', 'time': '2026-11-29T15:01:00Z', 'reason': 'disk full', 'code': 'no-space'},
+         last_error={'code': 'no-space', 'message': 'disk full'})
+print(json.dumps(s))" "$status")
+answer "{\"status\": [$status3]}"
+expect_exit 0 "status after an error event" status
+check "an error's last_event names its code" grep -qx "Last event: error 2026-11-29T15:01:00Z (no-space: disk full)" "$TMP/out"
+check "... and the trial is none" grep -qx "Trial:      none" "$TMP/out"
+status4=$(python3 -c "
+import json, sys
+s = json.loads(sys.argv[1])
+s.update(last_event=None, last_error={'code': 'io', 'message': 'slot b: short write'})
+print(json.dumps(s))" "$status")
+answer "{\"status\": [$status4]}"
+expect_exit 0 "status with last_event null" status
+check "last_event null: the 'Last error' line from last_error" grep -qx "Last error: slot b: short write (io)" "$TMP/out"
+
 answer '{"list": [{"ok":true,"tasks":[{"task":"json","version":3},{"task":"summarize","version":12}]}]}'
 expect_exit 0 "list" list
-check "list prints a table" bash -c "grep -q '^TASK' '$TMP/out' && grep -Eq '^summarize +12' '$TMP/out'"
+check "list prints a table" bash -c "grep -q '^  TASK' '$TMP/out' && grep -Eq '^  summarize +12\$' '$TMP/out'"
+
+# The full entries: active marker, slot, size, signer (its CN; a long one cut), SHA-256.
+long_signer="CN=a-signer-name-far-longer-than-any-column-should-be, O=Example"
+answer '{"list": [{"ok":true,"tasks":[
+  {"task":"json","version":2,"sha256":"'"$(printf '1%.0s' $(seq 64))"'","bundle_size":4439530,"span_bytes":11796480,"created":"2026-11-29T15:00:00Z","signer":"CN=ci-signer, O=TaskPatch","active":false,"slot":"a"},
+  {"task":"json","version":3,"sha256":"'"$(printf '2%.0s' $(seq 64))"'","bundle_size":4500000,"span_bytes":11796480,"created":"2026-11-30T15:00:00Z","signer":"CN=ci-signer","active":true,"slot":"b"},
+  {"task":"summarize","version":12,"sha256":"'"$(printf '3%.0s' $(seq 64))"'","bundle_size":900,"span_bytes":1,"created":"2026-11-30T15:00:00Z","signer":"'"$long_signer"'","active":false,"slot":null},
+  {"task":"x","version":1,"sha256":"'"$(printf '4%.0s' $(seq 64))"'","bundle_size":1,"span_bytes":1,"created":"2026-11-30T15:00:00Z","signer":"","active":false,"slot":null}]}]}'
+expect_exit 0 "list, full entries" list
+check "list: the header names every column" grep -Eqx '  TASK +VERSION +SLOT +SIZE +SIGNER +SHA256' "$TMP/out"
+check "list: the active one marked '*', with slot, size, signer CN, sha256" \
+    grep -Eqx "\* json +3 +b +4\.3 MiB +ci-signer +$(printf '2%.0s' $(seq 64))" "$TMP/out"
+check "list: an inactive one in the other slot, unmarked; the CN out of a DN" \
+    grep -Eqx "  json +2 +a +4\.2 MiB +ci-signer +$(printf '1%.0s' $(seq 64))" "$TMP/out"
+check "list: no slot '-', a long signer cut to 24 characters with '...'" \
+    grep -Eqx "  summarize +12 +- +900 B +a-signer-name-far-lon\.\.\. +$(printf '3%.0s' $(seq 64))" "$TMP/out"
+check "list: no signer '-'" grep -Eqx "  x +1 +- +1 B +- +$(printf '4%.0s' $(seq 64))" "$TMP/out"
+check "list: one marked active" test "$(grep -c '^\*' "$TMP/out")" -eq 1
+check "list: the columns line up (SHA256 at the same offset)" python3 -c "
+lines = open('$TMP/out').read().splitlines()
+assert len({l.index('SHA256') if i == 0 else len(l) - 64 for i, l in enumerate(lines)}) == 1, lines"
 
 ev_staging='{"event":"staging","time":"2026-11-29T15:00:00Z","transaction":"5c1e","task":"json","version":3,"slot":"b","phase":"write","done":12451840,"total":24903680}'
 ev_trial='{"event":"trial-started","time":"2026-11-29T15:00:01Z","transaction":"5c1e","task":"json","version":3,"slot":"b","timeout":120,"deadline":"2026-11-29T15:02:01Z"}'
@@ -202,32 +295,120 @@ expect_exit 0 "mark-good" mark-good
 check "mark-good sends {\"cmd\":\"mark-good\"}" last_request "r['req'] == {'cmd': 'mark-good'}"
 out_has "json v3 committed"
 
-# The progress bar: drawn only on a terminal (stderr on a pty here), and not with --no-progress.
-cat > "$TMP/on-tty.py" <<'PY'
+# The progress line: drawn only on a terminal (stderr on a pty here), and not with --no-progress.
+# tty-run.py CAPTURE CMD...: CMD with its stderr on a pty, whose bytes are appended to CAPTURE as
+# they come (a test can poll it while CMD runs); CMD's stdout is ours; exits with CMD's status.
+cat > "$TMP/tty-run.py" <<'PY'
 import os, pty, subprocess, sys
 m, s = pty.openpty()
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=s)
+p = subprocess.Popen(sys.argv[2:], stderr=s)
 os.close(s)
-out = b""
-while True:
-    try:
-        chunk = os.read(m, 4096)
-    except OSError:
-        break
-    if not chunk:
-        break
-    out += chunk
-sys.stdout.write(out.decode(errors="replace"))
+with open(sys.argv[1], "wb") as out:
+    while True:
+        try:
+            chunk = os.read(m, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out.write(chunk)
+        out.flush()
 sys.exit(p.wait())
 PY
+# screen.py CAPTURE: the lines a terminal shows after CAPTURE ('\r' returns, '\n' starts a line).
+cat > "$TMP/screen.py" <<'PY'
+import sys
+rows, row, col = [], [], 0
+for ch in open(sys.argv[1], newline="", errors="replace").read():
+    if ch == "\r":
+        col = 0
+    elif ch == "\n":
+        rows.append(row)
+        row, col = [], 0
+    else:
+        row[col:col + 1] = [ch]
+        col += 1
+rows.append(row)
+for r in rows:
+    print("".join(r).rstrip())
+PY
+# on_tty CAPTURE TPCTL-ARGS...: tpctl on a terminal; stdout in $TMP/out, exit status in $rc.
+on_tty() {
+    capture=$1
+    shift
+    : > "$capture"
+    python3 "$TMP/tty-run.py" "$capture" $WRAP "$BIN/tpctl" "$@" > "$TMP/out"
+    rc=$?
+}
 answer "{\"switch\": [$ev_staging, {\"ok\":true,\"state\":\"committed\",\"task\":\"json\",\"version\":3,\"slot\":\"b\"}]}"
-python3 "$TMP/on-tty.py" $WRAP "$BIN/tpctl" switch json > "$TMP/tty"
-check "switch on a terminal: exit 0" test $? -eq 0
+on_tty "$TMP/tty" switch json
+check "switch on a terminal: exit 0" test "$rc" -eq 0
 check "a terminal gets a progress bar (phase, percent, MiB, \\r, newline)" \
     python3 -c "t = open('$TMP/tty', newline='').read(); assert t.startswith('\r') and 'write' in t and ' 50%' in t and '11.9/23.8 MiB' in t and t.endswith('\n'), repr(t)"
-python3 "$TMP/on-tty.py" $WRAP "$BIN/tpctl" --no-progress switch json > "$TMP/tty"
-check "switch --no-progress on a terminal: exit 0" test $? -eq 0
+on_tty "$TMP/tty" --no-progress switch json
+check "switch --no-progress on a terminal: exit 0" test "$rc" -eq 0
 check "--no-progress: no bar on a terminal" test ! -s "$TMP/tty"
+
+# Per phase: each phase of bytes gets its own bar of its own done/total, kept on its line;
+# a phase without bytes (prepare, commit) is named, with no bar, and the next line overwrites it.
+ev_phase() {
+    printf '{"event":"staging","time":"2026-11-29T15:00:00Z","transaction":"5c1e","task":null,"version":0,"slot":"a","phase":"%s","done":%s,"total":%s}' "$@"
+}
+printf "GGUF" > "$TMP/base.gguf"
+size=10485760   # 10 MiB
+answer "{\"provision\": [$(ev_phase prepare 0 0), $(ev_phase copy 0 $size), $(ev_phase copy 5242880 $size),
+  $(ev_phase copy $size $size), $(ev_phase verify 0 $size), $(ev_phase verify 2621440 $size), $(ev_phase verify $size $size),
+  $(ev_phase commit 0 0), {\"ok\":true,\"slot\":\"a\",\"sha256\":\"ab\"}]}"
+on_tty "$TMP/tty" provision "$TMP/base.gguf"
+check "provision on a terminal: exit 0" test "$rc" -eq 0
+python3 "$TMP/screen.py" "$TMP/tty" > "$TMP/screen"
+bar() { printf '%-8s [%s%s] %3d%%  %s' "$1" "$(printf "%${2}s" '' | tr ' ' '#')" "$(printf "%$((30 - $2))s" '' | tr ' ' '-')" "$3" "$4"; }
+check "per phase: a copy bar and a verify bar of that phase's bytes (10.0/10.0 MiB), each on its line" \
+    test "$(cat "$TMP/screen")" = "$(bar copy 30 100 10.0/10.0\ MiB)
+$(bar verify 30 100 10.0/10.0\ MiB)"
+check "per phase: the copy bar went through 50% of its phase" grep -qF "$(bar copy 15 50 5.0/10.0\ MiB)" "$TMP/tty"
+check "per phase: the verify bar starts again at 0% and counts its own bytes" \
+    bash -c "grep -qF '$(bar verify 0 0 0.0/10.0\ MiB)' '$TMP/tty' && grep -qF '$(bar verify 7 25 2.5/10.0\ MiB)' '$TMP/tty'"
+check "per phase: prepare and commit are named, with no bar" \
+    python3 -c "t = open('$TMP/tty', newline='').read(); assert '\rprepare' in t and '\rcommit' in t and 'prepare  [' not in t and 'commit   [' not in t, repr(t)"
+answer "{\"provision\": [$(ev_phase copy 1024 37888), {\"ok\":true,\"slot\":\"a\"}]}"
+on_tty "$TMP/tty" provision "$TMP/base.gguf"
+check "per phase: a small phase in KiB" grep -qF "1.0/37.0 KiB" "$TMP/tty"
+
+# The wait for the health check: after trial-started, a countdown from the event's timeout,
+# once a second, with the last health event's detail; cleared when the trial settles.
+ev_trial4='{"event":"trial-started","time":"2026-11-29T15:00:01Z","transaction":"5c1e","task":"json","version":3,"slot":"b","timeout":4,"deadline":"2026-11-29T15:00:05Z"}'
+ev_health='{"event":"health","time":"2026-11-29T15:00:02Z","transaction":"5c1e","result":"starting","detail":"connection refused"}'
+ev_committed='{"event":"committed","time":"2026-11-29T15:00:03Z","transaction":"5c1e","task":"json","version":3,"slot":"b","sha256":"ab","how":"health check passed"}'
+answer "{\"switch\": [$ev_staging, $ev_trial4, \"__sleep 1.3__\", $ev_health, \"__sleep 1.2__\", $ev_committed,
+  {\"ok\":true,\"transaction\":\"5c1e\",\"state\":\"committed\",\"task\":\"json\",\"version\":3,\"slot\":\"b\",\"sha256\":\"ab\"}]}"
+on_tty "$TMP/tty" switch json
+check "health wait on a terminal: exit 0, committed" bash -c "[ $rc -eq 0 ] && grep -qx 'json v3 active in slot b, committed' '$TMP/out'"
+check "health wait: counts down once a second from the timeout, then the health detail" python3 -c "
+import re
+t = open('$TMP/tty', newline='').read()
+left = [int(n) for n in re.findall(r'waiting for the health check, (\d+) s left', t)]
+assert left and left[0] == 4, (left, t)
+assert left == sorted(left, reverse=True) and len(set(left)) >= 2, (left, t)
+assert re.search(r'waiting for the health check, [0-4] s left \(starting: connection refused\)', t), repr(t)"
+python3 "$TMP/screen.py" "$TMP/tty" > "$TMP/screen"
+check "health wait: the countdown is cleared at the end, the bar stays" \
+    test "$(cat "$TMP/screen")" = "$(bar write 15 50 11.9/23.8\ MiB)"
+ev_rolled='{"event":"rolled-back","time":"2026-11-29T15:00:03Z","transaction":"5c1e","task":"json","version":3,"slot":"a","reason":"health check failed: exit status 3"}'
+answer "{\"switch\": [$ev_trial4, \"__sleep 1.1__\", $ev_rolled,
+  {\"ok\":false,\"error\":{\"code\":\"rolled-back\",\"message\":\"json v3 failed its trial: health check failed: exit status 3\"}}]}"
+on_tty "$TMP/tty" switch json
+check "health wait, rolled back: exit 4" test "$rc" -eq 4
+python3 "$TMP/screen.py" "$TMP/tty" > "$TMP/screen"
+check "health wait, rolled back: only the daemon's message stays" \
+    test "$(cat "$TMP/screen")" = "tpctl: json v3 failed its trial: health check failed: exit status 3"
+answer "{\"switch\": [$ev_trial4, \"__sleep 1.1__\", $ev_health, $ev_committed,
+  {\"ok\":true,\"state\":\"committed\",\"task\":\"json\",\"version\":3,\"slot\":\"b\"}]}"
+on_tty "$TMP/tty" --no-progress switch json
+check "health wait, --no-progress on a terminal: nothing drawn" bash -c "[ $rc -eq 0 ] && [ ! -s '$TMP/tty' ]"
+tpctl switch json > "$TMP/out" 2> "$TMP/err"
+check "health wait without a terminal: exit 0, the outcome line, nothing on stderr" \
+    bash -c "[ $? -eq 0 ] && [ ! -s '$TMP/err' ] && grep -qx 'json v3 active in slot b, committed' '$TMP/out'"
 
 # Error codes and exit codes.
 for pair in usage:2 permission:2 refused:2 not-found:2 too-large:2 busy:3 io:3 no-space:3 internal:3 rolled-back:4 brand-new:3; do
@@ -238,7 +419,14 @@ for pair in usage:2 permission:2 refused:2 not-found:2 too-large:2 busy:3 io:3 n
 done
 answer '{"switch": [{"ok":false,"error":{"code":"rolled-back","message":"json v3 failed its health check"}}]}'
 expect_exit 4 "switch answered rolled-back" --json switch json
-check "--json prints the error response too" grep -q '"rolled-back"' "$TMP/out"
+check "--json prints the daemon's error response as it is, alone" python3 -c "
+import json; lines = open('$TMP/out').read().splitlines(); assert len(lines) == 1, lines
+assert json.loads(lines[0]) == {'ok': False, 'error': {'code': 'rolled-back', 'message': 'json v3 failed its health check'}}"
+err_has "tpctl: json v3 failed its health check"
+answer '{"switch": [{"ok":false,"error":{"code":"busy","message":"a switch runs","extra":7}}]}'
+expect_exit 3 "switch answered busy, --json" switch json --json
+check "... the daemon's object, unknown fields kept" json_error busy "a switch runs"
+check "... field for field" grep -qx '{"ok":false,"error":{"code":"busy","message":"a switch runs","extra":7}}' "$TMP/out"
 
 # The connection lost, or the daemon speaking nonsense.
 answer "{\"switch\": [$ev_staging, \"__close__\"]}"
@@ -252,6 +440,14 @@ expect_exit 3 "a line that is not JSON" status
 err_has "malformed line"
 answer '{"status": [{"neither":1}]}'
 expect_exit 3 "a line that is neither response nor event" status
+expect_exit 3 "... with --json" --json status
+check "... code io" json_error io "neither a response"
+answer '{"status": ["this is not json"]}'
+expect_exit 3 "a line that is not JSON, --json" --json status
+check "... code io" json_error io "malformed line"
+answer "{\"switch\": [$ev_staging, \"__close__\"]}"
+expect_exit 3 "daemon hangs up mid-wait, --json" --json switch json
+check "... one error object, code io" json_error io "closed the connection before answering"
 
 # Passing the file: the daemon gets a read-only descriptor of it, never the path.
 printf 'TPB\0 bundle bytes \xff\n' > "$TMP/json.tpb"
@@ -300,12 +496,131 @@ err_has "exited with status 7"
 err_has "taskpatchd closed the connection"
 
 HOOK_DIR=$TMP expect_exit 3 "watch --json" --json watch
-check "watch --json: each event line as sent" python3 -c "
-import json; lines = open('$TMP/out').read().splitlines()
-assert [json.loads(l)['event'] for l in lines] == ['staging', 'slot-changed', 'slot-changed'], lines"
+check "watch --json: each event line as sent, then the failure as one error object" python3 -c "
+import json; lines = [json.loads(l) for l in open('$TMP/out').read().splitlines()]
+assert [l.get('event') for l in lines] == ['staging', 'slot-changed', 'slot-changed', None], lines
+assert lines[-1] == {'ok': False, 'error': {'code': 'io', 'message': 'taskpatchd closed the connection'}}, lines[-1]"
 
 answer '{"subscribe": [{"ok":false,"error":{"code":"permission","message":"not allowed"}}]}'
 expect_exit 2 "watch refused" watch
 err_has "tpctl: not allowed"
 
-finish
+# ---- the real taskpatchd ---------------------------------------------------
+# What the fake cannot show: the table, the bars and the countdown from what the daemon
+# really sends (per-phase done/total, or an older daemon's running total: drawn either way).
+
+kill "$fake" 2> /dev/null
+wait "$fake" 2> /dev/null
+rm -f "$sock"
+unset TASKPATCH_SOCKET
+# shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
+. "$(dirname "$0")/daemon-lib.sh"
+need_fixtures
+# A health check that is "not yet" (exit 75) until the test creates $TMP/healthy.
+write_config "trial:
+  timeout: 30
+  health_command: \"test -e '$TMP/healthy' || exit 75\"
+  health_interval: 1"
+need_daemon
+
+# wait_for DESC SECONDS COMMAND...: poll COMMAND every 0.1 s until it passes or the time is up.
+wait_for() {
+    local desc=$1 secs=$2 i
+    shift 2
+    for ((i = 0; i < secs * 10; i++)); do
+        "$@" 2> /dev/null && { ok "$desc"; return 0; }
+        sleep 0.1
+    done
+    fail "$desc: not within $secs s"
+    return 1
+}
+# bars_ok SCREEN: every line is one phase's bar ("copy", "write", "verify"), a new line per
+# phase, percent and done/total in one unit; the last bar at 100%.
+bars_ok() {
+    python3 -c "
+import re, sys
+rows = [r for r in open(sys.argv[1]).read().splitlines() if r]
+assert rows, 'no bar'
+pat = re.compile(r'(copy|write|verify) +\[[#-]{30}\] +(\d+)%  [0-9.]+/[0-9.]+ (B|KiB|MiB|GiB)')
+m = [pat.fullmatch(r) for r in rows]
+assert all(m), rows
+assert all(a.group(1) != b.group(1) for a, b in zip(m, m[1:])), rows
+assert all(int(x.group(2)) <= 100 for x in m) and m[-1].group(2) == '100', rows" "$1"
+}
+
+on_tty "$TMP/tty" --socket "$SOCK" provision "$TMP/base.gguf"
+check "real: provision on a terminal: exit 0" test "$rc" -eq 0
+out_has "base model provisioned in slot a"
+python3 "$TMP/screen.py" "$TMP/tty" > "$TMP/screen"
+check "real: provision draws a bar per phase, labelled with the phase" bars_ok "$TMP/screen"
+check "real: provision's phases are copy and verify" bash -c "grep -q '^copy ' '$TMP/screen' && grep -q '^verify ' '$TMP/screen'"
+for b in json shout; do
+    tpctl install "$TMP/$b.tpb" > "$TMP/out"
+    check "real: install $b" test $? -eq 0
+done
+
+# A switch waiting for the health check, on a terminal: the countdown from the trial's timeout.
+rm -f "$TMP/healthy"
+: > "$TMP/tty"
+python3 "$TMP/tty-run.py" "$TMP/tty" $WRAP "$BIN/tpctl" --socket "$SOCK" switch json > "$TMP/out" &
+sw=$!
+# countdown_seconds N: the capture shows N different "N s left" values so far.
+countdown_seconds() {
+    python3 -c "
+import re, sys
+t = open('$TMP/tty', newline='', errors='replace').read()
+sys.exit(0 if len(set(re.findall(r'waiting for the health check, (\d+) s left', t))) >= $1 else 1)"
+}
+wait_for "real: switch on a terminal counts the health check's wait down (two seconds shown)" 15 countdown_seconds 2
+touch "$TMP/healthy"
+wait "$sw"
+rc=$?
+check "real: switch json, health check passed: exit 0" test "$rc" -eq 0
+check "real: ... committed" grep -qx "json v1 active in slot b, committed" "$TMP/out"
+check "real: the countdown starts at the trial's timeout (30 s) and only goes down" python3 -c "
+import re
+t = open('$TMP/tty', newline='').read()
+left = [int(n) for n in re.findall(r'waiting for the health check, (\d+) s left', t)]
+assert left and 28 <= left[0] <= 30 and left == sorted(left, reverse=True), left"
+python3 "$TMP/screen.py" "$TMP/tty" > "$TMP/screen"
+check "real: the countdown is cleared once committed; the bars stay" bars_ok "$TMP/screen"
+
+# The same wait without a terminal: nothing on stderr, the outcome line on stdout.
+rm -f "$TMP/healthy"
+$WRAP "$BIN/tpctl" --socket "$SOCK" switch shout > "$TMP/out" 2> "$TMP/err" &
+sw=$!
+check "real: switch shout reaches its trial" wait_status "s['state'] == 'trial' and s['trial']['task'] == 'shout'"
+check "real: ... and tpctl still waits for the health check" kill -0 "$sw"
+touch "$TMP/healthy"
+wait "$sw"
+rc=$?
+check "real: switch shout without a terminal: exit 0" test "$rc" -eq 0
+check "real: ... nothing on stderr" test ! -s "$TMP/err"
+check "real: ... the outcome line only" test "$(cat "$TMP/out")" = "shout v1 active in slot a, committed"
+
+# The table holds what --json list holds: marker, slot, size, signer's CN, sha256.
+tpctl --json list > "$TMP/list.json"
+tpctl list > "$TMP/out"
+check "real: list shows the active marker, slot, size and signer of every bundle" python3 -c "
+import json, re
+tasks = json.load(open('$TMP/list.json'))['tasks']
+rows = open('$TMP/out').read().splitlines()
+assert re.fullmatch(r'  TASK +VERSION +SLOT +SIZE +SIGNER +SHA256', rows[0]), rows
+assert len(rows) == 1 + len(tasks) == 3, rows
+def size(v):
+    return '%d B' % v if v < 1024 else '%.1f KiB' % (v / 1024) if v < 1 << 20 else '%.1f MiB' % (v / (1 << 20))
+for t, r in zip(tasks, rows[1:]):
+    want = ['*' if t['active'] else '', t['task'], str(t['version']), t['slot'] or '-', *size(t['bundle_size']).split(),
+            t['signer'].removeprefix('CN='), t['sha256']]
+    assert r.split() == [w for w in want if w], (r, want)
+assert [t['task'] for t in tasks if t['active']] == ['shout'] and rows[2].startswith('* shout '), rows"
+
+check "real: the completion of 'tpctl switch' offers the tasks of the table (past the '*')" bash -c "
+. '$(dirname "$0")/../../packaging/completion/tpctl'
+words=('$BIN/tpctl' --socket '$SOCK' switch '')
+test \"\$(_tpctl_tasks | tr '\n' ' ')\" = 'json shout '"
+
+stop_daemon
+expect_exit 3 "real: --json status once the daemon is gone" --socket "$SOCK" --json status
+check "real: ... one JSON error object, code unreachable" json_error unreachable "cannot connect to $SOCK"
+daemon_finish
