@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,10 +13,12 @@
 #include <systemd/sd-daemon.h>
 
 #include "jsonline.h"
+#include "parse.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-server.h"
 
 #define SERVER_MAX_GROUPS 256
+#define SERVER_IDLE_TIMEOUT_MAX_MS 86400000u    /* the test hook's upper bound: a day */
 
 struct Client {
         unsigned ref;
@@ -34,6 +37,7 @@ struct Client {
         bool deferred;                  /* a request awaits its answer: hold the next ones */
         bool closing;                   /* answer, then drain what the client still sends, then close */
         uint64_t drained;
+        uint64_t active_usec;           /* CLOCK_BOOTTIME when a byte last moved or a deferred answer went out */
 };
 
 struct Server {
@@ -48,6 +52,8 @@ struct Server {
         void *userdata;
         Client *clients;
         unsigned n_clients;
+        uint64_t idle_usec;             /* SERVER_IDLE_TIMEOUT_MS, or the test hook's */
+        sd_event_source *idle_timer;    /* armed while a client may go idle: at the earliest deadline */
 };
 
 static void client_process(Client *c);
@@ -56,6 +62,27 @@ static void client_close_fds(Client *c) {
         for (size_t i = 0; i < c->n_fds; i++)
                 safe_close(c->fds[i]);
         c->n_fds = 0;
+}
+
+/* Idle means: not subscribed and not waiting for an answer (then the manager holds it). */
+static bool client_may_idle(const Client *c) {
+        return !c->subscriber && !c->deferred;
+}
+
+/* Restart the client's idle clock. The timer, when armed, is due no later than this new
+ * deadline (deadlines only grow), so it needs arming only when it is off. */
+static void client_touch(Client *c) {
+        Server *s = c->server;
+        int enabled = SD_EVENT_OFF;
+
+        (void) sd_event_now(s->event, CLOCK_BOOTTIME, &c->active_usec);
+        if (!client_may_idle(c) || !s->idle_timer)
+                return;
+        (void) sd_event_source_get_enabled(s->idle_timer, &enabled);
+        if (enabled == SD_EVENT_OFF) {
+                (void) sd_event_source_set_time(s->idle_timer, c->active_usec + s->idle_usec);
+                (void) sd_event_source_set_enabled(s->idle_timer, SD_EVENT_ONESHOT);
+        }
 }
 
 static void client_disconnect(Client *c) {
@@ -113,6 +140,7 @@ static void client_flush(Client *c) {
                         break;
                 }
                 c->out_sent += (size_t) k;
+                client_touch(c);        /* a client that reads a long answer is not idle */
         }
         if (c->fd >= 0 && c->out_sent == c->out_len) {
                 c->out_len = c->out_sent = 0;
@@ -178,6 +206,7 @@ void client_reply(Client *c, json_t *resp) {
         json_decref(resp);
         if (was_deferred && c->fd >= 0) {
                 c->deferred = false;
+                client_touch(c);        /* it waited for this answer: its idle clock starts now */
                 client_update_events(c);
                 client_process(c);      /* requests that arrived meanwhile */
         }
@@ -268,8 +297,10 @@ static int on_client_io(sd_event_source *s, int fd, uint32_t revents, void *user
         if (c->closing) {
                 char sink[16 << 10];
                 ssize_t k = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
-                if (k > 0)
+                if (k > 0) {
                         c->drained += (uint64_t) k;
+                        client_touch(c);
+                }
                 if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) || c->drained > (64u << 20))
                         client_disconnect(c);
                 return 0;
@@ -297,6 +328,7 @@ static int on_client_io(sd_event_source *s, int fd, uint32_t revents, void *user
                 client_disconnect(c);
                 return 0;
         }
+        client_touch(c);                /* bytes keep coming: even half a line is not idle */
         if (line_reader_feed(&c->in, buf, (size_t) k) < 0) {
                 client_reply_error(c, "too-large", "request line longer than %u bytes: closing the connection",
                                    JSONLINE_MAX_REQUEST);
@@ -306,6 +338,50 @@ static int on_client_io(sd_event_source *s, int fd, uint32_t revents, void *user
                 return 0;
         }
         client_process(c);
+        return 0;
+}
+
+/* One error line for a peer about to be closed: best effort, never blocking, never queued.
+ * @message is ours (numbers and words, nothing to escape). */
+static void send_last_word(int fd, const char *code, const char *message) {
+        char line[512];
+        int n = snprintf(line, sizeof(line), "{\"ok\": false, \"error\": {\"code\": \"%s\", \"message\": \"%s\"}}\n",
+                         code, message);
+
+        if (n > 0 && (size_t) n < sizeof(line))
+                (void) send(fd, line, (size_t) n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* Close the clients idle past their deadline; re-arm at the earliest deadline left. */
+static int on_idle_timer(sd_event_source *es, uint64_t now, void *userdata) {
+        Server *s = userdata;
+        uint64_t next = UINT64_MAX, ms = s->idle_usec / 1000;
+        char msg[64];
+
+        if (ms % 1000 == 0)
+                snprintf(msg, sizeof(msg), "idle for %" PRIu64 " s: closed", ms / 1000);
+        else
+                snprintf(msg, sizeof(msg), "idle for %" PRIu64 " ms: closed", ms);
+        for (Client *c = s->clients, *n; c; c = n) {
+                n = c->next;
+                if (!client_may_idle(c))
+                        continue;
+                uint64_t deadline = c->active_usec + s->idle_usec;
+                if (deadline > now) {
+                        if (deadline < next)
+                                next = deadline;
+                        continue;
+                }
+                log_info("client pid %d uid %u %s", (int) c->cred.pid, (unsigned) c->cred.uid, msg);
+                /* Not after too-large (our side is shut), nor after half a queued line. */
+                if (!c->closing && c->out_len == c->out_sent)
+                        send_last_word(c->fd, "timeout", msg);
+                client_disconnect(c);
+        }
+        if (next != UINT64_MAX) {
+                (void) sd_event_source_set_time(es, next);
+                (void) sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
+        }
         return 0;
 }
 
@@ -323,9 +399,50 @@ static bool peer_in_group(int fd, gid_t gid, gid_t primary) {
         return false;
 }
 
+/*
+ * The caps in taskpatchd-server.h, for a peer with @cred: false when it may connect, else
+ * true with the busy message in @msg. A reader meets its own cap first, then the readers'
+ * share; anyone, the total.
+ */
+static bool server_refuses(Server *s, const struct ucred *cred, bool admin, char *msg, size_t size) {
+        static_assert(SERVER_ADMIN_RESERVE < SERVER_MAX_CLIENTS, "readers keep some share");
+        static_assert(SERVER_MAX_CLIENTS_PER_UID <= SERVER_MAX_CLIENTS - SERVER_ADMIN_RESERVE,
+                      "a uid's cap fits the readers' share");
+        unsigned readers = 0, mine = 0;
+
+        for (Client *c = s->clients; c && !admin; c = c->next)
+                if (!c->admin) {
+                        readers++;
+                        mine += c->cred.uid == cred->uid;
+                }
+        if (!admin && mine >= SERVER_MAX_CLIENTS_PER_UID) {
+                log_warning("uid %u (pid %d) holds %u read-only connections, the per-uid cap: refusing another",
+                            (unsigned) cred->uid, (int) cred->pid, mine);
+                snprintf(msg, size, "uid %u holds %u connections, the most a read-only client may: "
+                         "close one and try again", (unsigned) cred->uid, mine);
+                return true;
+        }
+        if (!admin && readers >= SERVER_MAX_CLIENTS - SERVER_ADMIN_RESERVE) {
+                log_warning("read-only clients hold %u connections, all but the %u kept for admins: "
+                            "refusing uid %u (pid %d)",
+                            readers, SERVER_ADMIN_RESERVE, (unsigned) cred->uid, (int) cred->pid);
+                snprintf(msg, size, "read-only clients hold %u connections, all but the %u the daemon keeps for "
+                         "admins: try again later", readers, SERVER_ADMIN_RESERVE);
+                return true;
+        }
+        if (s->n_clients >= SERVER_MAX_CLIENTS) {
+                log_warning("%u clients connected: refusing another", s->n_clients);
+                snprintf(msg, size, "the daemon serves %u clients at once: try again later", SERVER_MAX_CLIENTS);
+                return true;
+        }
+        return false;
+}
+
 static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
         Server *s = userdata;
-        socklen_t len = sizeof(struct ucred);
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        char msg[256];
         (void) es;
         (void) revents;
 
@@ -335,13 +452,16 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
                         log_warning("accept: %s", strerror(errno));
                 return 0;
         }
-        if (s->n_clients >= SERVER_MAX_CLIENTS) {
+        /* The peer's ids as of its connect(2): who it is never changes for this connection. */
+        if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                log_warning("SO_PEERCRED: %s", strerror(errno));
+                cred = (struct ucred) { .pid = 0, .uid = (uid_t) -1, .gid = (gid_t) -1 };
+        }
+        bool admin = cred.uid == 0 || cred.uid == geteuid() ||
+                     (s->have_admin_gid && peer_in_group(cfd, s->admin_gid, cred.gid));
+        if (server_refuses(s, &cred, admin, msg, sizeof(msg))) {
                 /* One line that says why, best effort on a fresh socket's empty buffer; then close. */
-                static const char busy[] = "{\"ok\": false, \"error\": {\"code\": \"busy\", \"message\": "
-                                           "\"the daemon serves 128 clients at once: try again later\"}}\n";
-                static_assert(SERVER_MAX_CLIENTS == 128, "the busy message names the cap");
-                log_warning("%u clients connected: refusing another", s->n_clients);
-                (void) send(cfd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+                send_last_word(cfd, "busy", msg);
                 safe_close(cfd);
                 return 0;
         }
@@ -350,13 +470,8 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
                 safe_close(cfd);
                 return 0;
         }
-        *c = (Client) { .ref = 1, .server = s, .fd = cfd, .in = LINE_READER_INIT(JSONLINE_MAX_REQUEST) };
-        if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) < 0) {
-                log_warning("SO_PEERCRED: %s", strerror(errno));
-                c->cred = (struct ucred) { .pid = 0, .uid = (uid_t) -1, .gid = (gid_t) -1 };
-        }
-        c->admin = c->cred.uid == 0 || c->cred.uid == geteuid() ||
-                   (s->have_admin_gid && peer_in_group(cfd, s->admin_gid, c->cred.gid));
+        *c = (Client) { .ref = 1, .server = s, .fd = cfd, .in = LINE_READER_INIT(JSONLINE_MAX_REQUEST),
+                        .cred = cred, .admin = admin };
         if (sd_event_add_io(s->event, &c->io, cfd, EPOLLIN, on_client_io, c) < 0) {
                 safe_close(cfd);
                 free(c);
@@ -368,6 +483,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
                 s->clients->prev = c;
         s->clients = c;
         s->n_clients++;
+        client_touch(c);
         log_debug("client pid %d uid %u connected%s", (int) c->cred.pid, (unsigned) c->cred.uid,
                   c->admin ? " (admin)" : "");
         return 0;
@@ -414,6 +530,23 @@ static int bind_socket(Server *s, const char *path, TpError *err) {
         return 0;
 }
 
+/* SERVER_IDLE_TIMEOUT_MS, or the test hook TASKPATCHD_IDLE_TIMEOUT_MS (taskpatchd-server.h). */
+static uint64_t idle_timeout_usec(void) {
+        const char *e = getenv("TASKPATCHD_IDLE_TIMEOUT_MS");
+        uint64_t ms;
+
+        if (!e)
+                return (uint64_t) SERVER_IDLE_TIMEOUT_MS * 1000;
+        if (parse_u64(e, &ms) < 0 || ms == 0 || ms > SERVER_IDLE_TIMEOUT_MAX_MS) {
+                log_warning("TASKPATCHD_IDLE_TIMEOUT_MS=%s is not 1 to %u milliseconds: ignored, "
+                            "idle clients are closed after %u ms",
+                            e, SERVER_IDLE_TIMEOUT_MAX_MS, SERVER_IDLE_TIMEOUT_MS);
+                return (uint64_t) SERVER_IDLE_TIMEOUT_MS * 1000;
+        }
+        log_info("TASKPATCHD_IDLE_TIMEOUT_MS=%" PRIu64 ": idle clients are closed after %" PRIu64 " ms", ms, ms);
+        return ms * 1000;
+}
+
 int server_new(sd_event *e, const char *path, const char *admin_group, RequestHandler handler, void *userdata,
                Server **ret, TpError *err) {
         _cleanup_(server_freep) Server *s = calloc(1, sizeof(*s));
@@ -428,6 +561,7 @@ int server_new(sd_event *e, const char *path, const char *admin_group, RequestHa
         s->path = strdup(path);
         if (!s->path)
                 return -ENOMEM;
+        s->idle_usec = idle_timeout_usec();
         if (admin_group) {
                 struct group *g = getgrnam(admin_group);
                 if (g) {
@@ -457,6 +591,12 @@ int server_new(sd_event *e, const char *path, const char *admin_group, RequestHa
         if (r < 0)
                 return tp_error(err, r, "sd_event_add_io: %s", strerror(-r));
         (void) sd_event_source_set_description(s->io, "listen");
+        /* Off until a client may go idle (client_touch() arms it); coalesced within a tenth of the timeout. */
+        r = sd_event_add_time(e, &s->idle_timer, CLOCK_BOOTTIME, 0, s->idle_usec / 10, on_idle_timer, s);
+        if (r < 0)
+                return tp_error(err, r, "sd_event_add_time: %s", strerror(-r));
+        (void) sd_event_source_set_description(s->idle_timer, "client-idle");
+        (void) sd_event_source_set_enabled(s->idle_timer, SD_EVENT_OFF);
         *ret = TAKE_PTR(s);
         return 0;
 }
@@ -466,6 +606,7 @@ Server *server_free(Server *s) {
                 return NULL;
         while (s->clients)
                 client_disconnect(s->clients);
+        sd_event_source_disable_unref(s->idle_timer);
         sd_event_source_disable_unref(s->io);
         if (s->bound)
                 (void) unlink(s->path);
