@@ -119,9 +119,32 @@ void manager_report_error(Manager *m, const char *transaction, const char *code,
                                                "cmd", cmd));
 }
 
+/* The floor first: once it is raised in floor.json, no loss of state.json can lower it. */
+static int save_floor(Manager *m, TpError *err) {
+        _cleanup_free_ char *text = floor_text(&m->ps);
+        int r;
+
+        if (!text)
+                return -ENOMEM;
+        if (m->floor_written && strcmp(text, m->floor_written) == 0)
+                return 0;
+        size_t len = strlen(text);
+        text[len] = '\n';
+        if ((r = atomic_file_write(m->floor_path, text, len + 1)) < 0)
+                return tp_error(err, r, "%s: %s", m->floor_path, strerror(-r));
+        text[len] = '\0';
+        m->counters.state_bytes += len + 1;
+        free(m->floor_written);
+        m->floor_written = TAKE_PTR(text);
+        return 0;
+}
+
 int manager_save_state(Manager *m, TpError *err) {
         uint64_t bytes = 0;
-        int r = state_save(m->state_path, &m->ps, &bytes, err);
+        int r = save_floor(m, err);
+        if (r < 0)
+                return r;
+        r = state_save(m->state_path, &m->ps, &bytes, err);
         m->counters.state_bytes += bytes;
         return r;
 }
@@ -550,6 +573,14 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
         int r;
 
         op->m = m;
+        if (m->write_error && op->start >= 0) {
+                if (c)
+                        client_reply_error(c, "no-space", "%s refused: the state directory %s cannot be written (%s); "
+                                           "the daemon serves status only until it can", op->cmd,
+                                           m->config->state_dir, strerror(-m->write_error));
+                operation_free(op);
+                return;
+        }
         if (m->op || (op->start >= 0 && !machine_can(&m->machine, op->start))) {
                 if (c)
                         client_reply_error(c, "busy", "%s cannot start: %s%s%s", op->cmd,

@@ -87,6 +87,8 @@ struct Manager {
         Machine machine;                /* the state: manager_fire() changes it */
 
         char *state_path;
+        char *floor_path;               /* the anti-rollback floor, kept a second time */
+        char *floor_written;            /* its text as last written (floor_text()) */
         PersistentState ps;
         SlotFiles files[_SLOT_ID_MAX];
         Seal seals[_SLOT_ID_MAX];
@@ -113,6 +115,13 @@ struct Manager {
         int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
         Counters counters;
         LastEvent last;
+        /*
+         * Writes blocked at start-up (a full disk, say): the error, and the state as loaded, so
+         * that the repair can be done again from the start once space returns; 0 when writable.
+         */
+        int write_error;
+        PersistentState loaded;
+        sd_event_source *retry_timer;
         /* A rollback made at start-up, before anyone could listen: told to the first subscriber. */
         json_t *startup_events;
 };
@@ -150,6 +159,7 @@ void manager_report_error(Manager *m, const char *transaction, const char *code,
 void manager_record(Manager *m, const char *kind, const char *code, bool failure, const char *reason);
 /* Emit a progress event for the running operation at most a few times per second. */
 void manager_progress(Manager *m, Operation *op, const char *event_name);
+/* floor.json (when the floor changed), then state.json. */
 _warn_unused_result_ int manager_save_state(Manager *m, TpError *err);
 _warn_unused_result_ int manager_save_seal(Manager *m, SlotId slot, TpError *err);
 /* Reload a slot's seal and check it against the file: sets m->sealed[slot]. */

@@ -167,6 +167,7 @@ json_t *manager_status(Manager *m) {
         else
                 json_object_set_new(o, "last_error", json_null());
         json_object_set_new(o, "verify", json_string(verify_mode_to_string(m->config->verify)));
+        json_object_set_new(o, "writable", json_boolean(m->write_error == 0));
         json_object_set_new(o, "channel", m->fetcher ? fetcher_status(m->fetcher) : json_null());
         json_object_set_new(o, "hawkbit", m->hawkbit ? hawkbit_status(m->hawkbit) : json_null());
         json_object_set_new(o, "notify", m->notifier ? notifier_status(m->notifier) : json_null());
@@ -302,7 +303,6 @@ static void handle_subscribe(Manager *m, Client *c) {
                                "last_event", json_object_get(st, "last_event"));
         char t[21];
         size_t i;
-        json_t *v;
 
         json_decref(st);
         client_subscribe(c);
@@ -311,8 +311,8 @@ static void handle_subscribe(Manager *m, Client *c) {
         json_object_set_new(ev, "time", json_string(t));
         client_send_event(c, ev);
         json_decref(ev);
-        json_array_foreach(m->startup_events, i, v)
-                client_send_event(c, v);
+        for (i = 0; i < json_array_size(m->startup_events); i++)
+                client_send_event(c, json_array_get(m->startup_events, i));
         json_decref(m->startup_events);
         m->startup_events = NULL;
 }
@@ -355,6 +355,13 @@ void manager_handle_request(void *userdata, Client *c, json_t *req, int fd) {
                 safe_close(fd);
                 client_reply_error(c, "permission", "%s changes state: only root and members of '%s' may do that",
                                    cmd->name, m->config->admin_group ? m->config->admin_group : "(no admin group)");
+                return;
+        }
+        if (cmd->access == ACCESS_ADMIN && m->write_error) {
+                safe_close(fd);
+                client_reply_error(c, "no-space", "%s refused: the state directory %s cannot be written (%s); the "
+                                   "daemon serves status only until it can", cmd->name, m->config->state_dir,
+                                   strerror(-m->write_error));
                 return;
         }
         if (cmd->access == ACCESS_ADMIN && !m->ps.provisioned && strcmp(cmd->name, "provision") != 0) {

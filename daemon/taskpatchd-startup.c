@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "artifact.h"
 #include "fileio.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
@@ -103,6 +104,45 @@ static int read_model_path(Manager *m, SlotId *ret) {
         return -EINVAL;
 }
 
+/*
+ * state.json is missing or damaged: say again what the device holds from what cannot lie
+ * about it -- model_path's symlink and the slots' seals (each checked against its file) --
+ * and the installed bundles (store_scan later). 1 when rebuilt, 0 when there is nothing to
+ * rebuild from (a fresh device). The floor comes from floor.json (the caller's job).
+ */
+static int rebuild_state(Manager *m) {
+        SlotId link = _SLOT_ID_INVALID;
+        PersistentState ps = { 0 };
+
+        /* Unprovisioned as far as memory knows: manager_check_slot() compares no base yet. */
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                manager_check_slot(m, s);
+        if (read_model_path(m, &link) < 0 || !m->sealed[link])
+                return 0;
+        const Seal *a = &m->seals[link];
+        ps.provisioned = true;
+        ps.committed = link;
+        ps.base = (BaseInfo) { .size = a->size };
+        memcpy(ps.base.sha256, a->base_sha256, SHA256_DIGEST_SIZE);
+        memcpy(ps.base.layout, a->base_layout, SHA256_DIGEST_SIZE);
+        /* A slot that holds the base itself gives its chunk table; otherwise switches back verify in full. */
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                if (m->sealed[s] && !m->seals[s].task[0] &&
+                    memcmp(m->seals[s].base_sha256, a->base_sha256, SHA256_DIGEST_SIZE) == 0) {
+                        ps.base.chunk_size = m->seals[s].chunk_size;
+                        memcpy(ps.base.chunk_root, m->seals[s].chunk_root, SHA256_DIGEST_SIZE);
+                }
+        _cleanup_(artifact_freep) Artifact *art = NULL;
+        _cleanup_close_ int fd = open(m->files[link].path, O_RDONLY | O_CLOEXEC);
+        TpError ignored = {};
+        if (fd < 0 || artifact_open(fd, &art, &ignored) < 0)
+                return 0;
+        ps.base.kind = art->kind;
+        state_committed(&ps, a->task, a->version);
+        m->ps = ps;
+        return 1;
+}
+
 static void report_bundle(const char *path, const char *why) {
         log_warning("ignoring %s: %s", path, why);
 }
@@ -135,7 +175,11 @@ static int repair(Manager *m, TpError *err) {
 
         if (m->ps.provisioning) {
                 log_warning("a provisioning was interrupted: provision the base model again");
-                m->ps = (PersistentState) { 0 };
+                /* The floor outlives a base (provision_commit() keeps it too). */
+                PersistentState fresh = { .n_accepted = m->ps.n_accepted, .have_channel = m->ps.have_channel,
+                                          .channel_serial = m->ps.channel_serial };
+                memcpy(fresh.accepted, m->ps.accepted, sizeof(fresh.accepted));
+                m->ps = fresh;
                 return manager_save_state(m, err);
         }
         if (!m->ps.provisioned)
@@ -188,6 +232,37 @@ static int repair(Manager *m, TpError *err) {
         return 0;
 }
 
+static int schedule_write_retry(Manager *m);
+
+static int on_write_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        TpError err = {};
+        (void) s;
+        (void) usec;
+
+        m->retry_timer = sd_event_source_disable_unref(m->retry_timer);
+        m->ps = m->loaded;              /* the repair again from the start: it is idempotent from there */
+        int r = repair(m, &err);
+        if (r < 0) {
+                log_debug("still cannot write: %s", err.message);
+                (void) schedule_write_retry(m);
+                return 0;
+        }
+        m->write_error = 0;
+        log_notice("the state directory is writable again: repaired, changes are accepted");
+        manager_record(m, "repaired", NULL, false, "the state directory is writable again");
+        manager_send_status(m);
+        return 0;
+}
+
+static int schedule_write_retry(Manager *m) {
+        int r = sd_event_add_time_relative(m->event, &m->retry_timer, CLOCK_BOOTTIME, 2 * UINT64_C(1000000), 0,
+                                           on_write_retry, m);
+        if (r >= 0)
+                (void) sd_event_source_set_description(m->retry_timer, "write-retry");
+        return r;
+}
+
 static int on_lease_break(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = userdata;
         (void) s;
@@ -210,7 +285,8 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         m->event = sd_event_ref(e);
         m->config = config;
         machine_init(&m->machine, STATE_UNPROVISIONED, NULL, NULL);
-        if (asprintf(&m->state_path, "%s/state.json", config->state_dir) < 0)
+        if (asprintf(&m->state_path, "%s/state.json", config->state_dir) < 0 ||
+            asprintf(&m->floor_path, "%s/floor.json", config->state_dir) < 0)
                 return -ENOMEM;
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
                 if ((r = slot_files_init(m, s)) < 0)
@@ -249,13 +325,50 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
 
         remove_all_litter(m);
         r = state_load(m->state_path, &m->ps, err);
-        if (r == -ENOENT) {
-                log_info("no state yet in %s: waiting to be provisioned", config->state_dir);
+        if (r == -ENOENT || r == -EBADMSG) {
+                bool damaged = r == -EBADMSG;
+                char why[TP_ERROR_MAX];
+                snprintf(why, sizeof(why), "%s", damaged ? err->message : "state.json is missing");
                 *err = (TpError) { 0 };
+                if (damaged) {
+                        /* Kept for whoever looks into it; nothing is lost. */
+                        _cleanup_free_ char *aside = NULL;
+                        if (asprintf(&aside, "%s.damaged", m->state_path) < 0)
+                                return -ENOMEM;
+                        (void) rename(m->state_path, aside);
+                }
+                if (rebuild_state(m) > 0) {
+                        log_warning("%s: rebuilt from %s, the slots' seals and the installed bundles", why,
+                                    config->model_path);
+                        manager_record(m, "error", "io", true, "state.json was rebuilt: it was missing or damaged");
+                } else if (damaged)
+                        log_warning("%s (moved to state.json.damaged): nothing to rebuild it from: waiting to be "
+                                    "provisioned", why);
+                else
+                        log_info("no state yet in %s: waiting to be provisioned", config->state_dir);
         } else if (r < 0)
                 return r;
-        if ((r = repair(m, err)) < 0)
+        r = floor_load(m->floor_path, &m->ps, err);
+        if (r < 0 && r != -ENOENT)
+                log_warning("%s (the floor in state.json is used)", err->message);
+        *err = (TpError) { 0 };
+        m->loaded = m->ps;
+        r = repair(m, err);
+        if (r == -ENOSPC || r == -EDQUOT || r == -EROFS) {
+                /* Serve status and refuse writes until the repair can be made (retried every few seconds). */
+                log_error("%s: the daemon serves status only and refuses changes until this is fixed", err->message);
+                manager_record(m, "error", "no-space", true, err->message);
+                m->write_error = r;
+                *err = (TpError) { 0 };
+                if ((r = schedule_write_retry(m)) < 0)
+                        return tp_error(err, r, "cannot schedule the retry: %s", strerror(-r));
+        } else if (r < 0)
                 return r;
+        else if (m->ps.provisioned && (r = manager_save_state(m, err)) < 0) {
+                /* The floor file may be new (an upgrade): write it now, not at the next change. */
+                log_warning("%s (written at the next change)", err->message);
+                *err = (TpError) { 0 };
+        }
         {
                 char *tasks;
                 if (asprintf(&tasks, "%s/tasks", config->state_dir) < 0)
@@ -316,6 +429,9 @@ Manager *manager_free(Manager *m) {
                 free(m->files[s].chunks);
         }
         free(m->state_path);
+        free(m->floor_path);
+        free(m->floor_written);
+        sd_event_source_disable_unref(m->retry_timer);
         safe_close(m->lock_fd);
         sd_event_unref(m->event);
         free(m);

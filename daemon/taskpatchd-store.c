@@ -232,6 +232,63 @@ bool state_failed(const PersistentState *s, const char *task, uint64_t version) 
         return false;
 }
 
+/* ---- the floor, kept twice ---- */
+
+#define FLOOR_FORMAT 1
+
+char *floor_text(const PersistentState *s) {
+        json_t *o = json_pack("{s:i}", "format", FLOOR_FORMAT), *acc = json_object();
+        char *text;
+
+        for (size_t i = 0; o && acc && i < s->n_accepted; i++)
+                json_object_set_new(acc, s->accepted[i].task, json_integer((json_int_t) s->accepted[i].version));
+        json_object_set_new(o, "accepted", acc);
+        if (s->have_channel)
+                json_object_set_new(o, "channel_serial", json_integer((json_int_t) s->channel_serial));
+        text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(o);
+        return text;
+}
+
+int floor_load(const char *path, PersistentState *s, TpError *err) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *buf = malloc(STATE_MAX_BYTES + 1);
+        PersistentState f = { 0 };
+        json_error_t je;
+        uint64_t format, serial;
+        ssize_t n;
+
+        if (fd < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if (!buf)
+                return -ENOMEM;
+        n = read(fd, buf, STATE_MAX_BYTES + 1);
+        if (n < 0)
+                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+        if ((size_t) n > STATE_MAX_BYTES)
+                return tp_error(err, -EBADMSG, "%s: larger than %u bytes", path, STATE_MAX_BYTES);
+        json_t *o = json_loadb(buf, (size_t) n, JSON_REJECT_DUPLICATES, &je);
+        if (!o)
+                return tp_error(err, -EBADMSG, "%s: line %d: %s", path, je.line, je.text);
+        int r = json_is_object(o) && get_uint(o, "format", &format) == 0 && format == FLOOR_FORMAT
+                        ? parse_accepted(json_object_get(o, "accepted"), &f)
+                        : -EBADMSG;
+        bool have_serial = r == 0 && json_object_get(o, "channel_serial");
+        if (have_serial && get_uint(o, "channel_serial", &serial) < 0)
+                r = -EBADMSG;
+        json_decref(o);
+        if (r < 0)
+                return tp_error(err, r, "%s: not a floor file this daemon can read", path);
+        for (size_t i = 0; i < f.n_accepted; i++)
+                if (state_accept(s, f.accepted[i].task, f.accepted[i].version) == -E2BIG)
+                        return tp_error(err, -E2BIG, "%s: more than %u tasks", path, STATE_MAX_TASKS);
+        if (have_serial && (!s->have_channel || serial > s->channel_serial)) {
+                s->have_channel = true;
+                s->channel_serial = serial;
+        }
+        return 0;
+}
+
 int state_load(const char *path, PersistentState *ret, TpError *err) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         _cleanup_free_ char *buf = malloc(STATE_MAX_BYTES + 1);    /* one more: a file of exactly the cap is fine */

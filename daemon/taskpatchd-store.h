@@ -5,6 +5,7 @@
  * What the daemon keeps on disk besides the slots:
  *
  *   <state_dir>/state.json                 the persistent state (below)
+ *   <state_dir>/floor.json                 the anti-rollback floor again (accepted versions, channel serial)
  *   <state_dir>/tasks/<task>/<version>.tpb installed bundles
  *
  * The state file says which base is provisioned, which slot is committed
@@ -88,6 +89,16 @@ typedef struct PersistentState {
 /* -ENOENT when there is no state file (a fresh device). */
 _warn_unused_result_ int state_load(const char *path, PersistentState *ret, TpError *err);
 _warn_unused_result_ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, TpError *err);
+/*
+ * The anti-rollback floor is kept twice: in state.json and in floor.json, written first
+ * whenever it rises, so that losing or damaging state.json never reopens a downgrade.
+ * floor_text(): its JSON text (malloc'ed; NULL on ENOMEM), to compare with what was written.
+ * floor_load() raises @s's accepted versions and channel serial to the file's (never lowers
+ * them); -ENOENT when there is none.
+ */
+char *floor_text(const PersistentState *s);
+_warn_unused_result_ int floor_load(const char *path, PersistentState *s, TpError *err);
+
 /* The newest accepted version of @task, 0 if none. */
 uint64_t state_accepted(const PersistentState *s, const char *task);
 /* Raise @task's accepted version to @version: 1 if raised, 0 if already there, -E2BIG when STATE_MAX_TASKS are kept. */

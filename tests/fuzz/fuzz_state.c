@@ -5,7 +5,8 @@
  * so the input goes into a memfd opened as /proc/self/fd/N. A failure must
  * carry a message and leave *ret alone; a loaded state must be one
  * state_save() could have written, and save and load back to the same
- * values.
+ * values. The same input as a floor file (floor_load()): refused with a
+ * message, or it only raises what it is merged into.
  */
 
 #include <stdbool.h>
@@ -34,7 +35,11 @@ static bool state_equal(const PersistentState *a, const PersistentState *b) {
         if (a->trial.on && (a->trial.slot != b->trial.slot || strcmp(a->trial.task, b->trial.task) != 0 ||
                             a->trial.version != b->trial.version ||
                             strcmp(a->trial.transaction, b->trial.transaction) != 0 ||
-                            a->trial.started != b->trial.started))
+                            a->trial.started != b->trial.started || a->trial.rollback != b->trial.rollback))
+                return false;
+        if (a->n_history != b->n_history || a->n_failed != b->n_failed ||
+            memcmp(a->history, b->history, a->n_history * sizeof(TaskRef)) != 0 ||
+            memcmp(a->failed, b->failed, a->n_failed * sizeof(TaskRef)) != 0)
                 return false;
         return true;
 }
@@ -63,6 +68,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int r;
 
         snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        PersistentState floor = { 0 };
+        (void) state_accept(&floor, "json", 5);
+        r = floor_load(path, &floor, &err);
+        if (r < 0 ? !err.message[0] || err.code != r : r != 0)
+                abort();
+        if (state_accepted(&floor, "json") < 5 || floor.n_accepted > STATE_MAX_TASKS)
+                abort();
+        for (size_t i = 0; i < floor.n_accepted; i++)
+                if (!task_name_valid(floor.accepted[i].task) || (i > 0 && strcmp(floor.accepted[i - 1].task,
+                                                                                 floor.accepted[i].task) >= 0))
+                        abort();
+        err = (TpError) { 0 };
         memset(&s, 0xa5, sizeof(s));
         memcpy(&before, &s, sizeof(s));
         r = state_load(path, &s, &err);

@@ -114,6 +114,25 @@ refused "$TMP/json.tpb" "json v1 after a restart, v2's bundle gone" "already acc
 tpctl install "$TMP/json.tpb" --allow-downgrade > "$TMP/out" 2>&1
 check "a technician's --allow-downgrade installs v1 anyway" test $? -eq 0
 check "... and does not lower the counter" test "$(accepted json)" = 2
+# Found from outside: a deleted state.json meant "unprovisioned" and forgot the floor; a damaged
+# one stopped the daemon. The floor is kept twice (floor.json); the state is rebuilt.
+active_before=$(tpctl --json status | jget active.sha256)
+stop_daemon
+rm -f "$STATE/state.json"
+start_daemon
+check "state.json deleted: the daemon comes up provisioned, the same model active" \
+    test "$(tpctl --json status | jget state) $(tpctl --json status | jget active.sha256)" = "idle $active_before"
+check "... the floor survives (floor.json): still accepted 2" test "$(accepted json)" = 2
+refused "$TMP/json.tpb" "json v1 after state.json was deleted" "already accepted"
+check "... the rebuild is reported" grep -q "state.json is missing: rebuilt from" "$TMP/daemon.log"
+stop_daemon
+printf '{"format": 1, "provisioned": tr' > "$STATE/state.json"
+start_daemon
+check "state.json damaged: the daemon starts, the same model active" \
+    test "$(tpctl --json status | jget active.sha256)" = "$active_before"
+check "... the damaged file is kept aside" test -s "$STATE/state.json.damaged"
+check "... the installed bundles are listed again" test "$(tpctl --json list | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["tasks"]))')" -ge 1
+refused "$TMP/json.tpb" "json v1 after state.json was damaged" "already accepted"
 
 echo "# fast-forward"
 make_bundle json2.gguf json-huge.tpb json 4000000000

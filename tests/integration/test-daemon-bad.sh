@@ -197,6 +197,27 @@ EOC
     check "a switch that would not fit: refused before writing (exit 3, got $rc)" test $rc -eq 3
     check "... the model untouched" same "$TMP/base.gguf"
     check "... the inactive slot still clean" test "$(tpctl --json status | jget slots.b.state)" = clean
+    # Found from outside: killed during a trial on a full disk, the daemon would not start until
+    # space was freed. Now it serves status, refuses changes, and repairs once space returns.
+    rm -f "$TMP/small/filler"
+    tpctl switch json > /dev/null
+    check "tmpfs: json on trial" test "$(tpctl --json status | jget state)" = trial
+    crash_daemon
+    head -c 64m /dev/zero > "$TMP/small/filler" 2> /dev/null
+    start_daemon
+    check "full disk at start: the daemon serves status, not writable" \
+        test "$(tpctl --json status | jget writable)" = False
+    tpctl switch shout > "$TMP/out" 2>&1
+    rc=$?
+    check "... a change is refused (exit 3, got $rc), saying why" \
+        sh -c "test $rc -eq 3 && grep -q 'cannot be written' '$TMP/out'"
+    rm -f "$TMP/small/filler"
+    check "space back: the repair is made (the trial rolled back), writable again" \
+        wait_status "s['writable'] and s['active']['task'] is None and s['state'] == 'idle'" 20
+    check "... the state file says no trial" python3 -c "
+import json; assert 'trial' not in json.load(open('$TMP/small/state/state.json'))"
+    check "... and the next switch works" tpctl switch json
+    tpctl mark-good > /dev/null
     stop_daemon
     umount "$TMP/small"
 else
