@@ -9,17 +9,18 @@
 
 #include "clock.h"
 #include "cpu.h"
+#include "jsonline.h"
+#include "taskpatchd-ddi.h"
 #include "taskpatchd-download.h"
 #include "taskpatchd-hawkbit.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
 #include "yaml-doc.h"
 
-#define BODY_MAX (1u << 20)             /* a controller resource, deployment or cancel answer */
+#define BODY_MAX DDI_BODY_MAX          /* a controller resource, deployment or cancel answer */
 #define DEFAULT_SLEEP_USEC (300 * 1000000ULL)
 #define RETRY_USEC (30 * 1000000ULL)    /* after a failed poll */
-#define MAX_ARTIFACTS 16
-#define ID_MAX 64
+#define ID_MAX (DDI_ID_MAX + 1)
 
 /* Where the action stands (polls run beside it, on their own handle). */
 typedef enum HawkbitPhase {
@@ -37,14 +38,12 @@ static const char *const phase_names[_HB_PHASE_MAX] = {
         [HB_SWITCHING] = "switching",
 };
 
-typedef struct DdiArtifact {
-        char filename[256];
-        uint64_t size;
-        uint8_t sha256[SHA256_DIGEST_SIZE];
-        char *url;
+/* An artifact of the action (taskpatchd-ddi.h), and how far it got. */
+typedef struct HawkbitArtifact {
+        DdiArtifact ddi;
         char *path;                     /* downloads/...part once complete */
         bool installed;
-} DdiArtifact;
+} HawkbitArtifact;
 
 /* A feedback or configData call waiting for the control handle. */
 typedef struct Request {
@@ -71,11 +70,11 @@ struct Hawkbit {
         char *body;
         size_t body_len;
         bool body_capped;
-        bool (*on_body)(Hawkbit *h, json_t *j);  /* what to do with the resource being fetched */
+        int (*on_body)(Hawkbit *h, TpError *err);  /* what to do with the resource fetched (h->body) */
 
         /* the action being carried out */
         char action[ID_MAX];            /* "" when none */
-        DdiArtifact artifacts[MAX_ARTIFACTS];
+        HawkbitArtifact artifacts[DDI_ARTIFACTS_MAX];
         size_t n_artifacts;
         bool download_only;             /* deployment.update is "skip" (a maintenance window) */
         bool sent_downloaded;
@@ -109,6 +108,7 @@ static void set_error(Hawkbit *h, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(h->last_error, sizeof(h->last_error), fmt, ap);
         va_end(ap);
+        jsonline_scrub_utf8(h->last_error);     /* cut at a byte count; it goes into status JSON */
         log_warning("hawkbit: %s", h->last_error);
         manager_report_error(h->m, NULL, "hawkbit", h->last_error, "fetch");
 }
@@ -183,19 +183,10 @@ static void queue_request(Hawkbit *h, const char *path, json_t *body, bool put) 
         send_next(h);
 }
 
-/* {"id": ID, "status": {"execution": ..., "result": {"finished": ...}, "details": [...]}} */
-static json_t *feedback_body(const char *id, const char *execution, const char *finished, const char *detail) {
-        json_t *details = json_array();
-        if (detail && detail[0])
-                json_array_append_new(details, json_string(detail));
-        return json_pack("{s:s, s:{s:s, s:{s:s}, s:o}}", "id", id, "status", "execution", execution, "result",
-                         "finished", finished, "details", details);
-}
-
-static void feedback(Hawkbit *h, const char *execution, const char *finished, const char *detail) {
+static void feedback(Hawkbit *h, DdiExecution execution, DdiFinished finished, const char *detail) {
         char path[ID_MAX + 40];
         snprintf(path, sizeof(path), "deploymentBase/%s/feedback", h->action);
-        queue_request(h, path, feedback_body(h->action, execution, finished, detail), false);
+        queue_request(h, path, ddi_feedback_new(h->action, execution, finished, detail), false);
 }
 
 static void send_config_data(Hawkbit *h) {
@@ -220,7 +211,7 @@ static void send_config_data(Hawkbit *h) {
                 json_object_set_new(data, "active_task", json_string(active->task[0] ? active->task : "base"));
                 json_object_set_new(data, "active_version", json_string(version));
         }
-        queue_request(h, "configData", json_pack("{s:s, s:o}", "mode", "merge", "data", data), true);
+        queue_request(h, "configData", ddi_config_data_new(data), true);
 }
 
 /* ---- the action ---- */
@@ -231,9 +222,9 @@ static void clear_action(Hawkbit *h) {
         for (size_t i = 0; i < h->n_artifacts; i++) {
                 if (h->artifacts[i].path)
                         (void) unlink(h->artifacts[i].path);
-                free(h->artifacts[i].url);
+                free(h->artifacts[i].ddi.url);
                 free(h->artifacts[i].path);
-                h->artifacts[i] = (DdiArtifact) {};
+                h->artifacts[i] = (HawkbitArtifact) {};
         }
         h->n_artifacts = 0;
         h->action[0] = '\0';
@@ -250,7 +241,8 @@ static void set_outcome(Hawkbit *h, const char *result, const char *reason) {
 
 /* Close the action on the server: success only after the commit, failure with the reason. */
 static void finish_action(Hawkbit *h, bool success, const char *reason) {
-        json_t *body = feedback_body(h->action, "closed", success ? "success" : "failure", reason);
+        DdiFinished finished = success ? DDI_FINISHED_SUCCESS : DDI_FINISHED_FAILURE;
+        json_t *body = ddi_feedback_new(h->action, DDI_EXECUTION_CLOSED, finished, reason);
 
         log_info("hawkbit: action %s closed: %s%s%s", h->action, success ? "success" : "failure", reason ? ": " : "",
                  reason ? reason : "");
@@ -258,105 +250,73 @@ static void finish_action(Hawkbit *h, bool success, const char *reason) {
         free(h->finished_body);
         h->finished_body = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
         snprintf(h->finished, sizeof(h->finished), "%s", h->action);
-        feedback(h, "closed", success ? "success" : "failure", reason);
+        feedback(h, DDI_EXECUTION_CLOSED, finished, reason);
         json_decref(body);
         clear_action(h);
         kick(h);
 }
 
-static bool parse_sha256(json_t *hashes, uint8_t ret[SHA256_DIGEST_SIZE]) {
-        const char *s = json_string_value(json_object_get(hashes, "sha256"));
-        return s && parse_sha256_hex(s, ret) >= 0;
-}
-
-/* The .tpb artifacts of a deploymentBase, in order; false (and a reason) when there is none or one is bad. */
-static bool take_artifacts(Hawkbit *h, json_t *chunks, char *why, size_t n) {
-        size_t i, k;
-        json_t *chunk, *a;
-
-        json_array_foreach(chunks, i, chunk) {
-                json_array_foreach(json_object_get(chunk, "artifacts"), k, a) {
-                        const char *name = json_string_value(json_object_get(a, "filename"));
-                        json_t *links = json_object_get(a, "_links"), *size = json_object_get(a, "size");
-                        const char *url = json_string_value(json_object_get(json_object_get(links, "download"), "href"));
-                        if (!url && h->config->channel.allow_http)
-                                url = json_string_value(json_object_get(json_object_get(links, "download-http"), "href"));
-                        size_t len = name ? strlen(name) : 0;
-                        if (len < 5 || strcmp(name + len - 4, ".tpb") != 0)
-                                continue;       /* not ours (another chunk type) */
-                        DdiArtifact *art = &h->artifacts[h->n_artifacts];
-                        if (h->n_artifacts == MAX_ARTIFACTS || len >= sizeof(art->filename) || !url ||
-                            !json_is_integer(size) || json_integer_value(size) < 0 ||
-                            !parse_sha256(json_object_get(a, "hashes"), art->sha256)) {
-                                snprintf(why, n, "artifact '%.64s': no usable download link, size or SHA-256 (or more "
-                                         "than %d artifacts)", name, MAX_ARTIFACTS);
-                                return false;
-                        }
-                        snprintf(art->filename, sizeof(art->filename), "%s", name);
-                        art->size = (uint64_t) json_integer_value(size);
-                        art->url = strdup(url);
-                        h->n_artifacts++;
-                }
-        }
-        if (h->n_artifacts == 0)
-                snprintf(why, n, "the deployment holds no .tpb artifact");
-        return h->n_artifacts > 0;
-}
-
-static bool on_deployment(Hawkbit *h, json_t *j) {
-        const char *id = json_string_value(json_object_get(j, "id"));
-        json_t *dep = json_object_get(j, "deployment");
+/* A deploymentBase: a new action is taken on; one closed before is said again; the one in progress goes on. */
+static int on_deployment(Hawkbit *h, TpError *err) {
+        _cleanup_(ddi_deployment_done) DdiDeployment d = {};
         char why[TP_ERROR_MAX];
+        int r = ddi_deployment_parse(h->body, h->body_len, h->config->channel.allow_http, &d, err);
 
-        if (!id || strlen(id) >= ID_MAX || !json_is_object(dep))
-                return false;
-        if (strcmp(id, h->finished) == 0 && h->finished_body) {
+        if (r < 0)
+                return r;
+        if (strcmp(d.id, h->finished) == 0 && h->finished_body) {
                 /* Closed before, but the server did not hear it: say it again. */
                 char path[ID_MAX + 40];
-                snprintf(path, sizeof(path), "deploymentBase/%s/feedback", id);
+                snprintf(path, sizeof(path), "deploymentBase/%s/feedback", d.id);
                 queue_request(h, path, json_loads(h->finished_body, 0, NULL), false);
-                return true;
+                return 0;
         }
         if (h->action[0]) {
-                if (strcmp(id, h->action) == 0)
-                        h->download_only = json_string_value(json_object_get(dep, "update")) &&
-                                           strcmp(json_string_value(json_object_get(dep, "update")), "skip") == 0;
-                return true;    /* in progress (or another one waits until this one is closed) */
+                if (strcmp(d.id, h->action) == 0)
+                        h->download_only = d.update == DDI_HANDLING_SKIP;
+                return 0;       /* in progress (or another one waits until this one is closed) */
         }
-        snprintf(h->action, sizeof(h->action), "%s", id);
-        const char *update = json_string_value(json_object_get(dep, "update"));
-        h->download_only = update && strcmp(update, "skip") == 0;
-        log_info("hawkbit: action %s", id);
-        if (!take_artifacts(h, json_object_get(dep, "chunks"), why, sizeof(why))) {
-                finish_action(h, false, why);
-                return true;
+        snprintf(h->action, sizeof(h->action), "%s", d.id);
+        h->download_only = d.update == DDI_HANDLING_SKIP;
+        log_info("hawkbit: action %s", d.id);
+        if (d.refused.code < 0) {
+                finish_action(h, false, d.refused.message);
+                return 0;
         }
+        for (size_t i = 0; i < d.n_artifacts; i++) {
+                h->artifacts[i] = (HawkbitArtifact) { .ddi = d.artifacts[i] };
+                d.artifacts[i].url = NULL;      /* moved */
+        }
+        h->n_artifacts = d.n_artifacts;
         set_outcome(h, "pending", NULL);
         snprintf(why, sizeof(why), "downloading %zu bundle(s)", h->n_artifacts);
-        feedback(h, "proceeding", "none", why);
-        return true;
+        feedback(h, DDI_EXECUTION_PROCEEDING, DDI_FINISHED_NONE, why);
+        return 0;
 }
 
-static bool on_cancel(Hawkbit *h, json_t *j) {
-        json_t *ca = json_object_get(j, "cancelAction");
-        const char *stop = json_string_value(json_object_get(ca, "stopId"));
-        const char *id = json_string_value(json_object_get(j, "id"));
+/* A cancelAction: honoured until the first bundle is installed, rejected after. */
+static int on_cancel(Hawkbit *h, TpError *err) {
+        DdiCancel c;
         char path[ID_MAX + 40];
+        int r = ddi_cancel_parse(h->body, h->body_len, &c, err);
 
-        if (!stop || !id || strlen(id) >= ID_MAX)
-                return false;
-        snprintf(path, sizeof(path), "cancelAction/%s/feedback", id);
-        if (strcmp(stop, h->action) == 0 && (h->phase == HB_INSTALLING || h->phase == HB_SWITCHING)) {
-                queue_request(h, path, feedback_body(id, "rejected", "none", "the update is being applied"), false);
-                return true;
+        if (r < 0)
+                return r;
+        snprintf(path, sizeof(path), "cancelAction/%s/feedback", c.id);
+        if (strcmp(c.stop_id, h->action) == 0 && (h->phase == HB_INSTALLING || h->phase == HB_SWITCHING)) {
+                queue_request(h, path,
+                              ddi_feedback_new(c.id, DDI_EXECUTION_REJECTED, DDI_FINISHED_NONE,
+                                               "the update is being applied"),
+                              false);
+                return 0;
         }
-        if (strcmp(stop, h->action) == 0) {
-                log_info("hawkbit: action %s canceled by the server", stop);
+        if (strcmp(c.stop_id, h->action) == 0) {
+                log_info("hawkbit: action %s canceled by the server", c.stop_id);
                 set_outcome(h, "canceled", NULL);
                 clear_action(h);
         }
-        queue_request(h, path, feedback_body(id, "closed", "success", "canceled"), false);
-        return true;
+        queue_request(h, path, ddi_feedback_new(c.id, DDI_EXECUTION_CLOSED, DDI_FINISHED_SUCCESS, "canceled"), false);
+        return 0;
 }
 
 /* ---- polling ---- */
@@ -374,32 +334,22 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata) {
         return n;
 }
 
-static void fetch(Hawkbit *h, const char *url, bool (*then)(Hawkbit *h, json_t *j));
+static void fetch(Hawkbit *h, const char *url, int (*then)(Hawkbit *h, TpError *err));
 
-/* "HH:MM:SS" as microseconds; 0 when it is not that. */
-static uint64_t parse_sleep(const char *s) {
-        unsigned hh, mm, ss;
-        char end;
-        if (!s || sscanf(s, "%u:%u:%u%c", &hh, &mm, &ss, &end) != 3 || mm > 59 || ss > 59)
-                return 0;
-        return ((uint64_t) hh * 3600 + mm * 60 + ss) * 1000000ULL;
-}
+static int on_controller(Hawkbit *h, TpError *err) {
+        _cleanup_(ddi_controller_done) DdiController c = {};
+        int r = ddi_controller_parse(h->body, h->body_len, h->config->channel.allow_http, &c, err);
 
-static bool on_controller(Hawkbit *h, json_t *j) {
-        json_t *links = json_object_get(j, "_links");
-        const char *cancel = json_string_value(json_object_get(json_object_get(links, "cancelAction"), "href"));
-        const char *deploy = json_string_value(json_object_get(json_object_get(links, "deploymentBase"), "href"));
-        uint64_t sleep = parse_sleep(
-                json_string_value(json_object_get(json_object_get(json_object_get(j, "config"), "polling"), "sleep")));
-
-        h->sleep_usec = sleep ? sleep : DEFAULT_SLEEP_USEC;
-        if (json_object_get(links, "configData"))
+        if (r < 0)
+                return r;
+        h->sleep_usec = c.sleep_usec ? c.sleep_usec : DEFAULT_SLEEP_USEC;
+        if (c.config_data)
                 send_config_data(h);
-        if (cancel)
-                fetch(h, cancel, on_cancel);
-        else if (deploy)
-                fetch(h, deploy, on_deployment);
-        return true;
+        if (c.cancel_href)
+                fetch(h, c.cancel_href, on_cancel);
+        else if (c.deployment_href)
+                fetch(h, c.deployment_href, on_deployment);
+        return 0;
 }
 
 static void on_fetch_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void *userdata) {
@@ -407,7 +357,7 @@ static void on_fetch_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, voi
         char url[1024] = "", why[TP_ERROR_MAX];
         const char *effective = NULL;
         long status = 0;
-        json_error_t je;
+        TpError err = {};
 
         (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
         (void) curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &effective);
@@ -423,19 +373,18 @@ static void on_fetch_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, voi
                 kick(h);
                 return;
         }
-        json_t *j = json_loadb(h->body, h->body_len, JSON_REJECT_DUPLICATES, &je);
-        bool (*then)(Hawkbit *h, json_t *j) = h->on_body;
-        if (!j || !then(h, j))
-                set_error(h, "%s: not the DDI answer expected%s%s", url, j ? "" : ": ", j ? "" : je.text);
+        int (*then)(Hawkbit *h, TpError *err) = h->on_body;
+        int r = then(h, &err);
+        if (r < 0)
+                set_error(h, "%.400s: not the DDI answer expected: %s", url, tp_error_message(&err, r));
         else if (then == on_controller)
                 h->last_error[0] = '\0';
-        json_decref(j);
         if (then == on_controller)
                 schedule_poll(h, h->sleep_usec);
         kick(h);
 }
 
-static void fetch(Hawkbit *h, const char *url, bool (*then)(Hawkbit *h, json_t *j)) {
+static void fetch(Hawkbit *h, const char *url, int (*then)(Hawkbit *h, TpError *err)) {
         h->body_len = 0;
         h->body_capped = false;
         h->on_body = then;
@@ -465,7 +414,7 @@ static int on_timer(sd_event_source *s _unused_, uint64_t usec _unused_, void *u
 
 static void on_download(Download *d, DownloadResult result, const char *why, void *userdata) {
         Hawkbit *h = userdata;
-        DdiArtifact *a = &h->artifacts[h->dl_index];
+        HawkbitArtifact *a = &h->artifacts[h->dl_index];
 
         h->phase = HB_IDLE;
         if (result == DOWNLOAD_OK) {
@@ -485,32 +434,32 @@ static void on_download(Download *d, DownloadResult result, const char *why, voi
 static void on_download_progress(Download *d, void *userdata) {
         Hawkbit *h = userdata;
         manager_emit(h->m, NULL, json_pack("{s:s, s:s, s:s, s:I, s:I}", "event", "download", "file",
-                                           h->artifacts[h->dl_index].filename, "action", h->action, "done",
+                                           h->artifacts[h->dl_index].ddi.filename, "action", h->action, "done",
                                            (json_int_t) d->have, "total", (json_int_t) d->size));
 }
 
 static void start_download(Hawkbit *h, size_t i) {
-        DdiArtifact *a = &h->artifacts[i];
+        HawkbitArtifact *a = &h->artifacts[i];
         char name[ID_MAX + 300];
-        DownloadSpec spec = { .url = a->url, .name = name, .size = a->size, .sha256 = a->sha256,
+        DownloadSpec spec = { .url = a->ddi.url, .name = name, .size = a->ddi.size, .sha256 = a->ddi.sha256,
                               .headers = h->headers };
         int r;
 
-        snprintf(name, sizeof(name), "hawkbit-%s-%s", h->action, a->filename);
+        snprintf(name, sizeof(name), "hawkbit-%s-%s", h->action, a->ddi.filename);
         h->dl_index = i;
         h->phase = HB_DOWNLOADING;
-        log_info("hawkbit: downloading %s (%" PRIu64 " bytes)", a->url, a->size);
+        log_info("hawkbit: downloading %s (%" PRIu64 " bytes)", a->ddi.url, a->ddi.size);
         r = download_start(&h->dl, h->config, h->m->event, h->glue, h->dl_easy, &spec, on_download, on_download_progress,
                            h);
         if (r < 0) {
                 download_stop(&h->dl);
                 h->phase = HB_IDLE;
-                set_error(h, "%s: cannot download: %s", a->filename, strerror(-r));
+                set_error(h, "%s: cannot download: %s", a->ddi.filename, strerror(-r));
         }
 }
 
 static void start_install(Hawkbit *h, size_t i) {
-        DdiArtifact *a = &h->artifacts[i];
+        HawkbitArtifact *a = &h->artifacts[i];
         bool last = i + 1 == h->n_artifacts;
         Operation *op = NULL;
         const char *code = NULL;
@@ -520,7 +469,8 @@ static void start_install(Hawkbit *h, size_t i) {
         int r = fd < 0 ? -errno : install_new(h->m, fd, false, last, &op, &code, &err);
 
         if (r < 0) {
-                snprintf(why, sizeof(why), "%s: %s", a->filename, fd < 0 ? strerror(-r) : tp_error_message(&err, r));
+                snprintf(why, sizeof(why), "%s: %s", a->ddi.filename,
+                         fd < 0 ? strerror(-r) : tp_error_message(&err, r));
                 finish_action(h, false, why);
                 return;
         }
@@ -545,7 +495,8 @@ static void step(Hawkbit *h) {
                 return;
         }
         if (!h->sent_downloaded) {
-                feedback(h, "downloaded", "none", "every bundle downloaded and its SHA-256 checked");
+                feedback(h, DDI_EXECUTION_DOWNLOADED, DDI_FINISHED_NONE,
+                         "every bundle downloaded and its SHA-256 checked");
                 h->sent_downloaded = true;
         }
         if (h->download_only || m->op || manager_state(m) != STATE_IDLE || !m->ps.provisioned)
@@ -568,10 +519,10 @@ void hawkbit_operation_done(Hawkbit *h, const Operation *op, int r) {
                 kick(h);
                 return;
         }
-        DdiArtifact *a = &h->artifacts[h->dl_index];
+        HawkbitArtifact *a = &h->artifacts[h->dl_index];
         if (r < 0) {
                 char why[TP_ERROR_MAX];
-                snprintf(why, sizeof(why), "%s: %s", a->filename, tp_error_message(&op->err, r));
+                snprintf(why, sizeof(why), "%s: %s", a->ddi.filename, tp_error_message(&op->err, r));
                 finish_action(h, false, why);
                 return;
         }
@@ -609,7 +560,7 @@ json_t *hawkbit_status(const Hawkbit *h) {
         json_object_set_new(o, "action", h->action[0] ? json_string(h->action) : json_null());
         if (h->dl.easy)
                 json_object_set_new(o, "download",
-                                    json_pack("{s:s, s:I, s:I}", "file", h->artifacts[h->dl_index].filename, "done",
+                                    json_pack("{s:s, s:I, s:I}", "file", h->artifacts[h->dl_index].ddi.filename, "done",
                                               (json_int_t) h->dl.have, "total", (json_int_t) h->dl.size));
         if (h->outcome.result)
                 json_object_set_new(o, "update",
@@ -698,7 +649,7 @@ Hawkbit *hawkbit_free(Hawkbit *h) {
                 curl_glue_remove(h->glue, h->control);
         curl_glue_free(h->glue);
         for (size_t i = 0; i < h->n_artifacts; i++) {
-                free(h->artifacts[i].url);
+                free(h->artifacts[i].ddi.url);
                 free(h->artifacts[i].path);     /* complete downloads stay for the next start */
         }
         while (h->queue) {

@@ -13,7 +13,10 @@
  * with "success" only once that trial commits, or "failure" with the reason
  * (a refused bundle, a rollback). A cancelAction is honoured until the first
  * bundle is installed, rejected after. When the server asks for configData,
- * the device's attributes are PUT (base, active task, CPU features).
+ * the device's attributes are PUT (base, active task, CPU features). The DDI
+ * documents themselves are read and written by taskpatchd-ddi.h; a document it
+ * refuses is a failed poll (shown in the status), except a deployment that names
+ * its action but cannot be carried out: that action is closed with the reason.
  */
 
 #include <jansson.h>
