@@ -352,6 +352,35 @@ static int trial_rollback(Manager *m, const char *reason, bool failure) {
         return 0;
 }
 
+int manager_replace_damaged(Manager *m, Operation *op) {
+        static const char reason[] = "active slot damaged";
+        SlotId from = m->active, to = slot_other(from);
+        const Seal *bad = &m->seals[from];
+        char what[TP_ERROR_MAX];
+        int r;
+
+        if (manager_on_trial(m))
+                return trial_rollback(m, reason, true) < 0 ? tp_error(&op->err, -EIO, "%s", m->last.reason) : 0;
+        SlotId kept = m->ps.committed;
+        m->ps.committed = to;
+        if ((r = manager_save_state(m, &op->err)) < 0 || (r = manager_point_model_path(m, to, &op->err)) < 0) {
+                m->ps.committed = kept;
+                return r;
+        }
+        state_committed(&m->ps, m->seals[to].task, m->seals[to].version);
+        TpError ignored = {};
+        if (manager_save_state(m, &ignored) < 0)
+                log_warning("%s (the history is written at the next change)", ignored.message);
+        snprintf(what, sizeof(what), "slot %s (%s v%" PRIu64 ") does not hash to its seal: slot %s (%s v%" PRIu64
+                 ") is active instead", slot_id_to_string(from), bad->task[0] ? bad->task : "base", bad->version,
+                 slot_id_to_string(to), m->seals[to].task[0] ? m->seals[to].task : "base", m->seals[to].version);
+        log_warning("%s", what);
+        lifecycle(m, "activated", to, op->transaction, reason);
+        emit_slot_changed(m, op->transaction, reason);
+        manager_record(m, "repaired", "io", true, what);
+        return manager_fire(m, EVENT_REPAIR);
+}
+
 static int on_trial_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
         char reason[128];

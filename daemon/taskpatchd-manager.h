@@ -206,6 +206,12 @@ _warn_unused_result_ int install_new(Manager *m, int fd, bool allow_downgrade, b
 _warn_unused_result_ int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret,
                                     const char **ret_code, TpError *err);
 
+/*
+ * The active slot failed its scrub and the other one passed: move model_path to the other
+ * (reason "active slot damaged"): a trial is rolled back; a committed slot is replaced and
+ * the other slot committed. 0, or a negative errno in op->err (model_path did not move).
+ */
+_warn_unused_result_ int manager_replace_damaged(Manager *m, Operation *op);
 /* A full verification of both slots against their seals (taskpatchd-scrub.c). */
 _warn_unused_result_ int scrub_new(Operation **ret);
 /* Run a scrub after @after_usec (and then every scrub_interval hours). */

@@ -9,9 +9,11 @@
  *     changed (a touched mtime, a restored backup) and trusted again;
  *   - an inactive slot that does not match is marked dirty (rebuilt when
  *     next needed);
- *   - an active slot that does not match is reported (status, event, log):
- *     `tpctl rollback` or a switch moves off it; the daemon does not pick a
- *     model on its own.
+ *   - an active slot that does not match is reported (status, event, log),
+ *     and when the other slot matched its seal in the same scrub, the daemon
+ *     moves model_path to it (manager_replace_damaged(): a trial rolls back,
+ *     a committed slot is replaced with reason "active slot damaged"); with
+ *     no clean slot to go to, it stays where it is and says so.
  */
 
 #include <fcntl.h>
@@ -29,6 +31,7 @@ typedef struct Scrub {
         int fd;
         FileHash *hash;
         unsigned bad;
+        bool active_damaged;
 } Scrub;
 
 static void scrub_free(void *data) {
@@ -69,6 +72,7 @@ static int scrub_judge(Operation *op, Scrub *sc, const uint8_t digest[SHA256_DIG
                  slot_id_to_string(s), seal->task[0] ? seal->task : "base", seal->version);
         log_error("%s", msg);
         manager_report_error(m, op->transaction, "io", msg, "scrub");
+        sc->active_damaged = true;
         return 0;
 }
 
@@ -81,6 +85,11 @@ static int scrub_step(Operation *op) {
         while (!sc->hash) {
                 if (sc->slot >= _SLOT_ID_MAX) {
                         log_info("scrub done: %u slot(s) did not match their seal", sc->bad);
+                        if (sc->active_damaged && m->sealed[slot_other(m->active)])
+                                return manager_replace_damaged(m, op);
+                        if (sc->active_damaged)
+                                log_error("no clean slot to move to: the damaged slot %s stays active until a switch "
+                                          "rebuilds the other slot", slot_id_to_string(m->active));
                         return 0;
                 }
                 const Seal *seal = &m->seals[sc->slot];
@@ -130,6 +139,7 @@ int scrub_new(Operation **ret) {
         op->data = sc;
         op->free_data = scrub_free;
         op->cmd = "scrub";
+        op->start = _EVENT_INVALID;     /* the daemon's own check: no state of its own */
         op->step = scrub_step;
         op->phase = "verify";
         *ret = op;
