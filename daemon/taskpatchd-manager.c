@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -585,6 +586,8 @@ static void operation_finish(Manager *m, int r) {
         spool_operation_done(m->spool, op, r);
         hawkbit_operation_done(m->hawkbit, op, r);
         operation_free(op);
+        /* A large manifest's parse is freed now: give the pages back, do not keep them as the peak. */
+        (void) malloc_trim(0);
 }
 
 static int on_operation(sd_event_source *s, void *userdata) {

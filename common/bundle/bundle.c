@@ -70,7 +70,7 @@ Bundle *bundle_free(Bundle *b) {
 }
 
 /* Header, manifest bytes and signature block; the manifest is not parsed yet. */
-static int bundle_read(int fd, const char *what, Bundle **ret, TpError *err) {
+static int bundle_read(int fd, const char *what, uint64_t max_manifest, Bundle **ret, TpError *err) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
         uint8_t hdr[BUNDLE_HEADER_SIZE];
         struct stat st;
@@ -101,6 +101,10 @@ static int bundle_read(int fd, const char *what, Bundle **ret, TpError *err) {
         if (r < 0)
                 return tp_error_prefix(err, r, "%s", what);
 
+        if (max_manifest && b->header.manifest_size > max_manifest)
+                return tp_error(err, -EBADMSG, "%s: the manifest is %" PRIu64 " bytes, more than the %" PRIu64
+                                " this device accepts (limits.manifest_bytes)", what, b->header.manifest_size,
+                                max_manifest);
         b->manifest_len = b->header.manifest_size;
         b->manifest_text = malloc(b->manifest_len);
         if (!b->manifest_text)
@@ -136,7 +140,7 @@ static int bundle_parse(Bundle *b, TpError *err) {
 
 int bundle_open_fd(int fd, const char *what, Bundle **ret, TpError *err) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
-        int r = bundle_read(fd, what, &b, err);
+        int r = bundle_read(fd, what, 0, &b, err);
         if (r < 0)
                 return r;
         r = bundle_parse(b, err);
@@ -185,6 +189,14 @@ static int bundle_check_expiry(const Bundle *b, const BundleTrust *trust, TpErro
         return 0;
 }
 
+static int bundle_check_spans(const Bundle *b, const BundleTrust *trust, TpError *err) {
+        if (trust->max_spans && b->manifest->n_spans > trust->max_spans)
+                return tp_error(err, -EBADMSG, "%s: the manifest lists %zu spans, more than the %" PRIu64
+                                " this device accepts (limits.manifest_spans)", b->what, b->manifest->n_spans,
+                                trust->max_spans);
+        return 0;
+}
+
 int bundle_verify(Bundle *b, BundleTrust *trust, TpError *err) {
         int r = bundle_check_signature(b, trust, err);
         if (r < 0)
@@ -196,8 +208,9 @@ int bundle_open_verified_fd(int fd, const char *what, BundleTrust *trust, Bundle
         _cleanup_(bundle_freep) Bundle *b = NULL;
         int r;
 
-        if ((r = bundle_read(fd, what, &b, err)) < 0 || (r = bundle_check_signature(b, trust, err)) < 0 ||
-            (r = bundle_parse(b, err)) < 0 || (r = bundle_check_expiry(b, trust, err)) < 0)
+        if ((r = bundle_read(fd, what, trust->max_manifest_bytes, &b, err)) < 0 ||
+            (r = bundle_check_signature(b, trust, err)) < 0 || (r = bundle_parse(b, err)) < 0 ||
+            (r = bundle_check_spans(b, trust, err)) < 0 || (r = bundle_check_expiry(b, trust, err)) < 0)
                 return r;
         *ret = TAKE_PTR(b);
         return 0;

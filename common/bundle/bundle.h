@@ -72,6 +72,10 @@ typedef struct BundleTrust {
         const char *ca_path;            /* PEM file or directory; NULL: do not check the signature */
         bool allow_unsigned;            /* accept a bundle without a signature */
         time_t now;                     /* for certificate validity and expiry; 0: clock unknown, skip dates */
+        /* A device's caps (bundle_open_verified*): the manifest's bytes, checked before they are read,
+         * and its spans, checked after the parse; 0: the format's own (MANIFEST_MAX_BYTES, _SPANS). */
+        uint64_t max_manifest_bytes;
+        uint64_t max_spans;
         char signer[256];               /* out: the signer's subject, "" when none was checked */
         bool signature_checked;         /* out */
 } BundleTrust;

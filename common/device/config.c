@@ -9,6 +9,7 @@
 #include <sys/un.h>
 
 #include "config.h"
+#include "manifest.h"
 #include "yaml-doc.h"
 
 #define SOCKET_PATH_MAX sizeof(((struct sockaddr_un *) NULL)->sun_path)
@@ -40,6 +41,7 @@ int config_init(DaemonConfig *c) {
                 .trial.timeout = 120,
                 .trial.health_interval = 2,
                 .keep_versions = 2,
+                .limits = { .manifest_bytes = CONFIG_DEFAULT_MANIFEST_BYTES, .manifest_spans = CONFIG_DEFAULT_MANIFEST_SPANS },
                 .verify = VERIFY_FULL,
                 .scrub_interval = 168,
                 .hawkbit.tenant = strdup("DEFAULT"),
@@ -308,6 +310,17 @@ static int parse_trial(const YamlNode *map, const char *what, DaemonConfig *c, T
         return 0;
 }
 
+static int parse_limits(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+        static const char *const keys[] = { "manifest_bytes", "manifest_spans", NULL };
+        int r;
+
+        if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
+            (r = get_uint(map, "manifest_bytes", 4096, MANIFEST_MAX_BYTES, what, &c->limits.manifest_bytes, err)) < 0 ||
+            (r = get_uint(map, "manifest_spans", 1, MANIFEST_MAX_SPANS, what, &c->limits.manifest_spans, err)) < 0)
+                return r;
+        return 0;
+}
+
 static int get_bool(const YamlNode *map, const char *key, const char *what, bool *ret, TpError *err) {
         const YamlNode *v = yaml_map_get(map, key);
 
@@ -549,9 +562,9 @@ int config_check_files(const DaemonConfig *c, bool *ret_trust_missing, TpError *
 
 static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
-                                            "keep_versions", "verify", "scrub_interval", "channel", "tls", "spool",
+                                            "keep_versions", "verify", "scrub_interval", "limits", "channel", "tls", "spool",
                                             "hawkbit", "notify", NULL };
-        const YamlNode *trust, *trial, *channel, *tls, *hawkbit, *notify;
+        const YamlNode *trust, *trial, *limits, *channel, *tls, *hawkbit, *notify;
         int r;
 
         if (node_is_null(root))
@@ -573,6 +586,8 @@ static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, T
             (r = get_uint(root, "keep_versions", 1, 1000, what, &c->keep_versions, err)) < 0 ||
             (r = get_verify(root, "verify", what, &c->verify, err)) < 0 ||
             (r = get_uint(root, "scrub_interval", 0, 8760, what, &c->scrub_interval, err)) < 0 ||
+            (r = get_section(root, "limits", what, &limits, err)) < 0 ||
+            (limits && (r = parse_limits(limits, what, c, err)) < 0) ||
             (r = get_section(root, "channel", what, &channel, err)) < 0 ||
             (channel && (r = parse_channel(channel, what, c, err)) < 0) ||
             (r = get_section(root, "tls", what, &tls, err)) < 0 ||

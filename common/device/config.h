@@ -43,6 +43,10 @@ typedef struct DaemonConfig {
         VerifyMode verify;              /* "verify: full|incremental"; default full */
         uint64_t scrub_interval;        /* hours between full scrubs of both slots, 0 = never; default 168 */
         struct {
+                uint64_t manifest_bytes;        /* a bundle's manifest, 4096..64 MiB; default 8 MiB */
+                uint64_t manifest_spans;        /* spans in one manifest, 1..1048576; default 131072 */
+        } limits;
+        struct {
                 char *urls[CONFIG_MAX_MIRRORS]; /* the channel's URL and its mirrors, tried in order */
                 size_t n_urls;          /* 0 (url: "" or absent): no channel is polled */
                 uint64_t interval;      /* seconds between polls, 1..604800, +-20% jitter; default 300 */
@@ -71,6 +75,9 @@ typedef struct DaemonConfig {
 
 const char *verify_mode_to_string(VerifyMode m);       /* "full", "incremental" */
 VerifyMode verify_mode_from_string(const char *s);
+
+#define CONFIG_DEFAULT_MANIFEST_BYTES (8u << 20)
+#define CONFIG_DEFAULT_MANIFEST_SPANS (128u << 10)
 
 /* Fill @c with the defaults (allocating the strings). */
 _warn_unused_result_ int config_init(DaemonConfig *c);

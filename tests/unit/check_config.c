@@ -34,6 +34,8 @@ static void config_assert_eq(const DaemonConfig *a, const DaemonConfig *b) {
         ck_assert_uint_eq(a->keep_versions, b->keep_versions);
         ck_assert_int_eq(a->verify, b->verify);
         ck_assert_uint_eq(a->scrub_interval, b->scrub_interval);
+        ck_assert_uint_eq(a->limits.manifest_bytes, b->limits.manifest_bytes);
+        ck_assert_uint_eq(a->limits.manifest_spans, b->limits.manifest_spans);
         ck_assert_uint_eq(a->channel.n_urls, b->channel.n_urls);
         for (size_t i = 0; i < a->channel.n_urls; i++)
                 str_eq_or_null(a->channel.urls[i], b->channel.urls[i], "channel.url");
@@ -78,6 +80,9 @@ static const char all_keys[] =
         "keep_versions: 1000\n"
         "verify: incremental\n"
         "scrub_interval: 0\n"
+        "limits:\n"
+        "  manifest_bytes: 4096\n"
+        "  manifest_spans: 1048576\n"
         "channel:\n"
         "  url: [http://mirror-a/stable.channel, https://mirror-b/x/stable.channel]\n"
         "  interval: 1\n"
@@ -113,6 +118,8 @@ START_TEST(test_defaults) {
         ck_assert_uint_eq(c.keep_versions, 2);
         ck_assert_int_eq(c.verify, VERIFY_FULL);
         ck_assert_uint_eq(c.scrub_interval, 168);
+        ck_assert_uint_eq(c.limits.manifest_bytes, 8u << 20);
+        ck_assert_uint_eq(c.limits.manifest_spans, 128u << 10);
         config_done(&c);
 }
 END_TEST
@@ -159,6 +166,8 @@ START_TEST(test_all_keys) {
         ck_assert_uint_eq(c.keep_versions, 1000);
         ck_assert_int_eq(c.verify, VERIFY_INCREMENTAL);
         ck_assert_uint_eq(c.scrub_interval, 0);
+        ck_assert_uint_eq(c.limits.manifest_bytes, 4096);
+        ck_assert_uint_eq(c.limits.manifest_spans, 1048576);
         ck_assert_uint_eq(c.channel.n_urls, 2);
         ck_assert_str_eq(c.channel.urls[0], "http://mirror-a/stable.channel");
         ck_assert_str_eq(c.channel.urls[1], "https://mirror-b/x/stable.channel");
@@ -262,6 +271,9 @@ static const struct {
         { "keep_versions: 0\n", { "line 1", "'keep_versions'", "from 1 to 1000", "found '0'" } },
         { "keep_versions: 1001\n", { "line 1", "'keep_versions'", "from 1 to 1000", "found '1001'" } },
         { "scrub_interval: 8761\n", { "line 1", "'scrub_interval'", "from 0 to 8760", "found '8761'" } },
+        { "limits:\n  manifest_bytes: 4095\n", { "line 2", "'manifest_bytes'", "from 4096 to 67108864" } },
+        { "limits:\n  manifest_spans: 0\n", { "line 2", "'manifest_spans'", "from 1 to 1048576" } },
+        { "limits:\n  manifest_size: 1\n", { "line 2", "manifest_size" } },
         { "scrub_interval: 99999999999999999999\n", { "line 1", "'scrub_interval'", "from 0 to 8760", "'9999" } },
         /* paths */
         { "state_dir: var/lib/taskpatch\n", { "line 1", "'state_dir'", "an absolute path", "'var/lib/taskpatch'" } },
@@ -547,7 +559,8 @@ START_TEST(test_example_has_every_key) {
         static const char *const keys[] = { "\nstate_dir: ", "\nsocket: ", "\nadmin_group: ", "\nmodel_path: ",
                                             "\ntrust:\n", "\n  ca: ", "\ntrial:\n", "\n  timeout: ",
                                             "\n  health_command: ", "\n  health_url: ", "\n  health_interval: ",
-                                            "\nkeep_versions: ", "\nverify: ", "\nscrub_interval: ", "\nchannel:\n",
+                                            "\nkeep_versions: ", "\nverify: ", "\nscrub_interval: ", "\nlimits:\n",
+                                            "\n  manifest_bytes: ", "\n  manifest_spans: ", "\nchannel:\n",
                                             "\n  url: ", "\n  interval: ", "\n  max_download_rate: ",
                                             "\n  low_speed_time: ", "\n  allow_http: ", "\ntls:\n", "\nspool: ",
                                             "\nhawkbit:\n", "\n  tenant: ", "\n  controller_id: ",
