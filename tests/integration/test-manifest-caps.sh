@@ -3,7 +3,7 @@
 # daemon holding 257 MB): the device's caps (limits.manifest_bytes, limits.manifest_spans)
 # refuse it before it costs memory, and what an accepted one took is given back after the
 # install and after the switch.
-# shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
+# shellcheck disable=SC2034,SC2154  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh; root is set there
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 
