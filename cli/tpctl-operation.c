@@ -353,14 +353,22 @@ int cmd_mark_good(Tpctl *t, int argc, char *argv[]) {
 }
 
 int cmd_rollback(Tpctl *t, int argc, char *argv[]) {
+        static const struct option options[] = {
+                TPCTL_GLOBAL_OPTIONS,
+                { "allow-downgrade", no_argument, NULL, OPT_ALLOW_DOWNGRADE },
+                {},
+        };
         _cleanup_(json_decrefp) json_t *req = NULL;
+        InstallArgs a = {};
         int ex;
 
-        ex = tpctl_parse_options(t, "rollback", argc, argv);
+        ex = parse(t, "rollback", argc, argv, options, install_option, &a);
+        if (ex == TPCTL_GO_ON && optind < argc)
+                ex = tpctl_usage_error("rollback", "unexpected argument '%s'", argv[optind]);
         if (ex != TPCTL_GO_ON)
                 return ex;
         req = request_new("rollback", true);
-        if (!req)
+        if (!req || (a.allow_downgrade && json_object_set_new(req, "allow_downgrade", json_true()) < 0))
                 return oom();
         return operation_run(t, "rollback", req, -1);
 }

@@ -45,8 +45,14 @@ static const struct {
           "  --base        return to the base model instead of a task\n" },
         { "mark-good", cmd_mark_good, "", "confirm the task on trial",
           "Commit the task on trial, so it is no longer rolled back when the trial ends.\n" },
-        { "rollback", cmd_rollback, "", "return to the previous slot",
-          "Activate the previous slot again, and wait until it is settled.\n" },
+        { "rollback", cmd_rollback, "[--allow-downgrade]", "return to what was committed before",
+          "During a trial: back to the committed model at once. Otherwise: switch back to the\n"
+          "task committed before the current one, through a trial like any switch, and wait\n"
+          "until it is settled. Pressed again, it goes further back (it never toggles). Refused\n"
+          "when nothing was committed before, when that task failed its trial, or when its\n"
+          "version is below the one this device has accepted.\n"
+          "\n"
+          "  --allow-downgrade   roll back to a version below the accepted one anyway\n" },
         { "watch", cmd_watch, "[--exec CMD]", "print the daemon's events as they come",
           "Subscribe to the daemon's events and print one line per event (with --json, each\n"
           "event line as the daemon sent it) until the daemon closes the connection.\n"

@@ -102,9 +102,11 @@ check "json v2 committed" test "$(st active.task) $(st active.version)" = "json 
 tpctl rollback > "$TMP/out" 2>&1
 check "rollback to json v1 (below the accepted v2): refused" test $? -ge 2
 check "... names the floor and --allow-downgrade" grep -q "allow-downgrade" "$TMP/out"
-raw '{"cmd": "rollback", "allow_downgrade": true, "wait": true}' > "$TMP/reply"
-check "with allow_downgrade: json v1 on trial" test "$(st state) $(st active.task) $(st active.version)" = "trial json 1"
+check "tpctl rollback --allow-downgrade" tpctl rollback --allow-downgrade
+check "... json v1 on trial" test "$(st state) $(st active.task) $(st active.version)" = "trial json 1"
 tpctl mark-good > /dev/null
+raw '{"cmd": "rollback", "allow_downgrade": "yes"}' > "$TMP/reply"
+check "the protocol's allow_downgrade must be a boolean" grep -q "wrong type" "$TMP/reply"
 
 echo "# install during a trial"
 tpctl switch shout > /dev/null

@@ -147,31 +147,17 @@ function readLines(sock, onLine) {
     });
 }
 
-// One request on its own connection; resolves with the response object.
-function request(obj) {
-    return new Promise((resolve, reject) => {
-        const sock = connect(opt.socket);
-        sock.on("error", reject);
-        sock.on("close", () => reject(new Error("connection closed")));
-        readLines(sock, (msg) => {
-            if ("ok" in msg) {
-                resolve(msg);
-                sock.destroy();
-            }
-        });
-        sock.write(JSON.stringify(obj) + "\n");
-    });
-}
-
-function activeOf(status) {
-    if (!status.ok || !status.model_path || !status.active)
+// The model a snapshot (the first event of every subscription) says is active, or null.
+function activeOf(snapshot) {
+    if (!snapshot.model_path || !snapshot.active)
         return null;
-    const a = status.active;
-    return { model_path: status.model_path, task: a.task, version: a.version, sha256: a.sha256, slot: a.slot };
+    const a = snapshot.active;
+    return { model_path: snapshot.model_path, task: a.task, version: a.version, sha256: a.sha256, slot: a.slot };
 }
 
-// Subscribe, then ask for the active model (events from then on are not missed); on any
-// error or hang-up, try again in half a second. The model keeps being served meanwhile.
+// Subscribe; the snapshot that opens the subscription names the active model (events from then
+// on are not missed, and what happened while disconnected is in it). On any error or hang-up,
+// try again in half a second. The model keeps being served meanwhile.
 function follow() {
     const sock = connect(opt.socket);
     let subscribed = false;
@@ -189,18 +175,14 @@ function follow() {
                 return;
             }
             subscribed = true;
-            try {
-                const meta = activeOf(await request({ cmd: "status" }));
-                const same = current && meta && current.meta.sha256 === meta.sha256 &&
-                    current.meta.slot === meta.slot;
-                if (meta && !same && !wanted)
-                    want(meta);
-            } catch (e) {
-                log(`status: ${e.message}`);
-            }
             return;
         }
-        if (msg.event === "slot-changed") {
+        if (msg.event === "snapshot") {
+            const meta = activeOf(msg);
+            const same = current && meta && current.meta.sha256 === meta.sha256 && current.meta.slot === meta.slot;
+            if (meta && !same && !wanted)
+                want(meta);
+        } else if (msg.event === "slot-changed") {
             log(`slot-changed (${msg.reason}): ${msg.task ?? "base"} v${msg.version} in slot ${msg.slot}`);
             want({ model_path: msg.model_path, task: msg.task, version: msg.version, sha256: msg.sha256, slot: msg.slot });
         } else if (msg.event === "committed" || msg.event === "rolled-back") {
