@@ -250,12 +250,11 @@ char *floor_text(const PersistentState *s) {
         return text;
 }
 
-int floor_load(const char *path, PersistentState *s, TpError *err) {
+/* Read @path (at most STATE_MAX_BYTES) as one JSON value. */
+static int load_json(const char *path, json_t **ret, TpError *err) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        _cleanup_free_ char *buf = malloc(STATE_MAX_BYTES + 1);
-        PersistentState f = { 0 };
+        _cleanup_free_ char *buf = malloc(STATE_MAX_BYTES + 1);    /* one more: a file of exactly the cap is fine */
         json_error_t je;
-        uint64_t format, serial;
         ssize_t n;
 
         if (fd < 0)
@@ -267,12 +266,23 @@ int floor_load(const char *path, PersistentState *s, TpError *err) {
                 return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
         if ((size_t) n > STATE_MAX_BYTES)
                 return tp_error(err, -EBADMSG, "%s: larger than %u bytes", path, STATE_MAX_BYTES);
-        json_t *o = json_loadb(buf, (size_t) n, JSON_REJECT_DUPLICATES, &je);
-        if (!o)
+        *ret = json_loadb(buf, (size_t) n, JSON_REJECT_DUPLICATES, &je);
+        if (!*ret)
                 return tp_error(err, -EBADMSG, "%s: line %d: %s", path, je.line, je.text);
-        int r = json_is_object(o) && get_uint(o, "format", &format) == 0 && format == FLOOR_FORMAT
-                        ? parse_accepted(json_object_get(o, "accepted"), &f)
-                        : -EBADMSG;
+        return 0;
+}
+
+int floor_load(const char *path, PersistentState *s, TpError *err) {
+        PersistentState f = { 0 };
+        uint64_t format, serial;
+        json_t *o = NULL;
+        int r;
+
+        if ((r = load_json(path, &o, err)) < 0)
+                return r;
+        r = json_is_object(o) && get_uint(o, "format", &format) == 0 && format == FLOOR_FORMAT
+                    ? parse_accepted(json_object_get(o, "accepted"), &f)
+                    : -EBADMSG;
         bool have_serial = r == 0 && json_object_get(o, "channel_serial");
         if (have_serial && get_uint(o, "channel_serial", &serial) < 0)
                 r = -EBADMSG;
@@ -290,25 +300,13 @@ int floor_load(const char *path, PersistentState *s, TpError *err) {
 }
 
 int state_load(const char *path, PersistentState *ret, TpError *err) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        _cleanup_free_ char *buf = malloc(STATE_MAX_BYTES + 1);    /* one more: a file of exactly the cap is fine */
         PersistentState s = { 0 };
-        json_error_t je;
-        ssize_t n;
+        json_t *o = NULL;
+        int r;
 
-        if (fd < 0)
-                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-        if (!buf)
-                return -ENOMEM;
-        n = read(fd, buf, STATE_MAX_BYTES + 1);
-        if (n < 0)
-                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-        if ((size_t) n > STATE_MAX_BYTES)
-                return tp_error(err, -EBADMSG, "%s: larger than %u bytes", path, STATE_MAX_BYTES);
-        json_t *o = json_loadb(buf, (size_t) n, JSON_REJECT_DUPLICATES, &je);
-        if (!o)
-                return tp_error(err, -EBADMSG, "%s: line %d: %s", path, je.line, je.text);
-        int r = parse_state(o, &s);
+        if ((r = load_json(path, &o, err)) < 0)
+                return r;
+        r = parse_state(o, &s);
         json_decref(o);
         if (r < 0)
                 return tp_error(err, r, "%s: %s", path,

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/taskpatchd-store.c: the caps of the state file (its size, the tasks whose versions it keeps). */
+/*
+ * daemon/taskpatchd-store.c: the caps of the state file (its size, the tasks whose versions it
+ * keeps); the history of commits 'tpctl rollback' walks back; the floor kept a second time.
+ */
 
 #include <check.h>
 #include <jansson.h>
@@ -92,12 +95,95 @@ START_TEST(test_file_size_cap) {
 }
 END_TEST
 
+/* Commits push, a rollback's commit pops, failed tasks are remembered until committed again. */
+START_TEST(test_history) {
+        PersistentState s = { 0 }, back = { 0 };
+        TpError err = {};
+
+        setup();
+        ck_assert_ptr_null(state_previous(&s));
+        state_committed(&s, NULL, 0);
+        state_committed(&s, "json", 1);
+        state_committed(&s, "json", 1);         /* the same again: one entry */
+        state_committed(&s, "shout", 1);
+        ck_assert_uint_eq(s.n_history, 3);
+        ck_assert_str_eq(state_previous(&s)->task, "json");
+        state_history_pop(&s);                  /* rolled back to json, committed */
+        ck_assert_str_eq(s.history[s.n_history - 1].task, "json");
+        ck_assert_str_eq(state_previous(&s)->task, "");
+        for (unsigned v = 1; v <= STATE_HISTORY_MAX + 3; v++)
+                state_committed(&s, "json", v);
+        ck_assert_uint_eq(s.n_history, STATE_HISTORY_MAX);  /* the oldest dropped */
+        ck_assert_uint_eq(s.history[s.n_history - 1].version, STATE_HISTORY_MAX + 3);
+
+        state_failed_add(&s, "shout", 2);
+        state_failed_add(&s, "shout", 2);
+        ck_assert_uint_eq(s.n_failed, 1);
+        ck_assert(state_failed(&s, "shout", 2));
+        ck_assert(!state_failed(&s, "shout", 1));
+        state_committed(&s, "shout", 2);        /* a technician switched to it and it passed */
+        ck_assert(!state_failed(&s, "shout", 2));
+        for (unsigned v = 1; v <= STATE_FAILED_MAX + 1; v++)
+                state_failed_add(&s, "bad", v);
+        ck_assert_uint_eq(s.n_failed, STATE_FAILED_MAX);
+        ck_assert(!state_failed(&s, "bad", 1));
+
+        s.committed = SLOT_A;
+        ck_assert_int_eq(state_save(path, &s, NULL, &err), 0);
+        ck_assert_int_eq(state_load(path, &back, &err), 0);
+        ck_assert_uint_eq(back.n_history, s.n_history);
+        ck_assert_mem_eq(back.history, s.history, s.n_history * sizeof(TaskRef));
+        ck_assert_uint_eq(back.n_failed, s.n_failed);
+        ck_assert_mem_eq(back.failed, s.failed, s.n_failed * sizeof(TaskRef));
+        teardown();
+}
+END_TEST
+
+/* floor_load() only raises: the accepted versions and the channel serial survive state.json. */
+START_TEST(test_floor) {
+        PersistentState s = { 0 }, into = { 0 };
+        TpError err = {};
+
+        setup();
+        ck_assert_int_eq(state_accept(&s, "json", 7), 1);
+        ck_assert_int_eq(state_accept(&s, "shout", 2), 1);
+        s.have_channel = true;
+        s.channel_serial = 41;
+        _cleanup_free_ char *text = floor_text(&s);
+        ck_assert_ptr_nonnull(text);
+        FILE *f = fopen(path, "we");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+
+        ck_assert_int_eq(state_accept(&into, "json", 9), 1);     /* higher already: kept */
+        into.have_channel = true;
+        into.channel_serial = 3;
+        ck_assert_int_eq(floor_load(path, &into, &err), 0);
+        ck_assert_uint_eq(state_accepted(&into, "json"), 9);
+        ck_assert_uint_eq(state_accepted(&into, "shout"), 2);
+        ck_assert_uint_eq(into.channel_serial, 41);
+
+        f = fopen(path, "we");
+        fputs("{\"format\": 2, \"accepted\": {}}", f);
+        fclose(f);
+        ck_assert_int_eq(floor_load(path, &into, &err), -EBADMSG);
+        ck_assert_ptr_nonnull(strstr(err.message, "not a floor file"));
+        ck_assert_uint_eq(state_accepted(&into, "json"), 9);
+        unlink(path);
+        ck_assert_int_eq(floor_load(path, &into, &err), -ENOENT);
+        teardown();
+}
+END_TEST
+
 static Suite *store_suite(void) {
         Suite *s = suite_create("store");
         TCase *tc = tcase_create("caps");
 
         tcase_add_test(tc, test_accepted_tasks_cap);
         tcase_add_test(tc, test_file_size_cap);
+        tcase_add_test(tc, test_history);
+        tcase_add_test(tc, test_floor);
         suite_add_tcase(s, tc);
         return s;
 }
