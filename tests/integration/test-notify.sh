@@ -35,50 +35,72 @@ FAKE_PID=$!
 for _ in $(seq 50); do grep -q ready "$TMP/fake.out" 2> /dev/null && break; sleep 0.1; done
 check "a private bus with a stand-in for systemd" grep -q ready "$TMP/fake.out"
 
-mkdir -p "$TMP/exec"
-write_config "trial:
-  timeout: 3
-notify:
-  restart_units: [llama-server.service]
-  reload_units: [onnx-app.service]
-  exec: env | grep ^TASKPATCH_ | sort > $TMP/exec/\$(date +%s%N).env"
-need_daemon
-tpctl provision "$TMP/base.gguf" > /dev/null
-tpctl install "$TMP/json.tpb" > /dev/null
-: > "$TMP/units.log"
-rm -f "$TMP/exec"/*
-tpctl switch json > /dev/null
-
 # wait_for FILE PATTERN: until FILE has a line matching PATTERN (5 s).
 wait_for() {
     for _ in $(seq 50); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done
     return 1
 }
+# The command writes its whole environment under a temporary name and renames it to
+# exec/REASON.env last, so a file of that name is complete; HOOK_PID is the shell the daemon ran.
+# hook_done REASON [LINE]: until exec/REASON.env is there and the daemon has reaped that shell (a
+# zombie still answers kill -0), so the next change finds no command running (the daemon does not
+# start one while the last lasts) (10 s); then, with LINE, the file has that line.
+hook_done() {
+    local pid
+    for _ in $(seq 100); do
+        pid=$(sed -n 's/^HOOK_PID=//p' "$TMP/exec/$1.env" 2> /dev/null)
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2> /dev/null; then
+            [ -z "${2:-}" ] || grep -qx "$2" "$TMP/exec/$1.env"
+            return
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+# The trials here end by rollback, mark-good or the daemon's stop; a timeout that runs out
+# between two steps on a loaded machine would roll back under the test.
+mkdir -p "$TMP/exec"
+write_config "trial:
+  timeout: 600
+notify:
+  restart_units: [llama-server.service]
+  reload_units: [onnx-app.service]
+  exec: env | sort > $TMP/exec/.\$\$ && echo HOOK_PID=\$\$ >> $TMP/exec/.\$\$ && mv $TMP/exec/.\$\$ $TMP/exec/\$TASKPATCH_REASON.env"
+# A NOTIFY_SOCKET the daemon has (sd_notify to a missing socket fails quietly) and the command must not.
+NOTIFY_SOCKET="$TMP/notify.sock" need_daemon
+tpctl provision "$TMP/base.gguf" > /dev/null
+# Provision's calls and command finish before the switch: none of them is taken for the switch's.
+check "provision: the command ran and ended" hook_done provision
+check "... systemd asked to reload onnx-app.service (the last call)" \
+    wait_for "$TMP/units.log" "^ReloadOrRestartUnit onnx-app.service replace$"
+tpctl install "$TMP/json.tpb" > /dev/null
+: > "$TMP/units.log"
+tpctl switch json > /dev/null
+
 check "switch: systemd asked to restart llama-server.service" wait_for "$TMP/units.log" "^RestartUnit llama-server.service replace$"
 check "... and to reload onnx-app.service" wait_for "$TMP/units.log" "^ReloadOrRestartUnit onnx-app.service replace$"
-for _ in $(seq 50); do [ -n "$(cat "$TMP"/exec/*.env 2> /dev/null)" ] && break; sleep 0.1; done
-env_file=$(ls "$TMP"/exec/*.env 2> /dev/null | head -n 1)
-check "... the command ran with the event in its environment" grep -q "^TASKPATCH_EVENT=slot-changed$" "$env_file"
+env_file="$TMP/exec/switch.env"
+check "... the command ran with the event in its environment" hook_done switch TASKPATCH_EVENT=slot-changed
 check "... task, reason, model path, SHA-256" \
     sh -c "grep -q '^TASKPATCH_TASK=json$' '$env_file' && grep -q '^TASKPATCH_REASON=switch$' '$env_file' &&
         grep -q '^TASKPATCH_MODEL_PATH=$MODEL$' '$env_file' && grep -Eq '^TASKPATCH_SHA256=[0-9a-f]{64}$' '$env_file'"
-check "... and without the daemon's NOTIFY_SOCKET" sh -c "! grep -q NOTIFY_SOCKET '$env_file'"
+check "... and without the daemon's NOTIFY_SOCKET" sh -c "grep -q '^TASKPATCH_' '$env_file' && ! grep -q '^NOTIFY_SOCKET=' '$env_file'"
 
 : > "$TMP/units.log"
-rm -f "$TMP/exec"/*
 tpctl rollback > /dev/null
 check "rollback: llama-server.service restarted again" wait_for "$TMP/units.log" "^RestartUnit llama-server.service replace$"
-for _ in $(seq 50); do [ -n "$(cat "$TMP"/exec/*.env 2> /dev/null)" ] && break; sleep 0.1; done
-check "... the command says why" grep -q "^TASKPATCH_REASON=rollback$" "$TMP"/exec/*.env
+check "... and onnx-app.service reloaded again" wait_for "$TMP/units.log" "^ReloadOrRestartUnit onnx-app.service replace$"
+check "... the command says why" hook_done rollback TASKPATCH_REASON=rollback
 tpctl --json status > "$TMP/st.json"
-# Two units for each of provision, switch and rollback.
-check "status counts the calls (6), no error" \
-    test "$(jget notify.unit_calls < "$TMP/st.json") $(jget notify.last_error < "$TMP/st.json")" = "6 null"
+# Two units and one command for each of provision, switch and rollback.
+check "status counts the calls (6) and the commands (3), no error" \
+    test "$(jget notify.unit_calls < "$TMP/st.json") $(jget notify.exec_runs < "$TMP/st.json") $(jget notify.last_error < "$TMP/st.json")" = "6 3 null"
 stop_daemon
 
 # A unit systemd does not know, and no bus at all: reported, the switch stands.
 write_config "trial:
-  timeout: 3
+  timeout: 600
 notify:
   restart_units: [missing.service]"
 need_daemon
