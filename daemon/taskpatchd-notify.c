@@ -23,6 +23,7 @@ struct Notifier {
         sd_bus *bus;                    /* opened at the first use */
         sd_event_source *child, *timer; /* the exec command running */
         pid_t pid;
+        json_t *pending;                /* the newest change that came while the command ran */
         unsigned calls, exec_runs;
         char last_error[TP_ERROR_MAX];
 };
@@ -83,13 +84,25 @@ static void exec_done(Notifier *n) {
         n->pid = 0;
 }
 
+static void run_exec(Notifier *n, json_t *ev);
+
+/* The command ended: a change that came meanwhile runs now (only the newest: it says what is active). */
+static void exec_next(Notifier *n) {
+        json_t *ev = TAKE_PTR(n->pending);
+
+        exec_done(n);
+        if (ev)
+                run_exec(n, ev);
+        json_decref(ev);
+}
+
 static int on_exec_exit(sd_event_source *s _unused_, const siginfo_t *si, void *userdata) {
         Notifier *n = userdata;
 
         if (si->si_code != CLD_EXITED || si->si_status != 0)
                 set_error(n, "'%s' %s %d", n->config->notify.exec, si->si_code == CLD_EXITED ? "exited with" : "killed by signal",
                           si->si_status);
-        exec_done(n);
+        exec_next(n);
         return 0;
 }
 
@@ -111,7 +124,11 @@ static void run_exec(Notifier *n, json_t *ev) {
         if (!n->config->notify.exec)
                 return;
         if (n->pid > 0) {
-                set_error(n, "'%s' is still running from the last change: not run again", n->config->notify.exec);
+                /* Never two at once, and never lost: the newest change runs when this one ends. */
+                log_info("notify: '%s' is still running from the last change: this one runs when it ends",
+                         n->config->notify.exec);
+                json_decref(n->pending);
+                n->pending = json_incref(ev);
                 return;
         }
         json_object_foreach(ev, key, v) {
@@ -181,6 +198,7 @@ Notifier *notifier_free(Notifier *n) {
         if (n->pid > 0)
                 (void) kill(-n->pid, SIGKILL);
         exec_done(n);
+        json_decref(n->pending);
         sd_bus_flush_close_unref(n->bus);
         free(n);
         return NULL;

@@ -43,8 +43,8 @@ wait_for() {
 # The command writes its whole environment under a temporary name and renames it to
 # exec/REASON.env last, so a file of that name is complete; HOOK_PID is the shell the daemon ran.
 # hook_done REASON [LINE]: until exec/REASON.env is there and the daemon has reaped that shell (a
-# zombie still answers kill -0), so the next change finds no command running (the daemon does not
-# start one while the last lasts) (10 s); then, with LINE, the file has that line.
+# zombie still answers kill -0), so the next change finds no command running (one that comes
+# while it runs would wait for it) (10 s); then, with LINE, the file has that line.
 hook_done() {
     local pid
     for _ in $(seq 100); do
@@ -115,4 +115,24 @@ tpctl switch --base > /dev/null
 tpctl --json status > "$TMP/st.json"
 check "no bus: 'cannot reach systemd' in status" grep -q "cannot reach systemd" "$TMP/st.json"
 check "... the switch stands" test "$(jget state < "$TMP/st.json")" = trial
+tpctl mark-good > /dev/null
+stop_daemon
+
+# A slow command and two changes in a row (found from outside: the second was dropped): the
+# second runs when the first ends, never at the same time.
+rm -f "$TMP/exec"/*
+write_config "trial:
+  timeout: 600
+notify:
+  exec: while [ ! -e $TMP/exec/go ]; do sleep 0.05; done; env | sort > $TMP/exec/.\$\$ && mv $TMP/exec/.\$\$ $TMP/exec/\$TASKPATCH_REASON.env"
+need_daemon
+tpctl switch json > /dev/null
+tpctl rollback > /dev/null
+check "while the first command runs, the second waits" test ! -e "$TMP/exec/rollback.env"
+touch "$TMP/exec/go"
+check "the first command ran (switch)" wait_for "$TMP/exec/switch.env" "^TASKPATCH_REASON=switch$"
+check "... and then the second (rollback), not dropped" wait_for "$TMP/exec/rollback.env" "^TASKPATCH_REASON=rollback$"
+tpctl --json status > "$TMP/st.json"
+check "status counts both runs, no error" \
+    test "$(jget notify.exec_runs < "$TMP/st.json") $(jget notify.last_error < "$TMP/st.json")" = "2 null"
 daemon_finish
