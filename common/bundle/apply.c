@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 
 #include "apply.h"
-#include "delta.h"
 #include "fileio.h"
 #include "hashpipe.h"
+#include "span.h"
 
 #define APPLY_BUFFER (512u << 10)
 
@@ -54,81 +54,34 @@ static int copy_base(Applier *a, uint64_t from, uint64_t to) {
         return 0;
 }
 
-static int hex_mismatch(Applier *a, size_t idx, const ManifestSpan *s, const char *what, const uint8_t want[32],
-                        const uint8_t got[32], int code) {
-        char w[SHA256_HEX_SIZE], g[SHA256_HEX_SIZE];
-        sha256_to_hex(want, w);
-        sha256_to_hex(got, g);
-        return tp_error(a->err, code, "%s: span #%zu (offset %" PRIu64 ", %" PRIu64 " bytes%s%s): %s SHA-256 is %s, the manifest says %s",
-                        a->bundle->what, idx, s->offset, s->length, s->site ? ", site " : "", s->site ? s->site : "",
-                        what, g, w);
-}
-
-static int apply_span(Applier *a, SpanReader *sr, size_t idx, const ManifestSpan *s) {
-        DeltaLayout layout = DELTA_BYTES;
-        Sha256 sb, sn;                  /* fed through the pipe: sync before reading or leaving */
-        uint8_t db[32], dn[32];
+/* One span through the shared decoder: base bytes read and fed, new bytes decoded and written. */
+static int apply_span(Applier *a, SpanDecoder *sd, const ManifestSpan *s) {
         uint64_t base_end = s->offset + s->length < a->base_size ? s->offset + s->length : a->base_size;
-        bool has_base = s->offset < a->base_size;
-        size_t group = APPLY_BUFFER;
-        int r = 0;
+        size_t n;
+        int r;
 
-        if (s->encoding == SPAN_DELTA) {
-                layout = delta_layout_from_string(s->layout);
-                if (layout < 0)
-                        return tp_error(a->err, -EBADMSG, "%s: span #%zu: unknown delta layout '%s'", a->bundle->what,
-                                        idx, s->layout);
-                if (base_end != s->offset + s->length || s->length % delta_unit(layout) != 0)
-                        return tp_error(a->err, -EBADMSG, "%s: span #%zu: a delta span must lie inside the base and be whole %s blocks",
-                                        a->bundle->what, idx, s->layout);
-                group = delta_group_bytes(layout);
-        }
-
-        sha256_init(&sb);
-        sha256_init(&sn);
-        for (uint64_t pos = s->offset; pos < s->offset + s->length;) {
-                size_t n = s->offset + s->length - pos < group ? (size_t) (s->offset + s->length - pos) : group;
+        for (uint64_t pos = s->offset; (n = span_decoder_want(sd, APPLY_BUFFER)) > 0; pos += n) {
                 size_t nb = pos < base_end ? (base_end - pos < n ? (size_t) (base_end - pos) : n) : 0;
                 unsigned slot = hash_pipe_slot(a->pipe);
                 Slot *sl = &a->slots[slot];
+                const uint8_t *bytes;
 
                 if (nb > 0) {
                         r = pread_full(a->base_fd, sl->base, nb, pos);
-                        if (r < 0) {
-                                r = tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
-                                             a->base_what, pos);
-                                break;
-                        }
-                        hash_pipe_feed(a->pipe, slot, &sb, &a->base_hash, sl->base, nb);
+                        if (r < 0)
+                                return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
+                                                a->base_what, pos);
+                        if ((r = span_decoder_base(sd, slot, sl->base, nb, &a->base_hash, a->err)) < 0)
+                                return r;
                 }
-                r = span_reader_read(sr, sl->frame, n, a->err);
-                if (r < 0)
-                        break;
-                const uint8_t *bytes = sl->frame;
-                if (s->encoding == SPAN_DELTA) {
-                        delta_decode(layout, sl->base, sl->frame, n, sl->out);
-                        bytes = sl->out;
-                }
-                hash_pipe_feed(a->pipe, slot, &sn, &a->target_hash, bytes, n);
+                if ((r = span_decoder_read(sd, slot, sl->frame, sl->out, n, &a->target_hash, &bytes, a->err)) < 0)
+                        return r;
                 r = write_full(a->out_fd, bytes, n);
-                if (r < 0) {
-                        r = tp_error(a->err, r, "writing the output: %s", strerror(-r));
-                        break;
-                }
-                pos += n;
+                if (r < 0)
+                        return tp_error(a->err, r, "writing the output: %s", strerror(-r));
         }
-        hash_pipe_sync(a->pipe);
-        if (r < 0)
+        if ((r = span_decoder_end(sd, a->err)) < 0)
                 return r;
-        sha256_final(&sb, db);
-        sha256_final(&sn, dn);
-
-        /* A span reaching past the base (a grown file) carries no base hash. */
-        if (has_base && base_end == s->offset + s->length && memcmp(db, s->base_sha256, 32) != 0)
-                return hex_mismatch(a, idx, s, "the base bytes' (is this the right base?)", s->base_sha256, db,
-                                    -EBADMSG);
-        if (memcmp(dn, s->new_sha256, 32) != 0)
-                return hex_mismatch(a, idx, s, "the new bytes'", s->new_sha256, dn, -EBADMSG);
         a->stats.span_bytes += s->length;
         return 0;
 }
@@ -146,14 +99,13 @@ static void applier_done(Applier *a) {
 int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_path, bool sync,
                  ApplyStats *ret_stats, TpError *err) {
         const Manifest *m = b->manifest;
-        _cleanup_(span_reader_freep) SpanReader *sr = NULL;
+        _cleanup_(span_decoder_freep) SpanDecoder *sd = NULL;
         AtomicFile af = ATOMIC_FILE_NULL;
         Applier a = { .bundle = b, .base_fd = base_fd, .base_what = base_what, .err = err };
         const ManifestSpan *s;
         uint8_t d[32];
         struct stat st;
         uint64_t pos = 0;
-        size_t idx = 0;
         int r;
 
         if (fstat(base_fd, &st) < 0)
@@ -163,10 +115,7 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
                 return tp_error(err, -EBADMSG, "%s: the base is %" PRIu64 " bytes, the bundle was made for a %" PRIu64
                                 "-byte base (wrong base?)", base_what, a.base_size, m->base.size);
 
-        a.bufsize = APPLY_BUFFER;
-        for (DeltaLayout l = 0; l < _DELTA_LAYOUT_MAX; l++)
-                if (delta_group_bytes(l) > a.bufsize)
-                        a.bufsize = delta_group_bytes(l);
+        a.bufsize = span_decoder_buffer_size(APPLY_BUFFER);
         for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
                 a.slots[i] = (Slot) { malloc(a.bufsize), malloc(a.bufsize), malloc(a.bufsize) };
                 if (!a.slots[i].base || !a.slots[i].frame || !a.slots[i].out) {
@@ -180,7 +129,7 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
                 return tp_error(err, r, "cannot start the hashing thread: %s", strerror(-r));
         }
 
-        r = span_reader_new(b, &sr, err);
+        r = span_decoder_new(b, a.base_size, a.pipe, &sd, err);
         if (r < 0) {
                 applier_done(&a);
                 return r;
@@ -196,12 +145,12 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
         sha256_init(&a.base_hash);
         sha256_init(&a.target_hash);
 
-        while ((r = span_reader_next(sr, &s, err)) > 0) {
-                if ((r = copy_base(&a, pos, s->offset)) < 0 || (r = apply_span(&a, sr, idx++, s)) < 0)
+        while ((r = span_decoder_next(sd, &s, err)) > 0) {
+                if ((r = copy_base(&a, pos, s->offset)) < 0 || (r = apply_span(&a, sd, s)) < 0)
                         goto fail;
                 pos = s->offset + s->length;
         }
-        if (r < 0 || (r = copy_base(&a, pos, m->target.size)) < 0 || (r = span_reader_finish(sr, err)) < 0)
+        if (r < 0 || (r = copy_base(&a, pos, m->target.size)) < 0 || (r = span_decoder_finish(sd, err)) < 0)
                 goto fail;
 
         /* The rest of the base (a shrunk file) still counts for the base hash. */

@@ -3,7 +3,8 @@
 
 /*
  * Applying a bundle to a base file offline: one sequential pass that copies
- * the unchanged bytes, decodes each span (checking the base bytes it
+ * the unchanged bytes, decodes each span through span.h's decoder (the
+ * checks and messages the device's stager uses too: the base bytes it
  * replaces and the new bytes it writes against the manifest), and hashes
  * base and result in full. The output is a temporary renamed into place
  * only when the result's SHA-256 equals the manifest's target: a refused

@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "delta.h"
 #include "fileio.h"
 #include "hashpipe.h"
+#include "span.h"
 #include "stage.h"
 
 #define STAGE_WINDOW (256u << 10)       /* bytes per read outside spans, and per raw-span piece */
@@ -42,12 +42,9 @@ struct Stager {
         size_t n_iv, cur_iv;
         uint64_t pos;
 
-        SpanReader *reader;
+        SpanDecoder *decoder;
         size_t next_span;               /* index of the next new span */
         const ManifestSpan *span;       /* the span being written, or NULL */
-        DeltaLayout layout;
-        size_t group;
-        Sha256 span_base, span_new;
 
         uint64_t undo_idx;              /* first source undo span not wholly before pos */
         UndoWriter *undo_out;
@@ -82,13 +79,13 @@ static void written(Stager *s, uint64_t n) {
 Stager *stager_free(Stager *s) {
         if (!s)
                 return NULL;
-        hash_pipe_free(s->pipe);        /* first: the worker may still read the buffers */
+        hash_pipe_free(s->pipe);        /* first: the worker may still read the buffers and the span digests */
         for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
                 free(s->bufs[i].base);
                 free(s->bufs[i].frame);
                 free(s->bufs[i].out);
         }
-        span_reader_free(s->reader);
+        span_decoder_free(s->decoder);
         undo_writer_free(s->undo_out);
         free(s->undo_path);
         free(s->iv);
@@ -145,10 +142,11 @@ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, Veri
         s->m = tgt->bundle ? tgt->bundle->manifest : NULL;
         if (fstat(slot_fd, &st) < 0)
                 return tp_error(err, negative_errno(), "slot: %s", strerror(errno));
-        if ((uint64_t) st.st_size != tgt->size || src->seal->size != tgt->size)
+        if ((uint64_t) st.st_size != tgt->size || src->seal->size != tgt->size ||
+            (s->m && s->m->target.size != tgt->size))
                 return tp_error(err, -EBADMSG, "the slot is %jd bytes, the target %" PRIu64
                                 " (tasks that change the model's size are not supported on the device)",
-                                (intmax_t) st.st_size, tgt->size);
+                                (intmax_t) st.st_size, s->m ? s->m->target.size : tgt->size);
         if (tgt->chunk_size && (tgt->chunk_size < CHUNK_MIN_SIZE ||
                                 chunk_count(tgt->size, tgt->chunk_size) > CHUNK_MAX_ENTRIES))
                 return tp_error(err, -EBADMSG, "chunk size %" PRIu64 " out of range", tgt->chunk_size);
@@ -179,10 +177,7 @@ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, Veri
         if (s->n_iv)
                 s->pos = s->iv[0].start;
 
-        s->bufsize = STAGE_WINDOW;
-        for (DeltaLayout l = 0; l < _DELTA_LAYOUT_MAX; l++)
-                if (delta_group_bytes(l) > s->bufsize)
-                        s->bufsize = delta_group_bytes(l);
+        s->bufsize = span_decoder_buffer_size(STAGE_WINDOW);
         for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
                 s->bufs[i] = (Buffers) { malloc(s->bufsize), malloc(s->bufsize), malloc(s->bufsize) };
                 if (!s->bufs[i].base || !s->bufs[i].frame || !s->bufs[i].out)
@@ -199,7 +194,13 @@ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, Veri
         if (!s->undo_path)
                 return -ENOMEM;
         if (s->m) {
-                if ((r = span_reader_new(tgt->bundle, &s->reader, err)) < 0)
+                /*
+                 * The slot holds base bytes under every span (its own, or the undo record's). Full mode
+                 * hashes the span digests on this thread, so that the hashing thread's one job is the
+                 * whole-file stream; incremental mode hashes far less there, so it takes them too.
+                 */
+                if ((r = span_decoder_new(tgt->bundle, tgt->size, s->incremental ? s->pipe : NULL, &s->decoder,
+                                          err)) < 0)
                         return r;
                 _cleanup_free_ UndoSpan *us = calloc(s->m->n_spans + 1, sizeof(UndoSpan));
                 if (!us)
@@ -293,48 +294,23 @@ static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool resto
         return 0;
 }
 
-static int digest_mismatch(const ManifestSpan *s, size_t idx, const char *what, TpError *err) {
-        return tp_error(err, -EBADMSG, "span #%zu (offset %" PRIu64 ", %" PRIu64 " bytes%s%s): %s do not match the manifest",
-                        idx, s->offset, s->length, s->site ? ", site " : "", s->site ? s->site : "", what);
-}
-
 static int begin_span(Stager *s, TpError *err) {
         const ManifestSpan *sp;
-        int r = span_reader_next(s->reader, &sp, err);
+        int r = span_decoder_next(s->decoder, &sp, err);
 
         if (r < 0)
                 return r;
         if (r == 0 || sp != &s->m->spans[s->next_span])
                 return tp_error(err, -EBADMSG, "the payload ended before span #%zu", s->next_span);
-        if (sp->offset + sp->length > s->tgt.size)
-                return tp_error(err, -EBADMSG, "span #%zu reaches past the end of the model", s->next_span);
         s->span = sp;
-        s->layout = DELTA_BYTES;
-        s->group = STAGE_WINDOW;
-        if (sp->encoding == SPAN_DELTA) {
-                s->layout = delta_layout_from_string(sp->layout);
-                if (s->layout < 0 || sp->length % delta_unit(s->layout) != 0)
-                        return tp_error(err, -EBADMSG, "span #%zu: bad delta layout '%s' for %" PRIu64 " bytes",
-                                        s->next_span, sp->layout, sp->length);
-                s->group = delta_group_bytes(s->layout);
-        }
-        sha256_init(&s->span_base);
-        sha256_init(&s->span_new);
         return 0;
 }
 
 static int end_span(Stager *s, TpError *err) {
-        uint8_t db[SHA256_DIGEST_SIZE], dn[SHA256_DIGEST_SIZE];
+        int r = span_decoder_end(s->decoder, err);
 
-        if (s->incremental)
-                hash_pipe_sync(s->pipe);        /* the span digests were fed to the hashing thread */
-
-        sha256_final(&s->span_base, db);
-        sha256_final(&s->span_new, dn);
-        if (memcmp(db, s->span->base_sha256, SHA256_DIGEST_SIZE) != 0)
-                return digest_mismatch(s->span, s->next_span, "the base bytes (is the slot the right base?)", err);
-        if (memcmp(dn, s->span->new_sha256, SHA256_DIGEST_SIZE) != 0)
-                return digest_mismatch(s->span, s->next_span, "the new bytes", err);
+        if (r < 0)
+                return r;
         s->span = NULL;
         s->next_span++;
         return 0;
@@ -354,34 +330,16 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
 
         if (s->span) {
                 uint64_t span_end = s->span->offset + s->span->length;
-                n = span_end - pos < s->group ? (size_t) (span_end - pos) : s->group;
+                const uint8_t *bytes;
+                n = span_decoder_want(s->decoder, STAGE_WINDOW);
                 if ((r = read_base(s, pos, n, b->base, false, err)) < 0)
                         return r;
-                /*
-                 * Full mode: span digests on this thread, so that the hashing thread's one job is the
-                 * whole-file stream. Incremental mode hashes far less on that thread: it takes the
-                 * span and undo-record digests too, and this thread only reads, decodes and writes.
-                 */
-                if (s->incremental) {
-                        hash_pipe_feed(s->pipe, slot, &s->span_base, undo_writer_hash(s->undo_out), b->base, n);
-                        r = undo_writer_append_unhashed(s->undo_out, b->base, n, err);
-                } else {
-                        sha256_update(&s->span_base, b->base, n);
-                        r = undo_writer_append(s->undo_out, b->base, n, err);
-                }
-                if (r < 0)
+                /* The base bytes replaced go into the undo record; its digest shares the span digest's pass. */
+                if ((r = span_decoder_base(s->decoder, slot, b->base, n, undo_writer_hash(s->undo_out), err)) < 0 ||
+                    (r = undo_writer_append_unhashed(s->undo_out, b->base, n, err)) < 0)
                         return r;
-                if ((r = span_reader_read(s->reader, b->frame, n, err)) < 0)
+                if ((r = span_decoder_read(s->decoder, slot, b->frame, b->out, n, NULL, &bytes, err)) < 0)
                         return r;
-                const uint8_t *bytes = b->frame;
-                if (s->span->encoding == SPAN_DELTA) {
-                        delta_decode(s->layout, b->base, b->frame, n, b->out);
-                        bytes = b->out;
-                }
-                if (s->incremental)
-                        hash_pipe_feed(s->pipe, slot, &s->span_new, NULL, bytes, n);
-                else
-                        sha256_update(&s->span_new, bytes, n);
                 if ((r = pwrite_full(s->fd, bytes, n, pos)) < 0)
                         return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", pos, strerror(-r));
                 written(s, n);
@@ -413,7 +371,7 @@ static int finish(Stager *s, TpError *err) {
                 chunks_settle(s);
         if (s->m && s->next_span != s->m->n_spans)
                 return tp_error(err, -EBADMSG, "the pass ended before span #%zu", s->next_span);
-        if (s->reader && (r = span_reader_finish(s->reader, err)) < 0)
+        if (s->decoder && (r = span_decoder_finish(s->decoder, err)) < 0)
                 return r;
         if (!s->incremental) {
                 sha256_final(&s->full, d);

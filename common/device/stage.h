@@ -10,7 +10,8 @@
  * B is one pass in file order: where A wrote and B does not, the undo
  * record's base bytes are written back; where B writes, its spans are
  * decoded against the base bytes (the slot's, or the undo record's where A
- * changed them), checked against the manifest's per-span hashes, and the
+ * changed them) by span.h's decoder, checked against the manifest's per-span
+ * hashes (the same checks and messages as bundle_apply()), and the
  * base bytes they replace go into B's new undo record. Bytes written are
  * O(patch): A's spans outside B's plus B's spans.
  *

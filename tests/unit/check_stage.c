@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* common/device/stage.c, common/device/slot.c, common/device/filejob.c: staging tasks into a slot file in place. */
+/*
+ * common/device/stage.c, common/device/slot.c, common/device/filejob.c: staging tasks into a slot file in place;
+ * and the span decoder it shares with bundle_apply() (common/bundle/span.c) refusing damage in the same words.
+ */
 
 #include <check.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "apply.h"
 #include "artifact.h"
 #include "check-main.h"
 #include "create.h"
@@ -266,6 +271,95 @@ START_TEST(test_damaged_undo) {
 }
 END_TEST
 
+/* ---- apply and the stager share one span decoder: the same damage, the same words ---- */
+
+static uint8_t *read_all(const char *name, size_t *ret_n) {
+        _cleanup_close_ int fd = open(path_of(name), O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(fstat(fd, &st), 0);
+        uint8_t *p = malloc((size_t) st.st_size);
+        ck_assert_int_eq(pread_full(fd, p, (size_t) st.st_size, 0), 0);
+        *ret_n = (size_t) st.st_size;
+        return p;
+}
+
+/*
+ * `taskpatch apply` of "bad.tpb" to a base holding @bytes, and the stager (full, then
+ * incremental verification) staging it into a slot holding @bytes: all three refuse it with
+ * the same message, which must contain @want.
+ */
+static void same_refusal(const uint8_t *bytes, const char *want) {
+        char msg[3][TP_ERROR_MAX];
+
+        write_file("damaged-base", bytes, SIZE);
+        {
+                _cleanup_(bundle_freep) Bundle *b = open_bundle("bad.tpb");
+                _cleanup_close_ int fd = open(path_of("damaged-base"), O_RDONLY | O_CLOEXEC);
+                TpError err = {};
+                ck_assert_int_eq(bundle_apply(b, fd, path_of("damaged-base"), path_of("out"), false, NULL, &err),
+                                 -EBADMSG);
+                ck_assert_int_eq(access(path_of("out"), F_OK), -1);
+                snprintf(msg[0], sizeof(msg[0]), "%s", err.message);
+        }
+        for (int k = 1; k <= 2; k++) {
+                _cleanup_(bundle_freep) Bundle *b = open_bundle("bad.tpb");
+                _cleanup_close_ int fd = -1;
+                StageProgress p;
+                Held h;
+                TpError err = {};
+
+                write_file("slot", bytes, SIZE);
+                fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
+                seal_base(fd, &h);
+                ck_assert_int_eq(stage(fd, &h, b, k == 1 ? VERIFY_FULL : VERIFY_INCREMENTAL, &p, &err), -EBADMSG);
+                snprintf(msg[k], sizeof(msg[k]), "%s", err.message);
+                free(h.chunks);
+        }
+        ck_assert_msg(strstr(msg[0], want), "wanted \"%s\" in: %s", want, msg[0]);
+        ck_assert_str_eq(msg[1], msg[0]);
+        ck_assert_str_eq(msg[2], msg[0]);
+}
+
+START_TEST(test_same_refusal_as_apply) {
+        _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb");
+        const ManifestSpan *s0 = &a->manifest->spans[0];
+        char prefix[256], hexd[SHA256_HEX_SIZE];
+        uint8_t *damaged = malloc(SIZE);
+        size_t n;
+        uint8_t *f = read_all("a.tpb", &n);
+
+        snprintf(prefix, sizeof(prefix), "%s: span #0 (offset %" PRIu64 ", %" PRIu64 " bytes%s%s): ", path_of("bad.tpb"),
+                 s0->offset, s0->length, s0->site ? ", site " : "", s0->site ? s0->site : "");
+
+        /* The manifest's new-bytes hash of span #0 edited (an unsigned bundle: nothing else notices). */
+        sha256_to_hex(s0->new_sha256, hexd);
+        uint8_t *at = memmem(f, n, hexd, 64);
+        ck_assert_ptr_nonnull(at);
+        at[10] = at[10] == '0' ? '1' : '0';
+        write_file("bad.tpb", f, n);
+        char want[512];
+        snprintf(want, sizeof(want), "%sthe new bytes' SHA-256 is %s, the manifest says ", prefix, hexd);
+        same_refusal(base, want);
+        at[10] = hexd[10];
+
+        /* The base bytes under span #0 are not the base's. */
+        write_file("bad.tpb", f, n);
+        memcpy(damaged, base, SIZE);
+        damaged[s0->offset + 3] ^= 0x20;
+        snprintf(want, sizeof(want), "%sthe base bytes' SHA-256 is ", prefix);
+        same_refusal(damaged, want);
+
+        /* A flipped payload byte in the middle of span #0's frame. */
+        f[a->payload_offset + s0->frame_offset + s0->frame_size / 2] ^= 0x04;
+        write_file("bad.tpb", f, n);
+        same_refusal(base, prefix);
+
+        free(f);
+        free(damaged);
+}
+END_TEST
+
 START_TEST(test_seal_round_trip) {
         Seal s = { .dirty = true, .version = 7, .size = 5, .chunk_size = CHUNK, .undo_spans = 3, .dev = 1, .ino = 2,
                    .mtime_ns = 1234567890123 }, t;
@@ -330,6 +424,7 @@ static Suite *stage_suite(void) {
         tcase_add_test(tc, test_wrong_base_bytes);
         tcase_add_test(tc, test_full_catches_outside_damage);
         tcase_add_test(tc, test_damaged_undo);
+        tcase_add_test(tc, test_same_refusal_as_apply);
         tcase_add_test(tc, test_seal_round_trip);
         tcase_add_test(tc, test_filejob);
         suite_add_tcase(s, tc);

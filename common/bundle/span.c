@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "delta.h"
+#include "span.h"
+
+typedef enum SpanStage {
+        SPAN_IDLE,                      /* between spans: next() or finish() */
+        SPAN_PIECE,                     /* inside a span, no base bytes given for the next piece yet */
+        SPAN_BASED,                     /* inside a span, the next piece's base bytes given */
+        SPAN_FAILED,                    /* a check failed: only free() */
+        _SPAN_STAGE_MAX,
+} SpanStage;
+
+struct SpanDecoder {
+        Bundle *bundle;
+        const Manifest *m;
+        uint64_t base_size;
+        HashPipe *pipe;                 /* NULL: hash on this thread */
+        SpanReader *reader;
+        SpanStage stage;
+
+        size_t idx;                     /* index of the current span (after next()), or of the next one */
+        const ManifestSpan *span;
+        DeltaLayout layout;             /* SPAN_DELTA only */
+        size_t group;                   /* delta group bytes; 0 for a raw span */
+        bool inside_base;               /* the span lies wholly inside the base: its base hash is checked */
+        uint64_t done;                  /* new bytes returned */
+        uint64_t base_fed;              /* base bytes given */
+        uint64_t next_frame;            /* payload offset where the next span's frame must start */
+        uint64_t prev_end;              /* where the previous span ended */
+        const uint8_t *piece_base;      /* SPAN_BASED: the base bytes of the next piece */
+        size_t piece_base_n;
+        Sha256 base_hash, new_hash;     /* with a pipe: read only after hash_pipe_sync() */
+};
+
+SpanDecoder *span_decoder_free(SpanDecoder *d) {
+        if (!d)
+                return NULL;
+        span_reader_free(d->reader);
+        free(d);
+        return NULL;
+}
+
+int span_decoder_new(Bundle *b, uint64_t base_size, HashPipe *pipe, SpanDecoder **ret, TpError *err) {
+        _cleanup_(span_decoder_freep) SpanDecoder *d = calloc(1, sizeof(*d));
+        int r;
+
+        if (!d)
+                return -ENOMEM;
+        *d = (SpanDecoder) { .bundle = b, .m = b->manifest, .base_size = base_size, .pipe = pipe };
+        if ((r = span_reader_new(b, &d->reader, err)) < 0)
+                return r;
+        *ret = TAKE_PTR(d);
+        return 0;
+}
+
+size_t span_decoder_buffer_size(size_t window) {
+        size_t n = window;
+        for (DeltaLayout l = 0; l < _DELTA_LAYOUT_MAX; l++)
+                if (delta_group_bytes(l) > n)
+                        n = delta_group_bytes(l);
+        return n;
+}
+
+/* "<bundle>: span #i (offset O, L bytes[, site S]): <msg>": every refusal of a span reads this way. */
+_printf_(4, 5) static int span_fail(SpanDecoder *d, TpError *err, int code, const char *fmt, ...) {
+        const ManifestSpan *s = &d->m->spans[d->idx];
+        char msg[TP_ERROR_MAX];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        d->stage = SPAN_FAILED;
+        return tp_error(err, code, "%s: span #%zu (offset %" PRIu64 ", %" PRIu64 " bytes%s%s): %s", d->bundle->what,
+                        d->idx, s->offset, s->length, s->site ? ", site " : "", s->site ? s->site : "", msg);
+}
+
+/* A caller broke the sequence in span.h: a bug, not a bad bundle. */
+static int misuse(SpanDecoder *d, TpError *err, const char *what) {
+        if (d->stage == SPAN_FAILED)
+                what = "used after a failed check";
+        if (d->span)
+                return span_fail(d, err, -EINVAL, "%s", what);
+        d->stage = SPAN_FAILED;
+        return tp_error(err, -EINVAL, "%s: span decoder: %s", d->bundle->what, what);
+}
+
+/* The span's place in the target, the base and the payload, and its encoding. */
+static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
+        const uint64_t payload = d->bundle->header.payload_size;
+
+        if (s->length == 0 || s->offset > d->m->target.size || s->length > d->m->target.size - s->offset)
+                return span_fail(d, err, -EBADMSG, "it reaches past the end of the target (%" PRIu64 " bytes)",
+                                 d->m->target.size);
+        if (s->offset < d->prev_end)
+                return span_fail(d, err, -EBADMSG, "it starts before the previous span's end (offset %" PRIu64 ")",
+                                 d->prev_end);
+        if (s->frame_offset != d->next_frame)
+                return span_fail(d, err, -EBADMSG, "its frame is at payload offset %" PRIu64 ", expected %" PRIu64
+                                 " (frames are back to back in span order)", s->frame_offset, d->next_frame);
+        if (s->frame_size == 0 || s->frame_size > payload - d->next_frame)
+                return span_fail(d, err, -EBADMSG, "its frame [%" PRIu64 ", +%" PRIu64 ") reaches past the end of the payload (%"
+                                 PRIu64 " bytes)", s->frame_offset, s->frame_size, payload);
+        d->inside_base = s->offset < d->base_size && s->length <= d->base_size - s->offset;
+        d->group = 0;
+        switch (s->encoding) {
+        case SPAN_RAW:
+                return 0;
+        case SPAN_DELTA:
+                d->layout = delta_layout_from_string(s->layout);
+                if (d->layout < 0)
+                        return span_fail(d, err, -EBADMSG, "unknown delta layout '%.32s'", s->layout ? s->layout : "");
+                if (!d->inside_base)
+                        return span_fail(d, err, -EBADMSG, "a delta span must lie inside the base (%" PRIu64 " bytes)",
+                                         d->base_size);
+                if (s->length % delta_unit(d->layout) != 0)
+                        return span_fail(d, err, -EBADMSG, "a delta span must be whole %s blocks (%zu bytes each)",
+                                         s->layout, delta_unit(d->layout));
+                d->group = delta_group_bytes(d->layout);
+                return 0;
+        default:
+                return span_fail(d, err, -EBADMSG, "unknown encoding %d (expected raw or delta)", (int) s->encoding);
+        }
+}
+
+int span_decoder_next(SpanDecoder *d, const ManifestSpan **ret_span, TpError *err) {
+        const ManifestSpan *s;
+        int r;
+
+        if (d->stage != SPAN_IDLE)
+                return misuse(d, err, "moved on before the span was ended");
+        if (d->span) {
+                d->idx++;
+                d->span = NULL;
+        }
+        if ((r = span_reader_next(d->reader, &s, err)) <= 0) {
+                if (r < 0)
+                        d->stage = SPAN_FAILED;
+                return r;
+        }
+        if (s != &d->m->spans[d->idx])
+                return misuse(d, err, "the payload reader and the decoder disagree on the span");
+        if ((r = check_span(d, s, err)) < 0)
+                return r;
+        d->span = s;
+        d->done = d->base_fed = 0;
+        d->next_frame += s->frame_size;
+        d->prev_end = s->offset + s->length;
+        sha256_init(&d->base_hash);
+        sha256_init(&d->new_hash);
+        d->stage = SPAN_PIECE;
+        *ret_span = s;
+        return 1;
+}
+
+size_t span_decoder_want(const SpanDecoder *d, size_t window) {
+        if (!d->span || d->stage == SPAN_IDLE || d->stage == SPAN_FAILED)
+                return 0;
+        uint64_t left = d->span->length - d->done;
+        size_t max = d->group ? d->group : window;
+        return left < max ? (size_t) left : max;
+}
+
+static void hash(SpanDecoder *d, unsigned slot, Sha256 *mine, Sha256 *also, const uint8_t *p, size_t n) {
+        if (d->pipe)
+                hash_pipe_feed(d->pipe, slot, mine, also, p, n);
+        else if (also)
+                sha256_update2(mine, also, p, n);
+        else
+                sha256_update(mine, p, n);
+}
+
+int span_decoder_base(SpanDecoder *d, unsigned slot, const uint8_t *base, size_t n, Sha256 *also, TpError *err) {
+        if (d->stage != SPAN_PIECE)
+                return misuse(d, err, d->stage == SPAN_BASED ? "base bytes given twice for one piece" :
+                                      "base bytes given outside a span");
+        uint64_t at = d->span->offset + d->done;
+        if (n > d->span->length - d->done || at > d->base_size || n > d->base_size - at)
+                return span_fail(d, err, -EINVAL, "%zu base bytes given at offset %" PRIu64
+                                 ", past the span's or the base's end", n, at);
+        hash(d, slot, &d->base_hash, also, base, n);
+        d->base_fed += n;
+        d->piece_base = base;
+        d->piece_base_n = n;
+        d->stage = SPAN_BASED;
+        return 0;
+}
+
+int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *out, size_t n, Sha256 *also,
+                      const uint8_t **ret_bytes, TpError *err) {
+        size_t nb = d->stage == SPAN_BASED ? d->piece_base_n : 0, want = span_decoder_want(d, SIZE_MAX);
+        const uint8_t *bytes = frame;
+        int r;
+
+        if (d->stage != SPAN_PIECE && d->stage != SPAN_BASED)
+                return misuse(d, err, "new bytes read outside a span");
+        /* A delta group decodes only whole, cut where the producer cut it. */
+        if (n == 0 || n > want || nb > n || (d->group && n != want))
+                return span_fail(d, err, -EINVAL, "a piece of %zu bytes (with %zu base bytes) at offset %" PRIu64
+                                 " does not fit the span", n, nb, d->span->offset + d->done);
+        if (d->group && nb != n)
+                return span_fail(d, err, -EINVAL, "the delta at offset %" PRIu64 " needs %zu base bytes, %zu were given",
+                                 d->span->offset + d->done, n, nb);
+        if ((r = span_reader_read(d->reader, frame, n, err)) < 0) {
+                d->stage = SPAN_FAILED;
+                return r;
+        }
+        if (d->group) {
+                delta_decode(d->layout, d->piece_base, frame, n, out);
+                bytes = out;
+        }
+        hash(d, slot, &d->new_hash, also, bytes, n);
+        d->done += n;
+        d->piece_base = NULL;
+        d->piece_base_n = 0;
+        d->stage = SPAN_PIECE;
+        *ret_bytes = bytes;
+        return 0;
+}
+
+static int digest_mismatch(SpanDecoder *d, const char *what, const uint8_t got[SHA256_DIGEST_SIZE],
+                           const uint8_t want[SHA256_DIGEST_SIZE], const char *hint, TpError *err) {
+        char g[SHA256_HEX_SIZE], w[SHA256_HEX_SIZE];
+        sha256_to_hex(got, g);
+        sha256_to_hex(want, w);
+        return span_fail(d, err, -EBADMSG, "the %s SHA-256 is %s, the manifest says %s%s", what, g, w, hint);
+}
+
+int span_decoder_end(SpanDecoder *d, TpError *err) {
+        uint8_t db[SHA256_DIGEST_SIZE], dn[SHA256_DIGEST_SIZE];
+        const ManifestSpan *s = d->span;
+
+        if (d->stage != SPAN_PIECE)
+                return misuse(d, err, d->stage == SPAN_BASED ? "ended with base bytes given but no new bytes read" :
+                                      "ended outside a span");
+        if (d->done != s->length)
+                return span_fail(d, err, -EINVAL, "ended after %" PRIu64 " of its bytes", d->done);
+        if (d->inside_base && d->base_fed != s->length)
+                return span_fail(d, err, -EINVAL, "ended after %" PRIu64 " of its base bytes", d->base_fed);
+        if (d->pipe)
+                hash_pipe_sync(d->pipe);
+        sha256_final(&d->base_hash, db);
+        sha256_final(&d->new_hash, dn);
+        d->stage = SPAN_IDLE;
+        /* A span reaching past the end of the base (a grown file) carries no base hash. */
+        if (d->inside_base && memcmp(db, s->base_sha256, SHA256_DIGEST_SIZE) != 0)
+                return digest_mismatch(d, "base bytes'", db, s->base_sha256, " (wrong base?)", err);
+        if (memcmp(dn, s->new_sha256, SHA256_DIGEST_SIZE) != 0)
+                return digest_mismatch(d, "new bytes'", dn, s->new_sha256, "", err);
+        return 0;
+}
+
+int span_decoder_finish(SpanDecoder *d, TpError *err) {
+        const ManifestSpan *s;
+        int r;
+
+        if (d->stage != SPAN_IDLE)
+                return misuse(d, err, "finished inside a span");
+        /* The reader refuses to finish before the last span; moving past it checks the last frame's end. */
+        if ((r = span_decoder_next(d, &s, err)) != 0)
+                return r < 0 ? r : misuse(d, err, "finished before the last span");
+        if ((r = span_reader_finish(d->reader, err)) < 0)
+                d->stage = SPAN_FAILED;
+        return r;
+}
