@@ -242,14 +242,17 @@ static int stage_step(Operation *op, Switch *sw) {
                                     &op->err)) < 0)
                         return r;
         }
-        op->phase = "write";
         r = stager_step(sw->stager, STAGE_SLICE, &op->err);
         if (r < 0) {
                 op->err_code = r == -EBADMSG ? "refused" : NULL;
                 return r;
         }
-        op->done = stager_progress(sw->stager)->done;
-        op->total = stager_progress(sw->stager)->total;
+        /* One pass writes the spans and hashes as it goes: "write" up to the last span, then "verify". */
+        const StageProgress *p = stager_progress(sw->stager);
+        bool writing = p->done < p->write_total;
+        op->phase = writing ? "write" : "verify";
+        op->done = writing ? p->done : p->done - p->write_total;
+        op->total = writing ? p->write_total : p->total - p->write_total;
         manager_progress(m, op, "staging");
         if (r == 0)
                 sw->stage = SWITCH_SEAL;

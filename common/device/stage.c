@@ -172,8 +172,19 @@ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, Veri
                 s->iv[0] = (Interval) { 0, tgt->size };
                 s->n_iv = tgt->size > 0;
         }
-        for (size_t i = 0; i < s->n_iv; i++)
+        uint64_t last_write = 0;        /* file offset past the last byte the pass writes */
+        if (s->src.undo && s->src.undo->n)
+                last_write = s->src.undo->spans[s->src.undo->n - 1].offset + s->src.undo->spans[s->src.undo->n - 1].length;
+        if (s->m && s->m->n_spans) {
+                const ManifestSpan *last = &s->m->spans[s->m->n_spans - 1];
+                if (last->offset + last->length > last_write)
+                        last_write = last->offset + last->length;
+        }
+        for (size_t i = 0; i < s->n_iv; i++) {
                 s->progress.total += s->iv[i].end - s->iv[i].start;
+                if (s->iv[i].start < last_write)
+                        s->progress.write_total += (s->iv[i].end < last_write ? s->iv[i].end : last_write) - s->iv[i].start;
+        }
         if (s->n_iv)
                 s->pos = s->iv[0].start;
 

@@ -50,6 +50,8 @@ typedef struct StageTarget {
 
 typedef struct StageProgress {
         uint64_t done, total;           /* bytes of the file the pass covers */
+        uint64_t write_total;           /* of those, up to the end of the last span written: past it, the
+                                         * pass only verifies (for progress: "write", then "verify") */
         uint64_t slot_bytes;            /* bytes written into the slot */
         uint64_t undo_bytes;            /* bytes of the new undo record */
         uint64_t read_bytes;            /* bytes read from the slot */

@@ -181,6 +181,14 @@ static void run_sequence(VerifyMode mode) {
         ck_assert_msg(stage(fd, &h, a, mode, &p, &err) == 0, "%s", err.message);
         assert_slot_is(fd, task_a);
         ck_assert_uint_eq(p.slot_bytes, a->manifest->spans[0].length + a->manifest->spans[1].length);
+        /* Progress: "write" covers the pass up to the end of the last span, "verify" the rest. */
+        const ManifestSpan *last = &a->manifest->spans[a->manifest->n_spans - 1];
+        ck_assert_uint_le(p.write_total, p.total);
+        if (mode == VERIFY_FULL)
+                ck_assert_uint_eq(p.write_total, last->offset + last->length);
+        else
+                ck_assert_uint_lt(p.total - p.write_total, CHUNK);  /* what is left of the last chunk touched */
+        ck_assert_uint_eq(p.done, p.total);
 
         /* Sibling switch: undo A, write B, in one pass. */
         uint64_t a_bytes = p.slot_bytes, b_bytes = 0;
