@@ -65,6 +65,40 @@ char *http_resolve(const char *base, const char *relative) {
         return copy;
 }
 
+int http_body_init(HttpBody *b, size_t max) {
+        *b = (HttpBody) { .data = malloc(max), .max = max };
+        return b->data ? 0 : -ENOMEM;
+}
+
+void http_body_done(HttpBody *b) {
+        free(b->data);
+        *b = (HttpBody) {};
+}
+
+static size_t on_body_data(char *data, size_t size, size_t nmemb, void *userdata) {
+        HttpBody *b = userdata;
+        size_t n = size * nmemb;
+
+        if (n > b->max - b->len) {
+                b->capped = true;
+                return 0;
+        }
+        memcpy(b->data + b->len, data, n);
+        b->len += n;
+        return n;
+}
+
+int http_setup_get(CURL *easy, const DaemonConfig *c, const char *url, const struct curl_slist *headers,
+                   long timeout_sec, HttpBody *b) {
+        b->len = 0;
+        b->capped = false;
+        if (http_setup(easy, c, url) < 0 || curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body_data) ||
+            curl_easy_setopt(easy, CURLOPT_WRITEDATA, b) || curl_easy_setopt(easy, CURLOPT_TIMEOUT, timeout_sec) ||
+            curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers))
+                return -EINVAL;
+        return 0;
+}
+
 void download_stop(Download *d) {
         if (d->glue && d->easy)
                 curl_glue_remove(d->glue, d->easy);
@@ -78,6 +112,14 @@ void download_remove(Download *d) {
         if (d->path)
                 (void) unlink(d->path);
         download_stop(d);
+}
+
+json_t *download_json(const Download *d, json_t *what) {
+        json_t *o = what ? what : json_object();
+
+        json_object_set_new(o, "done", json_integer((json_int_t) d->have));
+        json_object_set_new(o, "total", json_integer((json_int_t) d->size));
+        return o;
 }
 
 /* Report and forget the transfer (the caller's callback may start the next download). */

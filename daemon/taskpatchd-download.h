@@ -9,6 +9,7 @@
  */
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -24,6 +25,24 @@ _warn_unused_result_ int http_setup(CURL *easy, const DaemonConfig *c, const cha
 void http_describe(const DaemonConfig *c, CURLcode result, long status, const char *url, char *buf, size_t n);
 /* @relative resolved against @base (malloc'd); NULL when that fails. */
 char *http_resolve(const char *base, const char *relative);
+
+/* A response body kept in memory, capped: a larger one ends its transfer. */
+typedef struct HttpBody {
+        uint8_t *data;
+        size_t len, max;
+        bool capped;                    /* the server sent more than max bytes: cut, the transfer failed */
+} HttpBody;
+
+/* Room for @max bytes; -ENOMEM. */
+_warn_unused_result_ int http_body_init(HttpBody *b, size_t max);
+/* Safe on a zeroed or done HttpBody. */
+void http_body_done(HttpBody *b);
+/*
+ * http_setup() for a GET of @url into @b (emptied first), sending @headers (NULL: none), the
+ * whole transfer within @timeout_sec. The caller may set more options before starting it.
+ */
+_warn_unused_result_ int http_setup_get(CURL *easy, const DaemonConfig *c, const char *url,
+                                        const struct curl_slist *headers, long timeout_sec, HttpBody *b);
 
 typedef enum DownloadResult {
         DOWNLOAD_OK,                    /* every byte, hashed right: the file is at path */
@@ -73,3 +92,8 @@ _warn_unused_result_ int download_start(Download *d, const DaemonConfig *c, sd_e
 void download_stop(Download *d);
 /* Remove the file (installed, or no longer wanted) and download_stop(). */
 void download_remove(Download *d);
+/*
+ * How far it got, {"done": N, "total": N}, after @what's fields (reference stolen; NULL:
+ * none): the "download" events and the status's "download" objects of every source.
+ */
+json_t *download_json(const Download *d, json_t *what);

@@ -4,23 +4,18 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "channel.h"
 #include "clock.h"
-#include "fileio.h"
-#include "taskpatchd-curl.h"
 #include "taskpatchd-download.h"
 #include "taskpatchd-fetch.h"
 #include "taskpatchd-log.h"
-#include "taskpatchd-manager.h"
 #include "yaml-doc.h"
 
 #define CHANNEL_TIMEOUT_SEC 120         /* a whole channel transfer */
-#define MAX_FAILED 16                   /* bundles remembered as refused until the serial changes */
 
 /* Where the fetcher's work on the channel stands (polls run beside it: Fetcher.polling). */
 typedef enum FetchPhase {
@@ -38,15 +33,11 @@ static const char *const phase_names[_FETCH_PHASE_MAX] = {
         [FETCH_SWITCHING] = "switching",
 };
 
-typedef struct TaskVersion {
-        char task[TASK_NAME_MAX + 1];
-        uint64_t version;
-} TaskVersion;
-
 struct Fetcher {
-        Manager *m;
+        const SourceHost *host;
         const DaemonConfig *config;
-        CurlGlue *glue;
+        sd_event *event;
+        CurlGlue *glue;                 /* borrowed */
         CURL *easy;                     /* one handle for every transfer: its connections are reused */
         struct curl_slist *headers;
         sd_event_source *timer;         /* the next poll */
@@ -57,16 +48,13 @@ struct Fetcher {
         size_t mirror;                  /* the URL being tried, or that answered last */
         unsigned failures;              /* polls in a row that failed everywhere: back-off */
         char etag[256];                 /* of the channel the mirror last sent (conditional GET) */
-        uint8_t *body;
-        size_t body_len;
-        bool body_capped;
+        HttpBody body;
 
         Channel *channel;               /* the last one accepted */
         char *channel_url;              /* where it came from: bundle paths are relative to it */
         Download dl;
         TaskVersion dl_what;            /* what dl fetches */
-        TaskVersion failed[MAX_FAILED]; /* refused or failed under the current serial: not retried */
-        size_t n_failed;
+        FetchRefused refused;           /* under the current serial */
         char transaction[TRANSACTION_ID_SIZE];  /* of the operation we started */
         bool wait_for_poll;             /* a download failed: try again after the next poll, not at once */
 
@@ -82,17 +70,7 @@ struct Fetcher {
         } update;
 };
 
-static void fetch_next(Fetcher *f);
-
-static void set_error(Fetcher *f, const char *fmt, ...) _printf_(2, 3);
-static void set_error(Fetcher *f, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(f->last_error, sizeof(f->last_error), fmt, ap);
-        va_end(ap);
-        log_warning("channel: %s", f->last_error);
-        manager_report_error(f->m, NULL, "channel", f->last_error, "fetch");
-}
+#define set_error(f, ...) source_error((f)->host, "channel", (f)->last_error, __VA_ARGS__)
 
 static void set_update(Fetcher *f, const char *task, uint64_t version, const char *result, const char *reason) {
         snprintf(f->update.what.task, sizeof(f->update.what.task), "%s", task);
@@ -103,6 +81,55 @@ static void set_update(Fetcher *f, const char *task, uint64_t version, const cha
 
 static void kick(Fetcher *f) {
         (void) sd_event_source_set_enabled(f->defer, SD_EVENT_ONESHOT);
+}
+
+/* ---- the decisions ---- */
+
+bool fetch_refused_has(const FetchRefused *f, const char *task, uint64_t version) {
+        for (size_t i = 0; i < f->n; i++)
+                if (strcmp(f->list[i].task, task) == 0 && f->list[i].version == version)
+                        return true;
+        return false;
+}
+
+void fetch_refused_add(FetchRefused *f, const char *task, uint64_t version) {
+        if (f->n >= FETCH_REFUSED_MAX)
+                return;
+        snprintf(f->list[f->n].task, sizeof(f->list[f->n].task), "%s", task);
+        f->list[f->n++].version = version;
+}
+
+const ChannelBundle *fetch_next_bundle(const Channel *c, const DeviceView *d, const FetchRefused *refused,
+                                       const SourceHost *host) {
+        const ChannelBundle *pick = NULL;
+
+        for (size_t i = 0; i < c->n_bundles; i++) {
+                const ChannelBundle *b = &c->bundles[i];
+                if (memcmp(b->base_sha256, d->base_sha256, SHA256_DIGEST_SIZE) != 0 || b->kind != d->base_kind ||
+                    channel_find(c, b->task) != b || fetch_refused_has(refused, b->task, b->version) ||
+                    b->version <= host->newest_installed(host, b->task) || b->version < host->accepted(host, b->task))
+                        continue;
+                if (strcmp(b->task, c->desired) == 0)
+                        return b;
+                if (!pick)
+                        pick = b;
+        }
+        return pick;
+}
+
+bool fetch_then_switch(const Channel *c, const ChannelView *cv, const char *task) {
+        return c->desired[0] && strcmp(task, c->desired) == 0 && !cv->pinned;
+}
+
+const ChannelBundle *fetch_switch_target(const Channel *c, const DeviceView *d, const ChannelView *cv,
+                                         const FetchRefused *refused, const SourceHost *host) {
+        const ChannelBundle *want = c->desired[0] && !cv->pinned ? channel_find(c, c->desired) : NULL;
+
+        if (!want || !host->installed(host, want->task, want->version) ||
+            (strcmp(d->active_task, want->task) == 0 && d->active_version == want->version) ||
+            fetch_refused_has(refused, want->task, want->version))
+                return NULL;
+        return want;
 }
 
 /* ---- polling the channel ---- */
@@ -122,19 +149,6 @@ static void schedule_poll(Fetcher *f) {
         usec = usec * 4 / 5 + random_u64() % (usec * 2 / 5 + 1);
         (void) sd_event_source_set_time_relative(f->timer, usec);
         (void) sd_event_source_set_enabled(f->timer, SD_EVENT_ONESHOT);
-}
-
-static size_t on_channel_data(char *data, size_t size, size_t nmemb, void *userdata) {
-        Fetcher *f = userdata;
-        size_t n = size * nmemb;
-
-        if (n > CHANNEL_MAX_FILE - f->body_len) {
-                f->body_capped = true;
-                return 0;
-        }
-        memcpy(f->body + f->body_len, data, n);
-        f->body_len += n;
-        return n;
 }
 
 static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata) {
@@ -180,32 +194,47 @@ static void poll_succeeded(Fetcher *f) {
         kick(f);
 }
 
-/* A verified channel, newer than or the same as the last one: remember it, persist its serial. */
-static int accept_channel(Fetcher *f, Channel *c, const char *url) {
-        PersistentState *ps = &f->m->ps;
-        TpError err = {};
+/* The serial, through the host's policy; then the channel is the one followed. */
+static int accept_channel(Fetcher *f, Channel *c, const char *url, TpError *err) {
+        _cleanup_(channel_freep) Channel *owned = c;
+        int r = f->host->channel_accept_serial(f->host, c->serial, err);
 
-        if (!ps->have_channel || c->serial != ps->channel_serial) {
+        if (r == -ESTALE)
+                return r;
+        if (r > 0 || r == -EIO) {
                 log_info("channel %s serial %" PRIu64 " accepted (desired: %s, %zu bundles)", c->name, c->serial,
                          c->desired[0] ? c->desired : "none", c->n_bundles);
-                f->n_failed = 0;
+                f->refused.n = 0;
                 f->last_change = (int64_t) clock_wall();
-                ps->have_channel = true;
-                ps->channel_serial = c->serial;
-                if (ps->pinned && ps->pinned_serial != c->serial) {
-                        log_info("the technician's switch no longer pins the task: the channel's serial changed");
-                        ps->pinned = false;
-                }
-                if (manager_save_state(f->m, &err) < 0) {
-                        set_error(f, "cannot record the channel's serial: %s", err.message);
-                        return -EIO;
-                }
         }
+        if (r < 0)
+                return r;
+        char *u = strdup(url);
+        if (!u)
+                return -ENOMEM;
         channel_free(f->channel);
-        f->channel = c;
+        f->channel = TAKE_PTR(owned);
         free(f->channel_url);
-        f->channel_url = strdup(url);
-        return f->channel_url ? 0 : -ENOMEM;
+        f->channel_url = u;
+        return 0;
+}
+
+int fetcher_take_channel(Fetcher *f, Channel *c, const char *url, TpError *err) {
+        int r = accept_channel(f, c, url, err);
+
+        if (r == -ESTALE) {
+                char why[2 * TP_ERROR_MAX];
+                /* A stale mirror: the next one may be good. */
+                snprintf(why, sizeof(why), "%s: %s", url, err->message);
+                poll_failed(f, why);
+                return r;
+        }
+        poll_succeeded(f);
+        if (r == -EIO)
+                set_error(f, "cannot record the channel's serial: %s", tp_error_message(err, r));
+        else if (r < 0)
+                set_error(f, "%s: %s", url, strerror(-r));
+        return r;
 }
 
 static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void *userdata) {
@@ -222,7 +251,7 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         f->last_poll = (int64_t) clock_wall();
         f->last_poll_bytes = (uint64_t) req + (uint64_t) header + (uint64_t) body;
         f->last_status = status;
-        if (f->body_capped) {
+        if (f->body.capped) {
                 snprintf(why, sizeof(why), "%s: larger than a channel can be (%u bytes): cut", url, CHANNEL_MAX_FILE);
                 poll_failed(f, why);
                 return;
@@ -241,19 +270,15 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         _cleanup_(channel_freep) Channel *c = NULL;
         char signer[256];
         TpError err = {};
-        int r = channel_parse(f->body, f->body_len, url, &c, &err);
+        int r = channel_parse(f->body.data, f->body.len, url, &c, &err);
         if (r >= 0)
-                r = channel_verify(c, url, f->m->config->trust.ca, clock_for_dates(), signer, &err);
-        if (r >= 0 && f->m->ps.have_channel && c->serial < f->m->ps.channel_serial)
-                r = tp_error(&err, -ESTALE, "%s: serial %" PRIu64 " is older than the accepted %" PRIu64
-                             " (a replayed channel): refused", url, c->serial, f->m->ps.channel_serial);
+                r = channel_verify(c, url, f->config->trust.ca, clock_for_dates(), signer, &err);
         if (r < 0) {
                 /* A bad mirror (tampered, stale, foreign): the next one may be good. */
                 poll_failed(f, tp_error_message(&err, r));
                 return;
         }
-        poll_succeeded(f);
-        (void) accept_channel(f, TAKE_PTR(c), url);    /* reports its own errors */
+        (void) fetcher_take_channel(f, TAKE_PTR(c), url, &err);        /* reports its own errors */
 }
 
 static void poll_start(Fetcher *f) {
@@ -261,21 +286,15 @@ static void poll_start(Fetcher *f) {
         char line[300];
 
         f->polling = true;
-        f->body_len = 0;
-        f->body_capped = false;
         curl_slist_free_all(f->headers);
         f->headers = NULL;
         if (f->etag[0]) {
                 snprintf(line, sizeof(line), "If-None-Match: %s", f->etag);
                 f->headers = curl_slist_append(NULL, line);
         }
-        if (http_setup(f->easy, f->config, url) < 0 || curl_easy_setopt(f->easy, CURLOPT_HEADERFUNCTION, on_header) ||
-            curl_easy_setopt(f->easy, CURLOPT_HEADERDATA, f) ||
-            curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, on_channel_data) ||
-            curl_easy_setopt(f->easy, CURLOPT_WRITEDATA, f) ||
-            curl_easy_setopt(f->easy, CURLOPT_TIMEOUT, (long) CHANNEL_TIMEOUT_SEC) ||
-            curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->headers) ||
-            curl_glue_add(f->glue, f->easy, on_poll_done, f) < 0) {
+        if (http_setup_get(f->easy, f->config, url, f->headers, CHANNEL_TIMEOUT_SEC, &f->body) < 0 ||
+            curl_easy_setopt(f->easy, CURLOPT_HEADERFUNCTION, on_header) ||
+            curl_easy_setopt(f->easy, CURLOPT_HEADERDATA, f) || curl_glue_add(f->glue, f->easy, on_poll_done, f) < 0) {
                 poll_failed(f, "cannot start the transfer (out of memory?)");
                 return;
         }
@@ -296,27 +315,27 @@ static int on_timer(sd_event_source *s _unused_, uint64_t usec _unused_, void *u
 
 /* ---- downloads ---- */
 
-static bool is_failed(Fetcher *f, const char *task, uint64_t version) {
-        for (size_t i = 0; i < f->n_failed; i++)
-                if (strcmp(f->failed[i].task, task) == 0 && f->failed[i].version == version)
-                        return true;
-        return false;
-}
-
 static void mark_failed(Fetcher *f, const TaskVersion *tv) {
-        if (f->n_failed < MAX_FAILED)
-                f->failed[f->n_failed++] = *tv;
+        fetch_refused_add(&f->refused, tv->task, tv->version);
 }
 
 /* The bundle has all its bytes and they hash as the channel says: install it. */
 static void install_download(Fetcher *f) {
         const TaskVersion *tv = &f->dl_what;
-        Operation *op = NULL;
-        const char *code = NULL;
+        char transaction[TRANSACTION_ID_SIZE];
+        ChannelView cv;
         TpError err = {};
-        bool then_switch = f->channel->desired[0] && strcmp(tv->task, f->channel->desired) == 0 && !f->m->ps.pinned;
+
+        if (!f->host->can_start(f->host)) {
+                /* Busy since the download started: the file stays, and is installed when the host is idle. */
+                download_stop(&f->dl);
+                f->phase = FETCH_IDLE;
+                return;
+        }
+        f->host->channel(f->host, &cv);
+        InstallRequest req = { .then_switch = fetch_then_switch(f->channel, &cv, tv->task), .origin = ORIGIN_CHANNEL };
         int fd = open(f->dl.path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        int r = fd < 0 ? -errno : install_new(f->m, fd, false, then_switch, &op, &code, &err);
+        int r = fd < 0 ? -errno : f->host->submit_install(f->host, fd, &req, transaction, &err);
 
         if (r < 0) {
                 set_error(f, "%s v%" PRIu64 ": %s", tv->task, tv->version,
@@ -328,18 +347,17 @@ static void install_download(Fetcher *f) {
                 kick(f);
                 return;
         }
-        f->phase = then_switch ? FETCH_SWITCHING : FETCH_INSTALLING;
-        if (then_switch)
+        f->phase = req.then_switch ? FETCH_SWITCHING : FETCH_INSTALLING;
+        if (req.then_switch)
                 set_update(f, tv->task, tv->version, "pending", NULL);
-        manager_start(f->m, op, NULL, false);
-        snprintf(f->transaction, sizeof(f->transaction), "%s", f->m->op ? f->m->op->transaction : "");
+        memcpy(f->transaction, transaction, sizeof(transaction));
 }
 
 static void on_download_progress(Download *d, void *userdata) {
         Fetcher *f = userdata;
-        manager_emit(f->m, NULL, json_pack("{s:s, s:s, s:I, s:I, s:I}", "event", "download", "task", f->dl_what.task,
-                                           "version", (json_int_t) f->dl_what.version, "done", (json_int_t) d->have,
-                                           "total", (json_int_t) d->size));
+        f->host->emit(f->host, download_json(d, json_pack("{s:s, s:s, s:I}", "event", "download", "task",
+                                                          f->dl_what.task, "version",
+                                                          (json_int_t) f->dl_what.version)));
 }
 
 static void on_download(Download *d, DownloadResult result, const char *why, void *userdata) {
@@ -376,7 +394,7 @@ static void fetch_bundle(Fetcher *f, const ChannelBundle *b) {
         f->phase = FETCH_DOWNLOADING;
         log_info("downloading %s v%" PRIu64 " from %s (%" PRIu64 " bytes)", b->task, b->version, url ? url : "?",
                  b->size);
-        r = url ? download_start(&f->dl, f->config, f->m->event, f->glue, f->easy, &spec, on_download,
+        r = url ? download_start(&f->dl, f->config, f->event, f->glue, f->easy, &spec, on_download,
                                  on_download_progress, f)
                 : -ENOMEM;
         if (r < 0) {
@@ -389,72 +407,47 @@ static void fetch_bundle(Fetcher *f, const ChannelBundle *b) {
 
 /* ---- deciding what to do next ---- */
 
-/* The next bundle to fetch: the desired task's first, then newer versions of other tasks, for this base. */
-static const ChannelBundle *next_bundle(Fetcher *f) {
-        const PersistentState *ps = &f->m->ps;
-        const Channel *c = f->channel;
-        const ChannelBundle *pick = NULL;
-
-        for (size_t i = 0; i < c->n_bundles; i++) {
-                const ChannelBundle *b = &c->bundles[i];
-                if (memcmp(b->base_sha256, ps->base.sha256, SHA256_DIGEST_SIZE) != 0 || b->kind != ps->base.kind ||
-                    channel_find(c, b->task) != b || is_failed(f, b->task, b->version) ||
-                    b->version <= store_newest(&f->m->store, b->task) || b->version < state_accepted(ps, b->task))
-                        continue;
-                if (strcmp(b->task, c->desired) == 0)
-                        return b;
-                if (!pick)
-                        pick = b;
-        }
-        return pick;
-}
-
-/* Exactly the version of the desired task the channel lists, once installed; never another one. */
-static void switch_to_desired(Fetcher *f) {
-        const Channel *c = f->channel;
-        const ChannelBundle *want = channel_find(c, c->desired);
-        const InstalledTask *t = want ? store_find(&f->m->store, want->task, want->version) : NULL;
-        const Seal *active = &f->m->seals[f->m->active];
-        Operation *op = NULL;
-        const char *code = NULL;
+static void switch_to_desired(Fetcher *f, const DeviceView *d, const ChannelView *cv) {
+        const ChannelBundle *want = fetch_switch_target(f->channel, d, cv, &f->refused, f->host);
+        char transaction[TRANSACTION_ID_SIZE];
         TpError err = {};
 
-        if (!t || (strcmp(active->task, t->task) == 0 && active->version == t->version) ||
-            is_failed(f, t->task, t->version))
+        if (!want)
                 return;
-        TaskVersion tv = { .version = t->version };
-        snprintf(tv.task, sizeof(tv.task), "%s", t->task);
-        int r = switch_new(f->m, tv.task, tv.version, &op, &code, &err);
+        TaskVersion tv = { .version = want->version };
+        snprintf(tv.task, sizeof(tv.task), "%s", want->task);
+        int r = f->host->submit_switch(f->host, tv.task, tv.version, ORIGIN_CHANNEL, transaction, &err);
         if (r < 0) {
                 set_error(f, "switch to %s v%" PRIu64 ": %s", tv.task, tv.version, tp_error_message(&err, r));
                 set_update(f, tv.task, tv.version, "failure", f->last_error);
                 mark_failed(f, &tv);
                 return;
         }
-        if (!op)
+        if (r == 0)
                 return;         /* already active */
-        log_info("channel %s: switching to the desired task %s v%" PRIu64, c->name, tv.task, tv.version);
+        log_info("channel %s: switching to the desired task %s v%" PRIu64, f->channel->name, tv.task, tv.version);
         set_update(f, tv.task, tv.version, "pending", NULL);
         f->phase = FETCH_SWITCHING;
-        manager_start(f->m, op, NULL, false);
-        snprintf(f->transaction, sizeof(f->transaction), "%s", f->m->op ? f->m->op->transaction : "");
+        memcpy(f->transaction, transaction, sizeof(transaction));
 }
 
 static void fetch_next(Fetcher *f) {
-        Manager *m = f->m;
         const ChannelBundle *b;
+        DeviceView d;
+        ChannelView cv;
 
-        if (f->phase != FETCH_IDLE || f->polling || !f->channel || !m->ps.provisioned)
+        if (f->phase != FETCH_IDLE || f->polling || !f->channel)
                 return;         /* downloads share the poll's handle */
-        if (m->op || manager_state(m) != STATE_IDLE)
-                return;         /* busy (an operation, a trial): the manager tells us when it ends */
-        if ((b = next_bundle(f))) {
+        if (!f->host->can_start(f->host))
+                return;         /* busy (an operation, a trial): the host tells us when it ends */
+        f->host->device(f->host, &d);
+        if ((b = fetch_next_bundle(f->channel, &d, &f->refused, f->host))) {
                 if (!f->wait_for_poll)
                         fetch_bundle(f, b);
                 return;
         }
-        if (f->channel->desired[0] && !m->ps.pinned)
-                switch_to_desired(f);
+        f->host->channel(f->host, &cv);
+        switch_to_desired(f, &d, &cv);
 }
 
 static int on_defer(sd_event_source *s _unused_, void *userdata) {
@@ -462,49 +455,38 @@ static int on_defer(sd_event_source *s _unused_, void *userdata) {
         return 0;
 }
 
-/* ---- the manager's side ---- */
+/* ---- the host's side ---- */
 
-void fetcher_operation_done(Fetcher *f, const Operation *op, int r) {
-        if (!f)
-                return;
-        bool ours = f->transaction[0] && strcmp(op->transaction, f->transaction) == 0;
-        if (!ours) {
-                /* A technician's switch pins its task until the channel's serial changes. */
-                if (r >= 0 && strcmp(op->cmd, "switch") == 0 && f->m->ps.have_channel) {
-                        TpError err = {};
-                        f->m->ps.pinned = true;
-                        f->m->ps.pinned_serial = f->m->ps.channel_serial;
-                        if (manager_save_state(f->m, &err) < 0)
-                                log_warning("cannot record the pin: %s", err.message);
-                        log_info("%s is pinned by the technician's switch until the channel's serial changes",
-                                 op->task[0] ? op->task : "the base");
-                }
-                kick(f);
+static void on_operation_done(void *userdata, const OperationOutcome *o) {
+        Fetcher *f = userdata;
+
+        if (!f->transaction[0] || strcmp(o->transaction, f->transaction) != 0) {
+                kick(f);        /* someone else's: what it changed may unblock us */
                 return;
         }
         download_remove(&f->dl);        /* installed (the store has its copy) or refused */
-        if (r < 0) {
-                TaskVersion tv = { .version = op->version };
-                snprintf(tv.task, sizeof(tv.task), "%s", op->task);
-                set_error(f, "%s %s v%" PRIu64 ": %s", op->cmd, op->task, op->version, tp_error_message(&op->err, r));
-                set_update(f, op->task, op->version, "failure", f->last_error);
+        if (o->r < 0) {
+                TaskVersion tv = { .version = o->version };
+                snprintf(tv.task, sizeof(tv.task), "%s", o->task);
+                set_error(f, "%s %s v%" PRIu64 ": %s", o->cmd, o->task, o->version, o->error);
+                set_update(f, o->task, o->version, "failure", f->last_error);
                 mark_failed(f, &tv);
                 f->transaction[0] = '\0';
                 f->phase = FETCH_IDLE;
-        } else if (!manager_on_trial(f->m)) {
+        } else if (!o->on_trial) {
                 /* Installed only, or the switch committed at once (no trial). */
                 if (f->phase == FETCH_SWITCHING)
-                        set_update(f, op->task, op->version, "success", NULL);
+                        set_update(f, o->task, o->version, "success", NULL);
                 f->transaction[0] = '\0';
                 f->phase = FETCH_IDLE;
         }
-        /* else: on trial; fetcher_trial_done() says how it ended. */
+        /* else: on trial; on_trial_done() says how it ended. */
         kick(f);
 }
 
-void fetcher_trial_done(Fetcher *f, const char *transaction, bool committed, const char *reason) {
-        if (!f)
-                return;
+static void on_trial_done(void *userdata, const char *transaction, bool committed, const char *reason) {
+        Fetcher *f = userdata;
+
         if (f->transaction[0] && strcmp(transaction, f->transaction) == 0) {
                 TaskVersion tv = f->update.what;
                 set_update(f, tv.task, tv.version, committed ? "success" : "failure", committed ? NULL : reason);
@@ -516,20 +498,34 @@ void fetcher_trial_done(Fetcher *f, const char *transaction, bool committed, con
         kick(f);
 }
 
+static void on_idle(void *userdata) {
+        kick(userdata);
+}
+
+const UpdateSource fetcher_source = {
+        .name = "channel",
+        .operation_done = on_operation_done,
+        .trial_done = on_trial_done,
+        .idle = on_idle,
+};
+
 json_t *fetcher_status(const Fetcher *f) {
         char when[21];
+        ChannelView cv;
         json_t *urls = json_array();
+
+        f->host->channel(f->host, &cv);
         for (size_t i = 0; i < f->config->channel.n_urls; i++)
                 json_array_append_new(urls, json_string(f->config->channel.urls[i]));
         json_t *o = json_pack("{s:o, s:s, s:o, s:o}", "urls", urls, "state",
                               f->polling && f->phase == FETCH_IDLE ? "polling" : phase_names[f->phase], "serial",
-                              f->m->ps.have_channel ? json_integer((json_int_t) f->m->ps.channel_serial) : json_null(),
-                              "last_error", f->last_error[0] ? json_string(f->last_error) : json_null());
+                              cv.have_serial ? json_integer((json_int_t) cv.serial) : json_null(), "last_error",
+                              f->last_error[0] ? json_string(f->last_error) : json_null());
         if (f->channel) {
                 json_object_set_new(o, "name", json_string(f->channel->name));
                 json_object_set_new(o, "desired", f->channel->desired[0] ? json_string(f->channel->desired) : json_null());
         }
-        json_object_set_new(o, "pinned", json_boolean(f->m->ps.pinned));
+        json_object_set_new(o, "pinned", json_boolean(cv.pinned));
         if (f->last_poll) {
                 format_time_utc(f->last_poll, when);
                 json_object_set_new(o, "last_poll", json_string(when));
@@ -538,9 +534,9 @@ json_t *fetcher_status(const Fetcher *f) {
         }
         if (f->dl.easy)
                 json_object_set_new(o, "download",
-                                    json_pack("{s:s, s:I, s:s, s:I, s:I}", "task", f->dl_what.task, "version",
-                                              (json_int_t) f->dl_what.version, "url", f->dl.url, "done",
-                                              (json_int_t) f->dl.have, "total", (json_int_t) f->dl.size));
+                                    download_json(&f->dl, json_pack("{s:s, s:I, s:s}", "task", f->dl_what.task,
+                                                                    "version", (json_int_t) f->dl_what.version,
+                                                                    "url", f->dl.url)));
         if (f->update.result)
                 json_object_set_new(o, "update",
                                     json_pack("{s:s, s:I, s:s, s:o}", "task", f->update.what.task, "version",
@@ -551,35 +547,33 @@ json_t *fetcher_status(const Fetcher *f) {
 
 /* ---- life ---- */
 
-int fetcher_new(Manager *m, Fetcher **ret, TpError *err) {
+int fetcher_new(sd_event *e, const DaemonConfig *c, CurlGlue *glue, const SourceHost *host, Fetcher **ret,
+                TpError *err) {
         Fetcher *f;
         int r;
 
         *ret = NULL;
-        if (m->config->channel.n_urls == 0)
+        if (c->channel.n_urls == 0)
                 return 0;
         f = calloc(1, sizeof(Fetcher));
         if (!f)
                 return -ENOMEM;
-        f->m = m;
-        f->config = m->config;
-        f->dl = DOWNLOAD_NULL;
-        f->body = malloc(CHANNEL_MAX_FILE);
+        *f = (Fetcher) { .host = host, .config = c, .event = e, .glue = glue, .dl = DOWNLOAD_NULL };
         f->easy = curl_easy_init();
-        if (!f->body || !f->easy) {
+        if (http_body_init(&f->body, CHANNEL_MAX_FILE) < 0 || !f->easy) {
                 fetcher_free(f);
                 return -ENOMEM;
         }
-        if ((r = curl_glue_new(m->event, &f->glue)) < 0 ||
-            (r = sd_event_add_time_relative(m->event, &f->timer, CLOCK_BOOTTIME, 1000000, 0, on_timer, f)) < 0 ||
-            (r = sd_event_add_defer(m->event, &f->defer, on_defer, f)) < 0) {
+        if ((r = sd_event_add_time_relative(e, &f->timer, CLOCK_BOOTTIME, 1000000, 0, on_timer, f)) < 0 ||
+            (r = sd_event_add_defer(e, &f->defer, on_defer, f)) < 0) {
                 fetcher_free(f);
                 return tp_error(err, r, "channel: cannot set up polling: %s", strerror(-r));
         }
         (void) sd_event_source_set_enabled(f->defer, SD_EVENT_OFF);
         (void) sd_event_source_set_description(f->timer, "channel-poll");
+        (void) sd_event_source_set_description(f->defer, "channel-next");
         /* The first poll a second after start. */
-        log_info("polling the channel %s every %" PRIu64 " s", f->config->channel.urls[0], f->config->channel.interval);
+        log_info("polling the channel %s every %" PRIu64 " s", c->channel.urls[0], c->channel.interval);
         *ret = f;
         return 0;
 }
@@ -588,17 +582,16 @@ Fetcher *fetcher_free(Fetcher *f) {
         if (!f)
                 return NULL;
         download_stop(&f->dl);
-        if (f->glue && f->easy)
+        if (f->easy) {
                 curl_glue_remove(f->glue, f->easy);
-        curl_glue_free(f->glue);
-        if (f->easy)
                 curl_easy_cleanup(f->easy);
+        }
         curl_slist_free_all(f->headers);
         sd_event_source_disable_unref(f->timer);
         sd_event_source_disable_unref(f->defer);
         channel_free(f->channel);
         free(f->channel_url);
-        free(f->body);
+        http_body_done(&f->body);
         free(f);
         return NULL;
 }

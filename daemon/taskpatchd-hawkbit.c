@@ -4,17 +4,16 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "cpu.h"
-#include "jsonline.h"
 #include "taskpatchd-ddi.h"
 #include "taskpatchd-download.h"
 #include "taskpatchd-hawkbit.h"
 #include "taskpatchd-log.h"
-#include "taskpatchd-manager.h"
 #include "yaml-doc.h"
 
 #define BODY_MAX DDI_BODY_MAX          /* a controller resource, deployment or cancel answer */
@@ -54,9 +53,10 @@ typedef struct Request {
 } Request;
 
 struct Hawkbit {
-        Manager *m;
+        const SourceHost *host;
         const DaemonConfig *config;
-        CurlGlue *glue;
+        sd_event *event;
+        CurlGlue *glue;                 /* borrowed */
         CURL *easy;                     /* polls and the resources they point to, one at a time */
         CURL *dl_easy;                  /* downloads, beside the polls (a cancel can arrive meanwhile) */
         CURL *control;                  /* feedback and configData, in order */
@@ -67,9 +67,7 @@ struct Hawkbit {
         bool fetching;                  /* easy is busy */
         uint64_t sleep_usec;            /* the server's config.polling.sleep */
         char *base_url;                 /* {url}/{tenant}/controller/v1/{controller_id} */
-        char *body;
-        size_t body_len;
-        bool body_capped;
+        HttpBody body;
         int (*on_body)(Hawkbit *h, TpError *err);  /* what to do with the resource fetched (h->body) */
 
         /* the action being carried out */
@@ -102,16 +100,7 @@ static void kick(Hawkbit *h) {
         (void) sd_event_source_set_enabled(h->defer, SD_EVENT_ONESHOT);
 }
 
-static void set_error(Hawkbit *h, const char *fmt, ...) _printf_(2, 3);
-static void set_error(Hawkbit *h, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(h->last_error, sizeof(h->last_error), fmt, ap);
-        va_end(ap);
-        jsonline_scrub_utf8(h->last_error);     /* cut at a byte count; it goes into status JSON */
-        log_warning("hawkbit: %s", h->last_error);
-        manager_report_error(h->m, NULL, "hawkbit", h->last_error, "fetch");
-}
+#define set_error(h, ...) source_error((h)->host, "hawkbit", (h)->last_error, __VA_ARGS__)
 
 static void schedule_poll(Hawkbit *h, uint64_t usec) {
         (void) sd_event_source_set_time_relative(h->timer, usec);
@@ -190,8 +179,7 @@ static void feedback(Hawkbit *h, DdiExecution execution, DdiFinished finished, c
 }
 
 static void send_config_data(Hawkbit *h) {
-        const PersistentState *ps = &h->m->ps;
-        const Seal *active = &h->m->seals[h->m->active];
+        DeviceView d;
         char hex[SHA256_HEX_SIZE], features[512] = "", version[24];
         uint64_t caps = cpu_detect();
         size_t n = 0;
@@ -200,15 +188,16 @@ static void send_config_data(Hawkbit *h) {
                 if (cpu_feature_native(f) && (caps & CPU_BIT(f)) && n < sizeof(features) - 16)
                         n += (size_t) snprintf(features + n, sizeof(features) - n, "%s%s", n ? "," : "",
                                                cpu_feature_to_string(f));
-        sha256_to_hex(ps->base.sha256, hex);
-        snprintf(version, sizeof(version), "%" PRIu64, active->version);
+        h->host->device(h->host, &d);
+        sha256_to_hex(d.base_sha256, hex);
+        snprintf(version, sizeof(version), "%" PRIu64, d.active_version);
         /* hawkBit keeps attributes as strings. */
         json_t *data = json_pack("{s:s, s:s, s:s, s:s}", "taskpatch_version", TASKPATCH_VERSION, "cpu_arch", cpu_arch(),
                                  "cpu_features", features, "model_path", h->config->model_path);
-        if (ps->provisioned) {
+        if (d.provisioned) {
                 json_object_set_new(data, "base_sha256", json_string(hex));
-                json_object_set_new(data, "base_kind", json_string(artifact_kind_to_string(ps->base.kind)));
-                json_object_set_new(data, "active_task", json_string(active->task[0] ? active->task : "base"));
+                json_object_set_new(data, "base_kind", json_string(artifact_kind_to_string(d.base_kind)));
+                json_object_set_new(data, "active_task", json_string(d.active_task[0] ? d.active_task : "base"));
                 json_object_set_new(data, "active_version", json_string(version));
         }
         queue_request(h, "configData", ddi_config_data_new(data), true);
@@ -260,7 +249,7 @@ static void finish_action(Hawkbit *h, bool success, const char *reason) {
 static int on_deployment(Hawkbit *h, TpError *err) {
         _cleanup_(ddi_deployment_done) DdiDeployment d = {};
         char why[TP_ERROR_MAX];
-        int r = ddi_deployment_parse(h->body, h->body_len, h->config->channel.allow_http, &d, err);
+        int r = ddi_deployment_parse((const char *) h->body.data, h->body.len, h->config->channel.allow_http, &d, err);
 
         if (r < 0)
                 return r;
@@ -298,7 +287,7 @@ static int on_deployment(Hawkbit *h, TpError *err) {
 static int on_cancel(Hawkbit *h, TpError *err) {
         DdiCancel c;
         char path[ID_MAX + 40];
-        int r = ddi_cancel_parse(h->body, h->body_len, &c, err);
+        int r = ddi_cancel_parse((const char *) h->body.data, h->body.len, &c, err);
 
         if (r < 0)
                 return r;
@@ -321,24 +310,11 @@ static int on_cancel(Hawkbit *h, TpError *err) {
 
 /* ---- polling ---- */
 
-static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata) {
-        Hawkbit *h = userdata;
-        size_t n = size * nmemb;
-
-        if (n > BODY_MAX - h->body_len) {
-                h->body_capped = true;
-                return 0;
-        }
-        memcpy(h->body + h->body_len, data, n);
-        h->body_len += n;
-        return n;
-}
-
 static void fetch(Hawkbit *h, const char *url, int (*then)(Hawkbit *h, TpError *err));
 
 static int on_controller(Hawkbit *h, TpError *err) {
         _cleanup_(ddi_controller_done) DdiController c = {};
-        int r = ddi_controller_parse(h->body, h->body_len, h->config->channel.allow_http, &c, err);
+        int r = ddi_controller_parse((const char *) h->body.data, h->body.len, h->config->channel.allow_http, &c, err);
 
         if (r < 0)
                 return r;
@@ -363,8 +339,8 @@ static void on_fetch_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, voi
         (void) curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &effective);
         snprintf(url, sizeof(url), "%s", effective ? effective : "?");
         h->fetching = false;
-        if (h->body_capped || result != CURLE_OK || status != 200) {
-                if (h->body_capped)
+        if (h->body.capped || result != CURLE_OK || status != 200) {
+                if (h->body.capped)
                         snprintf(why, sizeof(why), "%.400s: more than %u bytes: cut", url, BODY_MAX);
                 else
                         http_describe(h->config, result, status, url, why, sizeof(why));
@@ -385,13 +361,10 @@ static void on_fetch_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, voi
 }
 
 static void fetch(Hawkbit *h, const char *url, int (*then)(Hawkbit *h, TpError *err)) {
-        h->body_len = 0;
-        h->body_capped = false;
         h->on_body = then;
         h->fetching = true;
-        if (http_setup(h->easy, h->config, url) < 0 || curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, h->headers) ||
-            curl_easy_setopt(h->easy, CURLOPT_WRITEFUNCTION, on_body) || curl_easy_setopt(h->easy, CURLOPT_WRITEDATA, h) ||
-            curl_easy_setopt(h->easy, CURLOPT_TIMEOUT, 120L) || curl_glue_add(h->glue, h->easy, on_fetch_done, h) < 0) {
+        if (http_setup_get(h->easy, h->config, url, h->headers, 120L, &h->body) < 0 ||
+            curl_glue_add(h->glue, h->easy, on_fetch_done, h) < 0) {
                 set_error(h, "%s: cannot start the transfer", url);
                 h->fetching = false;
                 schedule_poll(h, RETRY_USEC);
@@ -433,9 +406,9 @@ static void on_download(Download *d, DownloadResult result, const char *why, voi
 
 static void on_download_progress(Download *d, void *userdata) {
         Hawkbit *h = userdata;
-        manager_emit(h->m, NULL, json_pack("{s:s, s:s, s:s, s:I, s:I}", "event", "download", "file",
-                                           h->artifacts[h->dl_index].ddi.filename, "action", h->action, "done",
-                                           (json_int_t) d->have, "total", (json_int_t) d->size));
+        h->host->emit(h->host, download_json(d, json_pack("{s:s, s:s, s:s}", "event", "download", "file",
+                                                          h->artifacts[h->dl_index].ddi.filename, "action",
+                                                          h->action)));
 }
 
 static void start_download(Hawkbit *h, size_t i) {
@@ -449,7 +422,7 @@ static void start_download(Hawkbit *h, size_t i) {
         h->dl_index = i;
         h->phase = HB_DOWNLOADING;
         log_info("hawkbit: downloading %s (%" PRIu64 " bytes)", a->ddi.url, a->ddi.size);
-        r = download_start(&h->dl, h->config, h->m->event, h->glue, h->dl_easy, &spec, on_download, on_download_progress,
+        r = download_start(&h->dl, h->config, h->event, h->glue, h->dl_easy, &spec, on_download, on_download_progress,
                            h);
         if (r < 0) {
                 download_stop(&h->dl);
@@ -460,13 +433,11 @@ static void start_download(Hawkbit *h, size_t i) {
 
 static void start_install(Hawkbit *h, size_t i) {
         HawkbitArtifact *a = &h->artifacts[i];
-        bool last = i + 1 == h->n_artifacts;
-        Operation *op = NULL;
-        const char *code = NULL;
+        InstallRequest req = { .then_switch = i + 1 == h->n_artifacts, .origin = ORIGIN_HAWKBIT };
         TpError err = {};
-        char why[TP_ERROR_MAX];
+        char why[TP_ERROR_MAX], transaction[TRANSACTION_ID_SIZE];
         int fd = open(a->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        int r = fd < 0 ? -errno : install_new(h->m, fd, false, last, &op, &code, &err);
+        int r = fd < 0 ? -errno : h->host->submit_install(h->host, fd, &req, transaction, &err);
 
         if (r < 0) {
                 snprintf(why, sizeof(why), "%s: %s", a->ddi.filename,
@@ -475,14 +446,12 @@ static void start_install(Hawkbit *h, size_t i) {
                 return;
         }
         h->dl_index = i;
-        h->phase = last ? HB_SWITCHING : HB_INSTALLING;
-        manager_start(h->m, op, NULL, false);
-        snprintf(h->transaction, sizeof(h->transaction), "%s", h->m->op ? h->m->op->transaction : "");
+        h->phase = req.then_switch ? HB_SWITCHING : HB_INSTALLING;
+        memcpy(h->transaction, transaction, sizeof(transaction));
 }
 
 /* What the action needs next: a download, the "downloaded" feedback, an install. */
 static void step(Hawkbit *h) {
-        Manager *m = h->m;
         size_t i;
 
         send_next(h);
@@ -499,8 +468,8 @@ static void step(Hawkbit *h) {
                          "every bundle downloaded and its SHA-256 checked");
                 h->sent_downloaded = true;
         }
-        if (h->download_only || m->op || manager_state(m) != STATE_IDLE || !m->ps.provisioned)
-                return;         /* a maintenance window, or busy: the manager kicks us when idle */
+        if (h->download_only || !h->host->can_start(h->host))
+                return;         /* a maintenance window, or busy: the host tells us when it is idle */
         for (i = 0; i < h->n_artifacts && h->artifacts[i].installed; i++)
                 ;
         if (i < h->n_artifacts)
@@ -512,24 +481,24 @@ static int on_defer(sd_event_source *s _unused_, void *userdata) {
         return 0;
 }
 
-void hawkbit_operation_done(Hawkbit *h, const Operation *op, int r) {
-        if (!h)
-                return;
-        if (!h->transaction[0] || strcmp(op->transaction, h->transaction) != 0) {
+static void on_operation_done(void *userdata, const OperationOutcome *o) {
+        Hawkbit *h = userdata;
+
+        if (!h->transaction[0] || strcmp(o->transaction, h->transaction) != 0) {
                 kick(h);
                 return;
         }
         HawkbitArtifact *a = &h->artifacts[h->dl_index];
-        if (r < 0) {
+        if (o->r < 0) {
                 char why[TP_ERROR_MAX];
-                snprintf(why, sizeof(why), "%s: %s", a->ddi.filename, tp_error_message(&op->err, r));
+                snprintf(why, sizeof(why), "%s: %s", a->ddi.filename, o->error);
                 finish_action(h, false, why);
                 return;
         }
         a->installed = true;
         (void) unlink(a->path);         /* the store has its copy */
-        if (h->phase == HB_SWITCHING && manager_on_trial(h->m))
-                return;                 /* hawkbit_trial_done() closes the action */
+        if (h->phase == HB_SWITCHING && o->on_trial)
+                return;                 /* on_trial_done() closes the action */
         h->transaction[0] = '\0';
         if (h->phase == HB_SWITCHING) {
                 finish_action(h, true, "installed and active (no trial)");
@@ -539,13 +508,24 @@ void hawkbit_operation_done(Hawkbit *h, const Operation *op, int r) {
         kick(h);
 }
 
-void hawkbit_trial_done(Hawkbit *h, const char *transaction, bool committed, const char *reason) {
-        if (!h)
-                return;
+static void on_trial_done(void *userdata, const char *transaction, bool committed, const char *reason) {
+        Hawkbit *h = userdata;
+
         if (h->action[0] && h->transaction[0] && strcmp(transaction, h->transaction) == 0)
                 finish_action(h, committed, committed ? "committed" : reason);
         kick(h);
 }
+
+static void on_idle(void *userdata) {
+        kick(userdata);
+}
+
+const UpdateSource hawkbit_source = {
+        .name = "hawkbit",
+        .operation_done = on_operation_done,
+        .trial_done = on_trial_done,
+        .idle = on_idle,
+};
 
 json_t *hawkbit_status(const Hawkbit *h) {
         char when[21];
@@ -560,8 +540,8 @@ json_t *hawkbit_status(const Hawkbit *h) {
         json_object_set_new(o, "action", h->action[0] ? json_string(h->action) : json_null());
         if (h->dl.easy)
                 json_object_set_new(o, "download",
-                                    json_pack("{s:s, s:I, s:I}", "file", h->artifacts[h->dl_index].ddi.filename, "done",
-                                              (json_int_t) h->dl.have, "total", (json_int_t) h->dl.size));
+                                    download_json(&h->dl, json_pack("{s:s}", "file",
+                                                                    h->artifacts[h->dl_index].ddi.filename)));
         if (h->outcome.result)
                 json_object_set_new(o, "update",
                                     json_pack("{s:s, s:s, s:o}", "action", h->outcome.action, "result",
@@ -589,8 +569,8 @@ static int read_token(const char *path, char *buf, size_t n, TpError *err) {
         return 0;
 }
 
-int hawkbit_new(Manager *m, Hawkbit **ret, TpError *err) {
-        const DaemonConfig *c = m->config;
+int hawkbit_new(sd_event *e, const DaemonConfig *c, CurlGlue *glue, const SourceHost *host, Hawkbit **ret,
+                TpError *err) {
         char token[512], auth[600];
         Hawkbit *h;
         int r;
@@ -603,9 +583,7 @@ int hawkbit_new(Manager *m, Hawkbit **ret, TpError *err) {
         h = calloc(1, sizeof(Hawkbit));
         if (!h)
                 return -ENOMEM;
-        h->m = m;
-        h->config = c;
-        h->dl = DOWNLOAD_NULL;
+        *h = (Hawkbit) { .host = host, .config = c, .event = e, .glue = glue, .dl = DOWNLOAD_NULL };
         h->sleep_usec = DEFAULT_SLEEP_USEC;
         h->headers = curl_slist_append(NULL, "Accept: application/hal+json");
         if (c->hawkbit.token_file) {
@@ -616,24 +594,23 @@ int hawkbit_new(Manager *m, Hawkbit **ret, TpError *err) {
         h->json_headers = curl_slist_append(h->json_headers, "Accept: application/hal+json");
         if (c->hawkbit.token_file)
                 h->json_headers = curl_slist_append(h->json_headers, auth);
-        h->body = malloc(BODY_MAX);
         h->easy = curl_easy_init();
         h->dl_easy = curl_easy_init();
         h->control = curl_easy_init();
-        if (!h->headers || !h->json_headers || !h->body || !h->easy || !h->dl_easy || !h->control ||
+        if (!h->headers || !h->json_headers || http_body_init(&h->body, BODY_MAX) < 0 || !h->easy || !h->dl_easy || !h->control ||
             asprintf(&h->base_url, "%s/%s/controller/v1/%s", c->hawkbit.url, c->hawkbit.tenant,
                      c->hawkbit.controller_id) < 0) {
                 hawkbit_free(h);
                 return -ENOMEM;
         }
-        if ((r = curl_glue_new(m->event, &h->glue)) < 0 ||
-            (r = sd_event_add_time_relative(m->event, &h->timer, CLOCK_BOOTTIME, 1000000, 0, on_timer, h)) < 0 ||
-            (r = sd_event_add_defer(m->event, &h->defer, on_defer, h)) < 0) {
+        if ((r = sd_event_add_time_relative(e, &h->timer, CLOCK_BOOTTIME, 1000000, 0, on_timer, h)) < 0 ||
+            (r = sd_event_add_defer(e, &h->defer, on_defer, h)) < 0) {
                 hawkbit_free(h);
                 return tp_error(err, r, "hawkbit: cannot set up polling: %s", strerror(-r));
         }
         (void) sd_event_source_set_enabled(h->defer, SD_EVENT_OFF);
         (void) sd_event_source_set_description(h->timer, "hawkbit-poll");
+        (void) sd_event_source_set_description(h->defer, "hawkbit-next");
         log_info("hawkbit: polling %s", h->base_url);
         *ret = h;
         return 0;
@@ -643,11 +620,8 @@ Hawkbit *hawkbit_free(Hawkbit *h) {
         if (!h)
                 return NULL;
         download_stop(&h->dl);
-        if (h->glue && h->easy)
-                curl_glue_remove(h->glue, h->easy);
-        if (h->glue && h->control)
-                curl_glue_remove(h->glue, h->control);
-        curl_glue_free(h->glue);
+        curl_glue_remove(h->glue, h->easy);
+        curl_glue_remove(h->glue, h->control);
         for (size_t i = 0; i < h->n_artifacts; i++) {
                 free(h->artifacts[i].ddi.url);
                 free(h->artifacts[i].path);     /* complete downloads stay for the next start */
@@ -669,7 +643,7 @@ Hawkbit *hawkbit_free(Hawkbit *h) {
         sd_event_source_disable_unref(h->defer);
         free(h->finished_body);
         free(h->base_url);
-        free(h->body);
+        http_body_done(&h->body);
         free(h);
         return NULL;
 }

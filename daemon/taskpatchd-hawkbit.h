@@ -8,8 +8,9 @@
  * TargetToken ..." from hawkbit.token_file, on the event loop (libcurl
  * multi). For a deploymentBase it downloads the deployment's .tpb artifacts
  * (resuming with Range, cut at the declared size, SHA-256 checked), sends
- * "proceeding" and "downloaded" feedback, installs each bundle and switches
- * to the task of the last one through the normal trial, and sends "closed"
+ * "proceeding" and "downloaded" feedback, submits each bundle to its host as
+ * an install, the last one switching to its task through the normal trial
+ * (each only when the host can_start()), and sends "closed"
  * with "success" only once that trial commits, or "failure" with the reason
  * (a refused bundle, a rollback). A cancelAction is honoured until the first
  * bundle is installed, rejected after. When the server asks for configData,
@@ -17,24 +18,31 @@
  * documents themselves are read and written by taskpatchd-ddi.h; a document it
  * refuses is a failed poll (shown in the status), except a deployment that names
  * its action but cannot be carried out: that action is closed with the reason.
+ * It knows the manager only as its SourceHost (taskpatchd-source.h).
  */
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <systemd/sd-event.h>
 
+#include "config.h"
 #include "error.h"
+#include "taskpatchd-curl.h"
+#include "taskpatchd-source.h"
 
-typedef struct Manager Manager;
-typedef struct Operation Operation;
 typedef struct Hawkbit Hawkbit;
 
-/* A client for @m's configured server; *ret = NULL (and 0) when none is configured. */
-_warn_unused_result_ int hawkbit_new(Manager *m, Hawkbit **ret, TpError *err);
+/*
+ * A client for @c's server, on @e, its transfers on @glue (borrowed: it must outlive the
+ * client), submitting to @host; *ret = NULL (and 0) when none is configured. Register it
+ * with hawkbit_source.
+ */
+_warn_unused_result_ int hawkbit_new(sd_event *e, const DaemonConfig *c, CurlGlue *glue, const SourceHost *host,
+                                     Hawkbit **ret, TpError *err);
 Hawkbit *hawkbit_free(Hawkbit *h);
 
-/* From the manager: an operation ended (@r < 0: failed), a trial ended. NULL-safe. */
-void hawkbit_operation_done(Hawkbit *h, const Operation *op, int r);
-void hawkbit_trial_done(Hawkbit *h, const char *transaction, bool committed, const char *reason);
+/* Its callbacks for the manager; userdata is the Hawkbit. */
+extern const UpdateSource hawkbit_source;
 
 /* The "hawkbit" object of the status. */
 json_t *hawkbit_status(const Hawkbit *h);

@@ -58,7 +58,7 @@ static void on_state_changed(void *userdata, ManagerState from, ManagerEvent e, 
         }
         manager_send_status(m);
         if (to == STATE_IDLE)
-                spool_kick(m->spool);   /* bundles waiting in the spool folder may go in now */
+                manager_sources_idle(m);        /* what waited for the manager (the spool's bundles) may go now */
 }
 
 static const MachineHost machine_host = { .changed = on_state_changed };
@@ -313,8 +313,7 @@ static int trial_commit(Manager *m, const char *how) {
         reply_trial_client(m, true, NULL);
         if (t.task[0])
                 collect_garbage(m, t.task);
-        fetcher_trial_done(m->fetcher, t.transaction, true, how);
-        hawkbit_trial_done(m->hawkbit, t.transaction, true, how);
+        manager_sources_trial_done(m, t.transaction, true, how);
         return 0;
 }
 
@@ -348,8 +347,7 @@ static int trial_rollback(Manager *m, const char *reason, bool failure) {
         manager_record(m, "rolled-back", "rolled-back", failure, what);
         (void) manager_fire(m, EVENT_ROLLBACK);
         reply_trial_client(m, false, reason);
-        fetcher_trial_done(m->fetcher, t.transaction, false, reason);
-        hawkbit_trial_done(m->hawkbit, t.transaction, false, reason);
+        manager_sources_trial_done(m, t.transaction, false, reason);
         return 0;
 }
 
@@ -524,7 +522,7 @@ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError
 
 /* ---- operations ---- */
 
-static void operation_free(Operation *op) {
+void operation_free(Operation *op) {
         if (!op)
                 return;
         if (op->free_data)
@@ -582,9 +580,7 @@ static void operation_finish(Manager *m, int r) {
                         client_reply(op->client, resp);
                 }
         }
-        fetcher_operation_done(m->fetcher, op, r);
-        spool_operation_done(m->spool, op, r);
-        hawkbit_operation_done(m->hawkbit, op, r);
+        manager_sources_operation_done(m, op, r, own_trial);
         operation_free(op);
         /* A large manifest's parse is freed now: give the pages back, do not keep them as the peak. */
         (void) malloc_trim(0);

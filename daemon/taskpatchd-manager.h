@@ -18,6 +18,8 @@
  *   taskpatchd-provision.c  provision and install
  *   taskpatchd-switch.c     staging a task into the inactive slot
  *   taskpatchd-scrub.c      the periodic full verification of both slots
+ *   taskpatchd-host.c       the update sources' host (taskpatchd-source.h): what they may
+ *                           ask and read, what they are told; the channel's serial and pin
  */
 
 #include <jansson.h>
@@ -32,6 +34,7 @@
 #include "taskpatchd-health.h"
 #include "taskpatchd-machine.h"
 #include "taskpatchd-server.h"
+#include "taskpatchd-source.h"
 #include "taskpatchd-spool.h"
 #include "taskpatchd-store.h"
 
@@ -45,6 +48,7 @@ typedef struct Operation Operation;
 struct Operation {
         Manager *m;
         const char *cmd;                /* "provision", "install", "switch", "rollback", "scrub" */
+        UpdateOrigin origin;            /* who asked for it (the socket unless an update source did) */
         ManagerEvent start;             /* fired when it starts (EVENT_PROVISION, ...); _EVENT_INVALID: none (scrub) */
         bool rollback;                  /* a switch back to the previously committed task ('tpctl rollback') */
         char transaction[TRANSACTION_ID_SIZE];
@@ -70,6 +74,14 @@ typedef struct Counters {
         uint64_t slot_bytes, undo_bytes, state_bytes;
         uint64_t last_switch_slot_bytes;
 } Counters;
+
+#define MANAGER_SOURCES_MAX 4
+
+/* An update source told how operations and trials end (taskpatchd-host.c). */
+typedef struct RegisteredSource {
+        const UpdateSource *source;
+        void *userdata;
+} RegisteredSource;
 
 /* What happened last, for status: it replaces what came before, errors included. */
 typedef struct LastEvent {
@@ -111,6 +123,9 @@ struct Manager {
         Spool *spool;                   /* the spool folder's watcher, NULL when none is configured */
         Hawkbit *hawkbit;               /* the hawkBit DDI client, NULL when none is configured */
         Notifier *notifier;             /* units and a command told of slot changes, NULL when none */
+        SourceHost host;                /* lent to the update sources */
+        RegisteredSource sources[MANAGER_SOURCES_MAX];
+        size_t n_sources;
 
         int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
         Counters counters;
@@ -197,6 +212,43 @@ _warn_unused_result_ int manager_open_bundle(Manager *m, int fd, const char *wha
  * end when it waits). Takes @op in every case.
  */
 void manager_start(Manager *m, Operation *op, Client *c, bool wait);
+/* Free @op and what it holds (an operation that never started). NULL-safe. */
+void operation_free(Operation *op);
+
+/* ---- the update sources (taskpatchd-host.c) ---- */
+
+/*
+ * Create the configured sources (the channel fetcher, the spool folder, the hawkBit
+ * client) with this manager as their host and their transfers on @glue (borrowed: it must
+ * outlive the manager), and register them. manager_free() frees them.
+ */
+_warn_unused_result_ int manager_add_sources(Manager *m, CurlGlue *glue, TpError *err);
+/* Tell @source (with @userdata) how operations and trials end, after those registered before; -E2BIG. */
+_warn_unused_result_ int manager_register_source(Manager *m, const UpdateSource *source, void *userdata);
+/* Idle, provisioned, writable, no operation and no trial: an update source may start. */
+bool manager_can_start(Manager *m);
+/*
+ * Start @op (taken) for @origin, nobody waiting: 1 and its transaction, or -EBUSY (@err
+ * says what runs or why not) when it cannot start now.
+ */
+_warn_unused_result_ int manager_submit(Manager *m, Operation *op, UpdateOrigin origin,
+                                        char ret_transaction[TRANSACTION_ID_SIZE], TpError *err);
+/*
+ * An install of the bundle @fd (taken) as @req asks; < 0 with @ret_code and @err when the
+ * bundle is refused at once. For a client @c (the socket): 0, and manager_start() replies
+ * (accepted, busy, or at the end with @wait). Without one (an update source):
+ * manager_submit(), 1 and @ret_transaction.
+ */
+_warn_unused_result_ int manager_submit_install(Manager *m, int fd, const InstallRequest *req, Client *c, bool wait,
+                                                char ret_transaction[TRANSACTION_ID_SIZE], const char **ret_code,
+                                                TpError *err);
+/*
+ * What the sources are told: an operation ended (@on_trial: it put its task on trial;
+ * first the pin policy), a trial ended, the manager is idle.
+ */
+void manager_sources_operation_done(Manager *m, const Operation *op, int r, bool on_trial);
+void manager_sources_trial_done(Manager *m, const char *transaction, bool committed, const char *reason);
+void manager_sources_idle(Manager *m);
 
 /* Operation constructors (taskpatchd-provision.c, taskpatchd-switch.c). They reply with errors themselves. */
 _warn_unused_result_ int provision_new(Manager *m, int fd, const uint8_t *expected_sha256, Operation **ret,

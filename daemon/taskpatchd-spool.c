@@ -12,11 +12,10 @@
 
 #include "fileio.h"
 #include "taskpatchd-log.h"
-#include "taskpatchd-manager.h"
 #include "taskpatchd-spool.h"
 
 struct Spool {
-        Manager *m;
+        const SourceHost *host;
         const char *dir;
         sd_event_source *watch;         /* inotify on the folder */
         sd_event_source *defer;         /* spool_next() once the current callback has returned */
@@ -26,11 +25,6 @@ struct Spool {
 
 static void kick(Spool *s) {
         (void) sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
-}
-
-void spool_kick(Spool *s) {
-        if (s)
-                kick(s);
 }
 
 static bool is_bundle_name(const char *name) {
@@ -79,10 +73,9 @@ static void finish(Spool *s, const char *name, bool ok, const char *why) {
 
 /* Install @name: 0 when an install was started, < 0 when it was refused at once (and moved aside). */
 static int start_install(Spool *s, const char *name) {
-        Manager *m = s->m;
         _cleanup_free_ char *path = NULL;
-        Operation *op = NULL;
-        const char *code = NULL;
+        InstallRequest req = { .origin = ORIGIN_SPOOL };
+        char transaction[TRANSACTION_ID_SIZE];
         TpError err = {};
         int fd, r;
 
@@ -98,26 +91,24 @@ static int start_install(Spool *s, const char *name) {
                         safe_close(fd);
                         r = tp_error(&err, -EINVAL, "%s: not a regular file", path);
                 } else
-                        r = install_new(m, fd, false, false, &op, &code, &err);
+                        r = s->host->submit_install(s->host, fd, &req, transaction, &err);
         }
         if (r < 0) {
                 finish(s, name, false, tp_error_message(&err, r));
                 return r;
         }
         log_info("spool: installing %s", name);
-        manager_start(m, op, NULL, false);
-        snprintf(s->transaction, sizeof(s->transaction), "%s", m->op ? m->op->transaction : "");
+        memcpy(s->transaction, transaction, sizeof(transaction));
         return 0;
 }
 
-/* The next bundle in the folder (oldest name first, for a predictable order), when the manager is idle. */
+/* The next bundle in the folder (oldest name first, for a predictable order), when the host can start one. */
 static void spool_next(Spool *s) {
-        Manager *m = s->m;
         _cleanup_free_ char *pick = NULL;
         struct dirent *de;
         DIR *d;
 
-        if (s->current[0] || m->op || manager_state(m) != STATE_IDLE || !m->ps.provisioned)
+        if (s->current[0] || !s->host->can_start(s->host))
                 return;
         d = opendir(s->dir);
         if (!d) {
@@ -147,38 +138,49 @@ static int on_inotify(sd_event_source *src _unused_, const struct inotify_event 
         return 0;
 }
 
-void spool_operation_done(Spool *s, const Operation *op, int r) {
-        if (!s)
-                return;
-        if (s->transaction[0] && strcmp(op->transaction, s->transaction) == 0) {
+static void on_operation_done(void *userdata, const OperationOutcome *o) {
+        Spool *s = userdata;
+
+        if (s->transaction[0] && strcmp(o->transaction, s->transaction) == 0) {
                 char name[NAME_MAX + 1];
                 snprintf(name, sizeof(name), "%s", s->current);
-                finish(s, name, r >= 0, r >= 0 ? NULL : tp_error_message(&op->err, r));
+                finish(s, name, o->r >= 0, o->error);
         }
         kick(s);
 }
 
-int spool_new(Manager *m, Spool **ret, TpError *err) {
+static void on_idle(void *userdata) {
+        kick(userdata);
+}
+
+const UpdateSource spool_source = {
+        .name = "spool",
+        .operation_done = on_operation_done,
+        .idle = on_idle,
+};
+
+int spool_new(sd_event *e, const DaemonConfig *c, const SourceHost *host, Spool **ret, TpError *err) {
         Spool *s;
         int r;
 
         *ret = NULL;
-        if (!m->config->spool)
+        if (!c->spool)
                 return 0;
-        if ((r = mkdir_durable(m->config->spool, 0700)) < 0)
-                return tp_error(err, r, "spool: %s: %s", m->config->spool, strerror(-r));
+        if ((r = mkdir_durable(c->spool, 0700)) < 0)
+                return tp_error(err, r, "spool: %s: %s", c->spool, strerror(-r));
         s = calloc(1, sizeof(Spool));
         if (!s)
                 return -ENOMEM;
-        s->m = m;
-        s->dir = m->config->spool;
-        if ((r = sd_event_add_inotify(m->event, &s->watch, s->dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR,
-                                      on_inotify, s)) < 0 ||
-            (r = sd_event_add_defer(m->event, &s->defer, on_defer, s)) < 0) {
+        s->host = host;
+        s->dir = c->spool;
+        if ((r = sd_event_add_inotify(e, &s->watch, s->dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR, on_inotify,
+                                      s)) < 0 ||
+            (r = sd_event_add_defer(e, &s->defer, on_defer, s)) < 0) {
                 spool_free(s);
-                return tp_error(err, r, "spool: cannot watch %s: %s", m->config->spool, strerror(-r));
+                return tp_error(err, r, "spool: cannot watch %s: %s", c->spool, strerror(-r));
         }
         (void) sd_event_source_set_description(s->watch, "spool");
+        (void) sd_event_source_set_description(s->defer, "spool-next");
         log_info("watching the spool folder %s for bundles", s->dir);
         *ret = s;
         kick(s);        /* what arrived while the daemon was down */

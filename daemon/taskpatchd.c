@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "dispatch.h"
+#include "taskpatchd-curl.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
 #include "taskpatchd-server.h"
@@ -61,6 +62,7 @@ int main(int argc, char *argv[]) {
         sd_event *e = NULL;
         Manager *m = NULL;
         Server *server = NULL;
+        CurlGlue *glue = NULL;
         TpError err = {};
         sigset_t mask;
         int c, r;
@@ -146,11 +148,12 @@ int main(int argc, char *argv[]) {
                 goto out;
         }
         manager_set_server(m, server);
-        r = fetcher_new(m, &m->fetcher, &err);
+        /* One libcurl multi handle for every update source's transfers. */
+        r = curl_glue_new(e, &glue);
+        if (r < 0)
+                (void) tp_error(&err, r, "cannot set up libcurl: %s", strerror(-r));
         if (r >= 0)
-                r = spool_new(m, &m->spool, &err);
-        if (r >= 0)
-                r = hawkbit_new(m, &m->hawkbit, &err);
+                r = manager_add_sources(m, glue, &err);
         if (r >= 0)
                 r = notifier_new(m, &m->notifier, &err);
         if (r < 0) {
@@ -166,7 +169,8 @@ int main(int argc, char *argv[]) {
                 log_error("event loop: %s", strerror(-r));
 out:
         server_free(server);
-        manager_free(m);
+        manager_free(m);        /* the sources first: their transfers leave the glue */
+        curl_glue_free(glue);
         sd_event_unref(e);
         config_done(&config);
         return r < 0 ? 1 : 0;

@@ -37,6 +37,13 @@ if command -v python3 > /dev/null; then
     [ $? -eq 0 ] && ok "no include cycle inside daemon/" || bad "include cycles in daemon/" "$out"
 fi
 
+# The update sources know the manager only through taskpatchd-source.h (its SourceHost).
+hits=$(git grep -nE '#include *"taskpatchd-manager\.h"' -- \
+       'daemon/taskpatchd-fetch.[ch]' 'daemon/taskpatchd-spool.[ch]' 'daemon/taskpatchd-hawkbit.[ch]' \
+       'daemon/taskpatchd-download.[ch]' 'daemon/taskpatchd-curl.[ch]' 'daemon/taskpatchd-ddi.[ch]' \
+       'daemon/taskpatchd-source.[ch]' 'daemon/taskpatchd-policy.[ch]')
+[ -z "$hits" ] && ok "layering: the update sources do not include taskpatchd-manager.h" || bad "layering: update sources" "$hits"
+
 hits=$(printf '%s\n' "$prod" | xargs grep -nE '\b(fprintf|printf|puts|perror|syslog|sd_journal_\w+)\s*\(' -- 2>/dev/null | grep -E '^(common|kernels)/')
 [ -z "$hits" ] && ok "common/ and kernels/ never log or print" || bad "printing from library code" "$hits"
 

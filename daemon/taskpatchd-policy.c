@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* The channel's serial and the technician's pin (taskpatchd-policy.h). */
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "taskpatchd-policy.h"
+
+int policy_channel_serial(PersistentState *ps, uint64_t serial, bool *ret_unpinned, TpError *err) {
+        *ret_unpinned = false;
+        if (ps->have_channel && serial < ps->channel_serial)
+                return tp_error(err, -ESTALE, "serial %" PRIu64 " is older than the accepted %" PRIu64
+                                " (a replayed channel): refused", serial, ps->channel_serial);
+        if (ps->have_channel && serial == ps->channel_serial)
+                return 0;
+        ps->have_channel = true;
+        ps->channel_serial = serial;
+        if (ps->pinned && ps->pinned_serial != serial) {
+                ps->pinned = false;
+                *ret_unpinned = true;
+        }
+        return 1;
+}
+
+bool policy_pin(PersistentState *ps, UpdateOrigin origin, const char *cmd, int r) {
+        if (r < 0 || origin == ORIGIN_CHANNEL || strcmp(cmd, "switch") != 0 || !ps->have_channel)
+                return false;
+        ps->pinned = true;
+        ps->pinned_serial = ps->channel_serial;
+        return true;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The manager's update policy on the persistent state, without I/O (the manager writes
+ * state.json afterwards):
+ *   - a channel's serial never goes down: a lower one is a replay, refused;
+ *   - a technician's switch (any switch the channel did not ask for) pins the task that
+ *     runs: the channel's desired task waits until a channel with another serial arrives.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "taskpatchd-source.h"
+#include "taskpatchd-store.h"
+
+/*
+ * The serial of a verified channel: -ESTALE (@err says so) when it is below the accepted
+ * one, 0 when it is the accepted one, 1 when it is new: recorded in @ps, and a pin made
+ * under another serial dropped (*@ret_unpinned true, else false).
+ */
+_warn_unused_result_ int policy_channel_serial(PersistentState *ps, uint64_t serial, bool *ret_unpinned,
+                                               TpError *err);
+
+/*
+ * An operation ended (@r < 0: failed): a switch that ended well and that @origin was not
+ * the channel pins under the accepted serial. True when it pinned (@ps changed); never
+ * before a channel was accepted.
+ */
+bool policy_pin(PersistentState *ps, UpdateOrigin origin, const char *cmd, int r);
