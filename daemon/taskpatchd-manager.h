@@ -236,8 +236,8 @@ _warn_unused_result_ int manager_submit(Manager *m, Operation *op, UpdateOrigin 
 /*
  * An install of the bundle @fd (taken) as @req asks; < 0 with @ret_code and @err when the
  * bundle is refused at once. For a client @c (the socket): 0, and manager_start() replies
- * (accepted, busy, or at the end with @wait). Without one (an update source):
- * manager_submit(), 1 and @ret_transaction.
+ * (accepted, busy, or at the end with @wait); @ret_transaction is not used (may be NULL).
+ * Without one (an update source): manager_submit(), 1 and @ret_transaction.
  */
 _warn_unused_result_ int manager_submit_install(Manager *m, int fd, const InstallRequest *req, Client *c, bool wait,
                                                 char ret_transaction[TRANSACTION_ID_SIZE], const char **ret_code,

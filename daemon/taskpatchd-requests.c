@@ -239,8 +239,9 @@ static void handle_provision(Manager *m, Client *c, json_t *req, int fd, bool wa
 }
 
 static void handle_install(Manager *m, Client *c, json_t *req, int fd, bool wait) {
-        bool sw = json_is_true(json_object_get(req, "switch"));
-        Operation *op = NULL;
+        InstallRequest ir = { .allow_downgrade = json_is_true(json_object_get(req, "allow_downgrade")),
+                              .then_switch = json_is_true(json_object_get(req, "switch")),
+                              .origin = ORIGIN_SOCKET };
         const char *code = NULL;
         TpError err = {};
         int r;
@@ -249,16 +250,14 @@ static void handle_install(Manager *m, Client *c, json_t *req, int fd, bool wait
                 client_reply_error(c, "usage", "install: pass the bundle's file descriptor (SCM_RIGHTS)");
                 return;
         }
-        if (refuse_busy(m, c, sw)) {
+        if (refuse_busy(m, c, ir.then_switch)) {
                 safe_close(fd);
                 return;
         }
-        r = install_new(m, fd, json_is_true(json_object_get(req, "allow_downgrade")), sw, &op, &code, &err);
-        if (r < 0) {
+        /* The same submission as the update sources', with the client to answer. */
+        r = manager_submit_install(m, fd, &ir, c, wait, NULL, &code, &err);
+        if (r < 0)
                 client_reply_error(c, code ? code : "io", "%s", tp_error_message(&err, r));
-                return;
-        }
-        manager_start(m, op, c, wait);
 }
 
 static void handle_switch(Manager *m, Client *c, json_t *req, bool wait) {
