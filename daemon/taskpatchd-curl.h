@@ -4,8 +4,9 @@
 /*
  * libcurl's multi-socket interface driven by sd-event: curl tells us which
  * sockets to watch and when to time out; the event loop tells curl when a
- * socket is ready. Transfers never block the loop. Used by the trial's
- * health URL and (later) by the channel fetcher.
+ * socket is ready. Transfers never block the loop. One glue, made by
+ * taskpatchd.c, carries every update source's transfers (the channel fetcher,
+ * the hawkBit client); the trial's health URL has its own.
  */
 
 #include <curl/curl.h>
