@@ -110,7 +110,8 @@ struct SourceHost {
          * A verified channel's @serial: -ESTALE (and @err) when it is below the accepted one
          * (a replay), 0 when it is the accepted one, 1 when it is new (recorded in
          * state.json; a pin made under another serial is dropped); -EIO (and @err) when it
-         * cannot be recorded.
+         * is new but state.json cannot be written (the manager holds it from now on all the
+         * same, and writes it with the next change; the channel is not followed).
          */
         int (*channel_accept_serial)(const SourceHost *host, uint64_t serial, TpError *err);
 
