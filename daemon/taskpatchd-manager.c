@@ -645,6 +645,22 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
                 client_reply(c, json_pack("{s:s}", "transaction", op->transaction));
 }
 
+/*
+ * A technician's request does not wait for the daemon's own background check: a running scrub
+ * is stopped (each slot it judged stays judged) and runs again a minute later. Returns whether
+ * one was stopped.
+ */
+bool manager_stop_scrub(Manager *m) {
+        if (!m->op || m->op->start >= 0)
+                return false;
+        log_info("the scrub in progress is stopped for a request; it runs again in a minute");
+        Operation *op = TAKE_PTR(m->op);
+        m->op_source = sd_event_source_disable_unref(m->op_source);
+        operation_free(op);
+        (void) manager_schedule_scrub(m, 60 * UINT64_C(1000000));
+        return true;
+}
+
 /* ---- requests that need no operation ---- */
 
 int manager_mark_good(Manager *m, Client *c) {
@@ -678,6 +694,7 @@ void manager_rollback(Manager *m, Client *c, bool allow_downgrade, bool wait) {
                                                   slot_id_to_string(m->active)));
                 return;
         }
+        (void) manager_stop_scrub(m);
         if (m->op || manager_state(m) != STATE_IDLE) {
                 client_reply_error(c, "busy", "%s is running", m->op ? m->op->cmd : manager_state_to_string(manager_state(m)));
                 return;

@@ -139,6 +139,8 @@ struct Manager {
         sd_event_source *retry_timer;
         /* A rollback made at start-up, before anyone could listen: told to the first subscriber. */
         json_t *startup_events;
+        json_t *startup_slot_changed;   /* ... and to the notifier (units, command) once the loop runs */
+        sd_event_source *notify_source;
 };
 
 static inline ManagerState manager_state(const Manager *m) {
@@ -266,6 +268,8 @@ _warn_unused_result_ int switch_new(Manager *m, const char *task, uint64_t versi
 _warn_unused_result_ int manager_replace_damaged(Manager *m, Operation *op);
 /* A full verification of both slots against their seals (taskpatchd-scrub.c). */
 _warn_unused_result_ int scrub_new(Operation **ret);
+/* Stop a running scrub for a request (it runs again in a minute): whether one was stopped. */
+bool manager_stop_scrub(Manager *m);
 /* Run a scrub after @after_usec (and then every scrub_interval hours). */
 int manager_schedule_scrub(Manager *m, uint64_t after_usec);
 /* Turn a running install into a switch to what it installed (install --switch): 1, or 0 when it is already active. */

@@ -197,6 +197,7 @@ static json_t *list_json(Manager *m) {
 }
 
 static bool refuse_busy(Manager *m, Client *c, bool trial_too) {
+        (void) manager_stop_scrub(m);
         if (m->op) {
                 client_reply_error(c, "busy", "%s is running (transaction %s)", m->op->cmd, m->op->transaction);
                 return true;

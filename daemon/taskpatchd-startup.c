@@ -147,6 +147,17 @@ static void report_bundle(const char *path, const char *why) {
         log_warning("ignoring %s: %s", path, why);
 }
 
+static int on_startup_notify(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+        (void) s;
+
+        if (m->startup_slot_changed)
+                notifier_slot_changed(m->notifier, m->startup_slot_changed);
+        json_decref(m->startup_slot_changed);
+        m->startup_slot_changed = NULL;
+        return 0;
+}
+
 /*
  * A rollback at start-up happens before the socket listens: the events a
  * service would have seen are kept for the first subscriber (after its
@@ -159,6 +170,9 @@ static void announce_rollback(Manager *m, const TrialInfo *t, const char *reason
         format_time_utc((int64_t) clock_wall(), time);
         sha256_to_hex(now->sha256, h);
         json_decref(m->startup_events);
+        json_decref(m->startup_slot_changed);
+        m->startup_slot_changed = NULL;
+        m->notify_source = sd_event_source_disable_unref(m->notify_source);
         m->startup_events = json_pack(
                 "[{s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:s, s:s}, {s:s, s:s, s:s, s:o, s:I, s:s, s:s}]", "event",
                 "slot-changed", "time", time, "transaction", t->transaction, "slot", slot_id_to_string(m->active),
@@ -166,6 +180,13 @@ static void announce_rollback(Manager *m, const TrialInfo *t, const char *reason
                 "version", (json_int_t) now->version, "sha256", h, "reason", "rollback", "event", "rolled-back",
                 "time", time, "transaction", t->transaction, "task", t->task[0] ? json_string(t->task) : json_null(),
                 "version", (json_int_t) t->version, "slot", slot_id_to_string(m->active), "reason", reason);
+        /* Units and the command are told too, once the loop runs (the notifier exists by then). */
+        if (m->startup_events && !m->notify_source &&
+            sd_event_add_defer(m->event, &m->notify_source, on_startup_notify, m) >= 0) {
+                (void) sd_event_source_set_enabled(m->notify_source, SD_EVENT_ONESHOT);
+                (void) sd_event_source_set_description(m->notify_source, "startup-notify");
+                m->startup_slot_changed = json_incref(json_array_get(m->startup_events, 0));
+        }
 }
 
 /* After a crash or a power cut: make the state agree with the symlink, finish or undo what was cut short. */
@@ -252,6 +273,7 @@ static int on_write_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         log_notice("the state directory is writable again: repaired, changes are accepted");
         manager_record(m, "repaired", NULL, false, "the state directory is writable again");
         manager_send_status(m);
+        manager_sources_idle(m);        /* a bundle waiting in the spool may go in now */
         return 0;
 }
 
@@ -421,6 +443,8 @@ Manager *manager_free(Manager *m) {
         health_check_free(m->health);
         client_unref(m->trial_client);
         json_decref(m->startup_events);
+        json_decref(m->startup_slot_changed);
+        sd_event_source_disable_unref(m->notify_source);
         store_done(&m->store);
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++) {
                 free(m->files[s].path);

@@ -135,4 +135,15 @@ check "... and then the second (rollback), not dropped" wait_for "$TMP/exec/roll
 tpctl --json status > "$TMP/st.json"
 check "status counts both runs, no error" \
     test "$(jget notify.exec_runs < "$TMP/st.json") $(jget notify.last_error < "$TMP/st.json")" = "2 null"
+
+# A restart during a trial rolls back before anyone listens: the command is told all the same.
+rm -f "$TMP/exec/switch.env"
+tpctl switch json > /dev/null
+check "json on trial, its command ran" wait_for "$TMP/exec/switch.env" "^TASKPATCH_TASK=json$"
+crash_daemon
+rm -f "$TMP/exec/rollback.env"
+start_daemon
+check "restarted during the trial: the command runs for the start-up rollback" \
+    wait_for "$TMP/exec/rollback.env" "^TASKPATCH_REASON=rollback$"
+check "... and model_path is the base again" same "$TMP/base.gguf"
 daemon_finish
