@@ -12,7 +12,8 @@
  * low-priority event source, so requests are answered between slices.
  * Files:
  *   taskpatchd-machine.c    the state machine's table
- *   taskpatchd-manager.c    state, events, activation, trial, the operation runner
+ *   taskpatchd-manager.c    state, events, the operation runner, mark-good and rollback requests
+ *   taskpatchd-trial.c      activation, the trial (timer, health checks), commit and rollback
  *   taskpatchd-startup.c    manager_new(): loading and repairing the state at start
  *   taskpatchd-requests.c   the socket requests and the status
  *   taskpatchd-provision.c  provision and install
@@ -187,6 +188,18 @@ _warn_unused_result_ int manager_point_model_path(Manager *m, SlotId slot, TpErr
 _warn_unused_result_ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError *err);
 /* Free space in the state directory in bytes, or -errno. */
 int64_t manager_free_space(Manager *m);
+
+/* Shared by the manager's files: an event's task, version and sha256 from a seal; slot-changed
+ * for the active slot (subscribers and the notifier); a lifecycle journal entry. */
+void manager_seal_event_fields(json_t *ev, const Seal *s);
+void manager_emit_slot_changed(Manager *m, const char *transaction, const char *reason);
+void manager_lifecycle(Manager *m, const char *event, SlotId slot, const char *transaction, const char *detail);
+
+/* The trial (taskpatchd-trial.c). Commit: the slot on trial becomes the committed one. */
+int manager_trial_commit(Manager *m, const char *how);
+/* Back to the committed slot; @failure: the task failed (not a technician's choice). < 0: still on trial. */
+int manager_trial_rollback(Manager *m, const char *reason, bool failure);
+bool manager_health_configured(const Manager *m);
 
 /* mark-good: immediate, answered at once. */
 int manager_mark_good(Manager *m, Client *c);
