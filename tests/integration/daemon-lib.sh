@@ -11,8 +11,15 @@ trap 'stop_daemon; rm -rf "$TMP"' EXIT
 
 tpctl() { $WRAP "$BIN/tpctl" --socket "$SOCK" --no-progress "$@"; }
 
+# A trial that does not end under a test's feet, however loaded the machine: a test runs several
+# steps between a switch and its mark-good. A test of the trial's timeout sets a short one itself
+# and waits for its effect (wait_status).
+LONG_TRIAL="trial:
+  timeout: 300"
+
 # shellcheck disable=SC2120  # callers outside this file pass EXTRA-YAML
-# write_config [EXTRA-YAML]: the test daemon's configuration; EXTRA-YAML replaces the trial section.
+# write_config [EXTRA-YAML]: the test daemon's configuration; EXTRA-YAML replaces the trial
+# section (by default $LONG_TRIAL).
 write_config() {
     cat > "$CONF" <<EOC
 state_dir: $STATE
@@ -20,8 +27,7 @@ socket: $SOCK
 model_path: $MODEL
 trust:
   ca: $TMP/pki/ca.pem
-${1:-trial:
-  timeout: 4}
+${1:-$LONG_TRIAL}
 EOC
 }
 
@@ -42,8 +48,10 @@ start_daemon_traced() {
     wait_for_socket
 }
 
+# wait_for_socket: until the daemon answers on its socket, it exits, or 20 s pass (a loaded
+# machine, an ASan build).
 wait_for_socket() {
-    for _ in $(seq 100); do
+    for _ in $(seq 400); do
         [ -S "$SOCK" ] && tpctl status > /dev/null 2>&1 && return 0
         kill -0 "$DPID" 2> /dev/null || break
         sleep 0.05
@@ -133,12 +141,11 @@ wait_status() {
 }
 
 # fleet_config URL...: the daemon's configuration with a channel of these mirrors, polled every
-# second, transfers cut after 2 s under 1 KiB/s, the test CA for TLS, a 30 s trial.
+# second, transfers cut after 2 s under 1 KiB/s, the test CA for TLS, $LONG_TRIAL.
 fleet_config() {
     local urls
     urls=$(printf '%s, ' "$@")
-    write_config "trial:
-  timeout: 30
+    write_config "$LONG_TRIAL
 channel:
   url: [${urls%, }]
   interval: 1

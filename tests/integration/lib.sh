@@ -21,6 +21,17 @@ check() {
 # run the binary NAME with ARGS, under WRAP when set.
 tp() { $WRAP "$BIN/taskpatch" "$@"; }
 
+# wait_until SECONDS COMMAND...: poll COMMAND until it exits 0 (then 0), or SECONDS pass (then 1).
+# What a test waits for, it polls for with a deadline: it never sleeps and hopes.
+wait_until() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.05
+    done
+}
+
 finish() {
     echo "$PASS passed, $FAIL failed"
     [ "$FAIL" -eq 0 ]

@@ -27,7 +27,7 @@ while not os.path.exists(sys.argv[1] + '.test-done'):
 print('after', hashlib.sha256(m).hexdigest(), flush=True)
 EOF
 mapper=$!
-for _ in $(seq 100); do grep -q before "$TMP/mapper.out" && break; sleep 0.05; done
+check "a service maps slot a (the base)" wait_until 20 grep -q before "$TMP/mapper.out"
 check "switch shout while slot a is mapped" tpctl switch shout
 check "... model_path == shout.gguf" same "$TMP/shout.gguf"
 touch "$STATE/slots/a.gguf.test-done"
@@ -62,8 +62,7 @@ stop_daemon
 active=$(readlink "$MODEL")
 touch "$active"
 start_daemon
-for _ in $(seq 100); do [ "$(tpctl --json status | jget operation)" = null ] && break; sleep 0.05; done
-tpctl --json status > "$TMP/st.json"
+check "active slot touched: the start-up scrub ends" wait_status 's["operation"] is None' 20
 aslot=$(jget active.slot < "$TMP/st.json")
 check "active slot touched: scrubbed and clean again" test "$(jget "slots.$aslot.state" < "$TMP/st.json")" = clean
 check "... no error reported" test "$(jget last_error < "$TMP/st.json")" = null
@@ -82,8 +81,7 @@ check "... the journal line gives the reason" grep -q "activated.*active slot da
 
 # Incremental verification: only touched chunks are read; still byte-identical.
 stop_daemon
-write_config "trial:
-  timeout: 4
+write_config "$LONG_TRIAL
 verify: incremental"
 start_daemon
 check "incremental: switch json" tpctl switch json

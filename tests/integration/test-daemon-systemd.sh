@@ -65,12 +65,16 @@ EOF
 listen() {
     python3 "$TMP/listen.py" "$@" 2>> "$TMP/listen.err" &
     LISTENERS="$LISTENERS $!"
-    for _ in $(seq 100); do
-        [ -S "$2" ] && return 0
-        sleep 0.05
-    done
+    wait_until 20 test -S "$2" && return 0
     echo "the $1 listener did not come up: $(cat "$TMP/listen.err")"
     return 1
+}
+
+# mark SOCKET TEXT: send TEXT to a listener after the daemon's last datagram: once the listener has
+# written it, it has written everything the daemon sent before.
+mark() {
+    python3 -c 'import socket, sys
+socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(sys.argv[2].encode(), sys.argv[1])' "$1" "$2"
 }
 
 # launch LOG COMMAND...: like start_daemon, for a daemon started by COMMAND (stdout and stderr to LOG).
@@ -79,30 +83,19 @@ launch() {
     shift
     "$@" >> "$log" 2>&1 &
     DPID=$!
-    for _ in $(seq 100); do
-        [ -S "$SOCK" ] && tpctl status > /dev/null 2>&1 && return 0
-        kill -0 "$DPID" 2> /dev/null || break
-        sleep 0.05
-    done
+    wait_for_socket > /dev/null && return 0
     echo "taskpatchd did not come up:"; tail -n 5 "$log"
     return 1
 }
 
-# wait_for COMMAND...: poll COMMAND for up to 5 s (notifications and journal datagrams arrive
+# wait_for COMMAND...: poll COMMAND for up to 20 s (notifications and journal datagrams arrive
 # asynchronously: a tpctl that returned does not mean the listener has written the line).
-wait_for() {
-    for _ in $(seq 100); do
-        "$@" && return 0
-        sleep 0.05
-    done
-    "$@"
-}
+wait_for() { wait_until 20 "$@"; }
 
-# A fresh state directory, and a trial that cannot time out while the test runs.
+# A fresh state directory, and a trial that cannot time out while the test runs (LONG_TRIAL).
 fresh_state() {
     rm -rf "$STATE"
-    write_config "trial:
-  timeout: 300"
+    write_config
 }
 
 sha() { sha256sum < "$1" | cut -d' ' -f1; }
@@ -177,11 +170,10 @@ launch "$TMP/notify.err" env NOTIFY_SOCKET="$TMP/notify.sock" WATCHDOG_USEC=2000
     sh -c 'export WATCHDOG_PID=$$; exec "$@"' sh $WRAP "$BIN/taskpatchd" --config "$CONF" ||
     fail "daemon start with NOTIFY_SOCKET"
 check "sd_notify: READY=1 arrives" wait_for grep -qx "READY=1" "$TMP/notify.log"
-watchdogs() { grep -cx "WATCHDOG=1" "$TMP/notify.log"; }
-n0=$(watchdogs)
-sleep 1
-n1=$(watchdogs)
-check "WATCHDOG=1 arrives repeatedly with WATCHDOG_USEC=200000: $((n1 - n0)) in 1 s (>= 3)" test $((n1 - n0)) -ge 3
+watchdogs_reach() { test "$(grep -cx "WATCHDOG=1" "$TMP/notify.log")" -ge "$1"; }
+n0=$(grep -cx "WATCHDOG=1" "$TMP/notify.log")
+check "WATCHDOG=1 arrives repeatedly with WATCHDOG_USEC=200000: 3 more after the first $n0" \
+    wait_for watchdogs_reach $((n0 + 3))
 last_status() { grep "^STATUS=" "$TMP/notify.log" | tail -n 1; }
 status_is() { test "$(last_status)" = "STATUS=$1"; }
 tpctl provision "$TMP/base.gguf" > /dev/null
@@ -201,7 +193,11 @@ rc=$?
 DPID=
 check "SIGTERM: exit 0 (got $rc)" test "$rc" -eq 0
 check "SIGTERM: STOPPING=1 arrives" wait_for grep -qx "STOPPING=1" "$TMP/notify.log"
-check "... as the last message" wait_for test "$(tail -n 1 "$TMP/notify.log")" = "STOPPING=1"
+stopping_last() {
+    mark "$TMP/notify.sock" TEST_MARK=1 && wait_for grep -qx TEST_MARK=1 "$TMP/notify.log" &&
+        test "$(grep -vx TEST_MARK=1 "$TMP/notify.log" | tail -n 1)" = STOPPING=1
+}
+check "... as the last message (the test's own mark sent after it arrives next)" stopping_last
 stop_listeners
 
 # ---- stderr: "<N>" priority prefixes -------------------------------------------------------
@@ -241,7 +237,11 @@ elif listen journal "$TMP/jroot/systemd/journal/socket" "$TMP/journal.log" &&
     tpctl --json switch shout > "$TMP/switch-shout.json"
     tpctl rollback > /dev/null
     stop_daemon
-    check "journal: entries arrived ($(wc -l < "$TMP/journal.log"))" test "$(wc -l < "$TMP/journal.log")" -ge 6
+    mark "$TMP/jroot/systemd/journal/socket" $'TEST_MARK=end\n'
+    check "journal: the listener wrote all the daemon sent (the test's mark after it arrived)" \
+        wait_for grep -q '"TEST_MARK": "end"' "$TMP/journal.log"
+    grep -v '"TEST_MARK"' "$TMP/journal.log" > "$TMP/journal.entries"
+    check "journal: entries arrived ($(wc -l < "$TMP/journal.entries"))" test "$(wc -l < "$TMP/journal.entries")" -ge 6
     cat > "$TMP/journal-check.py" <<'EOF'
 import json, re, sys
 
@@ -278,7 +278,7 @@ elif mode == "rollback":
     assert [x["TASKPATCH_EVENT"] for x in entries if x.get("TRANSACTION_ID") == shout_tx] == \
         ["staged", "activated", "rolled-back"], entries
 EOF
-    jcheck() { python3 "$TMP/journal-check.py" "$TMP/journal.log" "$(sha "$TMP/json.gguf")" \
+    jcheck() { python3 "$TMP/journal-check.py" "$TMP/journal.entries" "$(sha "$TMP/json.gguf")" \
         "$TMP/switch-json.json" "$TMP/switch-shout.json" "$1"; }
     check "journal: each entry has MESSAGE, PRIORITY=5, SYSLOG_IDENTIFIER=taskpatchd, TASKPATCH_EVENT, TASK, VERSION, SLOT, SHA256, TRANSACTION_ID" \
         jcheck fields

@@ -36,7 +36,7 @@ check "the active model is untouched by installs" same "$TMP/base.gguf"
 # Watch the events of one switch.
 tpctl --json watch > "$TMP/events" 2>&1 &
 watcher=$!
-sleep 0.3
+check "watch: subscribed (its first line, the snapshot)" wait_until 20 grep -q '"snapshot"' "$TMP/events"
 
 # A -> B -> A, byte identity each time; slot bytes O(patch).
 tpctl switch json > "$TMP/out" 2>&1
@@ -46,7 +46,7 @@ check "switch json: staged into slot b" test "$(readlink "$MODEL")" = "$STATE/sl
 check "switch json: on trial" test "$(tpctl --json status | jget state)" = trial
 check "mark-good" tpctl mark-good
 check "mark-good: committed (idle)" test "$(tpctl --json status | jget state)" = idle
-sleep 0.3
+check "watch: the commit arrives" wait_until 20 grep -q '"committed"' "$TMP/events"
 kill "$watcher" 2> /dev/null
 wait "$watcher" 2> /dev/null
 check "watch: staging, staged, slot-changed, trial-started, committed in order" python3 -c "
@@ -82,14 +82,21 @@ check "switch json again" tpctl switch json
 check "base -> json: model_path == json.gguf" same "$TMP/json.gguf"
 tpctl mark-good > /dev/null
 
-# Trial timeout: no confirmation within 4 s rolls back.
-check "switch shout (left on trial)" tpctl switch shout
+# Trial timeout: no confirmation within the trial (4 s here) rolls back.
+stop_daemon
+write_config "trial:
+  timeout: 4"
+start_daemon
+tpctl --json switch shout > "$TMP/out" 2>&1
+check "switch shout (left on trial)" test "$(jget state < "$TMP/out")" = trial
 check "on trial: model_path == shout.gguf" same "$TMP/shout.gguf"
-sleep 5
-tpctl --json status > "$TMP/st.json"
+check "trial timeout: rolled back, idle, active task json" \
+    wait_status 's["state"] == "idle" and s["active"]["task"] == "json" and s["last_event"]["kind"] == "rolled-back"' 20
 check "trial timeout: back to json" same "$TMP/json.gguf"
-check "trial timeout: idle, active task json" test "$(jget state < "$TMP/st.json") $(jget active.task < "$TMP/st.json")" = "idle json"
 check "trial timeout: last_error says why" grep -q "not confirmed within 4 s" "$TMP/st.json"
+stop_daemon
+write_config
+start_daemon
 
 # Manual rollback during a trial.
 tpctl switch shout > /dev/null
@@ -149,7 +156,7 @@ check "keep_versions 2: json v2 and v3 kept" test -e "$STATE/tasks/json/2.tpb" -
 # Health checks decide the trial.
 stop_daemon
 write_config "trial:
-  timeout: 10
+  timeout: 60
   health_command: \"exit 0\"
   health_interval: 1"
 start_daemon
@@ -159,7 +166,7 @@ check "... and reports committed" grep -q committed "$TMP/out"
 check "... state idle, shout active" test "$(tpctl --json status | jget active.task)" = shout
 stop_daemon
 write_config "trial:
-  timeout: 10
+  timeout: 60
   health_command: \"echo broken >&2; exit 3\"
   health_interval: 1"
 start_daemon

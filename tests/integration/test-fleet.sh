@@ -16,6 +16,23 @@ start_nginx || { fail "nginx"; finish; exit 1; }
 www="$TMP/www"
 keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt")
 publish() { tp publish "$www" --channel stable "${keys[@]}" "$@" > "$TMP/publish.out" 2>&1; }
+# polled N: until the daemon has polled the channel N more times (last_poll, to the second, changes
+# at each poll, one a second). With N = 2 a whole poll ran after the call: what it did not do
+# (switch, install) it will not do for waiting longer.
+polled() {
+    local i last
+    tpctl --json status > "$TMP/st.json" && last=$(jget channel.last_poll < "$TMP/st.json") || return 1
+    for ((i = 0; i < $1; i++)); do
+        wait_status "s['channel'].get('last_poll') not in (None, '$last')" 20 || return 1
+        last=$(jget channel.last_poll < "$TMP/st.json")
+    done
+}
+# idle_on TASK: the last status ($TMP/st.json) is idle, with no operation, TASK active.
+idle_on() {
+    python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))
+sys.exit(not (s["state"] == "idle" and s["operation"] is None and s["active"]["task"] == sys.argv[2]))' \
+        "$TMP/st.json" "$1"
+}
 
 cp "$TMP/json.tpb" "$www/json-1.tpb"
 cp "$TMP/shout.tpb" "$www/shout-1.tpb"
@@ -28,16 +45,16 @@ tpctl provision "$TMP/base.gguf" > /dev/null
 check "the daemon fetches, installs and switches to json: on trial" \
     wait_status 's["state"] == "trial" and s["active"]["task"] == "json"' 30
 check "... the update is pending until the commit" \
-    wait_status 's["channel"]["update"]["result"] == "pending"' 2
+    wait_status 's["channel"]["update"]["result"] == "pending"' 20
 check "... model_path == json.gguf" same "$TMP/json.gguf"
 tpctl mark-good > /dev/null
-check "after mark-good: success reported" wait_status 's["channel"]["update"]["result"] == "success"' 5
+check "after mark-good: success reported" wait_status 's["channel"]["update"]["result"] == "success"' 20
 tpctl status > "$TMP/status.txt"
 check "tpctl status shows the channel" grep -q "^Channel: *stable serial 1 from https://.* desired json" "$TMP/status.txt"
 check "... and the update's result" grep -q "update json v1: success" "$TMP/status.txt"
-check "... then shout is installed too" wait_status '[t["task"] for t in s["tasks"]] == ["json", "shout"]' 10
+check "... then shout is installed too" wait_status '[t["task"] for t in s["tasks"]] == ["json", "shout"]' 20
 check "... no download left behind" test -z "$(ls -A "$STATE/downloads" 2> /dev/null)"
-check "an unchanged channel costs a 304" wait_status 's["channel"].get("last_poll_http_status") == 304' 5
+check "an unchanged channel costs a 304" wait_status 's["channel"].get("last_poll_http_status") == 304' 20
 bytes=$(jget channel.last_poll_bytes < "$TMP/st.json")
 check "... of < 1 KB of HTTP ($bytes bytes)" test "$bytes" -lt 1024
 grep -c "GET /stable.channel 304" "$NGINX_LOG" > "$TMP/n304"
@@ -50,16 +67,17 @@ check "serial 2 (desired shout): switched to shout" \
     wait_status 's["state"] == "trial" and s["active"]["task"] == "shout"' 20
 tpctl mark-good > /dev/null
 check "... success after the commit" \
-    wait_status 's["channel"]["update"] == {"task": "shout", "version": 1, "result": "success", "reason": None}' 5
+    wait_status 's["channel"]["update"] == {"task": "shout", "version": 1, "result": "success", "reason": None}' 20
 check "... model_path == shout.gguf" same "$TMP/shout.gguf"
 check "... the accepted serial is persisted" \
     python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["channel"]["serial"] != 2)' "$STATE/state.json"
 
 echo "# a technician's switch pins its task until the serial changes"
 tpctl switch json > /dev/null && tpctl mark-good > /dev/null
-check "json switched by hand: pinned" wait_status 's["channel"]["pinned"] is True and s["active"]["task"] == "json"' 5
-sleep 2.5
-check "... the channel (desired shout) does not switch it back" same "$TMP/json.gguf"
+check "json switched by hand: pinned" wait_status 's["channel"]["pinned"] is True and s["active"]["task"] == "json"' 20
+check "... the channel polled twice since" polled 2
+check "... and (desired shout) did not switch it back: idle, json" idle_on json
+check "... model_path == json.gguf" same "$TMP/json.gguf"
 publish --serial 3 --desired shout
 check "serial 3: the pin is gone, shout again" \
     wait_status 's["channel"]["pinned"] is False and s["state"] == "trial" and s["active"]["task"] == "shout"' 20
@@ -86,9 +104,10 @@ printf '\x5a' | dd of="$www/json-2.tpb" bs=1 seek=$((size / 2)) conv=notrunc sta
 check "a bundle damaged on the server: refused, named" \
     wait_status '"json-2.tpb" in (s["channel"]["last_error"] or "") and "do not hash" in s["channel"]["last_error"]' 25
 check "... the failure reported for json v2" \
-    wait_status 's["channel"]["update"]["version"] == 2 and s["channel"]["update"]["result"] == "failure"' 5
-sleep 1.5
-check "... nothing switched (not even to the json v1 installed)" same "$TMP/shout.gguf"
+    wait_status 's["channel"]["update"]["version"] == 2 and s["channel"]["update"]["result"] == "failure"' 20
+check "... the channel polled twice since" polled 2
+check "... nothing switched (not even to the json v1 installed): idle, shout" idle_on shout
+check "... model_path == shout.gguf" same "$TMP/shout.gguf"
 stop_daemon
 
 echo "# mirrors and redirects"
@@ -103,7 +122,7 @@ check "... nginx saw the 404 and then the channel" grep -q "GET /missing.channel
 stop_daemon
 fleet_config "https://127.0.0.1:$HTTPS_PORT/to-http.channel"
 need_daemon
-check "a redirect to http:// is refused" wait_status '"only https://" in (s["channel"]["last_error"] or "")' 10
+check "a redirect to http:// is refused" wait_status '"only https://" in (s["channel"]["last_error"] or "")' 20
 stop_daemon
 fleet_config "http://127.0.0.1:$HTTP_PORT/stable.channel"
 $WRAP "$BIN/taskpatchd" --config "$CONF" > "$TMP/out" 2>&1

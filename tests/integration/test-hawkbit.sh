@@ -29,20 +29,24 @@ for _ in 1 2 3 4 5; do
     python3 "$(dirname "$0")/../tools/ddi-server.py" --dir "$ddi" --port "$port" --cert "$TMP/pki/server.crt" \
         --key "$TMP/pki/server.key" --token s3cr3t-token --controller pi-0042 > "$TMP/ddi.out" 2>&1 &
     DDI_PID=$!
-    for _ in $(seq 50); do grep -q ready "$TMP/ddi.out" 2> /dev/null && break 2; sleep 0.1; done
+    wait_until 20 sh -c 'grep -q ready "$1" || ! kill -0 "$2"' sh "$TMP/ddi.out" "$DDI_PID" 2> /dev/null
+    grep -q ready "$TMP/ddi.out" && break   # else the port was taken: another one
     kill "$DDI_PID" 2> /dev/null
     DDI_PID=
 done
 [ -n "$DDI_PID" ] || { fail "the DDI fixture did not start: $(tail -n 2 "$TMP/ddi.out")"; finish; exit 1; }
 
-write_config "trial:
-  timeout: 3
+# hawkbit_config TRIAL-YAML: the daemon's configuration for the fixture.
+hawkbit_config() {
+    write_config "$1
 tls:
   ca: $TMP/pki/ca.pem
 hawkbit:
   url: https://127.0.0.1:$port
   controller_id: pi-0042
   token_file: $TMP/token"
+}
+hawkbit_config "$LONG_TRIAL"
 need_daemon
 tpctl provision "$TMP/base.gguf" > /dev/null
 
@@ -71,17 +75,21 @@ echo "# a deployment: success only after the commit"
 state '{"sleep": "00:00:01", "action": {"id": "7", "artifacts": ["json-1.tpb"]}, "cancel": null}'
 check "proceeding feedback" logged "'/deploymentBase/7/feedback' in e['path'] and e['body']['status']['execution'] == 'proceeding'"
 check "downloaded feedback" logged "'/deploymentBase/7/feedback' in e['path'] and e['body']['status']['execution'] == 'downloaded'"
-for _ in $(seq 100); do [ "$(tpctl --json status | jget state)" = trial ] && break; sleep 0.05; done
-check "installed and switched: on trial, json active" same "$TMP/json.gguf"
+check "installed and switched: on trial" wait_status 's["state"] == "trial" and s["active"]["task"] == "json"' 30
+check "... json active" same "$TMP/json.gguf"
 check "... no 'closed' while on trial" sh -c "! grep -q '/deploymentBase/7/feedback.*closed' '$ddi/log.jsonl'"
 tpctl mark-good > /dev/null
 check "after mark-good: closed/success" logged "$(closed 7) and e['body']['status']['result']['finished'] == 'success'"
 check "... status says success" test "$(tpctl --json status | jget hawkbit.update.result)" = success
 
 echo "# a rollback is a failure, with its reason"
+stop_daemon
+hawkbit_config "trial:
+  timeout: 3"
+need_daemon
 state '{"sleep": "00:00:01", "action": {"id": "8", "artifacts": ["json-2.tpb"]}, "cancel": null}'
 check "json v2 on trial, not confirmed: closed/failure naming the rollback" \
-    logged "$(closed 8) and e['body']['status']['result']['finished'] == 'failure' and 'not confirmed' in e['body']['status']['details'][0]" 30
+    logged "$(closed 8) and e['body']['status']['result']['finished'] == 'failure' and 'not confirmed' in e['body']['status']['details'][0]" 60
 check "... model_path is json v1 again" same "$TMP/json.gguf"
 
 echo "# a damaged artifact"
@@ -92,7 +100,7 @@ check "... nothing switched" same "$TMP/json.gguf"
 
 echo "# a cancel during the download"
 state '{"sleep": "00:00:01", "action": {"id": "10", "artifacts": ["shout-1.tpb"], "slow": true}, "cancel": null}'
-for _ in $(seq 100); do [ "$(tpctl --json status | jget hawkbit.state)" = downloading ] && break; sleep 0.05; done
+check "the slow download runs" wait_status 's["hawkbit"]["state"] == "downloading"' 20
 state '{"sleep": "00:00:01", "action": {"id": "10", "artifacts": ["shout-1.tpb"], "slow": true}, "cancel": "10"}'
 check "cancelAction answered closed/success" \
     logged "'/cancelAction/10/feedback' in e['path'] and e['status'] == 200 and e['body']['status']['execution'] == 'closed'"
@@ -108,6 +116,5 @@ grep -E '"status": 40[01]' "$ddi/log.jsonl" | head -n 3
 stop_daemon
 echo "wrong-token" > "$TMP/token"
 need_daemon
-for _ in $(seq 60); do tpctl --json status > "$TMP/st.json" && grep -q "HTTP 401" "$TMP/st.json" && break; sleep 0.1; done
-check "a wrong token: the 401 shows in status" grep -q "HTTP 401" "$TMP/st.json"
+check "a wrong token: the 401 shows in status" wait_status '"HTTP 401" in json.dumps(s)' 20
 daemon_finish

@@ -8,19 +8,14 @@
 
 need_fixtures
 spool="$TMP/spool"
-write_config "trial:
-  timeout: 30
+write_config "$LONG_TRIAL
 spool: $spool"
 need_daemon
 check "the spool folder is created 0700" test "$(stat -c %a "$spool")" = 700
 tpctl provision "$TMP/base.gguf" > /dev/null
 
 # wait_file PATH [SECONDS]
-wait_file() {
-    local i
-    for ((i = 0; i < ${2:-10} * 20; i++)); do [ -e "$1" ] && return 0; sleep 0.05; done
-    return 1
-}
+wait_file() { wait_until "${2:-20}" test -e "$1"; }
 installed() { tpctl --json list | python3 -c 'import json,sys
 print(" ".join("%s/%d" % (t["task"], t["version"]) for t in json.load(sys.stdin)["tasks"]))'; }
 
@@ -46,7 +41,11 @@ check "... 'another base'" grep -q "another base" "$spool/rejected/other.tpb.rea
 # Copied under a dot-name, then renamed into place: taken at the rename, not before.
 cp "$TMP/shout.tpb" "$spool/.shout.tpb.partial"
 echo "not a bundle" > "$spool/README.txt"
-sleep 0.5
+# Evidence that the spool looked at the folder since: a junk bundle dropped after them is refused
+# (the spool takes the smallest name first, and "." sorts before "m").
+echo "junk" > "$TMP/marker.tpb" && mv "$TMP/marker.tpb" "$spool/marker.tpb"
+check "the spool scanned the folder since (a junk marker.tpb dropped after them is rejected)" \
+    wait_file "$spool/rejected/marker.tpb.reason"
 check "a dot-name is left alone" test -e "$spool/.shout.tpb.partial"
 mv "$spool/.shout.tpb.partial" "$spool/shout.tpb"
 check "... renamed into place: installed" wait_file "$spool/installed/shout.tpb"
@@ -54,12 +53,19 @@ check "... other files are left alone" test -e "$spool/README.txt"
 check "... json v1 and shout v1 installed" test "$(installed)" = "json/1 shout/1"
 
 # Busy (a trial runs): the bundle waits until the trial ends.
-tpctl switch json > /dev/null
+check "switch json: on trial" test "$(tpctl --json switch json | jget state)" = trial
 cp "$TMP/json-v2.tpb" "$spool/json-2.tpb"
-sleep 0.7
+# Nothing shows while the spool waits. But the daemon's loop runs one source at a time, the longest
+# pending first: once three requests made after the drop are answered, the drop's inotify event and
+# the look at the folder it schedules have run.
+for _ in 1 2 3; do tpctl status > /dev/null; done
 check "during a trial the spool waits" test -e "$spool/json-2.tpb"
 tpctl mark-good > /dev/null
 check "... and installs once the trial is committed" wait_file "$spool/installed/json-2.tpb"
+check "... the log says so: the spool's install comes after the commit" awk '
+    /committed: json v1/ { c = NR }
+    /spool: installing json-2.tpb/ { i = NR }
+    END { exit !(c && i > c) }' "$TMP/daemon.log"
 
 # Dropped while the daemon is down: taken at start.
 stop_daemon
