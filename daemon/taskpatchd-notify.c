@@ -10,7 +10,6 @@
 #include <systemd/sd-bus.h>
 
 #include "taskpatchd-log.h"
-#include "taskpatchd-manager.h"
 #include "taskpatchd-notify.h"
 #include "taskpatchd-spawn.h"
 
@@ -18,7 +17,7 @@
 #define ENV_MAX 16
 
 struct Notifier {
-        Manager *m;
+        sd_event *event;
         const DaemonConfig *config;
         sd_bus *bus;                    /* opened at the first use */
         sd_event_source *child, *timer; /* the exec command running */
@@ -57,7 +56,7 @@ static void call_units(Notifier *n, const char *method, char *const *units, size
         if (n_units == 0)
                 return;
         if (!n->bus) {
-                if ((r = sd_bus_open_system(&n->bus)) < 0 || (r = sd_bus_attach_event(n->bus, n->m->event, 0)) < 0) {
+                if ((r = sd_bus_open_system(&n->bus)) < 0 || (r = sd_bus_attach_event(n->bus, n->event, 0)) < 0) {
                         set_error(n, "cannot reach systemd on the system bus: %s", strerror(-r));
                         n->bus = sd_bus_flush_close_unref(n->bus);
                         return;
@@ -149,8 +148,8 @@ static void run_exec(Notifier *n, json_t *ev) {
         }
         env[k] = NULL;
         if ((r = shell_spawn(n->config->notify.exec, env, &n->pid)) < 0 ||
-            (r = sd_event_add_child(n->m->event, &n->child, n->pid, WEXITED, on_exec_exit, n)) < 0 ||
-            (r = sd_event_add_time_relative(n->m->event, &n->timer, CLOCK_BOOTTIME, EXEC_TIMEOUT_USEC, 0,
+            (r = sd_event_add_child(n->event, &n->child, n->pid, WEXITED, on_exec_exit, n)) < 0 ||
+            (r = sd_event_add_time_relative(n->event, &n->timer, CLOCK_BOOTTIME, EXEC_TIMEOUT_USEC, 0,
                                             on_exec_timeout, n)) < 0) {
                 set_error(n, "cannot run '%s': %s", n->config->notify.exec, strerror(-r));
                 if (n->pid > 0 && !n->child)
@@ -176,8 +175,8 @@ json_t *notifier_status(const Notifier *n) {
                          "last_error", n->last_error[0] ? json_string(n->last_error) : json_null());
 }
 
-int notifier_new(Manager *m, Notifier **ret, TpError *err _unused_) {
-        const DaemonConfig *c = m->config;
+int notifier_new(sd_event *e, const DaemonConfig *config, Notifier **ret, TpError *err _unused_) {
+        const DaemonConfig *c = config;
         Notifier *n;
 
         *ret = NULL;
@@ -186,7 +185,7 @@ int notifier_new(Manager *m, Notifier **ret, TpError *err _unused_) {
         n = calloc(1, sizeof(Notifier));
         if (!n)
                 return -ENOMEM;
-        n->m = m;
+        n->event = e;
         n->config = c;
         *ret = n;
         return 0;

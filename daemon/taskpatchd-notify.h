@@ -15,14 +15,15 @@
  */
 
 #include <jansson.h>
+#include <systemd/sd-event.h>
 
+#include "config.h"
 #include "error.h"
 
-typedef struct Manager Manager;
 typedef struct Notifier Notifier;
 
-/* *ret = NULL (and 0) when nothing is configured. */
-_warn_unused_result_ int notifier_new(Manager *m, Notifier **ret, TpError *err);
+/* For @config's notify: settings, on @e (both borrowed, outliving it); *ret = NULL (and 0) when nothing is configured. */
+_warn_unused_result_ int notifier_new(sd_event *e, const DaemonConfig *config, Notifier **ret, TpError *err);
 Notifier *notifier_free(Notifier *n);
 /* @ev: the slot-changed event (borrowed). NULL-safe. */
 void notifier_slot_changed(Notifier *n, json_t *ev);

@@ -155,7 +155,7 @@ int main(int argc, char *argv[]) {
         if (r >= 0)
                 r = manager_add_sources(m, glue, &err);
         if (r >= 0)
-                r = notifier_new(m, &m->notifier, &err);
+                r = notifier_new(e, &config, &m->notifier, &err);
         if (r < 0) {
                 log_error("%s", tp_error_message(&err, r));
                 goto out;
