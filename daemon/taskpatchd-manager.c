@@ -219,10 +219,15 @@ void manager_seal_event_fields(json_t *ev, const Seal *s) {
         json_object_set_new(ev, "sha256", json_string(h));
 }
 
-void manager_emit_slot_changed(Manager *m, const char *transaction, const char *reason) {
+json_t *manager_slot_changed_event(Manager *m, const char *reason) {
         json_t *ev = json_pack("{s:s, s:s, s:s, s:s}", "event", "slot-changed", "slot",
                                slot_id_to_string(m->active), "model_path", m->config->model_path, "reason", reason);
         manager_seal_event_fields(ev, &m->seals[m->active]);
+        return ev;
+}
+
+void manager_emit_slot_changed(Manager *m, const char *transaction, const char *reason) {
+        json_t *ev = manager_slot_changed_event(m, reason);
         notifier_slot_changed(m->notifier, ev);
         manager_emit(m, transaction, ev);
 }
@@ -310,6 +315,11 @@ static int on_operation(sd_event_source *s, void *userdata) {
         return 0;
 }
 
+void manager_reply_unwritable(Manager *m, Client *c, const char *cmd) {
+        client_reply_error(c, "no-space", "%s refused: the state directory %s cannot be written (%s); the daemon "
+                           "serves status only until it can", cmd, m->config->state_dir, strerror(-m->write_error));
+}
+
 void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
         sd_id128_t id;
         int r;
@@ -317,9 +327,7 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
         op->m = m;
         if (m->write_error && op->start >= 0) {
                 if (c)
-                        client_reply_error(c, "no-space", "%s refused: the state directory %s cannot be written (%s); "
-                                           "the daemon serves status only until it can", op->cmd,
-                                           m->config->state_dir, strerror(-m->write_error));
+                        manager_reply_unwritable(m, c, op->cmd);
                 operation_free(op);
                 return;
         }

@@ -193,6 +193,10 @@ int64_t manager_free_space(Manager *m);
  * for the active slot (subscribers and the notifier); a lifecycle journal entry. */
 void manager_seal_event_fields(json_t *ev, const Seal *s);
 void manager_emit_slot_changed(Manager *m, const char *transaction, const char *reason);
+/* The slot-changed event for the active slot, not sent (a new reference). */
+json_t *manager_slot_changed_event(Manager *m, const char *reason);
+/* Answer @c that @cmd is refused while the state directory cannot be written (writable: false). */
+void manager_reply_unwritable(Manager *m, Client *c, const char *cmd);
 void manager_lifecycle(Manager *m, const char *event, SlotId slot, const char *transaction, const char *detail);
 
 /* The trial (taskpatchd-trial.c). Commit: the slot on trial becomes the committed one. */

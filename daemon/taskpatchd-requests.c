@@ -359,9 +359,7 @@ void manager_handle_request(void *userdata, Client *c, json_t *req, int fd) {
         }
         if (cmd->access == ACCESS_ADMIN && m->write_error) {
                 safe_close(fd);
-                client_reply_error(c, "no-space", "%s refused: the state directory %s cannot be written (%s); the "
-                                   "daemon serves status only until it can", cmd->name, m->config->state_dir,
-                                   strerror(-m->write_error));
+                manager_reply_unwritable(m, c, cmd->name);
                 return;
         }
         if (cmd->access == ACCESS_ADMIN && !m->ps.provisioned && strcmp(cmd->name, "provision") != 0) {

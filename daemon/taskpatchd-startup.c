@@ -164,22 +164,25 @@ static int on_startup_notify(sd_event_source *s, void *userdata) {
  * snapshot), with the time they happened.
  */
 static void announce_rollback(Manager *m, const TrialInfo *t, const char *reason) {
-        const Seal *now = &m->seals[m->active];
-        char time[21], h[SHA256_HEX_SIZE];
+        char time[21];
 
         format_time_utc((int64_t) clock_wall(), time);
-        sha256_to_hex(now->sha256, h);
         json_decref(m->startup_events);
         json_decref(m->startup_slot_changed);
         m->startup_slot_changed = NULL;
         m->notify_source = sd_event_source_disable_unref(m->notify_source);
-        m->startup_events = json_pack(
-                "[{s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:s, s:s}, {s:s, s:s, s:s, s:o, s:I, s:s, s:s}]", "event",
-                "slot-changed", "time", time, "transaction", t->transaction, "slot", slot_id_to_string(m->active),
-                "model_path", m->config->model_path, "task", now->task[0] ? json_string(now->task) : json_null(),
-                "version", (json_int_t) now->version, "sha256", h, "reason", "rollback", "event", "rolled-back",
-                "time", time, "transaction", t->transaction, "task", t->task[0] ? json_string(t->task) : json_null(),
-                "version", (json_int_t) t->version, "slot", slot_id_to_string(m->active), "reason", reason);
+        json_t *changed = manager_slot_changed_event(m, "rollback");
+        json_t *back = json_pack("{s:s, s:o, s:I, s:s, s:s}", "event", "rolled-back", "task",
+                                 t->task[0] ? json_string(t->task) : json_null(), "version", (json_int_t) t->version,
+                                 "slot", slot_id_to_string(m->active), "reason", reason);
+        m->startup_events = json_array();
+        json_array_append_new(m->startup_events, changed);      /* NULL-safe: then nothing is added */
+        json_array_append_new(m->startup_events, back);
+        for (size_t i = 0; i < json_array_size(m->startup_events); i++) {
+                json_t *ev = json_array_get(m->startup_events, i);
+                json_object_set_new(ev, "time", json_string(time));
+                json_object_set_new(ev, "transaction", json_string(t->transaction));
+        }
         /* Units and the command are told too, once the loop runs (the notifier exists by then). */
         if (m->startup_events && !m->notify_source &&
             sd_event_add_defer(m->event, &m->notify_source, on_startup_notify, m) >= 0) {
