@@ -39,16 +39,24 @@ static void help(void) {
                CREATE_DEFAULT_LEVEL);
 }
 
-/* The changed site set must equal the expected one; print every difference. */
-static int check_expected(const SiteSet *expect, const Artifact *target, const Diff *d) {
+/* The changed site set (format 2: changed, resized, added, renamed) must equal the expected one. */
+static int check_expected(const SiteSet *expect, const Artifact *target, const Diff *d, const Match *match) {
         SiteSet changed = {};
-        int bad = 0;
+        int bad = 0, r = 0;
 
-        for (size_t i = 0; i < d->n_regions; i++)
-                if (d->regions[i].site >= 0 && site_set_add(&changed, target->sites[d->regions[i].site].name) < 0) {
-                        site_set_done(&changed);
-                        return -ENOMEM;
-                }
+        if (match) {
+                for (size_t i = 0; r >= 0 && i < target->n_sites; i++)
+                        if (match->fate[i] != SITE_SAME && match->fate[i] != SITE_MOVED)
+                                r = site_set_add(&changed, target->sites[i].name);
+        } else {
+                for (size_t i = 0; r >= 0 && i < d->n_regions; i++)
+                        if (d->regions[i].site >= 0)
+                                r = site_set_add(&changed, target->sites[d->regions[i].site].name);
+        }
+        if (r < 0) {
+                site_set_done(&changed);
+                return -ENOMEM;
+        }
         for (size_t i = 0; i < changed.n; i++)
                 if (!site_set_contains(expect, changed.names[i])) {
                         cli_error("site '%s' changed but is not expected", changed.names[i]);
@@ -158,6 +166,7 @@ int verb_create(int argc, char *argv[]) {
         const char *base_path = argv[optind], *target_path = argv[optind + 1];
         _cleanup_(artifact_freep) Artifact *base = NULL, *target = NULL;
         _cleanup_(diff_freep) Diff *d = NULL;
+        _cleanup_(match_freep) Match *match = NULL;
         _cleanup_(signer_freep) Signer *signer = NULL;
         _cleanup_close_ int base_fd = -1, target_fd = -1;
         SiteSet expect = {};
@@ -175,10 +184,12 @@ int verb_create(int argc, char *argv[]) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
-        if (d->layout_changed)
-                cli_error("warning: the layouts differ (tensors moved or the file size changed): the bundle "
-                          "rewrites the whole file (%" PRIu64 " bytes)", target->size);
-        else if (d->sites_total > 0 && (double) d->sites_changed > max_share * (double) d->sites_total)
+        /* A layout that moved: the sites matched by name, for the checks below and the bundle. */
+        if (d->layout_changed && (r = match_compute(base_fd, base, target_fd, target, &match, &err)) < 0) {
+                cli_error("%s", tp_error_message(&err, r));
+                return EXIT_FAILED;
+        }
+        if (!d->layout_changed && d->sites_total > 0 && (double) d->sites_changed > max_share * (double) d->sites_total)
                 cli_error("warning: %zu of %zu sites changed: the change is not local (was the task quantized "
                           "with its own calibration/imatrix?), so the bundle is close to a full model",
                           d->sites_changed, d->sites_total);
@@ -188,7 +199,7 @@ int verb_create(int argc, char *argv[]) {
                         cli_error("--expect-sites: %s", tp_error_message(&err, r));
                         return EXIT_FAILED;
                 }
-                r = check_expected(&expect, target, d);
+                r = check_expected(&expect, target, d, match);
                 site_set_done(&expect);
                 if (r < 0) {
                         cli_error("the changed sites differ from --expect-sites %s: no bundle written", expect_path);
@@ -197,6 +208,7 @@ int verb_create(int argc, char *argv[]) {
         }
 
         o.signer = signer;
+        o.match = match;
         o.created = (int64_t) clock_wall();
         if (o.expires)
                 o.expires += o.created;
@@ -206,27 +218,62 @@ int verb_create(int argc, char *argv[]) {
                 return EXIT_FAILED;
         }
 
+        if (res.whole_file)
+                cli_error("warning: no site of the target matches the base (a different model?): the bundle "
+                          "carries the whole file (%" PRIu64 " bytes)", target->size);
+        else if (res.format == MANIFEST_FORMAT_RELOCATING && target->n_sites > 0 &&
+                 (double) (res.fates[SITE_CHANGED] + res.fates[SITE_RESIZED] + res.fates[SITE_ADDED]) >
+                         max_share * (double) target->n_sites)
+                cli_error("warning: %zu of %zu sites changed, resized or added: the change is not local (was the task "
+                          "quantized with its own calibration/imatrix?)",
+                          res.fates[SITE_CHANGED] + res.fates[SITE_RESIZED] + res.fates[SITE_ADDED], target->n_sites);
+
+        size_t changed = match ? target->n_sites - res.fates[SITE_SAME] - res.fates[SITE_MOVED] : d->sites_changed;
         char hex[SHA256_HEX_SIZE];
         sha256_to_hex(res.target_sha256, hex);
         if (json) {
                 json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}, s:b, s:s}",
                                       "bundle", out, "task", o.task, "version", (json_int_t) o.version, "kind",
                                       artifact_kind_to_string(target->kind), "sites_changed",
-                                      (json_int_t) d->sites_changed, "sites_total", (json_int_t) d->sites_total,
-                                      "changed_bytes", (json_int_t) d->changed_bytes, "span_bytes",
+                                      (json_int_t) changed, "sites_total", (json_int_t) d->sites_total,
+                                      "changed_bytes", (json_int_t) res.span_bytes, "span_bytes",
                                       (json_int_t) res.span_bytes, "payload_bytes", (json_int_t) res.payload_bytes,
                                       "bundle_bytes", (json_int_t) res.bundle_bytes, "encodings", "raw",
                                       (json_int_t) res.n_raw, "delta", (json_int_t) res.n_delta, "layout_changed",
                                       d->layout_changed, "target_sha256", hex);
+                json_t *enc = json_object_get(j, "encodings");
+                json_object_set_new(enc, "copy", json_integer((json_int_t) res.n_copy));
+                json_object_set_new(enc, "ref", json_integer((json_int_t) res.n_ref));
+                json_object_set_new(j, "format", json_integer(res.format));
+                json_object_set_new(j, "manifest_bytes", json_integer((json_int_t) res.manifest_bytes));
+                json_object_set_new(j, "copied_bytes", json_integer((json_int_t) res.copied_bytes));
+                json_object_set_new(j, "whole_file", json_boolean(res.whole_file));
+                if (res.format == MANIFEST_FORMAT_RELOCATING) {
+                        json_t *f = json_object();
+                        for (SiteFate k = 0; k < _SITE_FATE_MAX; k++)
+                                json_object_set_new(f, site_fate_to_string(k), json_integer((json_int_t) res.fates[k]));
+                        json_object_set_new(f, "removed", json_integer((json_int_t) res.sites_removed));
+                        json_object_set_new(j, "sites", f);
+                }
                 json_dumpf(j, stdout, JSON_INDENT(2));
                 fputc('\n', stdout);
                 json_decref(j);
         } else {
                 printf("%s: task %s version %" PRIu64 " (%s)\n", out, o.task, o.version,
                        signer ? "signed" : "UNSIGNED");
-                printf("  sites changed   %zu of %zu\n", d->sites_changed, d->sites_total);
-                printf("  changed bytes   %" PRIu64 " (spans write %" PRIu64 ")\n", d->changed_bytes, res.span_bytes);
-                printf("  spans           %zu (%zu delta, %zu raw)\n", res.n_spans, res.n_delta, res.n_raw);
+                printf("  sites changed   %zu of %zu\n", changed, d->sites_total);
+                printf("  changed bytes   %" PRIu64 " (the spans code them; the rest is the base's bytes)\n",
+                       res.span_bytes);
+                if (res.format == MANIFEST_FORMAT_RELOCATING) {
+                        printf("  layout          moved: a relocating bundle (format 2)\n");
+                        printf("  sites           %zu same, %zu moved, %zu renamed, %zu changed, %zu resized, %zu added, "
+                               "%zu removed\n", res.fates[SITE_SAME], res.fates[SITE_MOVED], res.fates[SITE_RENAMED],
+                               res.fates[SITE_CHANGED], res.fates[SITE_RESIZED], res.fates[SITE_ADDED],
+                               res.sites_removed);
+                        printf("  copied bytes    %" PRIu64 "\n", res.copied_bytes);
+                }
+                printf("  spans           %zu (%zu delta, %zu raw, %zu ref, %zu copy)\n", res.n_spans, res.n_delta,
+                       res.n_raw, res.n_ref, res.n_copy);
                 printf("  payload         %" PRIu64 " bytes\n", res.payload_bytes);
                 printf("  bundle          %" PRIu64 " bytes = %.4f of the target (%" PRIu64 " bytes)\n",
                        res.bundle_bytes, target->size ? (double) res.bundle_bytes / (double) target->size : 0.0,

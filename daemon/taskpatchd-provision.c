@@ -302,6 +302,10 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
         }
         if (memcmp(mf->base.layout, m->ps.base.layout, SHA256_DIGEST_SIZE) != 0 || mf->kind != m->ps.base.kind)
                 return tp_error(err, -EBADMSG, "%s: its base layout is not the provisioned base's", what);
+        /* Not yet: staging a relocating bundle needs a fresh-file build from base bytes (packaging/docs/bundle-format.md). */
+        if (mf->format == MANIFEST_FORMAT_RELOCATING)
+                return tp_error(err, -EPROTONOSUPPORT, "%s: a relocating bundle (format 2: the task moves or resizes "
+                                "tensors), which this daemon cannot stage yet; 'taskpatch apply' can", what);
         if (mf->target.size != m->ps.base.size)
                 return tp_error(err, -EBADMSG, "%s: the task changes the model's size (%" PRIu64 " -> %" PRIu64
                                 " bytes), which the device does not support", what, m->ps.base.size, mf->target.size);

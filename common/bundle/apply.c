@@ -86,6 +86,55 @@ static int apply_span(Applier *a, SpanDecoder *sd, const ManifestSpan *s) {
         return 0;
 }
 
+/*
+ * Format 2: the spans tile the target and name their base bytes, read from wherever they sit.
+ * Each span's base bytes are checked against its own hash; the target's SHA-256 is the contract.
+ */
+static int apply_relocating(Applier *a, SpanDecoder *sd) {
+        _cleanup_free_ uint8_t *ref = NULL;
+        const ManifestSpan *s;
+        int r;
+
+        while ((r = span_decoder_next(sd, &s, a->err)) > 0) {
+                size_t n;
+                if (s->encoding == SPAN_REF) {
+                        if (!ref && !(ref = malloc(SPAN_REF_MAX)))
+                                return -ENOMEM;
+                        r = pread_full(a->base_fd, ref, s->base_length, s->base_offset);
+                        if (r < 0)
+                                return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
+                                                a->base_what, s->base_offset);
+                        if ((r = span_decoder_base(sd, hash_pipe_slot(a->pipe), ref, s->base_length, NULL, a->err)) < 0)
+                                return r;
+                }
+                for (uint64_t done = 0; (n = span_decoder_want(sd, APPLY_BUFFER)) > 0; done += n) {
+                        unsigned slot = hash_pipe_slot(a->pipe);
+                        Slot *sl = &a->slots[slot];
+                        const uint8_t *bytes;
+
+                        if (s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA) {
+                                r = pread_full(a->base_fd, sl->base, n, s->base_offset + done);
+                                if (r < 0)
+                                        return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
+                                                        a->base_what, s->base_offset + done);
+                                if ((r = span_decoder_base(sd, slot, sl->base, n, NULL, a->err)) < 0)
+                                        return r;
+                        }
+                        if ((r = span_decoder_read(sd, slot, sl->frame, sl->out, n, &a->target_hash, &bytes, a->err)) < 0)
+                                return r;
+                        if ((r = write_full(a->out_fd, bytes, n)) < 0)
+                                return tp_error(a->err, r, "writing the output: %s", strerror(-r));
+                        if (s->encoding == SPAN_COPY)
+                                a->stats.copied_bytes += n;
+                        else
+                                a->stats.span_bytes += n;
+                }
+                if ((r = span_decoder_end(sd, a->err)) < 0)
+                        return r;
+        }
+        return r < 0 ? r : span_decoder_finish(sd, a->err);
+}
+
 static void applier_done(Applier *a) {
         hash_pipe_free(a->pipe);        /* first: the worker may still read the slots */
         a->pipe = NULL;
@@ -145,6 +194,12 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
         sha256_init(&a.base_hash);
         sha256_init(&a.target_hash);
 
+        if (m->format == MANIFEST_FORMAT_RELOCATING) {
+                if ((r = apply_relocating(&a, sd)) < 0)
+                        goto fail;
+                hash_pipe_sync(a.pipe);
+                goto check_target;
+        }
         while ((r = span_decoder_next(sd, &s, err)) > 0) {
                 if ((r = copy_base(&a, pos, s->offset)) < 0 || (r = apply_span(&a, sd, s)) < 0)
                         goto fail;
@@ -174,6 +229,7 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
                              want);
                 goto fail;
         }
+check_target:
         sha256_final(&a.target_hash, d);
         if (memcmp(d, m->target.sha256, 32) != 0) {
                 char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];

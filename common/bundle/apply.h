@@ -9,6 +9,11 @@
  * base and result in full. The output is a temporary renamed into place
  * only when the result's SHA-256 equals the manifest's target: a refused
  * apply leaves no output file.
+ *
+ * A relocating bundle (format 2) is applied the same way, its spans read
+ * from their base_offset wherever that is; the base's whole SHA-256 is then
+ * not checked (only the base bytes the spans read, each against its own
+ * hash), the result's still is.
  */
 
 #include <stdint.h>
@@ -18,7 +23,7 @@
 
 typedef struct ApplyStats {
         uint64_t span_bytes;            /* bytes written from spans */
-        uint64_t copied_bytes;          /* unchanged bytes copied from the base */
+        uint64_t copied_bytes;          /* unchanged bytes copied from the base (format 2: the copy spans) */
 } ApplyStats;
 
 /*

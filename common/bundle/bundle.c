@@ -30,9 +30,9 @@ int bundle_header_decode(const uint8_t buf[BUNDLE_HEADER_SIZE], uint64_t file_si
         if (memcmp(buf, BUNDLE_MAGIC, 8) != 0)
                 return tp_error(err, -EBADMSG, "not a TaskPatch bundle (bad magic)");
         h.format = get_le32(buf + 8);
-        if (h.format != BUNDLE_FORMAT)
-                return tp_error(err, -EPROTONOSUPPORT, "bundle format %" PRIu32 " is not supported (this build reads %d)",
-                                h.format, BUNDLE_FORMAT);
+        if (h.format != BUNDLE_FORMAT && h.format != BUNDLE_FORMAT_RELOCATING)
+                return tp_error(err, -EPROTONOSUPPORT, "bundle format %" PRIu32 " is not supported (this build reads 1 and %d)",
+                                h.format, BUNDLE_FORMAT_RELOCATING);
         if (get_le32(buf + 12) != 0)
                 return tp_error(err, -EBADMSG, "header: unknown flags 0x%08" PRIx32, get_le32(buf + 12));
         for (unsigned i = 40; i < BUNDLE_HEADER_SIZE; i++)
@@ -135,6 +135,9 @@ static int bundle_parse(Bundle *b, TpError *err) {
                 return tp_error(err, -EBADMSG, "%s: the manifest declares a %" PRIu64
                                 "-byte payload, the bundle holds %" PRIu64, b->what, b->manifest->payload.size,
                                 b->header.payload_size);
+        if (b->manifest->format != b->header.format)
+                return tp_error(err, -EBADMSG, "%s: the header says format %" PRIu32 ", the manifest format %" PRIu64,
+                                b->what, b->header.format, b->manifest->format);
         return 0;
 }
 
@@ -330,12 +333,24 @@ int span_reader_next(SpanReader *r, const ManifestSpan **ret_span, TpError *err)
         }
         r->span = &m->spans[r->next++];
         r->frame_left = r->span->frame_size;
-        r->out_left = r->span->length;
+        /* A copy has no frame: nothing to read from the payload. */
+        r->out_left = r->span->frame_size ? r->span->length : 0;
         r->zin = (ZSTD_inBuffer) { r->inbuf, 0, 0 };
-        r->frame_done = false;
+        r->frame_done = r->span->frame_size == 0;
         ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);
         *ret_span = r->span;
         return 1;
+}
+
+int span_reader_ref_prefix(SpanReader *r, const uint8_t *prefix, size_t n, TpError *err) {
+        if (!r->span)
+                return -EINVAL;
+        if (r->span->encoding != SPAN_REF || r->out_left != r->span->length)
+                return span_error(r, -EINVAL, "a reference prefix belongs before a ref span's first byte", err);
+        size_t z = ZSTD_DCtx_refPrefix(r->zd, prefix, n);
+        if (ZSTD_isError(z))
+                return span_error(r, -EIO, ZSTD_getErrorName(z), err);
+        return 0;
 }
 
 int span_reader_read(SpanReader *r, uint8_t *buf, size_t n, TpError *err) {

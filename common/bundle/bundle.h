@@ -29,7 +29,8 @@
 #include "manifest.h"
 
 #define BUNDLE_MAGIC "TPBUNDL"          /* 8 bytes with its NUL */
-#define BUNDLE_FORMAT 1
+#define BUNDLE_FORMAT 1                 /* equals the manifest's format */
+#define BUNDLE_FORMAT_RELOCATING 2
 #define BUNDLE_HEADER_SIZE 64
 #define BUNDLE_MAX_SIGNATURE (64u << 10)
 #define BUNDLE_WINDOW_LOG 23            /* 8 MiB: the most memory a frame may ask a reader for */
@@ -111,6 +112,8 @@ SpanReader *span_reader_free(SpanReader *r);
 DEFINE_POINTER_CLEANUP(SpanReader, span_reader_free)
 /* Move to the next span: 1 and the span, or 0 after the last one. The previous span must be fully read. */
 _warn_unused_result_ int span_reader_next(SpanReader *r, const ManifestSpan **ret_span, TpError *err);
+/* A ref span: its base bytes, the frame's reference prefix (kept in place until the span is read). */
+_warn_unused_result_ int span_reader_ref_prefix(SpanReader *r, const uint8_t *prefix, size_t n, TpError *err);
 /* The next @n bytes of the current span's frame output (the raw bytes, or the delta stream). */
 _warn_unused_result_ int span_reader_read(SpanReader *r, uint8_t *buf, size_t n, TpError *err);
 /* After the last span: the payload's SHA-256 must match the manifest. */

@@ -10,7 +10,10 @@
 #include "delta.h"
 #include "fileio.h"
 #include "hashfile.h"
+#include "match.h"
 #include "sign.h"
+
+_Static_assert(MATCH_REF_MAX == SPAN_REF_MAX, "the matcher's references must fit a device's");
 
 int hash_file_chunks(int fd, uint64_t size, uint64_t chunk_size, uint8_t ret_sha256[32], uint8_t ret_chunk_root[32],
                      TpError *err) {
@@ -57,11 +60,14 @@ int hash_file_chunks(int fd, uint64_t size, uint64_t chunk_size, uint8_t ret_sha
         return 0;
 }
 
-/* A span to build: where, which site, which delta layout. */
+/* A span to build: where, which site, which delta layout, which base bytes. */
 typedef struct Plan {
         uint64_t offset, length;
         ssize_t site;
-        DeltaLayout layout;     /* DELTA_BYTES when nothing better; _DELTA_LAYOUT_INVALID: raw only */
+        DeltaLayout layout;     /* DELTA_BYTES when nothing better; _DELTA_LAYOUT_INVALID: no delta */
+        uint64_t base_offset;   /* of the delta's base bytes, a copy's source, a ref's reference */
+        uint64_t ref_length;    /* > 0: a ref candidate against [base_offset, +ref_length) */
+        bool copy;              /* format 2: the base bytes as they are */
 } Plan;
 
 static DeltaLayout site_layout(const Artifact *a, const Site *s) {
@@ -74,7 +80,7 @@ static DeltaLayout site_layout(const Artifact *a, const Site *s) {
 
 /* Round a site's changed region out to whole delta units, relative to the site's start. */
 static Plan plan_region(const Artifact *base, const Artifact *target, const DiffRegion *reg) {
-        Plan p = { reg->offset, reg->length, reg->site, DELTA_BYTES };
+        Plan p = { reg->offset, reg->length, reg->site, DELTA_BYTES, reg->offset, 0, false };
 
         if (reg->site >= 0) {
                 const Site *s = &target->sites[reg->site];
@@ -85,7 +91,7 @@ static Plan plan_region(const Artifact *base, const Artifact *target, const Diff
                 uint64_t start = s->offset + (reg->offset - s->offset) / unit * unit;
                 uint64_t end_rel = reg->offset + reg->length - s->offset;
                 uint64_t end = s->offset + (end_rel + unit - 1) / unit * unit;
-                p = (Plan) { start, end - start, reg->site, l };
+                p = (Plan) { start, end - start, reg->site, l, start, 0, false };
         }
         /* Delta needs base bytes under the whole span. */
         if (p.offset + p.length > base->size)
@@ -93,16 +99,54 @@ static Plan plan_region(const Artifact *base, const Artifact *target, const Diff
         return p;
 }
 
+/* A piece of a relocating plan (format 2) as a span to build. */
+static Plan plan_piece(const Artifact *target, const MatchPiece *q) {
+        Plan p = { q->offset, q->length, q->site, _DELTA_LAYOUT_INVALID, q->base_offset, 0, false };
+
+        switch (q->kind) {
+        case MATCH_COPY:
+                p.copy = true;
+                break;
+        case MATCH_CHANGED: {
+                p.layout = q->site >= 0 ? site_layout(target, &target->sites[q->site]) : DELTA_BYTES;
+                if (q->length % delta_unit(p.layout) != 0)
+                        p.layout = DELTA_BYTES;
+                break;
+        }
+        case MATCH_REF:
+                p.ref_length = q->base_length;
+                break;
+        default:
+                break;
+        }
+        return p;
+}
+
+uint64_t bundle_changed_bytes(const Artifact *base, const Artifact *target, const Diff *diff, const Match *match) {
+        uint64_t n = 0;
+
+        if (match) {
+                for (size_t i = 0; i < match->n_pieces; i++)
+                        if (match->pieces[i].kind != MATCH_COPY)
+                                n += match->pieces[i].length;
+                return n;
+        }
+        for (size_t i = 0; i < diff->n_regions; i++)
+                n += plan_region(base, target, &diff->regions[i]).length;
+        return n;
+}
+
 typedef struct Coder {
         int base_fd, target_fd;
         ZSTD_CCtx *cctx;
         uint8_t *b, *t, *x, *out;       /* group buffers: base, target, transformed; zstd output */
+        uint8_t *ref;                   /* a ref span's reference (SPAN_REF_MAX) */
         size_t group_max, out_cap;
         TpError *err;
 } Coder;
 
-/* Compress one span's bytes (raw, or delta when @layout is valid) into @fd; hashes on the way. */
-static int code_span(Coder *c, const Plan *p, bool delta, int fd, uint64_t *ret_size, uint8_t base_sha[32],
+/* Compress one span's bytes (raw, delta when @delta, ref when @ref) into @fd; hashes on the way. */
+static int code_span(Coder *c, const Plan *p, bool delta, bool ref, int fd, uint64_t *ret_size, uint8_t base_sha[32],
                      uint8_t new_sha[32]) {
         size_t group = delta ? delta_group_bytes(p->layout) : c->group_max;
         Sha256 hb, ht;
@@ -115,6 +159,13 @@ static int code_span(Coder *c, const Plan *p, bool delta, int fd, uint64_t *ret_
         sha256_init(&ht);
         ZSTD_CCtx_reset(c->cctx, ZSTD_reset_session_only);
         ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length);
+        if (ref) {
+                if ((r = pread_full(c->base_fd, c->ref, p->ref_length, p->base_offset)) < 0)
+                        return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64, p->base_offset);
+                size_t z = ZSTD_CCtx_refPrefix(c->cctx, c->ref, p->ref_length);
+                if (ZSTD_isError(z))
+                        return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
+        }
 
         for (uint64_t pos = 0; pos < p->length;) {
                 size_t n = p->length - pos < group ? (size_t) (p->length - pos) : group;
@@ -124,8 +175,9 @@ static int code_span(Coder *c, const Plan *p, bool delta, int fd, uint64_t *ret_
                         return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the target at %" PRIu64, off);
                 sha256_update(&ht, c->t, n);
                 if (p->layout != _DELTA_LAYOUT_INVALID) {
-                        if ((r = pread_full(c->base_fd, c->b, n, off)) < 0)
-                                return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64, off);
+                        uint64_t boff = p->base_offset + pos;
+                        if ((r = pread_full(c->base_fd, c->b, n, boff)) < 0)
+                                return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64, boff);
                         sha256_update(&hb, c->b, n);
                 }
                 const uint8_t *src = c->t;
@@ -148,9 +200,29 @@ static int code_span(Coder *c, const Plan *p, bool delta, int fd, uint64_t *ret_
                                 break;
                 }
         }
+        if (ref)
+                sha256_update(&hb, c->ref, p->ref_length);
         sha256_final(&hb, base_sha);
         sha256_final(&ht, new_sha);
         *ret_size = written;
+        return 0;
+}
+
+/* A copy: no frame; its hash is of the base bytes it copies. */
+static int hash_copy(Coder *c, const Plan *p, uint8_t sha[32]) {
+        Sha256 h;
+
+        sha256_init(&h);
+        for (uint64_t pos = 0; pos < p->length;) {
+                size_t n = p->length - pos < c->group_max ? (size_t) (p->length - pos) : c->group_max;
+                int r = pread_full(c->base_fd, c->b, n, p->base_offset + pos);
+                if (r < 0)
+                        return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64,
+                                        p->base_offset + pos);
+                sha256_update(&h, c->b, n);
+                pos += n;
+        }
+        sha256_final(&h, sha);
         return 0;
 }
 
@@ -189,7 +261,8 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
                   const CreateOptions *o, const char *out_path, CreateResult *ret, TpError *err) {
         _cleanup_(manifest_freep) Manifest *m = NULL;
         _cleanup_close_ int payload_fd = -1, cand_fd = -1;
-        _cleanup_free_ uint8_t *b = NULL, *t = NULL, *x = NULL, *out = NULL, *sig = NULL;
+        _cleanup_free_ uint8_t *b = NULL, *t = NULL, *x = NULL, *out = NULL, *sig = NULL, *ref = NULL;
+        _cleanup_(match_freep) Match *own_match = NULL;
         _cleanup_free_ char *text = NULL;
         AtomicFile af = ATOMIC_FILE_NULL;
         CreateResult res = {};
@@ -232,14 +305,36 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
                 return tp_error_prefix(err, r, "target");
         memcpy(res.target_sha256, m->target.sha256, 32);
 
-        /* The site set: names of the changed sites, sorted. */
-        m->sites = calloc(diff->n_regions ? diff->n_regions : 1, sizeof(char *));
-        m->spans = calloc(diff->n_regions ? diff->n_regions : 1, sizeof(ManifestSpan));
+        /* A layout that moved: sites matched by name wherever they sit (format 2). */
+        const Match *match = o->match;
+        if (diff->layout_changed) {
+                if (!match && (r = match_compute(base_fd, base, target_fd, target, &own_match, err)) < 0)
+                        return r;
+                match = match ? match : own_match;
+                m->format = MANIFEST_FORMAT_RELOCATING;
+        }
+        size_t n_plans = match ? match->n_pieces : diff->n_regions;
+
+        /* The site set: names of the sites the task changes (format 2: also adds, resizes, renames, removes), sorted. */
+        size_t n_names = match ? target->n_sites + match->n_removed : diff->n_regions;
+        m->sites = calloc(n_names ? n_names : 1, sizeof(char *));
+        m->spans = calloc(n_plans ? n_plans : 1, sizeof(ManifestSpan));
         if (!m->sites || !m->spans)
                 return -ENOMEM;
-        for (size_t i = 0; i < diff->n_regions; i++)
-                if (diff->regions[i].site >= 0 && !(m->sites[m->n_sites++] = strdup(target->sites[diff->regions[i].site].name)))
-                        return -ENOMEM;
+        if (match) {
+                for (size_t i = 0; i < target->n_sites; i++)
+                        if (match->fate[i] != SITE_SAME && match->fate[i] != SITE_MOVED &&
+                            !(m->sites[m->n_sites++] = strdup(target->sites[i].name)))
+                                return -ENOMEM;
+                for (size_t j = 0; j < match->n_removed; j++)
+                        if (!(m->sites[m->n_sites++] = strdup(base->sites[match->removed[j]].name)))
+                                return -ENOMEM;
+        } else {
+                for (size_t i = 0; i < diff->n_regions; i++)
+                        if (diff->regions[i].site >= 0 &&
+                            !(m->sites[m->n_sites++] = strdup(target->sites[diff->regions[i].site].name)))
+                                return -ENOMEM;
+        }
         if (m->n_sites > 1)
                 qsort(m->sites, m->n_sites, sizeof(char *), plan_cmp_names);
         sites_fingerprint(m->sites, m->n_sites, m->sites_fingerprint);
@@ -253,12 +348,13 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
         t = malloc(c.group_max);
         x = malloc(c.group_max);
         out = malloc(c.out_cap);
+        ref = match ? malloc(SPAN_REF_MAX) : NULL;
         c.cctx = ZSTD_createCCtx();
-        if (!b || !t || !x || !out || !c.cctx) {
+        if (!b || !t || !x || !out || (match && !ref) || !c.cctx) {
                 ZSTD_freeCCtx(c.cctx);
                 return -ENOMEM;
         }
-        c.b = b, c.t = t, c.x = x, c.out = out;
+        c.b = b, c.t = t, c.x = x, c.out = out, c.ref = ref;
         ZSTD_CCtx_setParameter(c.cctx, ZSTD_c_compressionLevel, o->level ? o->level : CREATE_DEFAULT_LEVEL);
         ZSTD_CCtx_setParameter(c.cctx, ZSTD_c_windowLog, BUNDLE_WINDOW_LOG);
 
@@ -271,49 +367,74 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
         }
 
         sha256_init(&payload_hash);
-        for (size_t i = 0; i < diff->n_regions; i++) {
-                Plan p = plan_region(base, target, &diff->regions[i]);
+        for (size_t i = 0; i < n_plans; i++) {
+                Plan p = match ? plan_piece(target, &match->pieces[i]) : plan_region(base, target, &diff->regions[i]);
                 ManifestSpan *s = &m->spans[m->n_spans];
-                uint64_t raw_size, delta_size = UINT64_MAX;
+                uint64_t raw_size = 0, alt_size = UINT64_MAX;
                 uint8_t bsha[32], nsha[32];
+                bool alt = p.layout != _DELTA_LAYOUT_INVALID || p.ref_length > 0;
 
-                /* Raw into the payload directly; delta into the candidate file; keep the smaller. */
-                off_t mark = lseek(payload_fd, 0, SEEK_CUR);
-                r = code_span(&c, &p, false, payload_fd, &raw_size, s->base_sha256, s->new_sha256);
-                if (r >= 0 && p.layout != _DELTA_LAYOUT_INVALID) {
-                        if (ftruncate(cand_fd, 0) < 0 || lseek(cand_fd, 0, SEEK_SET) < 0)
-                                r = negative_errno();
-                        else
-                                r = code_span(&c, &p, true, cand_fd, &delta_size, bsha, nsha);
-                }
-                if (r >= 0 && delta_size < raw_size) {
-                        if (ftruncate(payload_fd, mark) < 0 || lseek(payload_fd, mark, SEEK_SET) < 0)
-                                r = negative_errno();
-                        else
-                                r = copy_range(cand_fd, 0, delta_size, payload_fd, x, c.group_max, NULL);
+                if (p.copy) {
+                        r = hash_copy(&c, &p, s->new_sha256);
+                        memcpy(s->base_sha256, s->new_sha256, 32);
+                } else {
+                        /* Raw into the payload directly; delta or ref into the candidate file; keep the smaller. */
+                        off_t mark = lseek(payload_fd, 0, SEEK_CUR);
+                        r = code_span(&c, &p, false, false, payload_fd, &raw_size, s->base_sha256, s->new_sha256);
+                        if (r >= 0 && alt) {
+                                if (ftruncate(cand_fd, 0) < 0 || lseek(cand_fd, 0, SEEK_SET) < 0)
+                                        r = negative_errno();
+                                else
+                                        r = code_span(&c, &p, p.ref_length == 0, p.ref_length > 0, cand_fd, &alt_size,
+                                                      bsha, nsha);
+                        }
+                        if (r >= 0 && alt_size < raw_size) {
+                                if (ftruncate(payload_fd, mark) < 0 || lseek(payload_fd, mark, SEEK_SET) < 0)
+                                        r = negative_errno();
+                                else
+                                        r = copy_range(cand_fd, 0, alt_size, payload_fd, x, c.group_max, NULL);
+                                memcpy(s->base_sha256, bsha, 32);
+                        }
                 }
                 if (r < 0) {
                         ZSTD_freeCCtx(c.cctx);
                         return tp_error_prefix(err, r, "span at offset %" PRIu64, p.offset);
                 }
 
-                bool use_delta = delta_size < raw_size;
+                bool use_alt = alt_size < raw_size;
                 s->offset = p.offset;
                 s->length = p.length;
-                s->encoding = use_delta ? SPAN_DELTA : SPAN_RAW;
-                if (use_delta && !(s->layout = strdup(delta_layout_to_string(p.layout))))
+                s->encoding = p.copy ? SPAN_COPY : !use_alt ? SPAN_RAW : p.ref_length ? SPAN_REF : SPAN_DELTA;
+                if (s->encoding == SPAN_DELTA && !(s->layout = strdup(delta_layout_to_string(p.layout))))
                         return -ENOMEM;
                 if (p.site >= 0 && !(s->site = strdup(target->sites[p.site].name)))
                         return -ENOMEM;
-                if (p.layout == _DELTA_LAYOUT_INVALID)
+                s->base_offset = s->encoding == SPAN_RAW && match ? 0 : p.base_offset;
+                s->base_length = s->encoding == SPAN_REF ? p.ref_length : s->encoding == SPAN_RAW && match ? 0 : p.length;
+                if (s->encoding == SPAN_RAW && (match || p.layout == _DELTA_LAYOUT_INVALID))
                         memset(s->base_sha256, 0, 32);
                 s->frame_offset = res.payload_bytes;
-                s->frame_size = use_delta ? delta_size : raw_size;
+                s->frame_size = p.copy ? 0 : use_alt ? alt_size : raw_size;
                 res.payload_bytes += s->frame_size;
-                res.span_bytes += s->length;
                 res.n_spans++;
-                res.n_delta += use_delta;
-                res.n_raw += !use_delta;
+                switch (s->encoding) {
+                case SPAN_COPY:
+                        res.n_copy++;
+                        res.copied_bytes += s->length;
+                        break;
+                case SPAN_REF:
+                        res.n_ref++;
+                        res.span_bytes += s->length;
+                        break;
+                case SPAN_DELTA:
+                        res.n_delta++;
+                        res.span_bytes += s->length;
+                        break;
+                default:
+                        res.n_raw++;
+                        res.span_bytes += s->length;
+                        break;
+                }
                 m->n_spans++;
         }
         ZSTD_freeCCtx(c.cctx);
@@ -340,7 +461,7 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
                         return tp_error_prefix(err, r, "signing the manifest");
         }
 
-        BundleHeader h = { BUNDLE_FORMAT, text_len, sig_len, res.payload_bytes };
+        BundleHeader h = { (uint32_t) m->format, text_len, sig_len, res.payload_bytes };
         uint8_t hdr[BUNDLE_HEADER_SIZE];
         bundle_header_encode(&h, hdr);
 
@@ -355,6 +476,14 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
                 return tp_error(err, r, "%s: writing the bundle: %s", out_path, strerror(-r));
         }
         res.bundle_bytes = sizeof(hdr) + text_len + sig_len + res.payload_bytes;
+        res.format = (unsigned) m->format;
+        res.manifest_bytes = text_len;
+        if (match) {
+                memcpy(res.fates, match->count, sizeof(res.fates));
+                res.sites_removed = match->n_removed;
+                /* Nothing matched: every byte is new, a whole-file bundle (a different model). */
+                res.whole_file = res.n_copy == 0 && res.n_delta == 0 && res.n_ref == 0;
+        }
         if (ret)
                 *ret = res;
         return 0;

@@ -3,16 +3,23 @@
 
 /*
  * Building a bundle: from a base, a target and their diff to a signed
- * .tpb file. Each changed region becomes a span; each span is coded both
- * raw and as a block-layout delta against the base bytes, and the smaller
- * zstd frame goes into the payload.
+ * .tpb file. When the target keeps the base's layout (format 1), each
+ * changed region becomes a span, coded both raw and as a block-layout delta
+ * against the base bytes, and the smaller zstd frame goes into the payload.
+ * When the layout moved (diff->layout_changed), the sites are matched by
+ * name (match.h) and the bundle is relocating (format 2): copies of base
+ * bytes, changed sites as deltas against their base site, header and
+ * resized bytes as ref frames (zstd with base bytes as a reference prefix)
+ * or raw, whichever is smaller.
  */
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "artifact.h"
 #include "diff.h"
 #include "error.h"
+#include "match.h"
 
 typedef struct Signer Signer;
 
@@ -27,11 +34,18 @@ typedef struct CreateOptions {
         Signer *signer;                 /* NULL: unsigned (tests only) */
         int level;                      /* zstd level */
         uint64_t chunk_size;            /* target chunk-hash table granularity */
+        const Match *match;             /* the layout moved: match_compute()'s plan (NULL: computed here) */
 } CreateOptions;
 
 typedef struct CreateResult {
-        size_t n_spans, n_raw, n_delta;
-        uint64_t span_bytes;            /* bytes the spans write */
+        unsigned format;                /* 1: in place; 2: relocating (the layout moved) */
+        size_t n_spans, n_raw, n_delta, n_copy, n_ref;
+        uint64_t span_bytes;            /* target bytes the spans code (not copies): the bundle's changed_bytes */
+        uint64_t copied_bytes;          /* format 2: target bytes copied from the base */
+        uint64_t manifest_bytes;
+        size_t fates[_SITE_FATE_MAX];   /* format 2: target sites per SiteFate */
+        size_t sites_removed;           /* format 2: base sites with no counterpart */
+        bool whole_file;                /* format 2: nothing matched the base */
         uint64_t payload_bytes;
         uint64_t bundle_bytes;
         uint8_t target_sha256[32];
@@ -41,6 +55,14 @@ typedef struct CreateResult {
 _warn_unused_result_ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifact *target,
                                        const Diff *diff, const CreateOptions *o, const char *out_path,
                                        CreateResult *ret, TpError *err);
+
+/*
+ * changed_bytes, one meaning in every command: the target bytes a bundle's
+ * spans code, i.e. every byte not taken from the base as it is (format 1:
+ * the spans, each a site's changed window in whole delta blocks; format 2:
+ * every span but the copies). @match: the plan when the layout moved.
+ */
+uint64_t bundle_changed_bytes(const Artifact *base, const Artifact *target, const Diff *diff, const Match *match);
 
 /*
  * Hash a whole file and its chunk table in one pass: the file's SHA-256 and

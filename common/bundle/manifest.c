@@ -11,6 +11,8 @@
 static const char *const span_encoding_table[_SPAN_ENCODING_MAX] = {
         [SPAN_RAW] = "raw",
         [SPAN_DELTA] = "delta",
+        [SPAN_COPY] = "copy",
+        [SPAN_REF] = "ref",
 };
 
 const char *span_encoding_to_string(SpanEncoding e) {
@@ -118,10 +120,20 @@ static void write_manifest(YamlWriter *w, const Manifest *m) {
                         yaml_writer_kv(w, "layout", s->layout);
                 if (s->site)
                         yaml_writer_kv(w, "site", s->site);
-                yaml_writer_kv_sha(w, "base_sha256", s->base_sha256);
+                if (m->format == MANIFEST_FORMAT) {
+                        yaml_writer_kv_sha(w, "base_sha256", s->base_sha256);
+                } else if (s->encoding != SPAN_RAW) {
+                        yaml_writer_kv_u64(w, "base_offset", s->base_offset);
+                        if (s->encoding == SPAN_REF)
+                                yaml_writer_kv_u64(w, "base_length", s->base_length);
+                        if (s->encoding != SPAN_COPY)
+                                yaml_writer_kv_sha(w, "base_sha256", s->base_sha256);
+                }
                 yaml_writer_kv_sha(w, "new_sha256", s->new_sha256);
-                yaml_writer_kv_u64(w, "frame_offset", s->frame_offset);
-                yaml_writer_kv_u64(w, "frame_size", s->frame_size);
+                if (s->encoding != SPAN_COPY) {
+                        yaml_writer_kv_u64(w, "frame_offset", s->frame_offset);
+                        yaml_writer_kv_u64(w, "frame_size", s->frame_size);
+                }
                 yaml_writer_map_end(w);
         }
         yaml_writer_seq_end(w);
@@ -147,35 +159,78 @@ int manifest_write(const Manifest *m, char **ret_text, size_t *ret_len, TpError 
 
 #define W "manifest"
 
-static int parse_span(const YamlNode *n, size_t idx, ManifestSpan *s, TpError *err) {
-        static const char *const keys[] = { "offset", "length", "encoding", "layout", "site", "base_sha256",
-                                            "new_sha256", "frame_offset", "frame_size", NULL };
+static int span_fail(const YamlNode *n, size_t idx, const ManifestSpan *s, const char *what, TpError *err) {
+        return tp_error(err, -EBADMSG, W ": line %u: span #%zu (offset %" PRIu64 "): %s", n->line, idx, s->offset, what);
+}
+
+/* Format 1: base bytes under the span, no copies or refs; format 2 (m->format): below. */
+static int parse_span(const YamlNode *n, size_t idx, const Manifest *m, ManifestSpan *s, TpError *err) {
+        static const char *const keys1[] = { "offset", "length", "encoding", "layout", "site", "base_sha256",
+                                             "new_sha256", "frame_offset", "frame_size", NULL };
+        static const char *const keys2[] = { "offset", "length", "encoding", "layout", "site", "base_offset",
+                                             "base_length", "base_sha256", "new_sha256", "frame_offset",
+                                             "frame_size", NULL };
+        const bool v2 = m->format == MANIFEST_FORMAT_RELOCATING;
         const char *enc = NULL, *layout = NULL, *site = NULL;
         int r;
 
         if (n->kind != YAML_MAPPING)
                 return tp_error(err, -EBADMSG, W ": line %u: span #%zu: expected a mapping", n->line, idx);
-        if ((r = yaml_check_keys(n, keys, W, err)) < 0 ||
+        if ((r = yaml_check_keys(n, v2 ? keys2 : keys1, W, err)) < 0 ||
             (r = yaml_get_u64(n, "offset", true, W, &s->offset, err)) < 0 ||
             (r = yaml_get_u64(n, "length", true, W, &s->length, err)) < 0 ||
             (r = yaml_get_str(n, "encoding", true, W, &enc, err)) < 0 ||
             (r = yaml_get_str(n, "layout", false, W, &layout, err)) < 0 ||
             (r = yaml_get_str(n, "site", false, W, &site, err)) < 0 ||
-            (r = yaml_get_sha256(n, "base_sha256", true, W, s->base_sha256, err)) < 0 ||
-            (r = yaml_get_sha256(n, "new_sha256", true, W, s->new_sha256, err)) < 0 ||
-            (r = yaml_get_u64(n, "frame_offset", true, W, &s->frame_offset, err)) < 0 ||
-            (r = yaml_get_u64(n, "frame_size", true, W, &s->frame_size, err)) < 0)
+            (r = yaml_get_sha256(n, "new_sha256", true, W, s->new_sha256, err)) < 0)
                 return r;
 
         s->encoding = span_encoding_from_string(enc);
-        if (s->encoding < 0)
-                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: unknown encoding '%.32s' (expected raw or delta)",
-                                n->line, idx, enc);
+        if (s->encoding < 0 || (!v2 && s->encoding != SPAN_RAW && s->encoding != SPAN_DELTA))
+                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: unknown encoding '%.32s' (expected %s)", n->line,
+                                idx, enc, v2 ? "copy, raw, delta or ref" : "raw or delta");
+        const bool copy = s->encoding == SPAN_COPY, raw = s->encoding == SPAN_RAW, ref = s->encoding == SPAN_REF;
+        if ((r = yaml_get_sha256(n, "base_sha256", !raw && !copy, W, s->base_sha256, err)) < 0 ||
+            (r = yaml_get_u64(n, "frame_offset", !copy, W, &s->frame_offset, err)) < 0 ||
+            (r = yaml_get_u64(n, "frame_size", !copy, W, &s->frame_size, err)) < 0)
+                return r;
+        if (v2 && ((r = yaml_get_u64(n, "base_offset", !raw, W, &s->base_offset, err)) < 0 ||
+                   (r = yaml_get_u64(n, "base_length", ref, W, &s->base_length, err)) < 0))
+                return r;
         if ((s->encoding == SPAN_DELTA) != (layout != NULL))
                 return tp_error(err, -EBADMSG, W ": line %u: span #%zu: 'layout' is required with encoding delta and only then",
                                 n->line, idx);
         if (s->length == 0)
                 return tp_error(err, -EBADMSG, W ": line %u: span #%zu: empty span", n->line, idx);
+        if (v2) {
+                /* Every key that does not belong to the encoding is refused, so one text has one meaning. */
+                if ((raw || copy) && yaml_map_get(n, "base_sha256"))
+                        return span_fail(n, idx, s, "base_sha256 belongs only to delta and ref spans", err);
+                if (raw && yaml_map_get(n, "base_offset"))
+                        return span_fail(n, idx, s, "a raw span reads no base bytes (no base_offset)", err);
+                if (!ref && yaml_map_get(n, "base_length"))
+                        return span_fail(n, idx, s, "base_length belongs only to ref spans", err);
+                if (copy && (yaml_map_get(n, "frame_offset") || yaml_map_get(n, "frame_size")))
+                        return span_fail(n, idx, s, "a copy has no frame", err);
+                if (ref && (s->base_length == 0 || s->base_length > SPAN_REF_MAX))
+                        return span_fail(n, idx, s, "a ref span's base_length must be 1 .. 1048576 bytes", err);
+                if (!ref)
+                        s->base_length = raw ? 0 : s->length;
+                if (copy)
+                        memcpy(s->base_sha256, s->new_sha256, SHA256_DIGEST_SIZE);
+                if (s->base_offset > m->base.size || s->base_length > m->base.size - s->base_offset) {
+                        char msg[160];
+                        snprintf(msg, sizeof(msg), "its base bytes [%" PRIu64 ", +%" PRIu64
+                                 ") lie outside the base (%" PRIu64 " bytes)", s->base_offset, s->base_length,
+                                 m->base.size);
+                        return span_fail(n, idx, s, msg, err);
+                }
+        } else {
+                /* The bytes under the span, as far as the base reaches. */
+                s->base_offset = s->offset;
+                s->base_length = s->offset >= m->base.size ? 0 :
+                                 s->length < m->base.size - s->offset ? s->length : m->base.size - s->offset;
+        }
         if (layout && !(s->layout = strdup(layout)))
                 return -ENOMEM;
         if (site && !(s->site = strdup(site)))
@@ -184,6 +239,7 @@ static int parse_span(const YamlNode *n, size_t idx, ManifestSpan *s, TpError *e
 }
 
 static int parse_spans(const YamlNode *seq, Manifest *m, TpError *err) {
+        const bool v2 = m->format == MANIFEST_FORMAT_RELOCATING;
         uint64_t next_frame = 0, prev_end = 0;
 
         if (seq->n > MANIFEST_MAX_SPANS)
@@ -198,28 +254,38 @@ static int parse_spans(const YamlNode *seq, Manifest *m, TpError *err) {
                 int r;
 
                 m->n_spans = i + 1;
-                r = parse_span(n, i, s, err);
+                r = parse_span(n, i, m, s, err);
                 if (r < 0)
                         return r;
                 if (s->offset < prev_end)
                         return tp_error(err, -EBADMSG, W ": line %u: span #%zu at offset %" PRIu64
                                         " overlaps or precedes the previous span (which ends at %" PRIu64 ")",
                                         n->line, i, s->offset, prev_end);
+                if (v2 && s->offset > prev_end)
+                        return tp_error(err, -EBADMSG, W ": line %u: span #%zu at offset %" PRIu64
+                                        " leaves a hole in the target: [%" PRIu64 ", %" PRIu64 ") is in no span",
+                                        n->line, i, s->offset, prev_end, s->offset);
                 if (s->offset > m->target.size || s->length > m->target.size - s->offset)
                         return tp_error(err, -EBADMSG, W ": line %u: span #%zu [%" PRIu64 ", +%" PRIu64
                                         ") runs past the target size %" PRIu64, n->line, i, s->offset, s->length,
                                         m->target.size);
-                if (s->frame_offset != next_frame)
+                if (s->encoding == SPAN_COPY)
+                        s->frame_offset = next_frame;
+                else if (s->frame_offset != next_frame)
                         return tp_error(err, -EBADMSG, W ": line %u: span #%zu: frame at payload offset %" PRIu64
                                         ", expected %" PRIu64 " (frames are back to back in span order)",
                                         n->line, i, s->frame_offset, next_frame);
-                if (s->frame_size == 0 || s->frame_size > m->payload.size - next_frame)
+                else if (s->frame_size == 0 || s->frame_size > m->payload.size - next_frame)
                         return tp_error(err, -EBADMSG, W ": line %u: span #%zu: frame size %" PRIu64
                                         " does not fit in the payload (%" PRIu64 " bytes)", n->line, i,
                                         s->frame_size, m->payload.size);
                 next_frame += s->frame_size;
                 prev_end = s->offset + s->length;
         }
+        if (v2 && prev_end != m->target.size)
+                return tp_error(err, -EBADMSG, W ": line %u: the spans end at offset %" PRIu64 ", the target is %" PRIu64
+                                " bytes: [%" PRIu64 ", %" PRIu64 ") is in no span", seq->line, prev_end, m->target.size,
+                                prev_end, m->target.size);
         if (next_frame != m->payload.size)
                 return tp_error(err, -EBADMSG, W ": frames add up to %" PRIu64 " bytes, payload.size says %" PRIu64,
                                 next_frame, m->payload.size);
@@ -282,9 +348,9 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
         if ((r = yaml_check_keys(root, keys, W, err)) < 0 ||
             (r = yaml_get_u64(root, "format", true, W, &m->format, err)) < 0)
                 return r;
-        if (m->format != MANIFEST_FORMAT)
-                return tp_error(err, -EPROTONOSUPPORT, W ": format %" PRIu64 " is not supported (this build reads %d)",
-                                m->format, MANIFEST_FORMAT);
+        if (m->format != MANIFEST_FORMAT && m->format != MANIFEST_FORMAT_RELOCATING)
+                return tp_error(err, -EPROTONOSUPPORT, W ": format %" PRIu64 " is not supported (this build reads 1 and %d)",
+                                m->format, MANIFEST_FORMAT_MAX);
         if ((r = yaml_get_str(root, "task", true, W, &task, err)) < 0 ||
             (r = yaml_get_u64(root, "version", true, W, &m->version, err)) < 0 ||
             (r = yaml_get_time(root, "created", true, W, &m->created, err)) < 0 ||

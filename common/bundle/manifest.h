@@ -16,7 +16,11 @@
 #include "error.h"
 #include "sha256.h"
 
-#define MANIFEST_FORMAT 1
+#define MANIFEST_FORMAT 1               /* in place: the target keeps the base's layout */
+#define MANIFEST_FORMAT_RELOCATING 2    /* the spans tile the target; each names its base bytes */
+#define MANIFEST_FORMAT_MAX 2
+/* A ref span's reference: the base bytes a device holds in memory while decoding it. */
+#define SPAN_REF_MAX (1u << 20)
 #define MANIFEST_MAX_BYTES (64u << 20)
 #define MANIFEST_MAX_SPANS (1u << 20)
 #define MANIFEST_MAX_SITES (1u << 20)
@@ -27,6 +31,8 @@
 typedef enum SpanEncoding {
         SPAN_RAW,               /* the frame holds the new bytes */
         SPAN_DELTA,             /* the frame holds delta_encode(layout, base bytes, new bytes) */
+        SPAN_COPY,              /* format 2: no frame; the new bytes are the base bytes */
+        SPAN_REF,               /* format 2: a zstd frame coded with the base bytes as its reference prefix */
         _SPAN_ENCODING_MAX,
         _SPAN_ENCODING_INVALID = -EINVAL,
 } SpanEncoding;
@@ -37,14 +43,19 @@ typedef struct ManifestSpan {
         SpanEncoding encoding;
         char *layout;                           /* SPAN_DELTA: the delta layout name ("q4_0", "bytes", ...) */
         char *site;                             /* the site it belongs to, or NULL for header/gap bytes */
-        uint8_t base_sha256[SHA256_DIGEST_SIZE];/* of the base bytes at [offset, offset+length) */
+        /* The base bytes it reads: [base_offset, base_offset + base_length). Format 1: the bytes under
+         * the span (base_offset == offset; fewer where it reaches past a shorter base). Format 2: a
+         * copy's and a delta's source (base_length == length), a ref span's reference, none for raw. */
+        uint64_t base_offset;
+        uint64_t base_length;
+        uint8_t base_sha256[SHA256_DIGEST_SIZE];/* of those base bytes (a copy: equal to new_sha256) */
         uint8_t new_sha256[SHA256_DIGEST_SIZE]; /* of the bytes written */
         uint64_t frame_offset;                  /* of its zstd frame, from the payload start */
-        uint64_t frame_size;
+        uint64_t frame_size;                    /* 0 for a copy */
 } ManifestSpan;
 
 typedef struct Manifest {
-        uint64_t format;
+        uint64_t format;                        /* MANIFEST_FORMAT or MANIFEST_FORMAT_RELOCATING */
         char *task;
         uint64_t version;
         int64_t created;                        /* seconds since the epoch, UTC */
@@ -68,14 +79,16 @@ typedef struct Manifest {
                 uint64_t size;
                 uint8_t sha256[SHA256_DIGEST_SIZE];
         } payload;
-        ManifestSpan *spans;                    /* sorted by offset, not overlapping; frames back to back */
+        /* Sorted by offset, not overlapping; frames back to back. Format 1: where they do not write,
+         * the target is the base's bytes at the same offset. Format 2: they tile [0, target.size). */
+        ManifestSpan *spans;
         size_t n_spans;
 } Manifest;
 
 Manifest *manifest_free(Manifest *m);
 DEFINE_POINTER_CLEANUP(Manifest, manifest_free)
 
-const char *span_encoding_to_string(SpanEncoding e);   /* "raw", "delta" */
+const char *span_encoding_to_string(SpanEncoding e);   /* "raw", "delta", "copy", "ref" */
 SpanEncoding span_encoding_from_string(const char *s);
 
 /* [a-z0-9][a-z0-9._-]{0,63}: safe as a file name component, no "/" or "..". */
@@ -91,6 +104,8 @@ _warn_unused_result_ int manifest_write(const Manifest *m, char **ret_text, size
  * Parse and validate: known keys only, every field present and well-formed,
  * task name valid, spans sorted, non-overlapping, inside the target, frames
  * contiguous from 0 and adding up to payload.size, site set sorted, unique
- * and matching its fingerprint. Errors name the line and the field.
+ * and matching its fingerprint. Format 2 also: the spans tile the target
+ * (no hole, no overlap), each span's base bytes lie inside the base, copy
+ * and ref only in format 2. Errors name the line, the span and its offset.
  */
 _warn_unused_result_ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err);

@@ -28,7 +28,8 @@ struct SpanDecoder {
         const ManifestSpan *span;
         DeltaLayout layout;             /* SPAN_DELTA only */
         size_t group;                   /* delta group bytes; 0 for a raw span */
-        bool inside_base;               /* the span lies wholly inside the base: its base hash is checked */
+        bool inside_base;               /* its base bytes are all there: their hash is checked */
+        bool v2;                        /* format 2: spans tile the target, base bytes at base_offset */
         uint64_t done;                  /* new bytes returned */
         uint64_t base_fed;              /* base bytes given */
         uint64_t next_frame;            /* payload offset where the next span's frame must start */
@@ -52,7 +53,8 @@ int span_decoder_new(Bundle *b, uint64_t base_size, HashPipe *pipe, SpanDecoder 
 
         if (!d)
                 return -ENOMEM;
-        *d = (SpanDecoder) { .bundle = b, .m = b->manifest, .base_size = base_size, .pipe = pipe };
+        *d = (SpanDecoder) { .bundle = b, .m = b->manifest, .base_size = base_size, .pipe = pipe,
+                             .v2 = b->manifest->format == MANIFEST_FORMAT_RELOCATING };
         if ((r = span_reader_new(b, &d->reader, err)) < 0)
                 return r;
         *ret = TAKE_PTR(d);
@@ -101,16 +103,41 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
         if (s->offset < d->prev_end)
                 return span_fail(d, err, -EBADMSG, "it starts before the previous span's end (offset %" PRIu64 ")",
                                  d->prev_end);
+        if (d->v2 && s->offset != d->prev_end)
+                return span_fail(d, err, -EBADMSG, "it leaves a hole in the target: [%" PRIu64 ", %" PRIu64
+                                 ") is in no span", d->prev_end, s->offset);
         if (s->frame_offset != d->next_frame)
                 return span_fail(d, err, -EBADMSG, "its frame is at payload offset %" PRIu64 ", expected %" PRIu64
                                  " (frames are back to back in span order)", s->frame_offset, d->next_frame);
-        if (s->frame_size == 0 || s->frame_size > payload - d->next_frame)
+        if ((s->encoding == SPAN_COPY) != (s->frame_size == 0) || s->frame_size > payload - d->next_frame)
                 return span_fail(d, err, -EBADMSG, "its frame [%" PRIu64 ", +%" PRIu64 ") reaches past the end of the payload (%"
-                                 PRIu64 " bytes)", s->frame_offset, s->frame_size, payload);
-        d->inside_base = s->offset < d->base_size && s->length <= d->base_size - s->offset;
+                                 PRIu64 " bytes) or does not suit its encoding", s->frame_offset, s->frame_size, payload);
+        if (d->v2) {
+                bool need = s->encoding != SPAN_RAW;
+                if (need && (s->base_length == 0 || s->base_offset > d->base_size ||
+                             s->base_length > d->base_size - s->base_offset))
+                        return span_fail(d, err, -EBADMSG, "its base bytes [%" PRIu64 ", +%" PRIu64
+                                         ") lie outside the base (%" PRIu64 " bytes)", s->base_offset, s->base_length,
+                                         d->base_size);
+                if ((s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA) && s->base_length != s->length)
+                        return span_fail(d, err, -EBADMSG, "a %s reads as many base bytes as it writes",
+                                         span_encoding_to_string(s->encoding));
+                if (s->encoding == SPAN_REF && s->base_length > SPAN_REF_MAX)
+                        return span_fail(d, err, -EBADMSG, "its reference of %" PRIu64 " bytes exceeds the cap of %u",
+                                         s->base_length, SPAN_REF_MAX);
+                d->inside_base = need;
+        } else {
+                d->inside_base = s->offset < d->base_size && s->length <= d->base_size - s->offset;
+        }
         d->group = 0;
         switch (s->encoding) {
         case SPAN_RAW:
+                return 0;
+        case SPAN_COPY:
+        case SPAN_REF:
+                if (!d->v2)
+                        return span_fail(d, err, -EBADMSG, "a %s span needs bundle format 2",
+                                         span_encoding_to_string(s->encoding));
                 return 0;
         case SPAN_DELTA:
                 d->layout = delta_layout_from_string(s->layout);
@@ -125,7 +152,7 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
                 d->group = delta_group_bytes(d->layout);
                 return 0;
         default:
-                return span_fail(d, err, -EBADMSG, "unknown encoding %d (expected raw or delta)", (int) s->encoding);
+                return span_fail(d, err, -EBADMSG, "unknown encoding %d", (int) s->encoding);
         }
 }
 
@@ -180,11 +207,33 @@ int span_decoder_base(SpanDecoder *d, unsigned slot, const uint8_t *base, size_t
         if (d->stage != SPAN_PIECE)
                 return misuse(d, err, d->stage == SPAN_BASED ? "base bytes given twice for one piece" :
                                       "base bytes given outside a span");
-        uint64_t at = d->span->offset + d->done;
-        if (n > d->span->length - d->done || at > d->base_size || n > d->base_size - at)
-                return span_fail(d, err, -EINVAL, "%zu base bytes given at offset %" PRIu64
-                                 ", past the span's or the base's end", n, at);
-        hash(d, slot, &d->base_hash, also, base, n);
+        const ManifestSpan *s = d->span;
+        if (d->v2) {
+                /* A ref span's reference comes whole, before its first byte; others piece by piece. */
+                bool ok = s->encoding == SPAN_REF ? d->base_fed == 0 && n == s->base_length :
+                          s->encoding != SPAN_RAW && n <= s->base_length - d->base_fed;
+                if (!ok)
+                        return span_fail(d, err, -EINVAL, "%zu base bytes given at base offset %" PRIu64
+                                         " do not fit the span's base bytes", n, s->base_offset + d->base_fed);
+                if (s->encoding == SPAN_REF) {
+                        int r = span_reader_ref_prefix(d->reader, base, n, err);
+                        if (r < 0) {
+                                d->stage = SPAN_FAILED;
+                                return r;
+                        }
+                        hash(d, slot, &d->base_hash, also, base, n);
+                        d->base_fed = n;
+                        return 0;               /* the prefix stays referenced: the stage stays SPAN_PIECE */
+                }
+        } else {
+                uint64_t at = s->offset + d->done;
+                if (n > s->length - d->done || at > d->base_size || n > d->base_size - at)
+                        return span_fail(d, err, -EINVAL, "%zu base bytes given at offset %" PRIu64
+                                         ", past the span's or the base's end", n, at);
+        }
+        /* A copy's base bytes are its new bytes: hashed once, as new bytes, in read(). */
+        if (s->encoding != SPAN_COPY)
+                hash(d, slot, &d->base_hash, also, base, n);
         d->base_fed += n;
         d->piece_base = base;
         d->piece_base_n = n;
@@ -204,10 +253,14 @@ int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
         if (n == 0 || n > want || nb > n || (d->group && n != want))
                 return span_fail(d, err, -EINVAL, "a piece of %zu bytes (with %zu base bytes) at offset %" PRIu64
                                  " does not fit the span", n, nb, d->span->offset + d->done);
-        if (d->group && nb != n)
-                return span_fail(d, err, -EINVAL, "the delta at offset %" PRIu64 " needs %zu base bytes, %zu were given",
-                                 d->span->offset + d->done, n, nb);
-        if ((r = span_reader_read(d->reader, frame, n, err)) < 0) {
+        if ((d->group || d->span->encoding == SPAN_COPY) && nb != n)
+                return span_fail(d, err, -EINVAL, "the %s at offset %" PRIu64 " needs %zu base bytes, %zu were given",
+                                 d->group ? "delta" : "copy", d->span->offset + d->done, n, nb);
+        if (d->span->encoding == SPAN_REF && d->base_fed != d->span->base_length)
+                return span_fail(d, err, -EINVAL, "read before its reference was given");
+        if (d->span->encoding == SPAN_COPY) {
+                bytes = d->piece_base;
+        } else if ((r = span_reader_read(d->reader, frame, n, err)) < 0) {
                 d->stage = SPAN_FAILED;
                 return r;
         }
@@ -241,15 +294,16 @@ int span_decoder_end(SpanDecoder *d, TpError *err) {
                                       "ended outside a span");
         if (d->done != s->length)
                 return span_fail(d, err, -EINVAL, "ended after %" PRIu64 " of its bytes", d->done);
-        if (d->inside_base && d->base_fed != s->length)
+        uint64_t base_want = d->v2 ? s->base_length : s->length;
+        if (d->inside_base && d->base_fed != base_want)
                 return span_fail(d, err, -EINVAL, "ended after %" PRIu64 " of its base bytes", d->base_fed);
         if (d->pipe)
                 hash_pipe_sync(d->pipe);
         sha256_final(&d->base_hash, db);
         sha256_final(&d->new_hash, dn);
         d->stage = SPAN_IDLE;
-        /* A span reaching past the end of the base (a grown file) carries no base hash. */
-        if (d->inside_base && memcmp(db, s->base_sha256, SHA256_DIGEST_SIZE) != 0)
+        /* A span reaching past the end of the base (a grown file) carries no base hash; a copy's is its new hash. */
+        if (d->inside_base && s->encoding != SPAN_COPY && memcmp(db, s->base_sha256, SHA256_DIGEST_SIZE) != 0)
                 return digest_mismatch(d, "base bytes'", db, s->base_sha256, " (wrong base?)", err);
         if (memcmp(dn, s->new_sha256, SHA256_DIGEST_SIZE) != 0)
                 return digest_mismatch(d, "new bytes'", dn, s->new_sha256, "", err);
@@ -262,6 +316,11 @@ int span_decoder_finish(SpanDecoder *d, TpError *err) {
 
         if (d->stage != SPAN_IDLE)
                 return misuse(d, err, "finished inside a span");
+        if (d->v2 && d->prev_end != d->m->target.size) {
+                d->stage = SPAN_FAILED;
+                return tp_error(err, -EBADMSG, "%s: the spans end at offset %" PRIu64 ", the target is %" PRIu64
+                                " bytes", d->bundle->what, d->prev_end, d->m->target.size);
+        }
         /* The reader refuses to finish before the last span; moving past it checks the last frame's end. */
         if ((r = span_decoder_next(d, &s, err)) != 0)
                 return r < 0 ? r : misuse(d, err, "finished before the last span");

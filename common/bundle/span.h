@@ -33,6 +33,13 @@
  *                         shorter base carries no base hash), then the new
  *                         bytes' SHA-256;
  *   span_decoder_finish() the payload's SHA-256 and its end.
+ *
+ * Format 2 (relocating): the spans tile the target, and each reads its
+ * base bytes at [base_offset, +base_length) instead of under itself: a
+ * copy's piece by piece (they are its new bytes: span_decoder_read() with
+ * no frame), a delta's piece by piece, a ref span's whole reference in one
+ * span_decoder_base() call before its first read (the buffer stays put until
+ * span_decoder_end()); a raw span reads none.
  * A failed check returns -EBADMSG; misuse of the sequence above returns
  * -EINVAL. After any failure the decoder can only be freed.
  *

@@ -101,7 +101,7 @@ static void m_site_order(Manifest *m) {
 static void m_fingerprint(Manifest *m) { m->sites_fingerprint[0] ^= 1; }
 static void m_chunk(Manifest *m) { m->target.chunk_size = 1000; }
 static void m_empty_span(Manifest *m) { m->spans[0].length = 0; }
-static void m_format(Manifest *m) { m->format = 2; }
+static void m_format(Manifest *m) { m->format = 3; }
 
 static const struct {
         Mutate mutate;
@@ -116,7 +116,7 @@ static const struct {
         { m_fingerprint, "fingerprint does not match" },
         { m_chunk, "chunk_size 1000" },
         { m_empty_span, "empty span" },
-        { m_format, "format 2 is not supported" },
+        { m_format, "format 3 is not supported" },
 };
 
 START_TEST(test_refusals) {
