@@ -84,9 +84,35 @@ refused "unsigned bundle refused by verify" "unsigned" tp verify "$TMP/u.tpb" "$
 tp apply "$TMP/base.bin" "$TMP/u.tpb" -o "$TMP/u.bin" --allow-unsigned > /dev/null 2>&1
 check "--allow-unsigned applies an unsigned bundle" cmp -s "$TMP/u.bin" "$TMP/target.bin"
 
+# create refuses a signer certificate out of its validity (what every device would refuse).
+rm -f "$TMP/e.tpb"
 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/e.tpb" --task json \
+    --key "$TMP/pki/expired-signer.key" --cert "$TMP/pki/expired-signer.crt" > "$TMP/out" 2>&1
+rc=$?
+check "create refuses an expired signer certificate (exit 1), no bundle written" \
+    bash -c "test $rc -eq 1 && test ! -e '$TMP/e.tpb'"
+check "... naming its notBefore, notAfter and the current time" grep -q \
+    "expired-signer.crt: signer certificate 'CN=expired-signer' expired on 2001-01-01 00:00:00 UTC (valid 2000-01-01 00:00:00 UTC to 2001-01-01 00:00:00 UTC; now 20[0-9-]* [0-9:]* UTC): no bundle written" \
+    "$TMP/out"
+tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/f.tpb" --task json \
+    --key "$TMP/pki/future-signer.key" --cert "$TMP/pki/future-signer.crt" > "$TMP/out" 2>&1
+rc=$?
+check "create refuses a signer certificate not yet valid, no bundle written" \
+    bash -c "test $rc -eq 1 && test ! -e '$TMP/f.tpb' && grep -q 'is not valid before 2090-01-01 00:00:00 UTC (valid 2090-01-01' '$TMP/out'"
+# Signed while it was valid (the clock moved back to 2000), refused by verify today.
+TASKPATCH_TEST_NOW=959817600 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/e.tpb" --task json \
     --key "$TMP/pki/expired-signer.key" --cert "$TMP/pki/expired-signer.crt" > /dev/null 2>&1
+check "create takes the same certificate while it is valid" test -s "$TMP/e.tpb"
 refused "expired signer certificate refused" "expired" tp verify "$TMP/e.tpb" "${CA[@]}"
+
+# --expires beyond the signer certificate's notAfter (2040-01-01): a warning, the bundle is still written.
+TASKPATCH_TEST_NOW=1790000000 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/long.tpb" --task json \
+    --expires 36500 "${K[@]}" > /dev/null 2> "$TMP/err"
+check "--expires past the certificate's notAfter: warned, bundle written" bash -c \
+    "grep -q \"warning: --expires makes the bundle expire on 2126-.*after the signer certificate's notAfter 2040-01-01T00:00:00Z\" '$TMP/err' && test -s '$TMP/long.tpb'"
+TASKPATCH_TEST_NOW=1790000000 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/short.tpb" --task json \
+    --expires 30 "${K[@]}" > /dev/null 2> "$TMP/err"
+check "--expires within the certificate's validity: no warning" bash -c "! grep -q warning '$TMP/err'"
 
 TASKPATCH_TEST_NOW=1790000000 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/x.tpb" --task json --expires 1 \
     "${K[@]}" > /dev/null 2>&1
