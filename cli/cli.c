@@ -22,6 +22,34 @@ void cli_error(const char *fmt, ...) {
         fputc('\n', stderr);
 }
 
+int cli_fail(bool json, const char *fmt, ...) {
+        char message[TP_ERROR_MAX + 256];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(message, sizeof(message), fmt, ap);
+        va_end(ap);
+        cli_error("%s", message);
+        if (json) {
+                json_t *j = json_pack("{s:b, s:s}", "ok", false, "error", message);
+                if (!j)         /* not UTF-8 (a file name): still one object */
+                        j = json_pack("{s:b, s:s}", "ok", false, "error", "(not UTF-8: see standard error)");
+                (void) cli_print_json(j);
+        }
+        return EXIT_FAILED;
+}
+
+int cli_print_json(json_t *j) {
+        if (!j) {
+                cli_error("cannot print the result as JSON (a name that is not UTF-8, or out of memory)");
+                return -EINVAL;
+        }
+        json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        fputc('\n', stdout);
+        json_decref(j);
+        return 0;
+}
+
 int cli_init_kernels(void) {
         int r = kernels_init();
 

@@ -3,6 +3,7 @@
 
 /* What the command-line tools share: messages to stderr, exit codes, version. */
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "macro.h"
@@ -23,6 +24,20 @@ extern const char *cli_program;
 
 /* Print "<program>: <message>\n" to stderr. */
 _printf_(1, 2) void cli_error(const char *fmt, ...);
+
+/*
+ * A failure of a command that has --json: the message on stderr as cli_error() prints it and, when
+ * @json, {"ok": false, "error": MESSAGE} on standard output, so a script parsing the output always
+ * gets one object. Returns EXIT_FAILED.
+ */
+_printf_(2, 3) int cli_fail(bool json, const char *fmt, ...);
+
+/*
+ * Print @j (taken: freed here) on standard output, indented, keys in insertion order. NULL (what
+ * json_pack() returns for a string that is not UTF-8, or out of memory) is an error, printed on stderr.
+ * Returns 0 or -EINVAL.
+ */
+int cli_print_json(json_t *j);
 
 /* Select kernels per TASKPATCH_KERNEL; complain and return -errno when it names nothing usable. */
 int cli_init_kernels(void);

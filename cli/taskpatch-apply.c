@@ -12,7 +12,7 @@
 #include "taskpatch.h"
 
 static void help(void) {
-        printf("Usage: taskpatch apply BASE BUNDLE -o OUT [--ca CA.pem] [--allow-unsigned]\n"
+        printf("Usage: taskpatch apply BASE BUNDLE -o OUT [--ca CA.pem] [--allow-unsigned] [--json]\n"
                "\n"
                "Rebuild the bundle's target from BASE: every span's base bytes and new bytes\n"
                "are checked against the manifest while streaming, and OUT appears (atomically)\n"
@@ -22,22 +22,27 @@ static void help(void) {
                "  --ca PATH           check the signature against these CA certificate(s);\n"
                "                      without it every hash is checked but not the signature\n"
                "  --allow-unsigned    accept an unsigned bundle (tests only)\n"
-               "  --no-sync           do not fsync OUT (still atomic, not durable): scratch output\n");
+               "  --no-sync           do not fsync OUT (still atomic, not durable): scratch output\n"
+               "  --json              print the result as JSON: output, task, version,\n"
+               "                      target_sha256, span_bytes, copied_bytes, spans,\n"
+               "                      signature_checked, seconds, ok; a failure prints\n"
+               "                      {\"ok\": false, \"error\": MESSAGE}\n");
 }
 
 int verb_apply(int argc, char *argv[]) {
-        enum { OPT_CA = 256, OPT_UNSIGNED, OPT_NO_SYNC };
+        enum { OPT_CA = 256, OPT_UNSIGNED, OPT_NO_SYNC, OPT_JSON };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
                 { "ca", required_argument, NULL, OPT_CA },
                 { "allow-unsigned", no_argument, NULL, OPT_UNSIGNED },
                 { "no-sync", no_argument, NULL, OPT_NO_SYNC },
+                { "json", no_argument, NULL, OPT_JSON },
                 {},
         };
         _cleanup_(bundle_freep) Bundle *b = NULL;
         _cleanup_close_ int base_fd = -1;
-        bool sync = true;
+        bool sync = true, json = false;
         BundleTrust trust = {};
         ApplyStats st;
         TpError err = {};
@@ -62,6 +67,9 @@ int verb_apply(int argc, char *argv[]) {
                 case OPT_NO_SYNC:
                         sync = false;
                         break;
+                case OPT_JSON:
+                        json = true;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
@@ -71,26 +79,31 @@ int verb_apply(int argc, char *argv[]) {
         }
         const char *base_path = argv[optind], *bundle_path = argv[optind + 1];
         trust.now = clock_wall();
+        double t0 = quantize_now();
 
-        if ((r = bundle_open_verified(bundle_path, &trust, &b, &err)) < 0) {
-                cli_error("%s", tp_error_message(&err, r));
-                return EXIT_FAILED;
-        }
+        if ((r = bundle_open_verified(bundle_path, &trust, &b, &err)) < 0)
+                return cli_fail(json, "%s", tp_error_message(&err, r));
         if (b->signature && !trust.ca_path)
                 cli_error("note: no --ca given: every hash is checked, the signature is not");
 
         base_fd = open(base_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (base_fd < 0) {
-                cli_error("%s: %s", base_path, strerror(errno));
-                return EXIT_FAILED;
-        }
+        if (base_fd < 0)
+                return cli_fail(json, "%s: %s", base_path, strerror(errno));
         r = bundle_apply(b, base_fd, base_path, out, sync, &st, &err);
-        if (r < 0) {
-                cli_error("%s", tp_error_message(&err, r));
-                return EXIT_FAILED;
-        }
+        if (r < 0)
+                return cli_fail(json, "%s", tp_error_message(&err, r));
+        double seconds = quantize_now() - t0;
         char hex[SHA256_HEX_SIZE];
         sha256_to_hex(b->manifest->target.sha256, hex);
+        if (json) {
+                json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:b, s:f, s:b}", "output", out, "task",
+                                      b->manifest->task, "version", (json_int_t) b->manifest->version,
+                                      "target_sha256", hex, "span_bytes", (json_int_t) st.span_bytes,
+                                      "copied_bytes", (json_int_t) st.copied_bytes, "spans",
+                                      (json_int_t) b->manifest->n_spans, "signature_checked",
+                                      trust.signature_checked, "seconds", seconds, "ok", true);
+                return cli_print_json(j) < 0 ? EXIT_FAILED : EXIT_OK;
+        }
         printf("%s: %s version %" PRIu64 " rebuilt, sha256 %s (%" PRIu64 " bytes from %zu spans, %" PRIu64
                " copied)\n", out, b->manifest->task, b->manifest->version, hex, st.span_bytes, b->manifest->n_spans,
                st.copied_bytes);

@@ -11,6 +11,7 @@
 #include "create.h"
 #include "diff.h"
 #include "manifest.h"
+#include "parse.h"
 #include "sign.h"
 #include "siteset.h"
 #include "taskpatch.h"
@@ -69,6 +70,31 @@ static int check_expected(const SiteSet *expect, const Artifact *target, const D
                 }
         site_set_done(&changed);
         return bad ? -EINVAL : 0;
+}
+
+/*
+ * A bundle signed by a certificate out of its validity is refused by every device with a clock;
+ * one that expires after its certificate does is refused from the certificate's end on.
+ */
+static int check_signer_dates(const Signer *signer, const char *cert, int64_t expires) {
+        time_t now = clock_wall(), not_before, not_after;
+        char until[21], when[21];
+        TpError err = {};
+        int r;
+
+        r = signer_check_dates(signer, now, &err);
+        if (r < 0) {
+                cli_error("%s: %s: no bundle written", cert, tp_error_message(&err, r));
+                return r;
+        }
+        signer_validity(signer, &not_before, &not_after);
+        if (expires > 0 && now > 0 && (int64_t) now + expires > (int64_t) not_after) {
+                format_time_utc((int64_t) now + expires, when);
+                format_time_utc(not_after, until);
+                cli_error("warning: --expires makes the bundle expire on %s, after the signer certificate's "
+                          "notAfter %s (%s): devices refuse the bundle from %s on", when, until, cert, until);
+        }
+        return 0;
 }
 
 int verb_create(int argc, char *argv[]) {
@@ -179,6 +205,8 @@ int verb_create(int argc, char *argv[]) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
+        if (signer && check_signer_dates(signer, cert, o.expires) < 0)
+                return EXIT_FAILED;
         r = diff_compute(base_fd, base, target_fd, target, &d, &err);
         if (r < 0) {
                 cli_error("%s", tp_error_message(&err, r));

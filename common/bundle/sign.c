@@ -675,6 +675,28 @@ int signer_load(const char *key_path, const char *cert_path, Signer **ret, TpErr
         return 0;
 }
 
+void signer_validity(const Signer *s, time_t *ret_not_before, time_t *ret_not_after) {
+        *ret_not_before = x509_time_to_time(&s->chain.valid_from);
+        *ret_not_after = x509_time_to_time(&s->chain.valid_to);
+}
+
+int signer_check_dates(const Signer *s, time_t now, TpError *err) {
+        char subject[DN_MAX], from_s[TIME_STR_MAX], to_s[TIME_STR_MAX], now_s[TIME_STR_MAX];
+        time_t from, to;
+
+        if (now <= 0)
+                return 0;
+        signer_validity(s, &from, &to);
+        if (now >= from && now <= to)
+                return 0;
+        dn_string(&s->chain.subject, subject, sizeof(subject));
+        format_time(from, from_s);
+        format_time(to, to_s);
+        return tp_error(err, -EKEYREJECTED, "signer certificate '%s' %s %s (valid %s to %s; now %s)", subject,
+                        now < from ? "is not valid before" : "expired on", now < from ? from_s : to_s, from_s, to_s,
+                        format_time(now, now_s));
+}
+
 int signer_sign(Signer *s, const void *data, size_t len, uint8_t **ret_block, size_t *ret_len, TpError *err) {
         uint8_t hash[SHA256_DIGEST_SIZE], sig[MBEDTLS_PK_SIGNATURE_MAX_SIZE];
         SignatureBlock b = {};

@@ -140,7 +140,8 @@ typedef struct Signer Signer;
  * key; @cert_path must hold 1..SIGNATURE_CERTS_MAX certificates, the first
  * one matching the key and acceptable as a signer (key usage
  * digitalSignature, EKU codeSigning when present: a certificate the device
- * would refuse is refused here, early). Dates are not checked (no clock).
+ * would refuse is refused here, early). Dates are not checked (no clock:
+ * see signer_check_dates()).
  * Returns 0; -ENOENT, -EACCES, -EISDIR, -EINVAL (not a regular file),
  * -EFBIG (over the file limits) for the files; -EBADMSG for contents that do not parse (including encrypted
  * keys); -EKEYREJECTED for a key or certificate that is not acceptable;
@@ -148,6 +149,24 @@ typedef struct Signer Signer;
  * seeded; -ENOMEM.
  */
 _warn_unused_result_ int signer_load(const char *key_path, const char *cert_path, Signer **ret, TpError *err);
+
+/*
+ * The signer (leaf) certificate's validity: its notBefore and notAfter,
+ * seconds since the epoch, UTC, both inclusive (as signature_verify()
+ * compares them). Cannot fail.
+ */
+void signer_validity(const Signer *s, time_t *ret_not_before, time_t *ret_not_after);
+
+/*
+ * What signer_load() cannot check without a clock: that the signer
+ * certificate is valid at @now, so a bundle signed now is not refused by
+ * every device. Returns 0, or -EKEYREJECTED with a message naming the
+ * certificate, its notBefore and notAfter and @now, e.g. "signer
+ * certificate 'CN=ci-signer' expired on 2040-01-01 00:00:00 UTC (valid
+ * 2024-01-01 00:00:00 UTC to 2040-01-01 00:00:00 UTC; now 2041-...)".
+ * @now <= 0 (SIGNATURE_CLOCK_UNKNOWN) checks nothing and returns 0.
+ */
+_warn_unused_result_ int signer_check_dates(const Signer *s, time_t now, TpError *err);
 
 /* Free @s, wiping the key and RNG state. NULL-safe; returns NULL. */
 Signer *signer_free(Signer *s);

@@ -150,8 +150,9 @@ stop_daemon
 export TASKPATCH_TEST_NOW=$((now + 2 * 86400))
 start_daemon
 refused "$TMP/shout-exp.tpb" "a bundle past its expiry (clock moved 2 days on)" "expired on"
-"$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/shout.gguf" -o "$TMP/old-signer.tpb" --task shout --version 2 \
-    --key "$TMP/pki/expired-signer.key" --cert "$TMP/pki/expired-signer.crt" --level 1 > /dev/null
+# Signed in 2000, while the certificate was valid (create refuses an expired one).
+TASKPATCH_TEST_NOW=959817600 "$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/shout.gguf" -o "$TMP/old-signer.tpb" \
+    --task shout --version 2 --key "$TMP/pki/expired-signer.key" --cert "$TMP/pki/expired-signer.crt" --level 1 > /dev/null
 refused "$TMP/old-signer.tpb" "a signer certificate that expired in 2001" "expired"
 stop_daemon
 # A device without a real-time clock boots in 1970: it must still take a valid update.

@@ -56,6 +56,65 @@ check "apply rebuilds the target byte for byte" cmp -s "$TMP/out.bin" "$TMP/targ
 tp apply "$TMP/base.bin" "$TMP/t.tpb" -o "$TMP/out2.bin" > "$TMP/out" 2>&1
 check "apply without --ca works and says the signature was not checked" grep -q "signature is not" "$TMP/out"
 
+# ---- --json: verify and apply ----------------------------------------------------------
+tsha=$(sha256sum "$TMP/target.bin" | cut -d' ' -f1)
+bsha=$(sha256sum "$TMP/base.bin" | cut -d' ' -f1)
+tp verify --json "$TMP/t.tpb" "${CA[@]}" > "$TMP/verify.json" 2> "$TMP/err"
+check "verify --json exits 0, nothing on stderr" bash -c "test $? -eq 0 && test ! -s '$TMP/err'"
+check "verify --json: task, version, format, signer, dates, base/target, spans, payload, ok" \
+    python3 - "$TMP/verify.json" "$tsha" "$bsha" "$TMP/t.tpb" <<'PY'
+import json, os, struct, sys
+j = json.load(open(sys.argv[1]))
+tsha, bsha, path = sys.argv[2:]
+assert j["ok"] is True and j["bundle"] == path, j
+assert j["task"] == "json" and j["version"] == 2 and j["format"] == 1, j
+assert "CN=ci-signer" in j["signer"] and j["signature_checked"] is True, j
+assert j["expires"] is None, j
+assert j["base"] == {"sha256": bsha, "size": 3_000_000}, j["base"]
+assert j["target"] == {"sha256": tsha, "size": 3_000_000}, j["target"]
+assert j["spans"] == 3 and 0 <= j["raw_spans_checked"] <= 3, j
+# The payload size is the header's (offset 32).
+assert j["payload_bytes"] == struct.unpack_from("<Q", open(path, "rb").read(), 32)[0] > 0, j
+PY
+tp apply --json "$TMP/base.bin" "$TMP/t.tpb" -o "$TMP/out-json.bin" "${CA[@]}" --no-sync > "$TMP/apply.json" 2> "$TMP/err"
+check "apply --json exits 0 and rebuilds the target" \
+    bash -c "test $? -eq 0 && cmp -s '$TMP/out-json.bin' '$TMP/target.bin'"
+check "apply --json: output, target sha256, bytes from spans + copied = the target, seconds, ok" \
+    python3 - "$TMP/apply.json" "$tsha" "$TMP/out-json.bin" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["ok"] is True and j["output"] == sys.argv[3] and j["target_sha256"] == sys.argv[2], j
+assert j["task"] == "json" and j["version"] == 2 and j["spans"] == 3 and j["signature_checked"] is True, j
+assert j["span_bytes"] >= 4020 and j["span_bytes"] + j["copied_bytes"] == 3_000_000, j
+assert isinstance(j["seconds"], float) and 0 <= j["seconds"] < 600, j
+PY
+# Failures with --json: exit 1, one {"ok": false, "error"} object on stdout, the message on stderr too.
+json_refused() { # json_refused DESCRIPTION EXPECTED_WORDS COMMAND...
+    local desc=$1 words=$2
+    shift 2
+    rm -f "$TMP/refused.bin"
+    "$@" > "$TMP/jout" 2> "$TMP/jerr"
+    local rc=$?
+    if [ $rc -eq 1 ] && [ ! -e "$TMP/refused.bin" ] && grep -q -- "$words" "$TMP/jerr" &&
+       python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert set(j) == {'ok', 'error'} and j['ok'] is False and sys.argv[2] in j['error'], j
+assert j['error'] in open(sys.argv[3]).read(), 'stderr and JSON differ'" "$TMP/jout" "$words" "$TMP/jerr"; then
+        ok "$desc"
+    else
+        fail "$desc (exit $rc): $(head -c 300 "$TMP/jout") / $(head -c 300 "$TMP/jerr")"
+    fi
+}
+json_refused "verify --json, signer from another CA: {ok: false, error}" "does not verify" \
+    tp verify --json "$TMP/t.tpb" --ca "$TMP/pki/other-ca.pem"
+json_refused "apply --json, wrong base: {ok: false, error}, no output" "wrong base" \
+    tp apply --json "$TMP/other-base.bin" "$TMP/t.tpb" -o "$TMP/refused.bin" "${CA[@]}"
+json_refused "apply --json, missing base: {ok: false, error}" "No such file" \
+    tp apply --json "$TMP/missing.bin" "$TMP/t.tpb" -o "$TMP/refused.bin" "${CA[@]}"
+tp verify --json "$TMP/t.tpb" > /dev/null 2>&1
+check "verify --json without --ca or --allow-unsigned: usage error (exit 2)" test $? -eq 2
+
 # ---- refusals: nothing written ---------------------------------------------------------
 refused() { # refused DESCRIPTION EXPECTED_WORDS COMMAND...
     local desc=$1 words=$2
@@ -83,15 +142,50 @@ refused "unsigned bundle refused by apply" "unsigned" tp apply "$TMP/base.bin" "
 refused "unsigned bundle refused by verify" "unsigned" tp verify "$TMP/u.tpb" "${CA[@]}"
 tp apply "$TMP/base.bin" "$TMP/u.tpb" -o "$TMP/u.bin" --allow-unsigned > /dev/null 2>&1
 check "--allow-unsigned applies an unsigned bundle" cmp -s "$TMP/u.bin" "$TMP/target.bin"
+tp verify --json "$TMP/u.tpb" --allow-unsigned > "$TMP/u.json" 2> /dev/null
+check "verify --json --allow-unsigned: signer null, signature_checked false, ok" python3 -c "
+import json, sys; j = json.load(open(sys.argv[1]))
+assert j['signer'] is None and j['signature_checked'] is False and j['ok'] is True, j" "$TMP/u.json"
+json_refused "verify --json, unsigned bundle: {ok: false, error}" "unsigned" tp verify --json "$TMP/u.tpb" "${CA[@]}"
 
+# create refuses a signer certificate out of its validity (what every device would refuse).
+rm -f "$TMP/e.tpb"
 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/e.tpb" --task json \
+    --key "$TMP/pki/expired-signer.key" --cert "$TMP/pki/expired-signer.crt" > "$TMP/out" 2>&1
+rc=$?
+check "create refuses an expired signer certificate (exit 1), no bundle written" \
+    bash -c "test $rc -eq 1 && test ! -e '$TMP/e.tpb'"
+check "... naming its notBefore, notAfter and the current time" grep -q \
+    "expired-signer.crt: signer certificate 'CN=expired-signer' expired on 2001-01-01 00:00:00 UTC (valid 2000-01-01 00:00:00 UTC to 2001-01-01 00:00:00 UTC; now 20[0-9-]* [0-9:]* UTC): no bundle written" \
+    "$TMP/out"
+tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/f.tpb" --task json \
+    --key "$TMP/pki/future-signer.key" --cert "$TMP/pki/future-signer.crt" > "$TMP/out" 2>&1
+rc=$?
+check "create refuses a signer certificate not yet valid, no bundle written" \
+    bash -c "test $rc -eq 1 && test ! -e '$TMP/f.tpb' && grep -q 'is not valid before 2090-01-01 00:00:00 UTC (valid 2090-01-01' '$TMP/out'"
+# Signed while it was valid (the clock moved back to 2000), refused by verify today.
+TASKPATCH_TEST_NOW=959817600 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/e.tpb" --task json \
     --key "$TMP/pki/expired-signer.key" --cert "$TMP/pki/expired-signer.crt" > /dev/null 2>&1
+check "create takes the same certificate while it is valid" test -s "$TMP/e.tpb"
 refused "expired signer certificate refused" "expired" tp verify "$TMP/e.tpb" "${CA[@]}"
+
+# --expires beyond the signer certificate's notAfter (2040-01-01): a warning, the bundle is still written.
+TASKPATCH_TEST_NOW=1790000000 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/long.tpb" --task json \
+    --expires 36500 "${K[@]}" > /dev/null 2> "$TMP/err"
+check "--expires past the certificate's notAfter: warned, bundle written" bash -c \
+    "grep -q \"warning: --expires makes the bundle expire on 2126-.*after the signer certificate's notAfter 2040-01-01T00:00:00Z\" '$TMP/err' && test -s '$TMP/long.tpb'"
+TASKPATCH_TEST_NOW=1790000000 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/short.tpb" --task json \
+    --expires 30 "${K[@]}" > /dev/null 2> "$TMP/err"
+check "--expires within the certificate's validity: no warning" bash -c "! grep -q warning '$TMP/err'"
 
 TASKPATCH_TEST_NOW=1790000000 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/x.tpb" --task json --expires 1 \
     "${K[@]}" > /dev/null 2>&1
 TASKPATCH_TEST_NOW=1790000000 tp verify "$TMP/x.tpb" "${CA[@]}" > /dev/null 2>&1
 check "a bundle within its expiry verifies" test $? -eq 0
+TASKPATCH_TEST_NOW=1790000000 tp verify --json "$TMP/x.tpb" "${CA[@]}" > "$TMP/x.json" 2> /dev/null
+check "verify --json shows the expiry (ISO 8601 UTC)" python3 -c "
+import json, sys; j = json.load(open(sys.argv[1]))
+assert j['expires'] == '2026-09-22T14:13:20Z', j['expires']" "$TMP/x.json"
 TASKPATCH_TEST_NOW=1790200000 refused "an expired bundle is refused" "expired" tp verify "$TMP/x.tpb" "${CA[@]}"
 
 # A flipped byte anywhere: header, manifest, signature, payload.

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * common/bundle/sign.c: signing, chain and policy checks, the injectable clock, and the block parser
- * against truncation, bit flips and absurd lengths. The test PKI comes from
- * tests/tools/make-pki.sh, run once per test case into a temporary directory.
+ * against truncation, bit flips and absurd lengths (the Signer itself: check_signer.c). The test PKI
+ * comes from tests/tools/make-pki.sh (pki-fixture.h), run once per test case into a temporary directory.
  */
 
 #include <check.h>
@@ -19,88 +19,11 @@
 #include <mbedtls/x509_crt.h>
 
 #include "check-main.h"
+#include "pki-fixture.h"
 #include "sha256.h"
 #include "sign.h"
 
-static char tmp[64];
-static char pki[128];
-
 static const char manifest[] = "format: 1\ntask: json\nversion: 7\nbase: {sha256: 0123abcd, size: 4096}\n";
-
-/* PKI file @name as a path; a few rotating buffers so one call can use several. */
-static const char *P(const char *name) {
-        static char bufs[8][300];
-        static unsigned i;
-        char *b = bufs[i++ % 8];
-
-        snprintf(b, sizeof(bufs[0]), "%s/%s", pki, name);
-        return b;
-}
-
-static time_t T(int y, int mo, int d, int h, int mi, int s) {
-        struct tm tm = { .tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi, .tm_sec = s };
-        return timegm(&tm);
-}
-#define DAY(y, m, d) T(y, m, d, 0, 0, 0)
-#define NOW T(2026, 11, 29, 13, 0, 0)
-
-static void sh(const char *cmd) {
-        ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
-}
-
-static void write_text(const char *path, const char *text) {
-        FILE *f = fopen(path, "we");
-        ck_assert_ptr_nonnull(f);
-        fputs(text, f);
-        ck_assert_int_eq(fclose(f), 0);
-}
-
-/* Unchecked fixture: runs once per test case in the parent, so the PKI is made once. */
-static void pki_setup(void) {
-        char script[300], cmd[800];
-        const char *env = getenv("TASKPATCH_MAKE_PKI");
-
-        if (env)
-                snprintf(script, sizeof(script), "%s", env);
-        else {
-                /* __FILE__ is tests/unit/check_sign.c, relative to the top directory tests run from. */
-                snprintf(script, sizeof(script), "%s", __FILE__);
-                char *slash = strrchr(script, '/');
-                if (slash)
-                        *slash = '\0';
-                slash = strrchr(script, '/');
-                snprintf(slash ? slash : script, sizeof(script) - (size_t) (slash ? slash - script : 0),
-                         "%s", slash ? "/tools/make-pki.sh" : "tests/tools/make-pki.sh");
-        }
-
-        snprintf(tmp, sizeof(tmp), "/tmp/check_sign.XXXXXX");
-        ck_assert_ptr_nonnull(mkdtemp(tmp));
-        snprintf(pki, sizeof(pki), "%s/pki", tmp);
-        snprintf(cmd, sizeof(cmd), "sh '%s' '%s'", script, pki);
-        sh(cmd);
-
-        /* Extra fixtures for the refusal cases. */
-        ck_assert_int_eq(mkdir(P("empty.d"), 0700), 0);
-        ck_assert_int_eq(mkdir(P("junk.d"), 0700), 0);
-        write_text(P("junk.d/bad.pem"), "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n");
-        write_text(P("empty.pem"), "");
-        snprintf(cmd, sizeof(cmd),
-                 "cd '%s' && openssl pkey -in signer.key -aes256 -passout pass:secret -out encrypted.key 2>/dev/null"
-                 " && cat signer.crt intermediate.pem intermediate.pem intermediate.pem intermediate.pem"
-                 " intermediate.pem intermediate.pem intermediate.pem > long.crt"
-                 /* One byte over each file cap (sparse: the size is refused before a byte is read). */
-                 " && truncate -s 65537 big.key && truncate -s 262145 big.crt && truncate -s 1048577 big-ca.pem"
-                 " && mkdir many.d && for i in $(seq 0 1024); do : > many.d/$i.pem; done",
-                 pki);
-        sh(cmd);
-}
-
-static void pki_teardown(void) {
-        char cmd[128];
-
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-        ck_assert_int_eq(system(cmd), 0);
-}
 
 /* A block from signer_load()/signer_sign() with NAME.key and NAME.crt. */
 static void sign_ok(const char *name, const void *data, size_t len, uint8_t **ret, size_t *ret_len) {
@@ -151,12 +74,6 @@ static void sign_raw(const char *key_file, const char *crt_file, const void *dat
         mbedtls_x509_crt_free(&chain);
         mbedtls_ctr_drbg_free(&drbg);
         mbedtls_entropy_free(&entropy);
-}
-
-static void expect(int r, const TpError *err, int want, const char *substr, const char *what) {
-        ck_assert_msg(r == want, "%s: returned %d (%s), want %d", what, r, err->message, want);
-        if (substr)
-                ck_assert_msg(strstr(err->message, substr), "%s: message '%s' lacks '%s'", what, err->message, substr);
 }
 
 /* ---- round trip ---------------------------------------------------------------------------------- */
@@ -284,50 +201,6 @@ START_TEST(test_refusals) {
         expect(r, &err, refusal_rows[_i].want, refusal_rows[_i].substr, refusal_rows[_i].crt);
         if (r < 0)
                 ck_assert_msg(memcmp(&info, &before, sizeof(info)) == 0, "info changed on failure");
-}
-END_TEST
-
-/* ---- signer_load ---------------------------------------------------------------------------------- */
-
-static const struct {
-        const char *key, *crt;
-        int want;
-        const char *substr;
-} load_rows[] = {
-        { "signer.key", "signer.crt", 0, NULL },
-        { "signer.key", "signer-leaf.crt", 0, NULL },
-        { "expired-signer.key", "expired-signer.crt", 0, NULL },        /* no clock here */
-        { "nodigsig-signer.key", "nodigsig-signer.crt", -EKEYREJECTED, "lacks key usage digitalSignature" },
-        { "noku-signer.key", "noku-signer.crt", -EKEYREJECTED, "has no key usage extension" },
-        { "serverauth-signer.key", "serverauth-signer.crt", -EKEYREJECTED,
-          "serverauth-signer.crt: signer certificate 'CN=serverauth-signer': extended key usage present without codeSigning" },
-        { "rsa-signer.key", "rsa-signer.crt", -EKEYREJECTED, "rsa-signer.key: key is not an ECDSA P-256 key (RSA-2048)" },
-        { "p384-signer.key", "p384-signer.crt", -EKEYREJECTED, "key is not an ECDSA P-256 key (EC secp384r1)" },
-        { "signer.key", "other-signer.crt", -EKEYREJECTED, "other-signer.crt: the first certificate does not match the key" },
-        { "missing.key", "signer.crt", -ENOENT, "missing.key: No such file or directory" },
-        { "signer.key", "missing.crt", -ENOENT, "missing.crt" },
-        { "signer.crt", "signer.crt", -EBADMSG, "signer.crt: not a private key" },
-        { "signer.key", "signer.key", -EBADMSG, "signer.key: not a certificate file" },
-        { "encrypted.key", "signer.crt", -EBADMSG, "encrypted.key: the key is encrypted" },
-        { "ca.d", "signer.crt", -EISDIR, "ca.d: is a directory" },
-        { "signer.key", "empty.pem", -EBADMSG, "empty file" },
-        { "signer.key", "long.crt", -E2BIG, "long.crt: 9 certificates, more than the limit of 8" },
-        { "big.key", "signer.crt", -EFBIG, "big.key: 65537 bytes, more than the limit of 65536" },
-        { "signer.key", "big.crt", -EFBIG, "big.crt: 262145 bytes, more than the limit of 262144" },
-};
-
-START_TEST(test_signer_load) {
-        static int sentinel;
-        Signer *s = (Signer *) &sentinel;
-        TpError err = {};
-
-        int r = signer_load(P(load_rows[_i].key), P(load_rows[_i].crt), &s, &err);
-        expect(r, &err, load_rows[_i].want, load_rows[_i].substr, load_rows[_i].key);
-        if (r < 0)
-                ck_assert_ptr_eq(s, &sentinel);
-        else
-                ck_assert_ptr_null(signer_free(s));
-        ck_assert_ptr_null(signer_free(NULL));
 }
 END_TEST
 
@@ -749,7 +622,6 @@ static Suite *sign_suite(void) {
         tcase_add_test(tc, test_round_trip);
         tcase_add_loop_test(tc, test_ca_paths, 0, (int) ELEMENTSOF(ca_rows));
         tcase_add_loop_test(tc, test_refusals, 0, (int) ELEMENTSOF(refusal_rows));
-        tcase_add_loop_test(tc, test_signer_load, 0, (int) ELEMENTSOF(load_rows));
         tcase_add_loop_test(tc, test_clock, 0, (int) ELEMENTSOF(clock_rows));
         tcase_add_test(tc, test_signature_clock);
         tcase_add_test(tc, test_flip_data);
