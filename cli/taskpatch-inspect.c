@@ -65,14 +65,16 @@ int verb_inspect(int argc, char *argv[]) {
         const Manifest *m = b->manifest;
         SignatureInfo info = {};
         bool have_signer = b->signature && signature_parse_info(b->signature, b->signature_len, &info, NULL) >= 0;
-        uint64_t n_raw = 0, n_delta = 0, span_bytes = 0;
+        uint64_t n_enc[_SPAN_ENCODING_MAX] = {}, span_bytes = 0, copied = 0;
         for (size_t i = 0; i < m->n_spans; i++) {
-                span_bytes += m->spans[i].length;
-                if (m->spans[i].encoding == SPAN_DELTA)
-                        n_delta++;
+                /* changed_bytes: what the spans code; copies are the base's bytes (create.h). */
+                if (m->spans[i].encoding == SPAN_COPY)
+                        copied += m->spans[i].length;
                 else
-                        n_raw++;
+                        span_bytes += m->spans[i].length;
+                n_enc[m->spans[i].encoding]++;
         }
+        const uint64_t n_raw = n_enc[SPAN_RAW], n_delta = n_enc[SPAN_DELTA];
         char created[21], expires[21];
         format_time_utc(m->created, created);
         format_time_utc(m->expires, expires);
@@ -95,6 +97,22 @@ int verb_inspect(int argc, char *argv[]) {
                                       "payload_bytes", (json_int_t) m->payload.size, "bundle_bytes",
                                       (json_int_t) b->file_size, "signed", b->signature != NULL, "signer",
                                       have_signer ? json_string(info.subject) : json_null());
+                json_t *enc = json_object_get(j, "encodings");
+                json_object_set_new(enc, "copy", json_integer((json_int_t) n_enc[SPAN_COPY]));
+                json_object_set_new(enc, "ref", json_integer((json_int_t) n_enc[SPAN_REF]));
+                json_object_set_new(j, "format", json_integer((json_int_t) m->format));
+                json_object_set_new(j, "copied_bytes", json_integer((json_int_t) copied));
+                json_t *list = json_array();
+                for (size_t i = 0; i < m->n_spans; i++) {
+                        const ManifestSpan *sp = &m->spans[i];
+                        json_array_append_new(list, json_pack("{s:I, s:I, s:s, s:o, s:I, s:I}", "offset",
+                                                              (json_int_t) sp->offset, "length", (json_int_t) sp->length,
+                                                              "encoding", span_encoding_to_string(sp->encoding), "site",
+                                                              sp->site ? json_string(sp->site) : json_null(),
+                                                              "base_offset", (json_int_t) sp->base_offset,
+                                                              "payload_bytes", (json_int_t) sp->frame_size));
+                }
+                json_object_set_new(j, "span_list", list);
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -111,11 +129,21 @@ int verb_inspect(int argc, char *argv[]) {
         sha256_to_hex(m->target.sha256, hex);
         printf("target    %s  %" PRIu64 " bytes\n", hex, m->target.size);
         printf("signer    %s\n", !b->signature ? "(unsigned)" : have_signer ? info.subject : "(unreadable)");
-        printf("spans     %zu (%" PRIu64 " delta, %" PRIu64 " raw), writing %" PRIu64 " bytes\n", m->n_spans,
-               n_delta, n_raw, span_bytes);
+        printf("format    %" PRIu64 "%s\n", m->format,
+               m->format == MANIFEST_FORMAT_RELOCATING ? " (relocating: the spans tile the target)" : " (in place)");
+        printf("spans     %zu (%" PRIu64 " delta, %" PRIu64 " raw, %" PRIu64 " ref, %" PRIu64 " copy), coding %" PRIu64
+               " bytes, copying %" PRIu64 "\n", m->n_spans, n_delta, n_raw, n_enc[SPAN_REF], n_enc[SPAN_COPY], span_bytes,
+               copied);
         printf("payload   %" PRIu64 " bytes\n", m->payload.size);
         printf("sites     %zu:\n", m->n_sites);
         for (size_t i = 0; i < m->n_sites; i++)
                 printf("  %s\n", m->sites[i]);
+        printf("span list (target offset, bytes, encoding, payload bytes, base offset, site):\n");
+        for (size_t i = 0; i < m->n_spans; i++) {
+                const ManifestSpan *sp = &m->spans[i];
+                printf("  %12" PRIu64 " %12" PRIu64 " %-5s %10" PRIu64 " %12" PRIu64 "  %s\n", sp->offset, sp->length,
+                       span_encoding_to_string(sp->encoding), sp->frame_size, sp->base_offset,
+                       sp->site ? sp->site : "(header/gap)");
+        }
         return EXIT_OK;
 }

@@ -114,7 +114,10 @@ int verb_verify(int argc, char *argv[]) {
                 Sha256 h;
                 uint8_t d[32];
                 sha256_init(&h);
-                for (uint64_t left = s->length; left > 0;) {
+                /* A ref frame decodes only against its base bytes: here its bytes count for the payload hash only. */
+                if (s->encoding == SPAN_REF && (r = span_reader_skip(sr, &err)) < 0)
+                        break;
+                for (uint64_t left = s->encoding == SPAN_REF || s->encoding == SPAN_COPY ? 0 : s->length; left > 0;) {
                         size_t n = left < (1u << 20) ? (size_t) left : (1u << 20);
                         if ((r = span_reader_read(sr, buf, n, &err)) < 0)
                                 break;

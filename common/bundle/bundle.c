@@ -342,6 +342,23 @@ int span_reader_next(SpanReader *r, const ManifestSpan **ret_span, TpError *err)
         return 1;
 }
 
+int span_reader_skip(SpanReader *r, TpError *err) {
+        if (!r->span)
+                return -EINVAL;
+        while (r->frame_left > 0) {
+                size_t n = r->frame_left < sizeof(r->inbuf) ? (size_t) r->frame_left : sizeof(r->inbuf);
+                int k = reader_read(&r->in, r->inbuf, n);
+                if (k < 0)
+                        return span_error(r, k, "reading the payload failed (truncated bundle?)", err);
+                sha256_update(&r->payload_hash, r->inbuf, n);
+                r->frame_left -= n;
+        }
+        r->zin = (ZSTD_inBuffer) { r->inbuf, 0, 0 };
+        r->out_left = 0;
+        r->frame_done = true;
+        return 0;
+}
+
 int span_reader_ref_prefix(SpanReader *r, const uint8_t *prefix, size_t n, TpError *err) {
         if (!r->span)
                 return -EINVAL;

@@ -112,6 +112,8 @@ SpanReader *span_reader_free(SpanReader *r);
 DEFINE_POINTER_CLEANUP(SpanReader, span_reader_free)
 /* Move to the next span: 1 and the span, or 0 after the last one. The previous span must be fully read. */
 _warn_unused_result_ int span_reader_next(SpanReader *r, const ManifestSpan **ret_span, TpError *err);
+/* Pass over the current span's frame undecoded (its bytes still count for the payload's hash). */
+_warn_unused_result_ int span_reader_skip(SpanReader *r, TpError *err);
 /* A ref span: its base bytes, the frame's reference prefix (kept in place until the span is read). */
 _warn_unused_result_ int span_reader_ref_prefix(SpanReader *r, const uint8_t *prefix, size_t n, TpError *err);
 /* The next @n bytes of the current span's frame output (the raw bytes, or the delta stream). */

@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (span_reader_new(b, &sr, &err) < 0)
                 abort();
         while ((r = span_reader_next(sr, &s, &err)) > 0) {
-                uint64_t left = s->length;
+                uint64_t left = s->encoding == SPAN_COPY ? 0 : s->length;     /* a copy has no frame */
                 while (left > 0 && r >= 0) {
                         size_t n = left < sizeof(buf) ? (size_t) left : sizeof(buf);
                         r = span_reader_read(sr, buf, n, &err);
