@@ -238,10 +238,14 @@ check "a task name with .. is refused (exit 2)" test $? -eq 2
 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/bad.tpb" --task ok > /dev/null 2>&1
 check "create without --key/--cert or --unsigned is refused (exit 2)" test $? -eq 2
 
-# Layout change: a target of another size is one whole-file span, with a warning.
+# Layout change: a target of another size is a relocating bundle, coded against the base's bytes.
 head -c 2500000 "$TMP/target.bin" > "$TMP/short.bin"
 tp create "$TMP/base.bin" "$TMP/short.bin" -o "$TMP/s.tpb" --task json --unsigned > "$TMP/out" 2>&1
-check "a size change is handled with a warning" grep -q "layouts differ" "$TMP/out"
+check "a size change makes a relocating bundle" grep -q "relocating bundle (format 2)" "$TMP/out"
+check "a truncated target costs far less than its bytes" test "$(stat -c %s "$TMP/s.tpb")" -lt 250000
+head -c 2500000 /dev/urandom > "$TMP/other.bin"
+tp create "$TMP/base.bin" "$TMP/other.bin" -o "$TMP/o.tpb" --task json --unsigned > "$TMP/out" 2>&1
+check "a file with nothing in common is a whole-file bundle, with a warning" grep -q "no site of the target matches" "$TMP/out"
 tp apply "$TMP/base.bin" "$TMP/s.tpb" -o "$TMP/s.bin" --allow-unsigned > /dev/null 2>&1
 check "a size change still rebuilds the target byte for byte" cmp -s "$TMP/s.bin" "$TMP/short.bin"
 
