@@ -11,6 +11,8 @@
 #define MATCH_CHUNK (1u << 20)
 #define MATCH_MIN_COPY 4096             /* a site's unchanged head or tail shorter than this stays in its span */
 #define MATCH_SMALL_GAP 64              /* changed gap bytes this short are raw: a reference costs more */
+#define MATCH_SMALL_COPY 256            /* a copy this short between coded pieces joins them: a span line costs more */
+#define MATCH_SMALL_DELTA 4096          /* a changed window this short may join its neighbours' reference */
 
 static const char *const fate_table[_SITE_FATE_MAX] = {
         [SITE_SAME] = "same",       [SITE_MOVED] = "moved",     [SITE_RENAMED] = "renamed",
@@ -292,6 +294,74 @@ static int plan_site(Matcher *x, size_t i) {
                         head < b->length ? b->length - head : b->length, (ssize_t) i);
 }
 
+/* Whether piece @p may join a run of small coded pieces (coalesce()). */
+static bool joinable(const MatchPiece *p) {
+        switch (p->kind) {
+        case MATCH_COPY:
+                return p->length < MATCH_SMALL_COPY;
+        case MATCH_CHANGED:
+                return p->length < MATCH_SMALL_DELTA;
+        default:
+                return p->length < MATCH_REF_PIECE;
+        }
+}
+
+/*
+ * Small neighbours become one span: a run of short coded pieces (protobuf framing between an
+ * ONNX classifier's resized initializers, say) and the short copies between them are one ref
+ * piece against the base bytes they all read, or one raw piece when none reads any. Each span
+ * costs a manifest line with its hashes; a run of them costs more than the bytes.
+ */
+static void coalesce(Match *m) {
+        size_t out = 0;
+
+        for (size_t i = 0; i < m->n_pieces;) {
+                size_t j = i;
+                uint64_t len = 0, lo = UINT64_MAX, hi = 0;
+                unsigned coded = 0;
+                while (j < m->n_pieces && joinable(&m->pieces[j]) && len + m->pieces[j].length <= MATCH_REF_PIECE) {
+                        const MatchPiece *p = &m->pieces[j];
+                        uint64_t nlo = lo, nhi = hi;
+                        if (p->base_length > 0) {
+                                nlo = p->base_offset < lo ? p->base_offset : lo;
+                                nhi = p->base_offset + p->base_length > hi ? p->base_offset + p->base_length : hi;
+                                if (nhi - nlo > MATCH_REF_MAX)
+                                        break;
+                        }
+                        lo = nlo, hi = nhi;
+                        len += p->length;
+                        coded += p->kind != MATCH_COPY;
+                        j++;
+                }
+                /* Worth it only when two coded pieces or more join (a lone one stays as it is), and a run
+                 * may neither start nor end with a copy (it would just be a shorter copy). */
+                while (j > i + 1 && m->pieces[j - 1].kind == MATCH_COPY) {
+                        j--;
+                        len -= m->pieces[j].length;
+                }
+                if (j > i + 1 && m->pieces[i].kind != MATCH_COPY && coded >= 2) {
+                        MatchPiece q = { m->pieces[i].offset, len, MATCH_NEW, 0, 0, m->pieces[i].site };
+                        lo = UINT64_MAX, hi = 0;
+                        for (size_t k = i; k < j; k++) {
+                                const MatchPiece *p = &m->pieces[k];
+                                if (p->site != q.site)
+                                        q.site = -1;
+                                if (p->base_length > 0) {
+                                        lo = p->base_offset < lo ? p->base_offset : lo;
+                                        hi = p->base_offset + p->base_length > hi ? p->base_offset + p->base_length : hi;
+                                }
+                        }
+                        if (hi > lo)
+                                q = (MatchPiece) { q.offset, len, MATCH_REF, lo, hi - lo, q.site };
+                        m->pieces[out++] = q;
+                        i = j;
+                } else {
+                        m->pieces[out++] = m->pieces[i++];
+                }
+        }
+        m->n_pieces = out;
+}
+
 int match_compute(int base_fd, const Artifact *base, int target_fd, const Artifact *target, Match **ret,
                   TpError *err) {
         _cleanup_(match_freep) Match *m = NULL;
@@ -338,6 +408,7 @@ int match_compute(int base_fd, const Artifact *base, int target_fd, const Artifa
                 if ((r = plan_gap(&x, tstart, tend > tstart ? tend - tstart : 0, goff, glen)) < 0)
                         return r;
         }
+        coalesce(m);
         for (size_t j = 0; j < base->n_sites; j++)
                 if (!used[j])
                         m->removed[m->n_removed++] = j;
