@@ -17,6 +17,12 @@ new weights and w_scale: by default a fine-tune look-alike (85% of the int8 valu
 one step, scales nudged), with --random entirely new values. Everything else is byte-identical
 with the base, and so is the layout: the two files differ only inside those 2*K initializers.
 
+--classes N (with --task-out): the class-set change. The task's last layer, the classifier, has N
+output channels instead of C: its weight [N,C,3,3], w_scale, w_zero_point and bias [N] are resized
+and so is the graph's output [1,N,H,W]. Its first min(N,C) output channels keep their bytes (as the
+task's layer had them, changed or not), channels added are drawn from their own generator. Every
+other initializer is byte-identical with the base (the same --seed gives the same base).
+
 --external DIR: also write DIR/<name of -o> (and DIR/<name of --task-out>) whose initializers keep
 their data in a side file "<name>.data" (data_location EXTERNAL), as onnx's external-data format.
 
@@ -26,6 +32,7 @@ initializers (inputs "cond" bool [], "x" float [2]; output "y" float [2]).
 Examples:
     make-onnx.py -o base.onnx
     make-onnx.py -o base.onnx --task-out task.onnx --change-layers 10
+    make-onnx.py -o base.onnx --task-out task.onnx --change-layers 0 --classes 40
     make-onnx.py --kind subgraph -o sub.onnx
 """
 
@@ -183,6 +190,18 @@ def change_layer(rng, p, random_replace):
     return dict(p, w=w, w_scale=w_scale)
 
 
+def resize_classes(rng, p, n):
+    """The classifier layer @p with @n output channels: the first min(n, C) kept, the rest new."""
+    c = len(p["w_scale"])
+    fan = len(p["w"]) // c              # C_in * 3 * 3 weights per output channel
+    keep = min(n, c)
+    add = n - keep
+    w = p["w"][:keep * fan] + random_int8(rng, add * fan)
+    w_scale = p["w_scale"][:keep] + [rng.uniform(0.8, 1.2) * weight_scale(fan // 9) for _ in range(add)]
+    bias = p["bias"][:keep] + [rng.randint(-2000, 2000) for _ in range(add)]
+    return dict(p, w=w, w_scale=w_scale, bias=bias)
+
+
 def changed_layers(layers, k):
     """K layer indices spread evenly through 0..layers-1."""
     k = max(0, min(k, layers))
@@ -194,11 +213,12 @@ def conv_initializers(params, c):
     inits = [("input.scale", FLOAT, [], floats([1 / 64])), ("input.zero_point", INT8, [], int8s([0]))]
     for l, p in enumerate(params):
         pre = "layer.%d." % l
+        m = len(p["w_scale"])           # output channels: C, or the classes of a resized classifier
         inits += [
-            (pre + "weight", INT8, [c, c, 3, 3], p["w"]),
-            (pre + "w_scale", FLOAT, [c], floats(p["w_scale"])),
-            (pre + "w_zero_point", INT8, [c], int8s([0] * c)),
-            (pre + "bias", INT32, [c], int32s(p["bias"])),
+            (pre + "weight", INT8, [m, c, 3, 3], p["w"]),
+            (pre + "w_scale", FLOAT, [m], floats(p["w_scale"])),
+            (pre + "w_zero_point", INT8, [m], int8s([0] * m)),
+            (pre + "bias", INT32, [m], int32s(p["bias"])),
             (pre + "y_scale", FLOAT, [], floats([p["y_scale"]])),
             (pre + "y_zero_point", INT8, [], int8s([0])),
         ]
@@ -217,8 +237,9 @@ def conv_model(params, c, h, w, tensors):
         nodes.append(node("QLinearConv", ins, [pre + "out"], pre + "conv", attrs))
         x, x_scale, x_zp = pre + "out", pre + "y_scale", pre + "y_zero_point"
     nodes.append(node("DequantizeLinear", [x, x_scale, x_zp], ["output"], "dequantize"))
+    m = len(params[-1]["w_scale"])
     g = graph("int8_conv_stack", nodes, tensors,
-              [value_info("input", FLOAT, [1, c, h, w])], [value_info("output", FLOAT, [1, c, h, w])])
+              [value_info("input", FLOAT, [1, c, h, w])], [value_info("output", FLOAT, [1, m, h, w])])
     return model(g)
 
 
@@ -282,11 +303,14 @@ def main():
     ap.add_argument("--task-out", help="also write the task variant here")
     ap.add_argument("--change-layers", type=int, default=10, help="layers the task changes (default 10)")
     ap.add_argument("--random", action="store_true", help="the task replaces values at random")
+    ap.add_argument("--classes", type=int, metavar="N", help="the task's last layer has N output channels")
     ap.add_argument("--external", metavar="DIR", help="also write external-data variants into DIR")
     a = ap.parse_args()
     for v, what in ((a.layers, "--layers"), (a.channels, "--channels"), (a.height, "--height"), (a.width, "--width")):
         if v < 1:
             ap.error(what + " must be at least 1")
+    if a.classes is not None and (a.classes < 1 or not a.task_out or a.kind != "conv"):
+        ap.error("--classes wants N >= 1, --kind conv and --task-out")
 
     if a.kind == "subgraph":
         if a.task_out or a.external:
@@ -302,6 +326,8 @@ def main():
         task = list(base)
         for l in changed_layers(a.layers, a.change_layers):
             task[l] = change_layer(rng, base[l], a.random)
+        if a.classes is not None:
+            task[-1] = resize_classes(random.Random("classes-%d-%d" % (a.seed, a.classes)), task[-1], a.classes)
         outputs.append((a.task_out, task))
 
     for path, params in outputs:
