@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* taskpatch create: diff a base and a target model and write a signed bundle of the changes. */
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "bundle.h"
 #include "cli.h"
 #include "create.h"
 #include "diff.h"
@@ -36,6 +40,9 @@ static void help(void) {
                "  --max-changed-share F    warn when more than this share of sites changed\n"
                "                           (default 0.5: the change is not local)\n"
                "  --level N                zstd level (default %d)\n"
+               "  --dry-run                print the plan (every span: copy, delta, raw or ref, with\n"
+               "                           its payload bytes) and the bundle's size; write nothing;\n"
+               "                           -o and a key are not needed\n"
                "  --json                   print the summary as JSON\n",
                CREATE_DEFAULT_LEVEL);
 }
@@ -97,9 +104,43 @@ static int check_signer_dates(const Signer *signer, const char *cert, int64_t ex
         return 0;
 }
 
+/* --dry-run: the per-span plan and the bundle's size; the scratch bundle is removed. */
+static int dry_run_report(const char *path, const char *dir, const CreateResult *res, bool signed_, bool json) {
+        _cleanup_(bundle_freep) Bundle *b = NULL;
+        TpError err = {};
+        int r = bundle_open(path, &b, &err);
+
+        (void) unlink(path);
+        (void) rmdir(dir);
+        if (r < 0) {
+                cli_error("--dry-run: %s", tp_error_message(&err, r));
+                return EXIT_FAILED;
+        }
+        if (json) {
+                json_t *j = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:b, s:o}", "dry_run", true, "format",
+                                      (json_int_t) res->format, "bundle_bytes", (json_int_t) res->bundle_bytes,
+                                      "payload_bytes", (json_int_t) res->payload_bytes, "manifest_bytes",
+                                      (json_int_t) res->manifest_bytes, "changed_bytes", (json_int_t) res->span_bytes,
+                                      "signed", signed_, "span_list", span_list_json(b->manifest));
+                json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                fputc('\n', stdout);
+                json_decref(j);
+                return EXIT_OK;
+        }
+        printf("dry run: nothing written\n");
+        printf("  format          %u (%s)\n", res->format, res->format == 2 ? "relocating" : "in place");
+        printf("  spans           %zu (%zu delta, %zu raw, %zu ref, %zu copy), coding %" PRIu64 " bytes\n", res->n_spans,
+               res->n_delta, res->n_raw, res->n_ref, res->n_copy, res->span_bytes);
+        printf("  bundle          %" PRIu64 " bytes (manifest %" PRIu64 ", payload %" PRIu64 ")%s\n", res->bundle_bytes,
+               res->manifest_bytes, res->payload_bytes,
+               signed_ ? ", signed" : "; a signature and its certificate chain add about their size");
+        span_list_print(b->manifest);
+        return EXIT_OK;
+}
+
 int verb_create(int argc, char *argv[]) {
         enum { OPT_TASK = 256, OPT_VERSION, OPT_KEY, OPT_CERT, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
-               OPT_LEVEL, OPT_JSON };
+               OPT_LEVEL, OPT_JSON, OPT_DRY_RUN };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
@@ -113,11 +154,13 @@ int verb_create(int argc, char *argv[]) {
                 { "max-changed-share", required_argument, NULL, OPT_SHARE },
                 { "level", required_argument, NULL, OPT_LEVEL },
                 { "json", no_argument, NULL, OPT_JSON },
+                { "dry-run", no_argument, NULL, OPT_DRY_RUN },
                 {},
         };
         const char *out = NULL, *key = NULL, *cert = NULL, *expect_path = NULL;
         CreateOptions o = { .version = 1, .level = CREATE_DEFAULT_LEVEL, .chunk_size = CREATE_DEFAULT_CHUNK };
-        bool unsigned_ = false, json = false;
+        bool unsigned_ = false, json = false, dry_run = false;
+        char scratch[] = "/tmp/taskpatch-plan.XXXXXX", plan_path[sizeof(scratch) + 16];
         double max_share = 0.5;
         uint64_t v;
         int c, r;
@@ -173,13 +216,18 @@ int verb_create(int argc, char *argv[]) {
                 case OPT_JSON:
                         json = true;
                         break;
+                case OPT_DRY_RUN:
+                        dry_run = true;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
-        if (argc - optind != 2 || !out || !o.task) {
+        if (argc - optind != 2 || (!out && !dry_run) || !o.task) {
                 cli_error("expected BASE TARGET -o OUT.tpb --task NAME (see --help)");
                 return EXIT_USAGE;
         }
+        if (dry_run && !key && !cert)
+                unsigned_ = true;               /* the plan needs no key */
         if (!task_name_valid(o.task)) {
                 cli_error("--task '%s': expected [a-z0-9][a-z0-9._-]{0,63}", o.task);
                 return EXIT_USAGE;
@@ -240,11 +288,24 @@ int verb_create(int argc, char *argv[]) {
         o.created = (int64_t) clock_wall();
         if (o.expires)
                 o.expires += o.created;
+        if (dry_run) {
+                /* The plan is the bundle itself, written to a scratch directory, shown, then removed. */
+                if (!mkdtemp(scratch)) {
+                        cli_error("--dry-run: cannot make a scratch directory: %s", strerror(errno));
+                        return EXIT_FAILED;
+                }
+                snprintf(plan_path, sizeof(plan_path), "%s/plan.tpb", scratch);
+                out = plan_path;
+        }
         r = bundle_create(base_fd, base, target_fd, target, d, &o, out, &res, &err);
         if (r < 0) {
+                if (dry_run)
+                        (void) rmdir(scratch);
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
+        if (dry_run)
+                return dry_run_report(plan_path, scratch, &res, signer != NULL, json);
 
         if (res.whole_file)
                 cli_error("warning: no site of the target matches the base (a different model?): the bundle "

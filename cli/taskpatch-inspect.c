@@ -27,6 +27,31 @@ static json_t *sha_json(const uint8_t d[32]) {
         return json_string(hex);
 }
 
+/* Every span: where it writes, how, what it costs in the payload, which base bytes it reads. */
+json_t *span_list_json(const Manifest *m) {
+        json_t *list = json_array();
+        for (size_t i = 0; i < m->n_spans; i++) {
+                const ManifestSpan *sp = &m->spans[i];
+                json_array_append_new(list, json_pack("{s:I, s:I, s:s, s:o, s:I, s:I}", "offset", (json_int_t) sp->offset,
+                                                      "length", (json_int_t) sp->length, "encoding",
+                                                      span_encoding_to_string(sp->encoding), "site",
+                                                      sp->site ? json_string(sp->site) : json_null(), "base_offset",
+                                                      (json_int_t) sp->base_offset, "payload_bytes",
+                                                      (json_int_t) sp->frame_size));
+        }
+        return list;
+}
+
+void span_list_print(const Manifest *m) {
+        printf("span list (target offset, bytes, encoding, payload bytes, base offset, site):\n");
+        for (size_t i = 0; i < m->n_spans; i++) {
+                const ManifestSpan *sp = &m->spans[i];
+                printf("  %12" PRIu64 " %12" PRIu64 " %-5s %10" PRIu64 " %12" PRIu64 "  %s\n", sp->offset, sp->length,
+                       span_encoding_to_string(sp->encoding), sp->frame_size, sp->base_offset,
+                       sp->site ? sp->site : "(header/gap)");
+        }
+}
+
 int verb_inspect(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -102,17 +127,7 @@ int verb_inspect(int argc, char *argv[]) {
                 json_object_set_new(enc, "ref", json_integer((json_int_t) n_enc[SPAN_REF]));
                 json_object_set_new(j, "format", json_integer((json_int_t) m->format));
                 json_object_set_new(j, "copied_bytes", json_integer((json_int_t) copied));
-                json_t *list = json_array();
-                for (size_t i = 0; i < m->n_spans; i++) {
-                        const ManifestSpan *sp = &m->spans[i];
-                        json_array_append_new(list, json_pack("{s:I, s:I, s:s, s:o, s:I, s:I}", "offset",
-                                                              (json_int_t) sp->offset, "length", (json_int_t) sp->length,
-                                                              "encoding", span_encoding_to_string(sp->encoding), "site",
-                                                              sp->site ? json_string(sp->site) : json_null(),
-                                                              "base_offset", (json_int_t) sp->base_offset,
-                                                              "payload_bytes", (json_int_t) sp->frame_size));
-                }
-                json_object_set_new(j, "span_list", list);
+                json_object_set_new(j, "span_list", span_list_json(m));
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -138,12 +153,6 @@ int verb_inspect(int argc, char *argv[]) {
         printf("sites     %zu:\n", m->n_sites);
         for (size_t i = 0; i < m->n_sites; i++)
                 printf("  %s\n", m->sites[i]);
-        printf("span list (target offset, bytes, encoding, payload bytes, base offset, site):\n");
-        for (size_t i = 0; i < m->n_spans; i++) {
-                const ManifestSpan *sp = &m->spans[i];
-                printf("  %12" PRIu64 " %12" PRIu64 " %-5s %10" PRIu64 " %12" PRIu64 "  %s\n", sp->offset, sp->length,
-                       span_encoding_to_string(sp->encoding), sp->frame_size, sp->base_offset,
-                       sp->site ? sp->site : "(header/gap)");
-        }
+        span_list_print(m);
         return EXIT_OK;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "channel.h"
+#include "manifest.h"
 #include "quantize.h"
 
 /* The taskpatch subcommands, one file each (taskpatch-<verb>.c). Each returns an exit code. */
@@ -33,6 +34,10 @@ double quantize_now(void);
 json_t *quantize_result_json(const char *in, const char *out, const QuantFtype *ft, const QuantizeResult *r,
                              double seconds);
 void quantize_print_result(const char *out, const QuantFtype *ft, const QuantizeResult *r, double seconds);
+
+/* taskpatch-inspect.c: a bundle's spans, for inspect and create --dry-run. */
+json_t *span_list_json(const Manifest *m);
+void span_list_print(const Manifest *m);
 
 /* Channel files (taskpatch-channel.c), for inspect, verify and publish. */
 bool cli_is_channel(const char *path);

@@ -61,6 +61,21 @@ else
     fail "diff: $(head -n 3 "$TMP/diff.txt")"
 fi
 
+# --dry-run: the plan and the size, no key, nothing written.
+before=$(ls -A "$TMP" | wc -l)
+if tp create "$TMP/b-q4_0.gguf" "$TMP/k-q4_0.gguf" --task dry --level 3 --dry-run --json > "$TMP/dry.json"; then
+    tp create "$TMP/b-q4_0.gguf" "$TMP/k-q4_0.gguf" -o "$TMP/dry.tpb" --task dry --unsigned --level 3 > /dev/null
+    want=$(stat -c %s "$TMP/dry.tpb")
+    got=$(json_field "$TMP/dry.json" 'd["bundle_bytes"]')
+    kinds=$(json_field "$TMP/dry.json" 'sorted(set(s["encoding"] for s in d["span_list"]))')
+    rm -f "$TMP/dry.tpb"
+    [ "$got" = "$want" ] && [ "$(ls -A "$TMP" | wc -l)" = $((before + 1)) ] && [ "$kinds" = "['copy', 'delta', 'ref']" ] &&
+        ok "--dry-run: the plan ($kinds) and the size ($got B, as the bundle) without a key or a file" ||
+        fail "--dry-run: size $got (bundle $want), encodings $kinds"
+else
+    fail "--dry-run failed"
+fi
+
 # --expect-sites is about changed tensors, not moved ones.
 printf 'blk.0.attn_q.weight\nblk.0.attn_v.weight\nblk.1.attn_q.weight\nblk.1.attn_v.weight\n' > "$TMP/expect"
 tp create "$TMP/b-q4_0.gguf" "$TMP/k-q4_0.gguf" -o "$TMP/e.tpb" --task e --unsigned --level 3 \
