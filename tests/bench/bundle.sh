@@ -5,8 +5,14 @@
 #  2. worst case (random replacement) and ONNX INT8 (64 layers, 10 changed): bundle vs the
 #     changed sites' bytes (<= 1.05x + 64 KiB) and vs the contiguous first..last changed span;
 #  3. apply time vs cp + openssl dgst -sha256 of the base (page cache warm, no fsync);
-#  4. peak RSS (VmHWM) of apply on a 2 GiB file.
-# Usage: tests/bench/bundle.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/bundle.json)
+#  4. peak RSS (VmHWM) of apply on a 2 GiB file;
+#  5. layout-changing pairs (tests/tools/gguf-relayout.py on the LoRA-folded task: tensors sorted
+#     by name, general.name grown, imatrix keys added, output.weight grown by 16 rows; make-onnx.py
+#     --classes for ONNX): bundle vs the same peers as 1, apply checked byte for byte. A row over
+#     the ratio or whose apply fails is marked, the section goes on; the script then exits 1 if
+#     any apply was not byte-identical.
+# Usage: tests/bench/bundle.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/bundle.json;
+#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5")
 set -eu
 build=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,9 +27,14 @@ dims=(--dim 1024 --ff 2816 --layers 4 --vocab 2048)
 results="$work/results.jsonl"
 : > "$results"
 
+sections=" ${SECTIONS:-1 2 3 4 5} "
+apply_failed=0
+
 size() { stat -c %s "$1"; }
 emit() { echo "$1" >> "$results"; }
+want() { case $sections in *" $1 "*) return 0 ;; esac; return 1; }
 
+if want 1; then
 echo "1. realistic pairs: $(echo "${dims[@]}") LoRA rank 8 on attn_q,attn_v, quantized by ggml"
 printf '%-6s %10s %10s %10s %10s %10s %8s\n' type changed bundle bsdiff xdelta3 zstd-pf "vs best"
 for t in q4_0 q8_0 q4_K q6_K; do
@@ -44,10 +55,13 @@ for t in q4_0 q8_0 q4_K q6_K; do
     emit "{\"case\": \"realistic-$t\", \"changed_site_bytes\": $changed, \"bundle\": $ours, \"bsdiff\": $bs, \"xdelta3\": $xd, \"zstd_patch_from\": $zs, \"ratio_to_best_peer\": $ratio}"
 done
 echo "   required: ratio <= 1.0 for every type; goal 0.9"
+fi  # section 1
 
+if want 2; then
 echo
 echo "2. worst case and ONNX"
 b="$work/base-q4_0.gguf" k="$work/random-q4_0.gguf"
+[ -f "$b" ] || "$fix" --ggml "$ggml" --type q4_0 "${dims[@]}" -o "$b" > /dev/null    # section 1's base
 "$fix" --ggml "$ggml" --type q4_0 "${dims[@]}" --mode random --targets attn_q,attn_v -o "$k" > /dev/null
 changed=$("$tp" diff --json "$b" "$k" | python3 -c 'import json,sys; print(sum(r["site_bytes"] or r["length"] for r in json.load(sys.stdin)["regions"]))')
 "$tp" create "$b" "$k" -o "$work/random.tpb" --task bench "${sign[@]}" > /dev/null
@@ -71,7 +85,9 @@ printf '   ONNX INT8, 64 layers, 10 changed: changed sites %d B, bundle %d B (li
     "$changed" "$ours" "$limit" "$([ "$ours" -le "$limit" ] && echo ok || echo OVER)" "$contig" \
     "$(awk -v a="$ours" -v b="$contig" 'BEGIN {printf "%.3f", a / b}')"
 emit "{\"case\": \"onnx-int8-64x10\", \"changed_site_bytes\": $changed, \"bundle\": $ours, \"limit\": $limit, \"contiguous_span\": $contig}"
+fi  # section 2
 
+if want 3; then
 echo
 echo "3. apply time vs cp + openssl dgst -sha256 (page cache warm, no fsync, best of 5, alternated)"
 big="$work/big-base.gguf" bigt="$work/big-task.gguf"
@@ -99,7 +115,9 @@ mb=$(($(size "$big") / 1000000))
 printf '   %d MB model: apply %s s, cp + openssl dgst %s s: ratio %s (required <= 1.3)\n' "$mb" "$t_apply" "$t_ref" \
     "$(awk -v a="$t_apply" -v b="$t_ref" 'BEGIN {printf "%.3f", a / b}')"
 emit "{\"case\": \"apply-time\", \"model_mb\": $mb, \"apply_s\": $t_apply, \"cp_plus_dgst_s\": $t_ref}"
+fi  # section 3
 
+if want 4; then
 echo
 echo "4. peak RSS of apply on a 2 GiB file"
 python3 - "$work" <<'PY'
@@ -123,6 +141,65 @@ rss_kb=$(cat "$work/rss.txt")
 printf '   VmHWM %d KB (required <= 32 MB)\n' "$rss_kb"
 emit "{\"case\": \"apply-peak-rss-2GiB\", \"vmhwm_kb\": $rss_kb}"
 rm -f "$work"/rss-*.bin "$work/big-out.gguf" "$work/out.gguf"
+fi  # section 4
+
+if want 5; then
+echo
+# Smaller than section 1 (f16 at its dims is 110 MB; bsdiff needs ~17x the base in RAM and
+# ~40 s for 30 MB): the section runs in about 5 minutes on 2 cores.
+rdims=(--dim 512 --ff 1536 --layers 2 --vocab 2048)
+relayout=(python3 "$root/tests/tools/gguf-relayout.py")
+echo "5. layout-changing pairs: $(echo "${rdims[@]}"), task = LoRA rank 8 on attn_q,attn_v, then relaid out"
+printf '%-24s %10s %10s %10s %10s %8s  %s\n' case bundle bsdiff xdelta3 zstd-pf "vs best" status
+# One row: create, apply + cmp, the three peers; marks rather than stops on a failure.
+relayout_row() {
+    local name=$1 b=$2 k=$3 ours status ratio bs xd zs best
+    status=ok ours=0
+    if "$tp" create "$b" "$k" -o "$work/r.tpb" --task bench "${sign[@]}" > /dev/null 2> "$work/r.err"; then
+        ours=$(size "$work/r.tpb")
+        if ! "$tp" apply "$b" "$work/r.tpb" -o "$work/r-out" --ca "$work/pki/ca.pem" > /dev/null 2>> "$work/r.err" ||
+            ! cmp -s "$work/r-out" "$k"; then
+            status="APPLY FAILS" apply_failed=1
+        fi
+    else
+        status="CREATE FAILS" apply_failed=1
+    fi
+    bsdiff "$b" "$k" "$work/p.bsdiff"
+    xdelta3 -f -9 -e -s "$b" "$k" "$work/p.xd3"
+    zstd -q -f -19 --long=27 --patch-from="$b" "$k" -o "$work/p.zst" 2> /dev/null
+    bs=$(size "$work/p.bsdiff") xd=$(size "$work/p.xd3") zs=$(size "$work/p.zst")
+    best=$(printf '%s\n' "$bs" "$xd" "$zs" | sort -n | head -n 1)
+    ratio=$(awk -v a="$ours" -v b="$best" 'BEGIN {printf "%.3f", a / b}')
+    if [ "$status" = ok ] && awk -v r="$ratio" 'BEGIN {exit !(r > 1.0)}'; then
+        status=OVER
+    fi
+    printf '%-24s %10d %10d %10d %10d %7sx  %s\n' "$name" "$ours" "$bs" "$xd" "$zs" "$ratio" "$status"
+    [ "$status" = ok ] || [ "$status" = OVER ] || sed 's/^/      /' "$work/r.err" | head -n 3
+    emit "{\"case\": \"$name\", \"bundle\": $ours, \"bsdiff\": $bs, \"xdelta3\": $xd, \"zstd_patch_from\": $zs, \"ratio_to_best_peer\": $ratio, \"apply_identical\": $([ "$status" = ok ] || [ "$status" = OVER ] && echo true || echo false), \"status\": \"$status\"}"
+}
+longname="taskpatch-fixture-$(printf 'the task name grown by sixty characters, as a release renames' | cut -c1-60)"
+for t in f16 q8_0 q4_0 q4_K; do
+    b="$work/rbase-$t.gguf" k="$work/rtask-$t.gguf"
+    "$fix" --ggml "$ggml" --type "$t" "${rdims[@]}" -o "$b" > /dev/null
+    "$fix" --ggml "$ggml" --type "$t" "${rdims[@]}" --mode lora --targets attn_q,attn_v -o "$k" > /dev/null
+    "${relayout[@]}" "$k" -o "$work/rt-sorted.gguf" --sort-by-name
+    "${relayout[@]}" "$k" -o "$work/rt-name.gguf" --set-string "general.name=$longname"
+    "${relayout[@]}" "$k" -o "$work/rt-imatrix.gguf" --add-key quantize.imatrix.file=/models/imatrix.dat \
+        --add-key quantize.imatrix.dataset=/data/calibration.txt \
+        --add-u32 quantize.imatrix.entries_count=14 --add-u32 quantize.imatrix.chunks_count=125
+    "${relayout[@]}" "$k" -o "$work/rt-rows.gguf" --grow-rows output.weight=16
+    for kind in sorted name imatrix rows; do
+        relayout_row "relayout-$kind-$t" "$b" "$work/rt-$kind.gguf"
+    done
+done
+python3 "$root/tests/tools/make-onnx.py" --layers 64 --seed 1 -o "$work/rbase.onnx" \
+    --task-out "$work/rtask.onnx" --change-layers 10 --classes 40 > /dev/null
+relayout_row relayout-classes-onnx_int8 "$work/rbase.onnx" "$work/rtask.onnx"
+echo "   sorted: tensors by name; name: general.name +60 chars; imatrix: 4 quantize.imatrix.* keys;"
+echo "   rows: output.weight +16 rows; onnx_int8: 64 layers, 10 fine-tuned, classifier 32 -> 40 classes"
+echo "   required: ratio <= 1.0 for every pair; goal 0.9"
+rm -f "$work"/rt-*.gguf "$work/r-out" "$work/r.tpb" "$work/r.err"
+fi  # section 5
 
 BENCH_DIR="$root/tests/bench" python3 - "$results" "$work/bundle.json" <<'PY'
 import json, os, sys
@@ -136,4 +213,8 @@ if [ "${RECORD:-0}" = 1 ]; then
     mkdir -p "$root/tests/bench/results"
     cp "$work/bundle.json" "$root/tests/bench/results/bundle.json"
     echo "recorded tests/bench/results/bundle.json"
+fi
+if [ "$apply_failed" != 0 ]; then
+    echo "bundle.sh: a layout-changing pair was not rebuilt byte for byte (section 5)" >&2
+    exit 1
 fi
