@@ -187,7 +187,8 @@ if [ -r /usr/share/bash-completion/bash_completion ]; then
     ccheck "taskpatch create --ma" "--max-changed-share"
     ccheck "taskpatch inspect " "a.tpb c.channel dir"
     ccheck "taskpatch publish " "dir"
-    ccheck "taskpatch verify a.tpb --" "--allow-unsigned --ca --help"
+    ccheck "taskpatch verify a.tpb --" "--allow-unsigned --ca --help --json"
+    ccheck "taskpatch create --dr" "--dry-run"
 else
     fail "bash completion: /usr/share/bash-completion/bash_completion is missing (run 'make deps')"
 fi
