@@ -70,21 +70,13 @@ typedef struct Plan {
         bool copy;              /* format 2: the base bytes as they are */
 } Plan;
 
-static DeltaLayout site_layout(const Artifact *a, const Site *s) {
-        if (a->kind == ARTIFACT_GGUF)
-                return delta_layout_for_ggml((uint32_t) s->type);
-        if (a->kind == ARTIFACT_ONNX)
-                return delta_layout_for_onnx(s->type);
-        return DELTA_BYTES;
-}
-
 /* Round a site's changed region out to whole delta units, relative to the site's start. */
 static Plan plan_region(const Artifact *base, const Artifact *target, const DiffRegion *reg) {
         Plan p = { reg->offset, reg->length, reg->site, DELTA_BYTES, reg->offset, 0, false };
 
         if (reg->site >= 0) {
                 const Site *s = &target->sites[reg->site];
-                DeltaLayout l = site_layout(target, s);
+                DeltaLayout l = site_delta_layout(target, s);
                 uint64_t unit = delta_unit(l);
                 if (s->length % unit != 0)
                         l = DELTA_BYTES, unit = 1;
@@ -108,7 +100,7 @@ static Plan plan_piece(const Artifact *target, const MatchPiece *q) {
                 p.copy = true;
                 break;
         case MATCH_CHANGED: {
-                p.layout = q->site >= 0 ? site_layout(target, &target->sites[q->site]) : DELTA_BYTES;
+                p.layout = q->site >= 0 ? site_delta_layout(target, &target->sites[q->site]) : DELTA_BYTES;
                 if (q->length % delta_unit(p.layout) != 0)
                         p.layout = DELTA_BYTES;
                 break;

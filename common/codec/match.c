@@ -229,7 +229,7 @@ static void gap_after(const Artifact *a, ssize_t j, uint64_t *ret_off, uint64_t 
         *ret_len = end > start ? end - start : 0;
 }
 
-static DeltaLayout site_layout(const Artifact *a, const Site *s) {
+DeltaLayout site_delta_layout(const Artifact *a, const Site *s) {
         if (a->kind == ARTIFACT_GGUF)
                 return delta_layout_for_ggml((uint32_t) s->type);
         if (a->kind == ARTIFACT_ONNX)
@@ -264,7 +264,7 @@ static int plan_site(Matcher *x, size_t i) {
                 }
                 x->m->fate[i] = SITE_CHANGED;
                 /* The changed window in whole delta units; unchanged ends worth a copy stay copies. */
-                uint64_t unit = delta_unit(site_layout(x->target, t));
+                uint64_t unit = delta_unit(site_delta_layout(x->target, t));
                 if (t->length % unit != 0)
                         unit = 1;
                 uint64_t start = first / unit * unit, end = (last / unit + 1) * unit;

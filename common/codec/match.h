@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "artifact.h"
+#include "delta.h"
 #include "error.h"
 
 #define MATCH_REF_MAX (1u << 20)       /* the most base bytes a piece refers to: manifest.h's SPAN_REF_MAX */
@@ -68,6 +69,9 @@ typedef struct Match {
         size_t n_removed;
         size_t count[_SITE_FATE_MAX];
 } Match;
+
+/* The delta layout of a site's bytes: by its ggml or ONNX type; DELTA_BYTES for other files. */
+DeltaLayout site_delta_layout(const Artifact *a, const Site *s);
 
 Match *match_free(Match *m);
 DEFINE_POINTER_CLEANUP(Match, match_free)
