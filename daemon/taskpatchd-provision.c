@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "bundle.h"
@@ -302,13 +303,16 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
         }
         if (memcmp(mf->base.layout, m->ps.base.layout, SHA256_DIGEST_SIZE) != 0 || mf->kind != m->ps.base.kind)
                 return tp_error(err, -EBADMSG, "%s: its base layout is not the provisioned base's", what);
-        /* Not yet: staging a relocating bundle needs a fresh-file build from base bytes (packaging/docs/bundle-format.md). */
-        if (mf->format == MANIFEST_FORMAT_RELOCATING)
-                return tp_error(err, -EPROTONOSUPPORT, "%s: a relocating bundle (format 2: the task moves or resizes "
-                                "tensors), which this daemon cannot stage yet; 'taskpatch apply' can", what);
-        if (mf->target.size != m->ps.base.size)
-                return tp_error(err, -EBADMSG, "%s: the task changes the model's size (%" PRIu64 " -> %" PRIu64
-                                " bytes), which the device does not support", what, m->ps.base.size, mf->target.size);
+        /* A relocating bundle (format 2) may change the size; an in-layout one is staged in place. */
+        if (mf->format != MANIFEST_FORMAT_RELOCATING && mf->target.size != m->ps.base.size)
+                return tp_error(err, -EBADMSG, "%s: an in-layout bundle (format 1) that changes the model's size (%" PRIu64
+                                " -> %" PRIu64 " bytes): make it again with this taskpatch, which writes a relocating "
+                                "bundle for it", what, m->ps.base.size, mf->target.size);
+        struct statvfs sv;
+        if (statvfs(m->config->state_dir, &sv) == 0 && mf->target.size > (uint64_t) sv.f_blocks * sv.f_frsize)
+                return tp_error(err, -EFBIG, "%s: its target of %" PRIu64 " bytes is larger than the whole file system "
+                                "of %s (%" PRIu64 " bytes): it could never be staged", what, mf->target.size,
+                                m->config->state_dir, (uint64_t) sv.f_blocks * sv.f_frsize);
         snprintf(signer, 256, "%s", trust.signer);
         *ret = TAKE_PTR(b);
         return 0;

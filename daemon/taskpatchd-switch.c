@@ -4,7 +4,10 @@
  * activate. In place when the slot's seal holds and no other process has
  * the file open (a write lease says so); otherwise into a fresh copy of the
  * active slot that is renamed over the slot, so that a service still
- * mapping the old file keeps its old inode.
+ * mapping the old file keeps its old inode. A target whose layout is not
+ * the slot's (a relocating bundle, or leaving a slot that holds one) is
+ * built into a fresh file from base bytes instead (build.h): from the
+ * inactive slot when its seal holds, else from the active one.
  */
 
 #include <fcntl.h>
@@ -15,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "build.h"
 #include "fileio.h"
 #include "filejob.h"
 #include "stage.h"
@@ -27,7 +31,7 @@
 typedef enum SwitchStage {
         SWITCH_PREPARE,
         SWITCH_COPY,                    /* fresh mode: the active slot into a temporary */
-        SWITCH_STAGE,                   /* undo the old task, write the new one, verify */
+        SWITCH_STAGE,                   /* undo the old task, write the new one, verify (or build) */
         SWITCH_CHECK,                   /* the slot already holds the task: verify it */
         SWITCH_SEAL,
         SWITCH_ACTIVATE,
@@ -42,6 +46,8 @@ typedef struct Switch {
         int fd;                         /* what is staged into: the slot (leased) or the fresh temporary */
         bool fresh;
         AtomicFile fresh_tmp;
+        Builder *builder;               /* a build from base bytes into fresh_tmp, instead of the stager */
+        int view_fd;                    /* the slot it reads base bytes from */
         int copy_src;
         FileCopy copy;
         Seal source;                    /* what fd holds before staging */
@@ -87,6 +93,8 @@ static void switch_free(void *data) {
         undo_record_free(sw->undo);
         free(sw->chunks);
         stager_free(sw->stager);
+        builder_free(sw->builder);
+        safe_close(sw->view_fd);
         file_hash_free(sw->check);
         free(sw);
 }
@@ -128,10 +136,70 @@ static int check_space(Manager *m, Switch *sw, TpError *err) {
         return 0;
 }
 
+static bool relocating(const Switch *sw) {
+        return sw->bundle && sw->bundle->manifest->format == MANIFEST_FORMAT_RELOCATING;
+}
+
+/* Plan a build from the base view of slot @from; refused (nothing written) when the disk lacks the room. */
+static int plan_build(Operation *op, Switch *sw, SlotId from) {
+        Manager *m = op->m;
+        int r;
+
+        sw->stager = stager_free(sw->stager);
+        sw->builder = builder_free(sw->builder);
+        sw->fd = safe_close(sw->fd);
+        atomic_file_abort(&sw->fresh_tmp);
+        sw->fresh = true;
+        if ((r = load_source(m, sw, from, &op->err)) < 0)
+                return r;
+        sw->view_fd = safe_close(sw->view_fd);
+        sw->view_fd = open(m->files[from].path, O_RDONLY | O_CLOEXEC);
+        if (sw->view_fd < 0)
+                return tp_error(&op->err, negative_errno(), "%s: %s", m->files[from].path, strerror(errno));
+        StageSource src = { .seal = &sw->source, .undo = sw->undo };
+        if ((r = builder_new(sw->view_fd, &src, &sw->target, m->ps.base.size, m->files[sw->slot].undo, &sw->builder,
+                             &op->err)) < 0) {
+                op->err_code = r == -EBADMSG ? "refused" : NULL;
+                return r;
+        }
+        uint64_t need = builder_space(sw->builder) + SPACE_MARGIN;
+        int64_t avail = manager_free_space(m);
+        if (avail >= 0 && (uint64_t) avail < need)
+                return tp_error(&op->err, -ENOSPC, "building the %" PRIu64 "-byte target from base bytes needs %" PRIu64
+                                " bytes in %s (the new slot file and its undo record), %" PRId64 " are free",
+                                sw->target.size, need, m->config->state_dir, avail);
+        log_info("slot %s: building %s from the base bytes of slot %s (%s)", slot_id_to_string(sw->slot),
+                 sw->bundle ? sw->bundle->manifest->task : "the base", slot_id_to_string(from),
+                 relocating(sw) ? "the task has its own layout" : "that slot holds a relocated task");
+        return 0;
+}
+
+/* After plan_build() and the slot marked dirty: the fresh file the build writes. */
+static int start_build(Operation *op, Switch *sw) {
+        Manager *m = op->m;
+        int r;
+
+        if ((r = atomic_file_open(m->files[sw->slot].path, &sw->fresh_tmp)) < 0)
+                return tp_error(&op->err, r, "%s: cannot create a temporary beside it: %s", m->files[sw->slot].path,
+                                strerror(-r));
+        sw->fd = TAKE_FD(sw->fresh_tmp.fd);     /* the builder's descriptor; the AtomicFile keeps the name */
+        sw->fresh_tmp.no_sync = false;
+        builder_output(sw->builder, sw->fd);
+        sw->stage = SWITCH_STAGE;
+        return 0;
+}
+
 /* Stage into a fresh copy of the active slot (slot busy, seal broken, or a lease broke mid-way). */
 static int start_fresh(Operation *op, Switch *sw) {
         Manager *m = op->m;
         int r;
+
+        /* A copy of a relocated task is no place to stage into: build from its base bytes. */
+        if (m->seals[m->active].relocated || relocating(sw)) {
+                if ((r = plan_build(op, sw, m->active)) < 0)
+                        return r;
+                return start_build(op, sw);
+        }
 
         sw->stager = stager_free(sw->stager);
         sw->fd = safe_close(sw->fd);
@@ -182,7 +250,23 @@ static int prepare(Operation *op, Switch *sw) {
                 return 0;
         }
 
-        bool in_place = m->sealed[sw->slot];
+        /* The build path: planned (and its space checked) before the slot is marked dirty. */
+        SlotId view = m->sealed[sw->slot] ? sw->slot : m->active;
+        bool build = relocating(sw) || m->seals[view].relocated;
+        if (build && (r = plan_build(op, sw, view)) < 0) {
+                if (view == m->active || r == -ENOSPC)
+                        return r;
+                /* The inactive slot cannot give its base bytes back (a damaged record): the active one can. */
+                log_warning("slot %s: %s: building from slot %s instead", slot_id_to_string(view), op->err.message,
+                            slot_id_to_string(m->active));
+                op->err = (TpError) {};
+                op->err_code = NULL;
+                view = m->active;
+                if ((r = plan_build(op, sw, view)) < 0)
+                        return r;
+        }
+
+        bool in_place = m->sealed[sw->slot] && !build;
         if (in_place) {
                 sw->fd = open(m->files[sw->slot].path, O_RDWR | O_CLOEXEC);
                 r = sw->fd < 0 ? negative_errno() : file_lease_take(sw->fd, m->lease_signal);
@@ -196,7 +280,7 @@ static int prepare(Operation *op, Switch *sw) {
         }
         /* Refused before anything is written: the slot stays as it was. */
         sw->fresh = !in_place;
-        if ((r = check_space(m, sw, &op->err)) < 0) {
+        if (!build && (r = check_space(m, sw, &op->err)) < 0) {
                 sw->fd = safe_close(sw->fd);
                 return r;
         }
@@ -214,6 +298,8 @@ static int prepare(Operation *op, Switch *sw) {
                 return r;
         }
         m->lease_broken = false;
+        if (build)
+                return start_build(op, sw);
         if (!in_place)
                 return start_fresh(op, sw);
         if (source < 0)
@@ -233,6 +319,20 @@ static int stage_step(Operation *op, Switch *sw) {
                 if ((r = check_space(m, sw, &op->err)) < 0)
                         return r;
                 return start_fresh(op, sw);
+        }
+        if (sw->builder) {
+                if ((r = builder_step(sw->builder, STAGE_SLICE, &op->err)) < 0) {
+                        op->err_code = r == -EBADMSG ? "refused" : NULL;
+                        return r;
+                }
+                const StageProgress *p = builder_progress(sw->builder);
+                op->phase = "write";
+                op->done = p->done;
+                op->total = p->total;
+                manager_progress(m, op, "staging");
+                if (r == 0)
+                        sw->stage = SWITCH_SEAL;
+                return 0;
         }
         if (!sw->stager) {
                 StageSource src = { .seal = &sw->source, .undo = sw->undo, .chunks = sw->chunks };
@@ -261,8 +361,8 @@ static int stage_step(Operation *op, Switch *sw) {
 
 static int seal_slot(Operation *op, Switch *sw) {
         Manager *m = op->m;
-        const StageProgress *p = stager_progress(sw->stager);
-        const uint8_t *chunks;
+        const StageProgress *p = sw->builder ? builder_progress(sw->builder) : stager_progress(sw->stager);
+        const uint8_t *chunks = NULL;
         Seal seal = { .size = sw->target.size, .version = sw->bundle ? sw->bundle->manifest->version : 0 };
         struct stat st;
         uint64_t bytes = 0;
@@ -283,7 +383,10 @@ static int seal_slot(Operation *op, Switch *sw) {
         memcpy(seal.sha256, sw->target.sha256, SHA256_DIGEST_SIZE);
         memcpy(seal.base_sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE);
         memcpy(seal.base_layout, m->ps.base.layout, SHA256_DIGEST_SIZE);
-        stager_result(sw->stager, &chunks, &seal.undo_spans, seal.undo_sha256);
+        if (sw->builder)
+                builder_result(sw->builder, &seal.undo_spans, seal.undo_sha256, &seal.relocated);
+        else
+                stager_result(sw->stager, &chunks, &seal.undo_spans, seal.undo_sha256);
         if (chunks) {
                 seal.chunk_size = sw->target.chunk_size;
                 memcpy(seal.chunk_root, sw->target.chunk_root, SHA256_DIGEST_SIZE);
@@ -301,23 +404,25 @@ static int seal_slot(Operation *op, Switch *sw) {
         }
         m->sealed[sw->slot] = true;
         sw->fd = safe_close(sw->fd);    /* releases the lease */
+        sw->view_fd = safe_close(sw->view_fd);
 
         m->counters.slot_bytes += p->slot_bytes + sw->copied;
         m->counters.undo_bytes += p->undo_bytes;
         m->counters.last_switch_slot_bytes = p->slot_bytes + sw->copied;
         sha256_to_hex(seal.sha256, h);
         log_lifecycle("staged", seal.task, (unsigned long long) seal.version, slot_id_to_string(sw->slot), h,
-                      op->transaction, sw->fresh ? "into a fresh copy" : "in place");
+                      op->transaction, sw->builder ? "built from base bytes" : sw->fresh ? "into a fresh copy" : "in place");
         log_info("staged %s v%" PRIu64 ": %" PRIu64 " bytes written into the slot%s, %" PRIu64
                  " into its undo record, %s verification (%" PRIu64 " bytes read)",
                  seal.task[0] ? seal.task : "base", seal.version, p->slot_bytes + sw->copied,
-                 sw->fresh ? " (a full copy)" : "", p->undo_bytes, p->incremental ? "incremental" : "full",
+                 sw->builder ? " (a fresh file built from base bytes)" : sw->fresh ? " (a full copy)" : "", p->undo_bytes, p->incremental ? "incremental" : "full",
                  p->read_bytes);
-        json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s, s:I, s:I, s:b, s:s}", "event", "staged", "task",
+        json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s, s:I, s:I, s:b, s:b, s:s}", "event", "staged", "task",
                                seal.task[0] ? json_string(seal.task) : json_null(), "version",
                                (json_int_t) seal.version, "slot", slot_id_to_string(sw->slot), "sha256", h,
                                "slot_bytes_written", (json_int_t) (p->slot_bytes + sw->copied), "undo_bytes_written",
-                               (json_int_t) p->undo_bytes, "fresh_copy", sw->fresh, "verify",
+                               (json_int_t) p->undo_bytes, "fresh_copy", sw->fresh && !sw->builder, "relocated",
+                               seal.relocated, "verify",
                                p->incremental ? "incremental" : "full");
         manager_emit(m, op->transaction, ev);
         sw->stage = SWITCH_ACTIVATE;
@@ -399,7 +504,7 @@ static int switch_setup(Manager *m, const char *task, uint64_t version, Switch *
 
         if (!sw)
                 return -ENOMEM;
-        *sw = (Switch) { .fd = -1, .copy_src = -1, .fresh_tmp = ATOMIC_FILE_NULL };
+        *sw = (Switch) { .fd = -1, .copy_src = -1, .view_fd = -1, .fresh_tmp = ATOMIC_FILE_NULL };
         sw->target = (StageTarget) { .size = m->ps.base.size };
         if (!task) {
                 memcpy(sw->target.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE);
@@ -428,6 +533,7 @@ static int switch_setup(Manager *m, const char *task, uint64_t version, Switch *
                         return r;
                 }
                 const Manifest *mf = sw->bundle->manifest;
+                sw->target.size = mf->target.size;
                 memcpy(sw->target.sha256, mf->target.sha256, SHA256_DIGEST_SIZE);
                 if (m->config->verify == VERIFY_INCREMENTAL) {
                         sw->target.chunk_size = mf->target.chunk_size;

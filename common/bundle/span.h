@@ -103,6 +103,13 @@ _warn_unused_result_ int span_decoder_base(SpanDecoder *d, unsigned slot, const 
 _warn_unused_result_ int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *out, size_t n,
                                            Sha256 *also, const uint8_t **ret_bytes, TpError *err);
 
+/*
+ * Instead of reading a copy span just begun: end it unhashed, for a caller
+ * that writes its bytes itself (the device, with copy_file_range) and then
+ * checks the target's SHA-256 over the whole result, which covers them.
+ */
+_warn_unused_result_ int span_decoder_skip_copy(SpanDecoder *d, TpError *err);
+
 /* After the span's last byte: its base and new SHA-256 must match the manifest. */
 _warn_unused_result_ int span_decoder_end(SpanDecoder *d, TpError *err);
 

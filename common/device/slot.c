@@ -42,6 +42,11 @@ int seal_save(const char *path, const Seal *s, uint64_t *ret_bytes, TpError *err
                               "mtime_ns", (json_int_t) s->mtime_ns);
         if (!o)
                 return -ENOMEM;
+        /* Only a relocated slot says so: seals of in-layout slots read the same by older daemons. */
+        if (s->relocated && json_object_set_new(o, "relocated", json_true()) < 0) {
+                json_decref(o);
+                return -ENOMEM;
+        }
         text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(o);
         if (!text)
@@ -115,6 +120,12 @@ int seal_load(const char *path, Seal *ret, TpError *err) {
                 goto out;
         }
         s.dirty = json_is_true(json_object_get(o, "dirty"));
+        json_t *relocated = json_object_get(o, "relocated");
+        if (relocated && !json_is_boolean(relocated)) {
+                r = tp_error(err, -EBADMSG, "%s: 'relocated': expected true or false", path);
+                goto out;
+        }
+        s.relocated = json_is_true(relocated);
         if (json_is_string(task)) {
                 if (!task_name_valid(json_string_value(task))) {
                         r = tp_error(err, -EBADMSG, "%s: 'task': not a valid task name", path);
@@ -239,6 +250,68 @@ UndoRecord *undo_record_free(UndoRecord *u) {
         return NULL;
 }
 
+/* The span table of a TPUNDO1 record: sorted, not overlapping, inside the slot file. */
+static int undo_table_v1(UndoRecord *u, const char *path, uint64_t file_size, uint64_t data, uint64_t body,
+                         TpError *err) {
+        uint64_t prev_end = 0, expect_data = data;
+        int r;
+
+        for (uint64_t i = 0; i < u->n; i++) {
+                uint8_t e[16];
+                if ((r = pread_full(u->fd, e, sizeof(e), 16 + 16 * i)) < 0)
+                        return tp_error(err, -EBADMSG, "%s: truncated span table", path);
+                UndoSpan *s = &u->spans[i];
+                *s = (UndoSpan) { get_le64(e), get_le64(e + 8), expect_data, UNDO_STORED };
+                if (s->length == 0 || s->offset < prev_end || s->offset > file_size || s->length > file_size - s->offset)
+                        return tp_error(err, -EBADMSG, "%s: span #%" PRIu64 " out of order or outside the file", path, i);
+                if (s->length > body - expect_data)
+                        return tp_error(err, -EBADMSG, "%s: span #%" PRIu64 " runs past the record's data", path, i);
+                expect_data += s->length;
+                prev_end = s->offset + s->length;
+        }
+        if (expect_data != body)
+                return tp_error(err, -EBADMSG, "%s: holds %" PRIu64 " bytes of data, its spans need %" PRIu64, path,
+                                body - data, expect_data - data);
+        u->base_size = file_size;
+        return 0;
+}
+
+/* The entry table of a TPUNDO2 record: tiling [0, base_size), slot ranges inside the slot file. */
+static int undo_table_v2(UndoRecord *u, const char *path, uint64_t file_size, uint64_t data, uint64_t body,
+                         TpError *err) {
+        uint64_t pos = 0, expect_data = data;
+        int r;
+
+        for (uint64_t i = 0; i < u->n; i++) {
+                uint8_t e[24];
+                if ((r = pread_full(u->fd, e, sizeof(e), 24 + 24 * i)) < 0)
+                        return tp_error(err, -EBADMSG, "%s: truncated entry table", path);
+                UndoSpan *s = &u->spans[i];
+                *s = (UndoSpan) { get_le64(e), get_le64(e + 8), 0, get_le64(e + 16) };
+                if (s->offset != pos || s->length == 0 || s->length > u->base_size - pos)
+                        return tp_error(err, -EBADMSG, "%s: entry #%" PRIu64 " (base offset %" PRIu64
+                                        ") does not continue the base at %" PRIu64 " inside its %" PRIu64 " bytes",
+                                        path, i, s->offset, pos, u->base_size);
+                if (s->slot_offset == UNDO_STORED) {
+                        if (s->length > body - expect_data)
+                                return tp_error(err, -EBADMSG, "%s: entry #%" PRIu64 " runs past the record's data",
+                                                path, i);
+                        s->data_offset = expect_data;
+                        expect_data += s->length;
+                } else if (s->slot_offset > file_size || s->length > file_size - s->slot_offset)
+                        return tp_error(err, -EBADMSG, "%s: entry #%" PRIu64 " points outside the %" PRIu64
+                                        "-byte slot", path, i, file_size);
+                pos += s->length;
+        }
+        if (pos != u->base_size)
+                return tp_error(err, -EBADMSG, "%s: the entries end at %" PRIu64 ", the base is %" PRIu64 " bytes",
+                                path, pos, u->base_size);
+        if (expect_data != body)
+                return tp_error(err, -EBADMSG, "%s: holds %" PRIu64 " bytes of data, its entries need %" PRIu64, path,
+                                body - data, expect_data - data);
+        return 0;
+}
+
 int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE], uint64_t file_size,
                      UndoRecord **ret, TpError *err) {
         _cleanup_(undo_record_freep) UndoRecord *u = calloc(1, sizeof(*u));
@@ -255,19 +328,14 @@ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_D
         if (fstat(u->fd, &st) < 0)
                 return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
         uint64_t size = (uint64_t) st.st_size;
-        if (n > MANIFEST_MAX_SPANS)
+        if (n > UNDO_MAX_ENTRIES)
                 return tp_error(err, -EBADMSG, "%s: %" PRIu64 " spans, more than the cap of %u", path, n,
-                                MANIFEST_MAX_SPANS);
-        if (size < 16 + 16 * n + SHA256_DIGEST_SIZE)
-                return tp_error(err, -EBADMSG, "%s: too short for %" PRIu64 " spans", path, n);
-
-        u->spans = calloc(n ? n : 1, sizeof(UndoSpan));
-        if (!u->spans)
-                return -ENOMEM;
-        u->n = n;
-        uint64_t body = size - SHA256_DIGEST_SIZE, data = 16 + 16 * n, expect_data = data;
+                                UNDO_MAX_ENTRIES);
+        if (size < 16 + SHA256_DIGEST_SIZE)
+                return tp_error(err, -EBADMSG, "%s: too short for an undo record", path);
 
         /* The digest covers everything before it. */
+        uint64_t body = size - SHA256_DIGEST_SIZE;
         sha256_init(&h);
         for (uint64_t pos = 0; pos < body;) {
                 size_t k = body - pos < sizeof(buf) ? (size_t) (body - pos) : sizeof(buf);
@@ -282,28 +350,83 @@ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_D
         if (memcmp(d, tail, SHA256_DIGEST_SIZE) != 0 || memcmp(d, sha256, SHA256_DIGEST_SIZE) != 0)
                 return tp_error(err, -EBADMSG, "%s: damaged (its SHA-256 does not match the seal)", path);
 
-        if ((r = pread_full(u->fd, buf, 16, 0)) < 0 || memcmp(buf, UNDO_MAGIC, 8) != 0 || get_le64(buf + 8) != n)
+        if ((r = pread_full(u->fd, buf, 16, 0)) < 0 || get_le64(buf + 8) != n ||
+            (memcmp(buf, UNDO_MAGIC, 8) != 0 && memcmp(buf, UNDO_MAGIC_RELOCATED, 8) != 0))
                 return tp_error(err, -EBADMSG, "%s: not an undo record of %" PRIu64 " spans", path, n);
-        for (uint64_t i = 0; i < n; i++) {
-                uint8_t e[16];
-                if ((r = pread_full(u->fd, e, sizeof(e), 16 + 16 * i)) < 0)
-                        return tp_error(err, -EBADMSG, "%s: truncated span table", path);
-                u->spans[i] = (UndoSpan) { get_le64(e), get_le64(e + 8), 0 };
-        }
-
-        uint64_t prev_end = 0;
-        for (uint64_t i = 0; i < n; i++) {
-                UndoSpan *s = &u->spans[i];
-                if (s->length == 0 || s->offset < prev_end || s->offset > file_size || s->length > file_size - s->offset)
-                        return tp_error(err, -EBADMSG, "%s: span #%" PRIu64 " out of order or outside the file", path, i);
-                s->data_offset = expect_data;
-                expect_data += s->length;
-                prev_end = s->offset + s->length;
-        }
-        if (expect_data != body)
-                return tp_error(err, -EBADMSG, "%s: holds %" PRIu64 " bytes of data, its spans need %" PRIu64, path,
-                                body - data, expect_data - data);
+        u->relocated = memcmp(buf, UNDO_MAGIC_RELOCATED, 8) == 0;
+        uint64_t head = u->relocated ? 24 : 16, entry = u->relocated ? 24 : 16;
+        if (body < head + entry * n)
+                return tp_error(err, -EBADMSG, "%s: too short for %" PRIu64 " spans", path, n);
+        if (u->relocated && (r = pread_full(u->fd, buf, 8, 16)) < 0)
+                return tp_error(err, -EBADMSG, "%s: truncated", path);
+        u->base_size = u->relocated ? get_le64(buf) : 0;
+        u->spans = calloc(n ? n : 1, sizeof(UndoSpan));
+        if (!u->spans)
+                return -ENOMEM;
+        u->n = n;
+        r = u->relocated ? undo_table_v2(u, path, file_size, head + entry * n, body, err)
+                         : undo_table_v1(u, path, file_size, head + entry * n, body, err);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(u);
+        return 0;
+}
+
+/* The first span that ends after @pos (u->n when none). */
+static uint64_t undo_find(const UndoRecord *u, uint64_t pos) {
+        uint64_t lo = 0, hi = u->n;
+        while (lo < hi) {
+                uint64_t mid = lo + (hi - lo) / 2;
+                if (u->spans[mid].offset + u->spans[mid].length <= pos)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+uint64_t undo_base_run(const UndoRecord *u, uint64_t pos, uint64_t max, uint64_t *ret_slot_offset) {
+        if (!u) {
+                *ret_slot_offset = pos;
+                return max;
+        }
+        uint64_t i = undo_find(u, pos);
+        if (i == u->n) {
+                /* Past every span: the slot's own bytes (a relocated record tiles the base, so never there). */
+                *ret_slot_offset = u->relocated ? UNDO_STORED : pos;
+                return u->relocated ? 0 : max;
+        }
+        const UndoSpan *s = &u->spans[i];
+        if (pos < s->offset) {
+                /* TPUNDO1, between spans. */
+                *ret_slot_offset = pos;
+                return s->offset - pos < max ? s->offset - pos : max;
+        }
+        uint64_t run = s->offset + s->length - pos < max ? s->offset + s->length - pos : max;
+        *ret_slot_offset = s->slot_offset == UNDO_STORED ? UNDO_STORED : s->slot_offset + (pos - s->offset);
+        return run;
+}
+
+int undo_read_base(const UndoRecord *u, int slot_fd, uint64_t pos, size_t n, uint8_t *buf, TpError *err) {
+        while (n > 0) {
+                uint64_t at, run = undo_base_run(u, pos, n, &at);
+                int r;
+                if (run == 0)
+                        return tp_error(err, -EBADMSG, "base offset %" PRIu64 " lies outside the %" PRIu64
+                                        "-byte base the undo record maps", pos, u->base_size);
+                if (at != UNDO_STORED)
+                        r = pread_full(slot_fd, buf, run, at);
+                else {
+                        const UndoSpan *s = &u->spans[undo_find(u, pos)];
+                        r = pread_full(u->fd, buf, run, s->data_offset + (pos - s->offset));
+                }
+                if (r < 0)
+                        return tp_error(err, r == -ENODATA ? -EIO : r, "%s: reading base offset %" PRIu64 ": %s",
+                                        at != UNDO_STORED ? "slot" : "undo record", pos, strerror(r == -ENODATA ? EIO : -r));
+                buf += run;
+                pos += run;
+                n -= run;
+        }
         return 0;
 }
 
@@ -337,9 +460,10 @@ static int undo_write(UndoWriter *w, const void *data, size_t n) {
         return undo_write_raw(w, data, n);
 }
 
-int undo_writer_new(const char *path, const UndoSpan *spans, uint64_t n, UndoWriter **ret, TpError *err) {
+static int writer_new(const char *path, const UndoSpan *spans, uint64_t n, bool relocated, uint64_t base_size,
+                      UndoWriter **ret, TpError *err) {
         _cleanup_(undo_writer_freep) UndoWriter *w = calloc(1, sizeof(*w));
-        uint8_t head[16];
+        uint8_t head[24];
         int r;
 
         if (!w)
@@ -349,19 +473,30 @@ int undo_writer_new(const char *path, const UndoSpan *spans, uint64_t n, UndoWri
         if (r < 0)
                 return tp_error(err, r, "%s: cannot create a temporary beside it: %s", path, strerror(-r));
         sha256_init(&w->hash);
-        memcpy(head, UNDO_MAGIC, 8);
+        memcpy(head, relocated ? UNDO_MAGIC_RELOCATED : UNDO_MAGIC, 8);
         put_u64(head + 8, n);
-        r = undo_write(w, head, sizeof(head));
+        put_u64(head + 16, base_size);
+        r = undo_write(w, head, relocated ? 24 : 16);
         for (uint64_t i = 0; r >= 0 && i < n; i++) {
-                uint8_t e[16];
+                uint8_t e[24];
                 put_u64(e, spans[i].offset);
                 put_u64(e + 8, spans[i].length);
-                r = undo_write(w, e, sizeof(e));
+                put_u64(e + 16, spans[i].slot_offset);
+                r = undo_write(w, e, relocated ? 24 : 16);
         }
         if (r < 0)
                 return tp_error(err, r, "%s: %s", path, strerror(-r));
         *ret = TAKE_PTR(w);
         return 0;
+}
+
+int undo_writer_new(const char *path, const UndoSpan *spans, uint64_t n, UndoWriter **ret, TpError *err) {
+        return writer_new(path, spans, n, false, 0, ret, err);
+}
+
+int undo_writer_new_relocated(const char *path, const UndoSpan *spans, uint64_t n, uint64_t base_size,
+                              UndoWriter **ret, TpError *err) {
+        return writer_new(path, spans, n, true, base_size, ret, err);
 }
 
 int undo_writer_append(UndoWriter *w, const void *data, size_t n, TpError *err) {

@@ -11,7 +11,10 @@
  *                  identity does not match the file on disk, or that is
  *                  marked dirty, is not trusted: the slot is rebuilt.
  *   <slot>.undo    the base bytes the slot's task overwrote (below), so the
- *                  slot can return to the base without a copy of the base.
+ *                  slot can return to the base without a copy of the base;
+ *                  for a relocated task (a format-2 bundle: tensors moved or
+ *                  resized), where in the slot each base range now lies, and
+ *                  the base bytes the slot no longer holds anywhere.
  *   <slot>.chunks  the SHA-256 of every chunk_size chunk of the file, back
  *                  to back; its SHA-256 is the seal's chunk_root (which is
  *                  the target.chunk_root a manifest signs).
@@ -26,6 +29,20 @@
  *   n x { u64 offset, u64 length } where the bytes go
  *   the bytes of span 0, 1, ... n-1
  *   32 bytes                       SHA-256 of everything above
+ *
+ * Base bytes outside the spans are the slot's own bytes at the same offset.
+ * A relocated slot's record maps the whole base instead:
+ *
+ *   "TPUNDO2\0"                    magic
+ *   u64 n                          entries, tiling the base [0, base_size) in order
+ *   u64 base_size
+ *   n x { u64 base_offset, u64 length, u64 slot_offset }
+ *                                  slot_offset = UNDO_STORED: the bytes are in this record
+ *   the stored entries' bytes, in entry order
+ *   32 bytes                       SHA-256 of everything above
+ *
+ * Either way undo_read_base() gives any base byte back, and the slot plus its
+ * record are a "base view" a new task is built from.
  */
 
 #include <stdbool.h>
@@ -60,6 +77,7 @@ typedef struct Seal {
         uint8_t chunk_root[SHA256_DIGEST_SIZE];
         uint8_t base_sha256[SHA256_DIGEST_SIZE];/* the base family: the provisioned base */
         uint8_t base_layout[SHA256_DIGEST_SIZE];
+        bool relocated;                         /* the file has the task's own layout (TPUNDO2 record) */
         uint64_t undo_spans;                    /* 0: the slot holds the base, no undo record */
         uint8_t undo_sha256[SHA256_DIGEST_SIZE];
         uint64_t dev, ino;                      /* file identity when sealed */
@@ -97,27 +115,45 @@ _warn_unused_result_ int chunk_table_save(const char *path, const uint8_t *table
 /* ---- undo records ---- */
 
 #define UNDO_MAGIC "TPUNDO1"
+#define UNDO_MAGIC_RELOCATED "TPUNDO2"
+#define UNDO_STORED UINT64_MAX          /* slot_offset of a relocated record's entry whose bytes it holds */
+#define UNDO_MAX_ENTRIES (2u * MANIFEST_MAX_SPANS + 1)
 
 typedef struct UndoSpan {
-        uint64_t offset;
+        uint64_t offset;                /* in the slot file; in the base for a relocated record */
         uint64_t length;
-        uint64_t data_offset;           /* of its bytes in the undo file */
+        uint64_t data_offset;           /* of its bytes in the undo file (stored entries) */
+        uint64_t slot_offset;           /* relocated records: where the bytes are in the slot, or UNDO_STORED */
 } UndoSpan;
 
 typedef struct UndoRecord {
         int fd;                         /* owned, read-only */
         UndoSpan *spans;
         uint64_t n;
+        bool relocated;                 /* TPUNDO2 */
+        uint64_t base_size;             /* the base it maps (relocated records) */
 } UndoRecord;
 
 /*
  * Open @path and check it against the seal: @n spans, the file's SHA-256
- * is @sha256, spans sorted, inside @file_size. Reads the whole record once.
+ * is @sha256, spans sorted, inside @file_size (a relocated record: tiling
+ * its base, slot ranges inside @file_size). Reads the whole record once.
  */
 _warn_unused_result_ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE],
                                           uint64_t file_size, UndoRecord **ret, TpError *err);
 UndoRecord *undo_record_free(UndoRecord *u);
 DEFINE_POINTER_CLEANUP(UndoRecord, undo_record_free)
+
+/*
+ * The base bytes [pos, pos + n) of a slot holding what @u describes (NULL:
+ * the base itself), from the slot file @slot_fd or the record.
+ * undo_base_run() says where the base bytes from @pos lie: the length of the
+ * run (at most @max) that lies in one place, and *@ret_slot_offset where it
+ * starts in the slot, or UNDO_STORED when the record holds it.
+ */
+_warn_unused_result_ int undo_read_base(const UndoRecord *u, int slot_fd, uint64_t pos, size_t n, uint8_t *buf,
+                                        TpError *err);
+uint64_t undo_base_run(const UndoRecord *u, uint64_t pos, uint64_t max, uint64_t *ret_slot_offset);
 
 /*
  * Write side: the span table is known up front (the new task's spans); the
@@ -127,6 +163,9 @@ DEFINE_POINTER_CLEANUP(UndoRecord, undo_record_free)
 typedef struct UndoWriter UndoWriter;
 _warn_unused_result_ int undo_writer_new(const char *path, const UndoSpan *spans, uint64_t n, UndoWriter **ret,
                                          TpError *err);
+/* A relocated record: @spans tile [0, @base_size); the stored entries' bytes follow, in order. */
+_warn_unused_result_ int undo_writer_new_relocated(const char *path, const UndoSpan *spans, uint64_t n,
+                                                   uint64_t base_size, UndoWriter **ret, TpError *err);
 _warn_unused_result_ int undo_writer_append(UndoWriter *w, const void *data, size_t n, TpError *err);
 /*
  * For callers that hash on another thread: append without hashing, and feed

@@ -123,10 +123,115 @@ START_TEST(test_undo_span_cap) {
         fd = open(path_of("undo"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         ck_assert_int_ge(fd, 0);
         close(fd);
-        ck_assert_int_eq(undo_record_open(path_of("undo"), (uint64_t) MANIFEST_MAX_SPANS + 1, digest, 1 << 20, &u, &err),
+        ck_assert_int_eq(undo_record_open(path_of("undo"), (uint64_t) UNDO_MAX_ENTRIES + 1, digest, 1 << 20, &u, &err),
                          -EBADMSG);
         ck_assert_ptr_null(u);
-        ck_assert_msg(strstr(err.message, "undo: 1048577 spans, more than the cap of 1048576"), "%s", err.message);
+        ck_assert_msg(strstr(err.message, "undo: 2097154 spans, more than the cap of 2097153"), "%s", err.message);
+        cleanup();
+}
+END_TEST
+
+/* Write a relocated record of @n entries over a 64-byte base whose byte i is i; stored entries hold 0x80 | i. */
+static int write_relocated(const UndoSpan *e, uint64_t n, uint64_t base_size, uint8_t digest[SHA256_DIGEST_SIZE]) {
+        UndoWriter *w = NULL;
+        TpError err = {};
+        int r = undo_writer_new_relocated(path_of("undo2"), e, n, base_size, &w, &err);
+
+        ck_assert_msg(r == 0, "%s", err.message);
+        for (uint64_t i = 0; i < n; i++)
+                for (uint64_t k = 0; e[i].slot_offset == UNDO_STORED && k < e[i].length; k++) {
+                        uint8_t b = (uint8_t) (0x80 | (e[i].offset + k));
+                        ck_assert_int_eq(undo_writer_append(w, &b, 1, &err), 0);
+                }
+        r = undo_writer_commit(w, digest, NULL, &err);
+        undo_writer_free(w);
+        return r;
+}
+
+START_TEST(test_undo_relocated) {
+        /* A slot file of 100 bytes (byte i is i): base [0,16) is at slot 50, [16,24) stored, [24,64) at slot 0. */
+        const UndoSpan e[] = {
+                { .offset = 0, .length = 16, .slot_offset = 50 },
+                { .offset = 16, .length = 8, .slot_offset = UNDO_STORED },
+                { .offset = 24, .length = 40, .slot_offset = 0 },
+        };
+        uint8_t digest[SHA256_DIGEST_SIZE], slot[100], buf[64];
+        UndoRecord *u = NULL;
+        TpError err = {};
+        uint64_t at;
+
+        for (unsigned i = 0; i < sizeof(slot); i++)
+                slot[i] = (uint8_t) i;
+        int fd = open(path_of("slot"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, slot, sizeof(slot)), (ssize_t) sizeof(slot));
+        ck_assert_int_eq(write_relocated(e, 3, 64, digest), 0);
+        ck_assert_msg(undo_record_open(path_of("undo2"), 3, digest, sizeof(slot), &u, &err) == 0, "%s", err.message);
+        ck_assert(u->relocated);
+        ck_assert_uint_eq(u->base_size, 64);
+
+        /* Every base byte, from wherever it lies. */
+        ck_assert_msg(undo_read_base(u, fd, 0, 64, buf, &err) == 0, "%s", err.message);
+        for (unsigned i = 0; i < 64; i++) {
+                uint8_t want = i < 16 ? (uint8_t) (50 + i) : i < 24 ? (uint8_t) (0x80 | i) : (uint8_t) (i - 24);
+                ck_assert_msg(buf[i] == want, "base byte %u: %u, want %u", i, buf[i], want);
+        }
+        ck_assert_uint_eq(undo_base_run(u, 4, 100, &at), 12);
+        ck_assert_uint_eq(at, 54);
+        ck_assert_uint_eq(undo_base_run(u, 20, 100, &at), 4);
+        ck_assert_uint_eq(at, UNDO_STORED);
+        ck_assert_uint_eq(undo_base_run(u, 64, 100, &at), 0);
+        ck_assert_int_eq(undo_read_base(u, fd, 60, 8, buf, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "base offset 64 lies outside the 64-byte base"), "%s", err.message);
+        u = undo_record_free(u);
+
+        /* The slot it maps is too small for an entry: refused at open. */
+        ck_assert_int_eq(undo_record_open(path_of("undo2"), 3, digest, 60, &u, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "entry #0 points outside the 60-byte slot"), "%s", err.message);
+
+        /* A hole in the tiling, and entries that stop short of the base. */
+        const UndoSpan hole[] = { { .offset = 0, .length = 16, .slot_offset = 0 }, { .offset = 20, .length = 44, .slot_offset = 20 } };
+        ck_assert_int_eq(write_relocated(hole, 2, 64, digest), 0);
+        ck_assert_int_eq(undo_record_open(path_of("undo2"), 2, digest, sizeof(slot), &u, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "entry #1 (base offset 20) does not continue the base at 16"), "%s", err.message);
+        ck_assert_int_eq(write_relocated(hole, 1, 64, digest), 0);
+        ck_assert_int_eq(undo_record_open(path_of("undo2"), 1, digest, sizeof(slot), &u, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "the entries end at 16, the base is 64 bytes"), "%s", err.message);
+        ck_assert_ptr_null(u);
+
+        /* An in-layout record reads the same way: its spans from the record, the rest from the slot. */
+        const UndoSpan v1[] = { { .offset = 8, .length = 4 } };
+        UndoWriter *w = NULL;
+        ck_assert_int_eq(undo_writer_new(path_of("undo1"), v1, 1, &w, &err), 0);
+        ck_assert_int_eq(undo_writer_append(w, "ABCD", 4, &err), 0);
+        ck_assert_int_eq(undo_writer_commit(w, digest, NULL, &err), 0);
+        undo_writer_free(w);
+        ck_assert_msg(undo_record_open(path_of("undo1"), 1, digest, sizeof(slot), &u, &err) == 0, "%s", err.message);
+        ck_assert(!u->relocated);
+        ck_assert_int_eq(undo_read_base(u, fd, 6, 8, buf, &err), 0);
+        ck_assert_int_eq(memcmp(buf, "\x06\x07" "ABCD" "\x0c\x0d", 8), 0);
+        ck_assert_uint_eq(undo_base_run(u, 0, 100, &at), 8);
+        ck_assert_uint_eq(at, 0);
+        ck_assert_uint_eq(undo_base_run(u, 12, 100, &at), 100);
+        ck_assert_uint_eq(at, 12);
+        u = undo_record_free(u);
+        close(fd);
+        cleanup();
+}
+END_TEST
+
+START_TEST(test_seal_relocated) {
+        Seal s = sample(), back;
+        TpError err = {};
+
+        /* Only a relocated slot writes the key: an in-layout seal reads as older daemons wrote it. */
+        ck_assert_int_eq(seal_save(path_of("seal"), &s, NULL, &err), 0);
+        ck_assert_int_eq(seal_load(path_of("seal"), &back, &err), 0);
+        ck_assert(!back.relocated);
+        s.relocated = true;
+        ck_assert_int_eq(seal_save(path_of("seal"), &s, NULL, &err), 0);
+        ck_assert_int_eq(seal_load(path_of("seal"), &back, &err), 0);
+        ck_assert(back.relocated);
         cleanup();
 }
 END_TEST
@@ -138,6 +243,8 @@ static Suite *slot_suite(void) {
         tcase_add_test(tc, test_seal_size_cap);
         tcase_add_test(tc, test_chunk_caps);
         tcase_add_test(tc, test_undo_span_cap);
+        tcase_add_test(tc, test_undo_relocated);
+        tcase_add_test(tc, test_seal_relocated);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "fileio.h"
+#include "hashpipe.h"
+#include "span.h"
+
+#define BUILD_WINDOW (256u << 10)       /* bytes per read, decode and hash */
+#define COPY_PIECE (4u << 20)           /* bytes per copy_file_range call */
+#define WRITEBACK_KICK (4u << 20)       /* start writeback after this many bytes, so the final fdatasync is short */
+
+typedef struct Buffers {
+        uint8_t *base, *frame, *out;
+} Buffers;
+
+typedef enum BuildPhase {
+        BUILD_PASS,                     /* the target, in order */
+        BUILD_CHECK,                    /* its SHA-256, the payload's end, fdatasync */
+        BUILD_RECORD,                   /* the new record's stored base bytes */
+        BUILD_COMMIT,
+        BUILD_DONE,
+} BuildPhase;
+
+struct Builder {
+        int view_fd, out_fd;
+        StageSource view;
+        StageTarget tgt;
+        const Manifest *m;              /* NULL: the base */
+        bool v2;
+        uint64_t base_size;
+        BuildPhase phase;
+
+        uint64_t pos;                   /* target offset of the next byte */
+        size_t next_span;               /* format 1: the next span not yet begun */
+        SpanDecoder *decoder;
+        const ManifestSpan *span;       /* the coded span being written, or NULL */
+        uint64_t copy_from, copy_end;   /* a copy in progress: base offset of pos, target offset of its end */
+        bool copying;
+        uint8_t *ref;                   /* a ref span's reference, SPAN_REF_MAX bytes */
+        bool plain;                     /* copy_file_range is unavailable: read and write */
+
+        HashPipe *pipe;
+        Buffers bufs[HASH_PIPE_SLOTS];
+        Sha256 full;
+
+        UndoSpan *rec;                  /* the new record's table */
+        uint64_t n_rec, rec_idx, rec_done, rec_stored, rec_written;
+        bool rec_relocated;
+        UndoWriter *undo_out;
+        char *undo_path;
+        uint8_t undo_sha256[SHA256_DIGEST_SIZE];
+
+        StageProgress progress;
+        uint64_t unkicked;
+};
+
+Builder *builder_free(Builder *b) {
+        if (!b)
+                return NULL;
+        hash_pipe_free(b->pipe);        /* first: the worker may still read the buffers */
+        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
+                free(b->bufs[i].base);
+                free(b->bufs[i].frame);
+                free(b->bufs[i].out);
+        }
+        span_decoder_free(b->decoder);
+        undo_writer_free(b->undo_out);
+        free(b->undo_path);
+        free(b->ref);
+        free(b->rec);
+        free(b);
+        return NULL;
+}
+
+static int cmp_base_offset(const void *a, const void *b) {
+        const UndoSpan *x = a, *y = b;
+        return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/*
+ * A relocated record: the copies say where base ranges now lie in the
+ * result; every other base byte is stored. @rec holds the copies as (base
+ * offset, length, target offset) and room for 2n + 1 entries.
+ */
+static void plan_relocated_record(Builder *b, size_t n_copies) {
+        _cleanup_free_ UndoSpan *copies = malloc((n_copies ? n_copies : 1) * sizeof(UndoSpan));
+        uint64_t cur = 0, n = 0;
+
+        if (!copies) {
+                b->n_rec = UINT64_MAX;  /* reported by builder_new() */
+                return;
+        }
+        memcpy(copies, b->rec, n_copies * sizeof(UndoSpan));
+        qsort(copies, n_copies, sizeof(UndoSpan), cmp_base_offset);
+        for (size_t i = 0; i < n_copies; i++) {
+                const UndoSpan *c = &copies[i];
+                uint64_t end = c->offset + c->length;
+                if (end <= cur)
+                        continue;       /* the same base bytes copied twice: the first place is enough */
+                uint64_t start = c->offset > cur ? c->offset : cur;
+                if (start > cur)
+                        b->rec[n++] = (UndoSpan) { .offset = cur, .length = start - cur, .slot_offset = UNDO_STORED };
+                uint64_t at = c->slot_offset + (start - c->offset);
+                UndoSpan *prev = n ? &b->rec[n - 1] : NULL;
+                if (prev && prev->slot_offset != UNDO_STORED && prev->slot_offset + prev->length == at)
+                        prev->length += end - start;
+                else
+                        b->rec[n++] = (UndoSpan) { .offset = start, .length = end - start, .slot_offset = at };
+                cur = end;
+        }
+        if (cur < b->base_size)
+                b->rec[n++] = (UndoSpan) { .offset = cur, .length = b->base_size - cur, .slot_offset = UNDO_STORED };
+        b->n_rec = n;
+}
+
+int builder_new(int view_fd, const StageSource *view, const StageTarget *tgt, uint64_t base_size,
+                const char *undo_path, Builder **ret, TpError *err) {
+        _cleanup_(builder_freep) Builder *b = calloc(1, sizeof(*b));
+        int r;
+
+        if (!b)
+                return -ENOMEM;
+        *b = (Builder) { .view_fd = view_fd, .out_fd = -1, .view = *view, .tgt = *tgt, .base_size = base_size };
+        b->m = tgt->bundle ? tgt->bundle->manifest : NULL;
+        b->v2 = b->m && b->m->format == MANIFEST_FORMAT_RELOCATING;
+        const UndoRecord *u = view->undo;
+        if (u && u->relocated ? u->base_size != base_size : view->seal->size != base_size)
+                return tp_error(err, -EBADMSG, "the slot to build from maps %" PRIu64 " base bytes, the base is %" PRIu64,
+                                u && u->relocated ? u->base_size : view->seal->size, base_size);
+        if (b->m && b->m->target.size != tgt->size)
+                return tp_error(err, -EBADMSG, "the bundle's target is %" PRIu64 " bytes, the switch expects %" PRIu64,
+                                b->m->target.size, tgt->size);
+        if (!b->v2 && tgt->size != base_size)
+                return tp_error(err, -EBADMSG, "an in-layout target of %" PRIu64 " bytes for a %" PRIu64 "-byte base",
+                                tgt->size, base_size);
+        if (b->m && b->m->base.size != base_size)
+                return tp_error(err, -EBADMSG, "the bundle was made for a %" PRIu64 "-byte base, this one is %" PRIu64,
+                                b->m->base.size, base_size);
+
+        /* The new record's table: known before a byte is written, so the space check can count it. */
+        size_t ns = b->m ? b->m->n_spans : 0;
+        b->rec = calloc(2 * ns + 1, sizeof(UndoSpan));
+        if (!b->rec)
+                return -ENOMEM;
+        if (b->v2) {
+                size_t nc = 0;
+                for (size_t i = 0; i < ns; i++) {
+                        const ManifestSpan *s = &b->m->spans[i];
+                        if (s->encoding == SPAN_COPY)
+                                b->rec[nc++] = (UndoSpan) { .offset = s->base_offset, .length = s->length,
+                                                            .slot_offset = s->offset };
+                }
+                plan_relocated_record(b, nc);
+                if (b->n_rec == UINT64_MAX)
+                        return -ENOMEM;
+                b->rec_relocated = true;
+        } else if (b->m) {
+                for (size_t i = 0; i < ns; i++)
+                        b->rec[i] = (UndoSpan) { .offset = b->m->spans[i].offset, .length = b->m->spans[i].length,
+                                                 .slot_offset = UNDO_STORED };
+                b->n_rec = ns;
+        }
+        for (uint64_t i = 0; i < b->n_rec; i++)
+                if (b->rec[i].slot_offset == UNDO_STORED)
+                        b->rec_stored += b->rec[i].length;
+
+        b->progress.total = b->progress.write_total = tgt->size + b->rec_stored;
+        b->undo_path = strdup(undo_path);
+        if (!b->undo_path)
+                return -ENOMEM;
+        size_t bufsize = span_decoder_buffer_size(BUILD_WINDOW);
+        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
+                b->bufs[i] = (Buffers) { malloc(bufsize), malloc(bufsize), malloc(bufsize) };
+                if (!b->bufs[i].base || !b->bufs[i].frame || !b->bufs[i].out)
+                        return -ENOMEM;
+        }
+        if ((r = hash_pipe_new(&b->pipe)) < 0)
+                return tp_error(err, r, "cannot start the hashing thread: %s", strerror(-r));
+        sha256_init(&b->full);
+        /* Span digests on this thread: the hashing thread's one job is the whole-file stream. */
+        if (b->m && (r = span_decoder_new(tgt->bundle, base_size, NULL, &b->decoder, err)) < 0)
+                return r;
+        (void) posix_fadvise(view_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        *ret = TAKE_PTR(b);
+        return 0;
+}
+
+uint64_t builder_space(const Builder *b) {
+        uint64_t table = b->rec_relocated ? 24 + 24 * b->n_rec : 16 + 16 * b->n_rec;
+        return b->tgt.size + (b->n_rec ? table + b->rec_stored + SHA256_DIGEST_SIZE : 0);
+}
+
+void builder_output(Builder *b, int out_fd) {
+        b->out_fd = out_fd;
+}
+
+/* Count bytes written into the result; now and then start their writeback without waiting for it. */
+static void written(Builder *b, uint64_t n) {
+        b->progress.slot_bytes += n;
+        b->unkicked += n;
+        if (b->unkicked >= WRITEBACK_KICK) {
+                (void) sync_file_range(b->out_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+                b->unkicked = 0;
+        }
+}
+
+static int read_base(Builder *b, uint64_t at, size_t n, uint8_t *buf, TpError *err) {
+        int r = undo_read_base(b->view.undo, b->view_fd, at, n, buf, err);
+        if (r >= 0)
+                b->progress.read_bytes += n;
+        return r;
+}
+
+/* Read result bytes [pos, pos + n) back and hash them (a copy the kernel made). */
+static int hash_back(Builder *b, uint64_t pos, uint64_t n, TpError *err) {
+        while (n > 0) {
+                unsigned slot = hash_pipe_slot(b->pipe);
+                size_t k = n < BUILD_WINDOW ? (size_t) n : BUILD_WINDOW;
+                int r = pread_full(b->out_fd, b->bufs[slot].base, k, pos);
+                if (r < 0)
+                        return tp_error(err, r == -ENODATA ? -EIO : r, "the new slot file: reading back at offset %" PRIu64
+                                        ": %s", pos, strerror(r == -ENODATA ? EIO : -r));
+                b->progress.read_bytes += k;
+                hash_pipe_feed(b->pipe, slot, &b->full, NULL, b->bufs[slot].base, k);
+                pos += k;
+                n -= k;
+        }
+        return 0;
+}
+
+/* One piece of a copy: base bytes [copy_from, ...) to the result at pos, from one place of the base view. */
+static int copy_piece(Builder *b, TpError *err) {
+        uint64_t at, left = b->copy_end - b->pos;
+        uint64_t run = undo_base_run(b->view.undo, b->copy_from, left < COPY_PIECE ? left : COPY_PIECE, &at);
+        int r;
+
+        if (run == 0)
+                return tp_error(err, -EBADMSG, "base offset %" PRIu64 " lies outside the base view", b->copy_from);
+        if (at != UNDO_STORED && !b->plain) {
+                loff_t in = (loff_t) at, out = (loff_t) b->pos;
+                ssize_t k = copy_file_range(b->view_fd, &in, b->out_fd, &out, run, 0);
+                if (k < 0 && errno != EINTR && errno != EXDEV && errno != EINVAL && errno != ENOSYS &&
+                    errno != EOPNOTSUPP)
+                        return tp_error(err, negative_errno(), "copying base offset %" PRIu64 " into the new slot file: %s",
+                                        b->copy_from, strerror(errno));
+                if (k == 0)
+                        return tp_error(err, -EIO, "the slot file ends before offset %" PRIu64, at);
+                if (k > 0) {
+                        if ((r = hash_back(b, b->pos, (uint64_t) k, err)) < 0)
+                                return r;
+                        written(b, (uint64_t) k);
+                        b->copy_from += (uint64_t) k;
+                        b->pos += (uint64_t) k;
+                        return 0;
+                }
+                if (errno != EINTR)
+                        b->plain = true;
+                return 0;
+        }
+        /* Through a buffer: the record's stored bytes, or no copy_file_range here. */
+        unsigned slot = hash_pipe_slot(b->pipe);
+        size_t k = run < BUILD_WINDOW ? (size_t) run : BUILD_WINDOW;
+        if ((r = read_base(b, b->copy_from, k, b->bufs[slot].base, err)) < 0)
+                return r;
+        if ((r = pwrite_full(b->out_fd, b->bufs[slot].base, k, b->pos)) < 0)
+                return tp_error(err, r, "the new slot file: writing at offset %" PRIu64 ": %s", b->pos, strerror(-r));
+        hash_pipe_feed(b->pipe, slot, &b->full, NULL, b->bufs[slot].base, k);
+        written(b, k);
+        b->copy_from += k;
+        b->pos += k;
+        return 0;
+}
+
+/* A coded span's next piece: its base bytes from the view, decoded, written, hashed. */
+static int span_piece(Builder *b, TpError *err) {
+        const ManifestSpan *s = b->span;
+        uint64_t done = b->pos - s->offset;
+        unsigned slot = hash_pipe_slot(b->pipe);
+        Buffers *buf = &b->bufs[slot];
+        const uint8_t *bytes;
+        size_t n = span_decoder_want(b->decoder, BUILD_WINDOW);
+        int r;
+
+        if (s->encoding == SPAN_DELTA || !b->v2) {
+                /* In-layout spans decode against the base bytes under them; format-2 deltas at base_offset. */
+                uint64_t at = (b->v2 ? s->base_offset : s->offset) + done;
+                if ((r = read_base(b, at, n, buf->base, err)) < 0 ||
+                    (r = span_decoder_base(b->decoder, slot, buf->base, n, NULL, err)) < 0)
+                        return r;
+        }
+        if ((r = span_decoder_read(b->decoder, slot, buf->frame, buf->out, n, NULL, &bytes, err)) < 0)
+                return r;
+        if ((r = pwrite_full(b->out_fd, bytes, n, b->pos)) < 0)
+                return tp_error(err, r, "the new slot file: writing at offset %" PRIu64 ": %s", b->pos, strerror(-r));
+        hash_pipe_feed(b->pipe, slot, &b->full, NULL, bytes, n);
+        written(b, n);
+        b->pos += n;
+        if (b->pos == s->offset + s->length) {
+                b->span = NULL;
+                return span_decoder_end(b->decoder, err);
+        }
+        return 0;
+}
+
+/* Start what comes at pos: a copy (of base bytes, or a format-2 copy span) or a coded span. */
+static int begin_next(Builder *b, TpError *err) {
+        const ManifestSpan *s;
+        int r;
+
+        if (b->v2) {
+                if ((r = span_decoder_next(b->decoder, &s, err)) < 0)
+                        return r;
+                if (r == 0 || s->offset != b->pos)
+                        return tp_error(err, -EBADMSG, "the spans end at offset %" PRIu64 " of the target", b->pos);
+                if (s->encoding == SPAN_COPY) {
+                        b->copying = true;
+                        b->copy_from = s->base_offset;
+                        b->copy_end = s->offset + s->length;
+                        return span_decoder_skip_copy(b->decoder, err);
+                }
+                b->span = s;
+                if (s->encoding == SPAN_REF) {
+                        if (!b->ref && !(b->ref = malloc(SPAN_REF_MAX)))
+                                return -ENOMEM;
+                        if (s->base_length > SPAN_REF_MAX)
+                                return tp_error(err, -EBADMSG, "span #%zu: a reference of %" PRIu64 " bytes",
+                                                (size_t) (s - b->m->spans), s->base_length);
+                        if ((r = read_base(b, s->base_offset, s->base_length, b->ref, err)) < 0)
+                                return r;
+                        return span_decoder_base(b->decoder, hash_pipe_slot(b->pipe), b->ref, s->base_length, NULL, err);
+                }
+                return 0;
+        }
+        /* In layout: base bytes up to the next span, then the span. */
+        if (b->m && b->next_span < b->m->n_spans && b->m->spans[b->next_span].offset == b->pos) {
+                if ((r = span_decoder_next(b->decoder, &s, err)) < 0)
+                        return r;
+                if (r == 0 || s != &b->m->spans[b->next_span])
+                        return tp_error(err, -EBADMSG, "the payload ended before span #%zu", b->next_span);
+                b->next_span++;
+                b->span = s;
+                return 0;
+        }
+        b->copying = true;
+        b->copy_from = b->pos;
+        b->copy_end = b->m && b->next_span < b->m->n_spans ? b->m->spans[b->next_span].offset : b->tgt.size;
+        if (b->copy_end <= b->pos || b->copy_end > b->tgt.size)
+                return tp_error(err, -EBADMSG, "span #%zu is out of order", b->next_span);
+        return 0;
+}
+
+static int pass_step(Builder *b, TpError *err) {
+        int r;
+
+        if (b->pos == b->tgt.size && !b->span && !b->copying) {
+                b->phase = BUILD_CHECK;
+                return 0;
+        }
+        if (b->copying) {
+                if ((r = copy_piece(b, err)) < 0)
+                        return r;
+                if (b->pos == b->copy_end)
+                        b->copying = false;
+                return 0;
+        }
+        if (b->span)
+                return span_piece(b, err);
+        return begin_next(b, err);
+}
+
+static int check(Builder *b, TpError *err) {
+        uint8_t d[SHA256_DIGEST_SIZE];
+        char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
+        int r;
+
+        hash_pipe_sync(b->pipe);
+        if (b->decoder && (r = span_decoder_finish(b->decoder, err)) < 0)
+                return r;
+        sha256_final(&b->full, d);
+        if (memcmp(d, b->tgt.sha256, SHA256_DIGEST_SIZE) != 0) {
+                sha256_to_hex(d, got);
+                sha256_to_hex(b->tgt.sha256, want);
+                return tp_error(err, -EBADMSG, "the built slot's SHA-256 %s is not the target's %s", got, want);
+        }
+        if (fdatasync(b->out_fd) < 0)
+                return tp_error(err, negative_errno(), "the new slot file: fdatasync: %s", strerror(errno));
+        if (b->n_rec) {
+                r = b->rec_relocated ? undo_writer_new_relocated(b->undo_path, b->rec, b->n_rec, b->base_size,
+                                                                 &b->undo_out, err)
+                                     : undo_writer_new(b->undo_path, b->rec, b->n_rec, &b->undo_out, err);
+                if (r < 0)
+                        return r;
+        }
+        b->phase = BUILD_RECORD;
+        return 0;
+}
+
+/* The next piece of the stored base bytes, in entry order. */
+static int record_step(Builder *b, TpError *err) {
+        while (b->rec_idx < b->n_rec && b->rec[b->rec_idx].slot_offset != UNDO_STORED)
+                b->rec_idx++;
+        if (b->rec_idx == b->n_rec) {
+                b->phase = BUILD_COMMIT;
+                return 0;
+        }
+        const UndoSpan *e = &b->rec[b->rec_idx];
+        uint64_t left = e->length - b->rec_done;
+        size_t k = left < BUILD_WINDOW ? (size_t) left : BUILD_WINDOW;
+        uint8_t *buf = b->bufs[0].base;         /* the pipe is idle after check() */
+        int r;
+
+        if ((r = read_base(b, e->offset + b->rec_done, k, buf, err)) < 0 ||
+            (r = undo_writer_append(b->undo_out, buf, k, err)) < 0)
+                return r;
+        b->rec_done += k;
+        b->rec_written += k;
+        if (b->rec_done == e->length) {
+                b->rec_idx++;
+                b->rec_done = 0;
+        }
+        return 0;
+}
+
+static int commit(Builder *b, TpError *err) {
+        if (b->undo_out) {
+                int r = undo_writer_commit(b->undo_out, b->undo_sha256, &b->progress.undo_bytes, err);
+                b->undo_out = undo_writer_free(b->undo_out);
+                return r;
+        }
+        if (unlink(b->undo_path) < 0 && errno != ENOENT)
+                return tp_error(err, negative_errno(), "%s: %s", b->undo_path, strerror(errno));
+        return 0;
+}
+
+int builder_step(Builder *b, uint64_t budget, TpError *err) {
+        uint64_t start = b->progress.done;
+        int r;
+
+        if (b->out_fd < 0)
+                return tp_error(err, -EINVAL, "builder: no output file");
+        while (b->phase != BUILD_DONE) {
+                if (b->progress.done - start >= budget)
+                        return 1;
+                switch (b->phase) {
+                case BUILD_PASS:
+                        r = pass_step(b, err);
+                        break;
+                case BUILD_CHECK:
+                        r = check(b, err);
+                        break;
+                case BUILD_RECORD:
+                        r = record_step(b, err);
+                        break;
+                case BUILD_COMMIT:
+                        r = commit(b, err);
+                        b->phase = BUILD_DONE;
+                        break;
+                default:
+                        abort();
+                }
+                if (r < 0)
+                        return r;
+                b->progress.done = b->pos + b->rec_written;
+        }
+        return 0;
+}
+
+const StageProgress *builder_progress(const Builder *b) {
+        return &b->progress;
+}
+
+void builder_result(const Builder *b, uint64_t *ret_undo_spans, uint8_t ret_undo_sha256[SHA256_DIGEST_SIZE],
+                    bool *ret_relocated) {
+        *ret_undo_spans = b->n_rec;
+        memcpy(ret_undo_sha256, b->undo_sha256, SHA256_DIGEST_SIZE);
+        *ret_relocated = b->rec_relocated;
+}
