@@ -6,10 +6,13 @@
 #     full-copy alternative (cp the task model, fsync it, sha256 it); the same with
 #     incremental verification;
 #  2. the slowest `status` answer while a switch runs (one client asking every 5 ms);
-#  3. daemon memory: RssAnon idle and at its peak while switching a 4 GiB model (sampled
-#     every 5 ms), VmHWM beside it; provisioning time of the 4 GiB model (no reflink on ext4).
+#  3. switches to relocated tasks (format 2, every tensor moved) on the ~350 MB model: time vs
+#     the full-copy alternative, and the slot bytes written;
+#  4. daemon memory: RssAnon idle and at its peak while switching a 4 GiB model (sampled
+#     every 5 ms), VmHWM beside it, and while switching to a relocated 4 GiB task;
+#     provisioning time of the 4 GiB model (no reflink on ext4).
 # Usage: tests/bench/switch.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/switch.json;
-#        SKIP_4G=1 leaves out part 3's 4 GiB model, which needs ~13 GB of disk)
+#        SKIP_4G=1 leaves out part 4's 4 GiB models, which need ~30 GB of disk)
 set -eu
 build=$(cd "$1" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -50,6 +53,26 @@ ctl() { "$tpctl" --socket "$sock" --no-progress "$@"; }
 st() { ctl --json status | python3 -c "import json,sys; v=json.load(sys.stdin)
 for k in sys.argv[1].split('.'): v = v[k]
 print(v)" "$1"; }
+
+# sample_rss PID: every 5 ms, the peak RssAnon and VmHWM (KB) so far, one "peak hwm" line each, until PID ends.
+sample_rss() {
+    python3 - "$1" <<'PY'
+import sys, time
+peak = 0
+path = f"/proc/{sys.argv[1]}/status"
+t_end = time.time() + 600
+while time.time() < t_end:
+    try:
+        v = dict(l.split(':', 1) for l in open(path))
+        anon = int(v['RssAnon'].split()[0])
+    except (OSError, KeyError):
+        break                   # the daemon is gone (a zombie has no RssAnon)
+    peak = max(peak, anon)
+    hwm = int(v['VmHWM'].split()[0])
+    print(peak, hwm, flush=True)
+    time.sleep(0.005)
+PY
+}
 
 echo "1. sibling switches on a ~350 MB q4_0 model (page cache warm, fsync included, $(stat -f -c %T "$work"))"
 dims=(--type q4_0 --dim 2048 --ff 5632 --layers 12 --vocab 300)
@@ -133,9 +156,55 @@ PY
 done
 printf '   provisioning the 350 MB model (copy into two slots, hash both): %s s\n' "$(secs "$t_prov")"
 
+echo
+echo "3. switches to relocated tasks on the ~350 MB model (the three tasks with general.name grown by 60"
+echo "   characters: every tensor moves; each is built into a fresh file from base bytes; fsync included)"
+longname="a release renamed this model: sixty characters longer than before"
+for t in json shout bullet; do
+    [ -f "$work/moved-$t.gguf" ] || python3 "$root/tests/tools/gguf-relayout.py" "$work/$t.gguf" -o "$work/moved-$t.gguf" \
+        --set-string "general.name=$longname"
+    "$tp" create "$work/base.gguf" "$work/moved-$t.gguf" -o "$work/moved-$t.tpb" --task "moved-$t" "${sign[@]}" --level 3 > /dev/null
+done
+fc=()
+for _ in 1 2 3 4 5; do
+    t0=$(ns); cp "$work/moved-json.gguf" "$work/copy.gguf" && sync "$work/copy.gguf" && openssl dgst -sha256 "$work/copy.gguf" > /dev/null
+    t1=$(ns); fc+=($((t1 - t0))); rm -f "$work/copy.gguf"
+done
+t_copy_moved=$(best "${fc[@]}")
+start_daemon relocated "verify: full"
+ctl provision "$work/base.gguf" > /dev/null
+for t in json shout bullet; do ctl install "$work/moved-$t.tpb" > /dev/null; done
+# From the base: built into slot b from its base bytes. Then the three rotate: each switch builds
+# into the inactive slot from the base bytes of the relocated task it replaces there.
+t0=$(ns); ctl switch moved-json > /dev/null; t1=$(ns)
+t_first=$((t1 - t0))
+ctl mark-good > /dev/null
+times=() bytes=()
+for task in shout bullet json shout bullet json; do
+    t0=$(ns); ctl switch "moved-$task" > /dev/null; t1=$(ns)
+    times+=($((t1 - t0)))
+    bytes+=("$(st counters.last_switch_slot_bytes)")
+    ctl mark-good > /dev/null
+    cmp -s "$model" "$work/moved-$task.gguf" || { echo "switch.sh: moved-$task is not byte-identical" >&2; exit 1; }
+done
+t_rel=$(best "${times[@]}")
+written=$(printf '%s\n' "${bytes[@]}" | sort -n | tail -n 1)
+# Back to the base: the inactive slot holds a relocated task, so the base is built from it too.
+t0=$(ns); ctl switch --base > /dev/null; t1=$(ns)
+t_back=$((t1 - t0))
+ctl mark-good > /dev/null
+cmp -s "$model" "$work/base.gguf" || { echo "switch.sh: back to the base is not byte-identical" >&2; exit 1; }
+stop_daemon
+msize_moved=$(size "$work/moved-json.gguf")
+printf '   cp + fsync + openssl dgst of a relocated task model (%d B): %s s\n' "$msize_moved" "$(secs "$t_copy_moved")"
+printf '   relocated -> relocated switch %s s: %s x full copy; from the base %s s (%s x); back to the base %s s (%s x); slot bytes %d = %s x the task model\n' \
+    "$(secs "$t_rel")" "$(ratio "$t_rel" "$t_copy_moved")" "$(secs "$t_first")" "$(ratio "$t_first" "$t_copy_moved")" \
+    "$(secs "$t_back")" "$(ratio "$t_back" "$t_copy_moved")" "$written" "$(ratio "$written" "$msize_moved")"
+emit "{\"case\": \"switch-350MB-relocated\", \"model_bytes\": $msize_moved, \"switch_s\": $(secs "$t_rel"), \"from_base_s\": $(secs "$t_first"), \"to_base_s\": $(secs "$t_back"), \"full_copy_s\": $(secs "$t_copy_moved"), \"ratio_to_full_copy\": $(ratio "$t_rel" "$t_copy_moved"), \"slot_bytes\": $written}"
+
 if [ "${SKIP_4G:-0}" != 1 ]; then
     echo
-    echo "3. daemon memory: idle, and at its peak while switching a 4 GiB model"
+    echo "4. daemon memory: idle, and at its peak while switching a 4 GiB model"
     python3 - "$work" <<'PY'
 import os, sys
 d = sys.argv[1]
@@ -161,22 +230,7 @@ PY
     ctl install "$work/big-a.tpb" > /dev/null
     ctl install "$work/big-b.tpb" > /dev/null
     ctl switch biga > /dev/null; ctl mark-good > /dev/null
-    python3 - "$dpid" > "$work/rss.txt" <<'PY' &
-import sys, time
-peak = 0
-path = f"/proc/{sys.argv[1]}/status"
-t_end = time.time() + 600
-while time.time() < t_end:
-    try:
-        v = dict(l.split(':', 1) for l in open(path))
-        anon = int(v['RssAnon'].split()[0])
-    except (OSError, KeyError):
-        break                   # the daemon is gone (a zombie has no RssAnon)
-    peak = max(peak, anon)
-    hwm = int(v['VmHWM'].split()[0])
-    print(peak, hwm, flush=True)
-    time.sleep(0.005)
-PY
+    sample_rss "$dpid" > "$work/rss.txt" &
     sampler=$!
     t0=$(ns); ctl switch bigb > /dev/null; t1=$(ns)
     ctl mark-good > /dev/null
@@ -190,6 +244,28 @@ PY
     printf '   provisioning 4 GiB (copy into two slots and hash both, ext4 has no reflink): %s s; the switch: %s s\n' \
         "$(secs "$t_prov4")" "$(secs $((t1 - t0)))"
     emit "{\"case\": \"memory-4GiB\", \"rss_anon_idle_kb\": $idle, \"rss_anon_idle_after_kb\": $idle_after, \"rss_anon_peak_kb\": $peak, \"vmhwm_kb\": $hwm, \"provision_4GiB_s\": $(secs "$t_prov4"), \"switch_4GiB_s\": $(secs $((t1 - t0)))}"
+    rm -rf "$work"/big-* "$work/big"
+
+    # A relocated 4 GiB task: 16 F16 tensors of 256 MiB, general.name grown (every tensor moves), two changed.
+    synth=(python3 "$root/tests/tools/gguf-synth.py" --tensors 16 --tensor-mib 256)
+    "${synth[@]}" -o "$work/big-base.gguf"
+    "${synth[@]}" -o "$work/big-moved.gguf" --name "a release renamed this model: sixty characters longer" --change 3,11
+    "$tp" create "$work/big-base.gguf" "$work/big-moved.gguf" -o "$work/big-moved.tpb" --task bigmoved "${sign[@]}" \
+        --level 3 > /dev/null
+    start_daemon big
+    ctl provision "$work/big-base.gguf" > /dev/null
+    ctl install "$work/big-moved.tpb" > /dev/null
+    sample_rss "$dpid" > "$work/rss.txt" &
+    sampler=$!
+    t0=$(ns); ctl switch bigmoved > /dev/null; t1=$(ns)
+    ctl mark-good > /dev/null
+    cmp -s "$model" "$work/big-moved.gguf" || { echo "switch.sh: the relocated 4 GiB switch is not byte-identical" >&2; exit 1; }
+    stop_daemon
+    wait "$sampler" 2> /dev/null || true
+    read -r peak_rel hwm_rel < <(tail -n 1 "$work/rss.txt")
+    printf '   relocated 4 GiB task (every tensor moved, 2 of 16 changed): RssAnon peak while switching %d KB (required <= 16 MB); VmHWM %d KB; the switch: %s s\n' \
+        "$peak_rel" "$hwm_rel" "$(secs $((t1 - t0)))"
+    emit "{\"case\": \"memory-4GiB-relocated\", \"rss_anon_peak_kb\": $peak_rel, \"vmhwm_kb\": $hwm_rel, \"switch_4GiB_s\": $(secs $((t1 - t0)))}"
     rm -rf "$work"/big-* "$work/big"
 fi
 

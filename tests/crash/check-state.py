@@ -41,7 +41,8 @@ def sha(path):
 
 def check(status_path, model, state_dir, fix):
     problems = []
-    fixtures = {sha(os.path.join(fix, n + ".gguf")): n for n in ("base", "json", "shout")}
+    fixtures = {sha(os.path.join(fix, n + ".gguf")): n for n in ("base", "json", "shout", "grow")
+                if os.path.exists(os.path.join(fix, n + ".gguf"))}
     try:
         st = json.load(open(status_path))
     except (OSError, ValueError) as e:
@@ -60,7 +61,7 @@ def check(status_path, model, state_dir, fix):
             problems.append("status says unprovisioned but model_path holds %s" % which)
     else:
         if which not in fixtures.values():
-            problems.append("model_path holds %s bytes (none of base/json/shout)" % which)
+            problems.append("model_path holds %s bytes (none of base/json/shout/grow)" % which)
         active = st.get("active") or {}
         if active.get("sha256") != digest:
             problems.append("active.sha256 %s != sha256(model_path) %s" % (active.get("sha256"), digest))

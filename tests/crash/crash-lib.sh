@@ -11,7 +11,9 @@ CHECK="$CRASH_LIB/check-state.py"
 PY=$(python3 -c 'import sys; print(sys.executable)')
 SYSCALLS=write,pwrite64,pwritev,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,ftruncate,fallocate,copy_file_range
 # CRASH_OPS (e.g. "switch rollback") narrows a run to some operations, to replay a failure.
-read -ra OPS <<< "${CRASH_OPS:-provision install switch rollback mark-good}"
+# relocate: a switch to a relocating bundle (built into a fresh file); leave: a switch away from
+# a slot that holds one (built from that slot's base bytes).
+read -ra OPS <<< "${CRASH_OPS:-provision install switch relocate leave rollback mark-good}"
 SPID=      # strace (or the daemon itself when started without strace)
 MAIN=      # the daemon's main thread id (= its pid)
 declare -A START COUNT  # per "op.syscall": the main thread's calls before the operation, during it
@@ -118,12 +120,20 @@ count_in() {
 # Per operation: its template, its set-up within the same daemon run, the operation, and the
 # fixture model_path holds before it and after it.
 template_of() { case $1 in provision) echo empty ;; install) echo provisioned ;; *) echo sibling ;; esac; }
-setup_of() { case $1 in rollback | mark-good) tpc switch shout > /dev/null ;; *) return 0 ;; esac; }
+setup_of() {
+    case $1 in
+    rollback | mark-good) tpc switch shout > /dev/null ;;
+    leave) { tpc switch grow && tpc mark-good && tpc switch --base && tpc mark-good; } > /dev/null ;;
+    *) return 0 ;;
+    esac
+}
 run_op() {
     case $1 in
     provision) tpc provision "$TMP/base.gguf" ;;
     install) tpc install "$TMP/json.tpb" ;;
     switch) tpc switch shout ;;
+    relocate) tpc switch grow ;;
+    leave) tpc switch json ;;
     rollback) tpc rollback ;;
     mark-good) tpc mark-good ;;
     esac
@@ -133,6 +143,8 @@ models_of() {
     provision) echo absent base ;;
     install) echo base base ;;
     switch) echo base shout ;;
+    relocate) echo base grow ;;
+    leave) echo base json ;;
     rollback) echo shout base ;;
     mark-good) echo shout shout ;;
     esac
@@ -142,7 +154,8 @@ models_of() {
 # provisioned, sibling), and a check that the state checker sees a planted fault.
 make_templates() {
     echo "$(basename "$0" .sh): fixtures and templates in $TMP"
-    make_gguf_fixtures > "$TMP/fixtures.log" 2>&1 || { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; return 1; }
+    { make_gguf_fixtures && make_relocated_fixture; } > "$TMP/fixtures.log" 2>&1 ||
+        { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; return 1; }
     write_config "trial:
   timeout: 120"
     mkdir -p "$TPL/empty"
@@ -152,7 +165,7 @@ make_templates() {
     dstop
     cp -a "$STATE" "$TPL/provisioned"
     dstart || return 1
-    { tpc install "$TMP/json.tpb" && tpc install "$TMP/shout.tpb" &&
+    { tpc install "$TMP/json.tpb" && tpc install "$TMP/shout.tpb" && tpc install "$TMP/grow.tpb" &&
         tpc switch json && tpc mark-good && tpc switch --base && tpc mark-good; } > /dev/null ||
         { echo "template: sibling set-up failed"; return 1; }
     dstop

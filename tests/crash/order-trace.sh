@@ -158,6 +158,11 @@ sc_switch_leased() {
     RPID=
     return $r
 }
+# Relocated: grow built into b from b's base bytes (json undone on the way), json in place into
+# a, then the base built into b from the relocated slot's own record.
+sc_switch_relocated() {
+    tpc switch grow && tpc mark-good && tpc switch json && tpc mark-good && tpc switch --base && tpc mark-good
+}
 sc_rollback_trial() { tpc switch shout && tpc rollback; }
 sc_rollback_committed() { tpc rollback; }
 sc_trial_timeout() {
@@ -221,7 +226,8 @@ if [ "$failed" -gt 0 ]; then
 fi
 
 # ---- fixtures and templates ----
-make_gguf_fixtures > "$TMP/fixtures.log" 2>&1 || { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; exit 1; }
+{ make_gguf_fixtures && make_relocated_fixture; } > "$TMP/fixtures.log" 2>&1 ||
+    { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; exit 1; }
 write_config "$TRIAL"
 rm -rf "$STATE"
 if ! start_daemon > /dev/null || ! tpctl provision "$TMP/base.gguf" > /dev/null; then
@@ -231,9 +237,10 @@ fi
 stop_daemon
 mkdir -p "$TPL"
 cp -a "$STATE" "$TPL/provisioned"
-# sibling: slot a = the base (active, committed), slot b = json; json v1 and shout installed.
+# sibling: slot a = the base (active, committed), slot b = json; json v1, shout and grow installed.
 start_daemon > /dev/null || exit 1
-{ tpctl install "$TMP/json.tpb" && tpctl install "$TMP/shout.tpb" && tpctl switch json && tpctl mark-good &&
+{ tpctl install "$TMP/json.tpb" && tpctl install "$TMP/shout.tpb" && tpctl install "$TMP/grow.tpb" &&
+    tpctl switch json && tpctl mark-good &&
     tpctl switch --base && tpctl mark-good; } > /dev/null || { echo "template: sibling set-up failed"; exit 1; }
 stop_daemon
 cp -a "$STATE" "$TPL/sibling"
@@ -249,6 +256,7 @@ scenario switch-incremental sibling "$TRIAL
 verify: incremental"
 scenario switch-back sibling
 scenario switch-leased sibling
+scenario switch-relocated sibling
 scenario rollback-trial sibling
 scenario rollback-committed sibling
 scenario trial-timeout sibling "trial:

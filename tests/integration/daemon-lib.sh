@@ -116,6 +116,13 @@ make_gguf_fixtures() {
     make_bundle json2.gguf json-v2.tpb json 2
 }
 
+# make_relocated_fixture: grow.gguf (json with 16 more rows in output.weight: every later byte
+# moves, the file grows) and its relocating bundle grow.tpb (format 2), after make_gguf_fixtures.
+make_relocated_fixture() {
+    python3 "$root/tests/tools/gguf-relayout.py" "$TMP/json.gguf" -o "$TMP/grow.gguf" --grow-rows output.weight=16 &&
+        make_bundle grow.gguf grow.tpb grow 1
+}
+
 # make_bundle TARGET OUT TASK VERSION [create options...]: a bundle against base.gguf signed by the test signer.
 make_bundle() {
     local target=$1 out=$2 task=$3 version=$4
