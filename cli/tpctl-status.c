@@ -35,6 +35,9 @@ static void print_slots(json_t *slots) {
                         printf(", active");
                 if (format_task(slot, task, sizeof(task)))
                         printf(", %s", task);
+                if (json_is_true(json_object_get(slot, "relocated")))
+                        printf(" (relocated: its own layout, %" JSON_INTEGER_FORMAT " bytes)",
+                               json_integer_value(json_object_get(slot, "size")));
                 if (get_str(slot, "sha256"))
                         printf(", sha256 %s", get_str(slot, "sha256"));
                 printf("\n");

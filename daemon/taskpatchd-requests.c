@@ -87,10 +87,12 @@ int request_check(json_t *req, const Command **ret_cmd, TpError *err) {
 static json_t *slot_json(Manager *m, SlotId s) {
         const Seal *seal = &m->seals[s];
         const char *state = m->sealed[s] ? "clean" : seal->dirty ? "dirty" : "missing";
-        json_t *o = json_pack("{s:s, s:b, s:o, s:I, s:o}", "state", state, "active",
+        json_t *o = json_pack("{s:s, s:b, s:o, s:I, s:o, s:b, s:I}", "state", state, "active",
                               m->ps.provisioned && m->active == s, "task",
                               seal->task[0] ? json_string(seal->task) : json_null(), "version",
-                              (json_int_t) seal->version, "sha256", m->sealed[s] ? json_sha256(seal->sha256) : json_null());
+                              (json_int_t) seal->version, "sha256", m->sealed[s] ? json_sha256(seal->sha256) : json_null(),
+                              "relocated", m->sealed[s] && seal->relocated, "size",
+                              (json_int_t) (m->sealed[s] ? seal->size : 0));
         return o;
 }
 

@@ -44,6 +44,8 @@ check "... the seal says relocated" grep -q '"relocated": true' "$STATE/slots/b.
 check "... its record is a TPUNDO2" test "$(head -c 7 "$STATE/slots/b.undo")" = TPUNDO2
 active=$(tpctl --json status | jget active.task)
 check "status: the active task is r-name ($active)" test "$active" = r-name
+check "status: slot b is relocated, slot a is not" test "$(tpctl --json status | jget slots.b.relocated)$(tpctl --json status | jget slots.a.relocated)" = TrueFalse
+check "status: slot b's size is the task's" test "$(tpctl --json status | jget slots.b.size)" = "$(stat -c %s "$TMP/r-name.gguf")"
 
 switch_to r-rows "$TMP/r-rows.gguf" a "relocated, grown file, from the base in slot a"
 check "... the slot is the task's size" test "$(stat -c %s "$STATE/slots/a.gguf")" = "$(stat -c %s "$TMP/r-rows.gguf")"
