@@ -483,7 +483,7 @@ static int switch_step(Operation *op) {
                 break;
         case SWITCH_ACTIVATE:
                 time_stage(sw);
-                if (!sw->stager)
+                if (!sw->stager && !sw->builder)
                         m->counters.last_switch_slot_bytes = 0;         /* the slot already held the task */
                 r = manager_activate(m, op, sw->slot, true, &op->err);
                 sw->stage = _SWITCH_STAGE_MAX;

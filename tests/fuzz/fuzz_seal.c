@@ -12,7 +12,9 @@
  * "seal" it is checked against is made up from the input: n from its
  * header, file_size where its furthest span ends (and one byte less, which
  * no record may fit). A record that opens must describe exactly its bytes,
- * and undo_writer must write it back byte for byte.
+ * and undo_writer must write it back byte for byte. Relocated records
+ * (TPUNDO2) alike: file_size where the furthest slot range ends; an open
+ * one must tile its base, and its stored entries hold exactly its bytes.
  */
 
 #include <stdbool.h>
@@ -38,7 +40,8 @@ static bool seal_equal(const Seal *a, const Seal *b) {
                a->chunk_size == b->chunk_size && memcmp(a->chunk_root, b->chunk_root, SHA256_DIGEST_SIZE) == 0 &&
                memcmp(a->base_sha256, b->base_sha256, SHA256_DIGEST_SIZE) == 0 &&
                memcmp(a->base_layout, b->base_layout, SHA256_DIGEST_SIZE) == 0 && a->undo_spans == b->undo_spans &&
-               memcmp(a->undo_sha256, b->undo_sha256, SHA256_DIGEST_SIZE) == 0 && a->dev == b->dev &&
+               memcmp(a->undo_sha256, b->undo_sha256, SHA256_DIGEST_SIZE) == 0 && a->relocated == b->relocated &&
+               a->dev == b->dev &&
                a->ino == b->ino && a->mtime_ns == b->mtime_ns;
 }
 
@@ -83,18 +86,71 @@ static uint64_t le64(const uint8_t *p) {
         return v;
 }
 
-/* The end of the furthest span in the record's table (as far as @body holds one), saturated. */
-static uint64_t spans_end(const uint8_t *body, size_t len, uint64_t n) {
-        uint64_t end = 0;
+/*
+ * The end of the furthest span in the record's table (as far as @body holds one), saturated:
+ * a TPUNDO1 span's (offset, length), a TPUNDO2 entry's (slot offset, length) unless stored.
+ */
+static uint64_t spans_end(const uint8_t *body, size_t len, uint64_t n, bool relocated) {
+        uint64_t head = relocated ? 24 : 16, entry = relocated ? 24 : 16, end = 0;
 
-        for (uint64_t i = 0; i < n && 32 + 16 * i <= len; i++) {
-                uint64_t e;
-                if (__builtin_add_overflow(le64(body + 16 + 16 * i), le64(body + 24 + 16 * i), &e))
-                        e = UINT64_MAX;
-                if (e > end)
-                        end = e;
+        for (uint64_t i = 0; i < n && head + entry * (i + 1) <= len; i++) {
+                const uint8_t *e = body + head + entry * i;
+                uint64_t at = relocated ? le64(e + 16) : le64(e), x;
+                if (relocated && at == UNDO_STORED)
+                        continue;
+                if (__builtin_add_overflow(at, le64(e + 8), &x))
+                        x = UINT64_MAX;
+                if (x > end)
+                        end = x;
         }
         return end;
+}
+
+/* A relocated record that opened: its entries tile the base, and its stored bytes are all it holds. */
+static void check_relocated(const UndoRecord *u, const uint8_t *data, size_t body, uint64_t file_size,
+                            const uint8_t digest[SHA256_DIGEST_SIZE]) {
+        uint64_t pos = 0, expect = 24 + 24 * u->n;
+        uint8_t chunk[4096], d[SHA256_DIGEST_SIZE];
+        UndoWriter *w = NULL;
+        TpError err = {};
+        char buf[128];
+        uint64_t bytes = 0;
+
+        if (!u->relocated || u->base_size != le64(data + 16) || body < expect)
+                abort();
+        for (uint64_t i = 0; i < u->n; i++) {
+                const UndoSpan *e = &u->spans[i];
+                if (e->offset != pos || e->length == 0 || e->offset != le64(data + 24 + 24 * i) ||
+                    e->length != le64(data + 32 + 24 * i) || e->slot_offset != le64(data + 40 + 24 * i))
+                        abort();
+                if (e->slot_offset == UNDO_STORED) {
+                        if (e->data_offset != expect)
+                                abort();
+                        expect += e->length;
+                } else if (e->slot_offset > file_size || e->length > file_size - e->slot_offset)
+                        abort();
+                pos += e->length;
+        }
+        if (pos != u->base_size || expect != body)
+                abort();
+        fuzz_scratch_path("fuzz-seal", "slot.undo", buf);
+        if (undo_writer_new_relocated(buf, u->spans, u->n, u->base_size, &w, &err) < 0)
+                abort();
+        for (uint64_t i = 0; i < u->n; i++)
+                for (uint64_t done = 0; u->spans[i].slot_offset == UNDO_STORED && done < u->spans[i].length;) {
+                        size_t k = u->spans[i].length - done < sizeof(chunk) ? (size_t) (u->spans[i].length - done)
+                                                                            : sizeof(chunk);
+                        if (pread_full(u->fd, chunk, k, u->spans[i].data_offset + done) < 0 ||
+                            undo_writer_append(w, chunk, k, &err) < 0)
+                                abort();
+                        done += k;
+                }
+        if (undo_writer_commit(w, d, &bytes, &err) < 0 || bytes != body + SHA256_DIGEST_SIZE ||
+            memcmp(d, digest, SHA256_DIGEST_SIZE) != 0)
+                abort();
+        undo_writer_free(w);
+        if (unlink(buf) < 0)
+                abort();
 }
 
 /* Write the opened record back with undo_writer: the same spans and bytes must give the same file. */
@@ -145,7 +201,8 @@ static void fuzz_undo(int fd, const char *path, const uint8_t *data, size_t size
                         abort();
         }
         n = body >= 16 ? le64(data + 8) : 0;
-        file_size = spans_end(data, body, n);
+        bool relocated = body >= 8 && memcmp(data, UNDO_MAGIC_RELOCATED, 8) == 0;
+        file_size = spans_end(data, body, n, relocated);
 
         /* One byte short of where the furthest span ends, no record fits. */
         if (file_size > 0) {
@@ -157,6 +214,13 @@ static void fuzz_undo(int fd, const char *path, const uint8_t *data, size_t size
         if (r < 0) {
                 if (r != -EBADMSG || !err.message[0] || err.code != r || u)
                         abort();
+                return;
+        }
+        if (relocated) {
+                if (r != 0 || !u || u->fd < 0 || u->n != n || (n && !u->spans))
+                        abort();
+                check_relocated(u, data, body, file_size, digest);
+                undo_record_free(u);
                 return;
         }
         if (r != 0 || !u || u->fd < 0 || u->n != n || (n && !u->spans) || body < 16 + 16 * n ||

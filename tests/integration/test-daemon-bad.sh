@@ -110,8 +110,10 @@ while time.time() < t_end and not cut:
         time.sleep(0.01)
     except (BrokenPipeError, ConnectionResetError):
         cut = True
+    # Answered while the hog is still connected: a starved loop would take until the hog is
+    # cut (up to 20 s). The bound leaves room for an ASan build on a loaded 2-core machine (1.1 s seen).
     t0 = time.time(); r = ask(b'{"cmd":"status"}\n'); lat = time.time() - t0
-    assert r['ok'] and lat < 1.0, (r, lat)
+    assert r['ok'] and lat < 5.0, (r, lat)
 assert cut, f'a client that never reads was not disconnected ({sent} bytes of requests sent)'
 print('slow client ok')
 EOF

@@ -49,6 +49,8 @@ check "status: slot b's size is the task's" test "$(tpctl --json status | jget s
 
 switch_to r-rows "$TMP/r-rows.gguf" a "relocated, grown file, from the base in slot a"
 check "... the slot is the task's size" test "$(stat -c %s "$STATE/slots/a.gguf")" = "$(stat -c %s "$TMP/r-rows.gguf")"
+written=$(tpctl --json status | jget counters.last_switch_slot_bytes)
+check "... the build wrote the whole task model ($written bytes)" test "$written" = "$(stat -c %s "$TMP/r-rows.gguf")"
 
 switch_to base "$TMP/base.gguf" b "back to the base, from the relocated task in slot b"
 check "... built from the relocated slot's base bytes" grep -q "building the base from the base bytes of slot b" "$TMP/daemon.log"
