@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * common/device/build.c: building a slot's next content into a fresh file from a base view —
+ * relocating bundles (format 2) from the base, from another relocated slot (through its TPUNDO2
+ * record), an in-layout task and the base itself from a relocated slot; each byte for byte, each
+ * record giving the whole base back; damaged base bytes refused before anything is committed.
+ */
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "artifact.h"
+#include "build.h"
+#include "check-main.h"
+#include "create.h"
+#include "diff.h"
+#include "fileio.h"
+#include "test-buf.h"
+
+#define N_TENSORS 6
+#define TENSOR_BYTES (192u << 10)       /* F16 tensors of 96 Ki elements */
+
+static char dir[64];
+
+static char *path_of(const char *name) {
+        static char p[4][128];
+        static unsigned k;
+        k = (k + 1) % 4;
+        snprintf(p[k], sizeof(p[k]), "%s/%s", dir, name);
+        return p[k];
+}
+
+static void put_le(Buf *b, uint64_t v, unsigned n) {
+        uint8_t x[8];
+        for (unsigned i = 0; i < n; i++)
+                x[i] = (uint8_t) (v >> (8 * i));
+        put(b, x, n);
+}
+
+static void put_str(Buf *b, const char *s) {
+        put_le(b, strlen(s), 8);
+        put(b, s, strlen(s));
+}
+
+/*
+ * A GGUF v3 of N_TENSORS F16 tensors named blk.I.weight with general.name @name; tensor I's
+ * bytes are a hash of (I, offset), flipped in its first 4 KiB when bit I of @changed is set, and
+ * tensor @grown (-1: none) has 64 more rows of 1024 elements. A longer name moves every tensor.
+ */
+static void write_gguf(const char *file, const char *name, unsigned changed, int grown) {
+        Buf b = {};
+        uint64_t offset = 0;
+
+        put(&b, "GGUF", 4);
+        put_le(&b, 3, 4);
+        put_le(&b, N_TENSORS, 8);
+        put_le(&b, 2, 8);
+        put_str(&b, "general.architecture");
+        put_le(&b, 8, 4);
+        put_str(&b, "test");
+        put_str(&b, "general.name");
+        put_le(&b, 8, 4);
+        put_str(&b, name);
+        for (int i = 0; i < N_TENSORS; i++) {
+                char t[32];
+                uint64_t rows = TENSOR_BYTES / 2048 + (i == grown ? 64 : 0);
+                snprintf(t, sizeof(t), "blk.%d.weight", i);
+                put_str(&b, t);
+                put_le(&b, 2, 4);
+                put_le(&b, 1024, 8);
+                put_le(&b, rows, 8);
+                put_le(&b, 1, 4);       /* F16 */
+                put_le(&b, offset, 8);
+                offset += rows * 2048;
+        }
+        while (b.n % 32)
+                put(&b, "", 1);
+        for (int i = 0; i < N_TENSORS; i++) {
+                uint64_t n = TENSOR_BYTES + (i == grown ? 64 * 2048 : 0);
+                for (uint64_t k = 0; k < n; k++) {
+                        uint32_t x = (uint32_t) (i * 1000003 + k) * 2654435761u;
+                        uint8_t byte = (uint8_t) ((x ^ x >> 15) >> 7);
+                        if (k < 4096 && (changed >> i & 1))
+                                byte ^= 0x5a;
+                        put(&b, &byte, 1);
+                }
+        }
+        ck_assert_int_eq(atomic_file_write(path_of(file), b.p, b.n), 0);
+        free(b.p);
+}
+
+static void make_bundle(const char *target, const char *out, const char *task) {
+        _cleanup_close_ int bfd = open(path_of("base.gguf"), O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int tfd = open(path_of(target), O_RDONLY | O_CLOEXEC);
+        _cleanup_(artifact_freep) Artifact *ba = NULL, *ta = NULL;
+        _cleanup_(diff_freep) Diff *d = NULL;
+        CreateOptions o = { .task = task, .version = 1, .created = 1, .level = 3 };
+        TpError err = {};
+
+        ck_assert_int_eq(artifact_open(bfd, &ba, &err), 0);
+        ck_assert_int_eq(artifact_open(tfd, &ta, &err), 0);
+        ck_assert_int_eq(diff_compute(bfd, ba, tfd, ta, &d, &err), 0);
+        ck_assert_msg(bundle_create(bfd, ba, tfd, ta, d, &o, path_of(out), NULL, &err) == 0, "%s", err.message);
+}
+
+static Bundle *open_bundle(const char *name) {
+        Bundle *b = NULL;
+        BundleTrust t = { .allow_unsigned = true };
+        TpError err = {};
+        ck_assert_int_eq(bundle_open(path_of(name), &b, &err), 0);
+        ck_assert_int_eq(bundle_verify(b, &t, &err), 0);
+        return b;
+}
+
+static uint64_t file_size(const char *name) {
+        struct stat st;
+        ck_assert_int_eq(stat(path_of(name), &st), 0);
+        return (uint64_t) st.st_size;
+}
+
+static uint8_t *read_all(const char *name) {
+        uint64_t n = file_size(name);
+        uint8_t *p = malloc(n + 1);
+        _cleanup_close_ int fd = open(path_of(name), O_RDONLY | O_CLOEXEC);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(pread_full(fd, p, n, 0), 0);
+        return p;
+}
+
+static void setup(void) {
+        snprintf(dir, sizeof(dir), "/tmp/check-build.XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        write_gguf("base.gguf", "base", 0, -1);
+        write_gguf("r1.gguf", "a task whose name grew by far more than the alignment", 1u << 1, -1);
+        write_gguf("r2.gguf", "another", 1u << 4, 3);
+        write_gguf("t.gguf", "base", 1u << 2, -1);        /* the base's layout: an in-layout bundle */
+        make_bundle("r1.gguf", "r1.tpb", "r1");
+        make_bundle("r2.gguf", "r2.tpb", "r2");
+        make_bundle("t.gguf", "t.tpb", "t");
+}
+
+static void teardown(void) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        ck_assert_int_eq(system(cmd), 0);
+}
+
+/* What a slot file holds: its seal (size and record) and the path of its record. */
+typedef struct View {
+        const char *file;
+        Seal seal;
+        char undo[128];
+} View;
+
+/* Build @b (NULL: the base) from @from into the file @out; 0 or the builder's error. @to describes it after. */
+static int build(View *from, Bundle *b, const char *out, View *to, TpError *err) {
+        _cleanup_(undo_record_freep) UndoRecord *u = NULL;
+        _cleanup_(builder_freep) Builder *bd = NULL;
+        _cleanup_close_ int vfd = open(path_of(from->file), O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int ofd = open(path_of(out), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        uint64_t base_size = file_size("base.gguf");
+        StageTarget t = { .bundle = b, .size = b ? b->manifest->target.size : base_size };
+        int r;
+
+        ck_assert_int_ge(vfd, 0);
+        ck_assert_int_ge(ofd, 0);
+        if (b)
+                memcpy(t.sha256, b->manifest->target.sha256, 32);
+        else {
+                uint8_t *bytes = read_all("base.gguf");
+                sha256_digest(bytes, base_size, t.sha256);
+                free(bytes);
+        }
+        if (from->seal.undo_spans &&
+            (r = undo_record_open(from->undo, from->seal.undo_spans, from->seal.undo_sha256, from->seal.size, &u, err)) < 0)
+                return r;
+        StageSource src = { .seal = &from->seal, .undo = u };
+        *to = (View) { .file = out };
+        snprintf(to->undo, sizeof(to->undo), "%s.undo", path_of(out));
+        if ((r = builder_new(vfd, &src, &t, base_size, to->undo, &bd, err)) < 0)
+                return r;
+        ck_assert_uint_ge(builder_space(bd), t.size);
+        builder_output(bd, ofd);
+        while ((r = builder_step(bd, 100000, err)) > 0)
+                ;
+        if (r < 0)
+                return r;
+        const StageProgress *p = builder_progress(bd);
+        ck_assert_uint_eq(p->done, p->total);
+        ck_assert_uint_eq(p->slot_bytes, t.size);
+        builder_result(bd, &to->seal.undo_spans, to->seal.undo_sha256, &to->seal.relocated);
+        to->seal.size = t.size;
+        return 0;
+}
+
+static void assert_same(const char *got, const char *want) {
+        uint64_t n = file_size(want);
+        ck_assert_uint_eq(file_size(got), n);
+        uint8_t *a = read_all(got), *b = read_all(want);
+        ck_assert_msg(memcmp(a, b, n) == 0, "%s is not %s", got, want);
+        free(a);
+        free(b);
+}
+
+/* The view's record gives every base byte back. */
+static void assert_gives_base(View *v) {
+        _cleanup_(undo_record_freep) UndoRecord *u = NULL;
+        _cleanup_close_ int fd = open(path_of(v->file), O_RDONLY | O_CLOEXEC);
+        uint64_t n = file_size("base.gguf");
+        uint8_t *got = malloc(n), *want = read_all("base.gguf");
+        TpError err = {};
+
+        ck_assert_msg(undo_record_open(v->undo, v->seal.undo_spans, v->seal.undo_sha256, v->seal.size, &u, &err) == 0,
+                      "%s", err.message);
+        ck_assert_int_eq(u->relocated, v->seal.relocated);
+        ck_assert_msg(undo_read_base(u, fd, 0, n, got, &err) == 0, "%s", err.message);
+        ck_assert_msg(memcmp(got, want, n) == 0, "%s with its record is not the base", v->file);
+        free(got);
+        free(want);
+}
+
+START_TEST(test_chain) {
+        _cleanup_(bundle_freep) Bundle *r1 = open_bundle("r1.tpb"), *r2 = open_bundle("r2.tpb"), *t = open_bundle("t.tpb");
+        View base = { .file = "base.gguf", .seal = { .size = file_size("base.gguf") } }, a, b, c, d, e;
+        TpError err = {};
+
+        ck_assert_int_eq(r1->manifest->format, MANIFEST_FORMAT_RELOCATING);
+        ck_assert_int_eq(r2->manifest->format, MANIFEST_FORMAT_RELOCATING);
+        ck_assert_int_ne(t->manifest->format, MANIFEST_FORMAT_RELOCATING);
+
+        /* From the base; then relocated -> relocated (a grown tensor: a bigger file). */
+        ck_assert_msg(build(&base, r1, "s1", &a, &err) == 0, "%s", err.message);
+        assert_same("s1", "r1.gguf");
+        ck_assert(a.seal.relocated);
+        assert_gives_base(&a);
+        ck_assert_msg(build(&a, r2, "s2", &b, &err) == 0, "%s", err.message);
+        assert_same("s2", "r2.gguf");
+        ck_assert_uint_gt(b.seal.size, base.seal.size);
+        assert_gives_base(&b);
+
+        /* From a relocated slot: an in-layout task (a TPUNDO1 record) and the base (no record). */
+        ck_assert_msg(build(&b, t, "s3", &c, &err) == 0, "%s", err.message);
+        assert_same("s3", "t.gguf");
+        ck_assert(!c.seal.relocated);
+        assert_gives_base(&c);
+        ck_assert_msg(build(&b, NULL, "s4", &d, &err) == 0, "%s", err.message);
+        assert_same("s4", "base.gguf");
+        ck_assert_uint_eq(d.seal.undo_spans, 0);
+        ck_assert_int_eq(access(d.undo, F_OK), -1);
+
+        /* A relocated task from an in-layout one's record. */
+        ck_assert_msg(build(&c, r1, "s5", &e, &err) == 0, "%s", err.message);
+        assert_same("s5", "r1.gguf");
+}
+END_TEST
+
+/* Damaged base bytes: under a coded span its base hash names the span; under a copy the target's SHA-256 catches it. */
+START_TEST(test_damaged_view) {
+        _cleanup_(bundle_freep) Bundle *r1 = open_bundle("r1.tpb");
+        View base = { .file = "base.gguf", .seal = { .size = file_size("base.gguf") } }, a;
+        const ManifestSpan *coded = NULL, *copy = NULL;
+        TpError err = {};
+
+        for (size_t i = 0; i < r1->manifest->n_spans; i++) {
+                const ManifestSpan *s = &r1->manifest->spans[i];
+                if (s->encoding == SPAN_DELTA && !coded)
+                        coded = s;
+                if (s->encoding == SPAN_COPY && s->length > 4096 && !copy)
+                        copy = s;
+        }
+        ck_assert_ptr_nonnull(coded);
+        ck_assert_ptr_nonnull(copy);
+        write_gguf("view.gguf", "base", 0, -1);
+        base.file = "view.gguf";
+        int fd = open(path_of("view.gguf"), O_RDWR | O_CLOEXEC);
+        ck_assert_int_eq(pwrite_full(fd, "X", 1, coded->base_offset + 10), 0);
+        close(fd);
+        ck_assert_int_eq(build(&base, r1, "s1", &a, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "base bytes' SHA-256") && strstr(err.message, "wrong base?"), "%s", err.message);
+        ck_assert_int_eq(access(a.undo, F_OK), -1);    /* nothing committed */
+
+        write_gguf("view.gguf", "base", 0, -1);
+        fd = open(path_of("view.gguf"), O_RDWR | O_CLOEXEC);
+        ck_assert_int_eq(pwrite_full(fd, "X", 1, copy->base_offset + 10), 0);
+        close(fd);
+        ck_assert_int_eq(build(&base, r1, "s1", &a, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "the built slot's SHA-256"), "%s", err.message);
+        ck_assert_int_eq(access(a.undo, F_OK), -1);
+}
+END_TEST
+
+/* A view of the wrong size, and a bundle for another base size: refused before a byte is written. */
+START_TEST(test_refusals) {
+        _cleanup_(bundle_freep) Bundle *r1 = open_bundle("r1.tpb");
+        View v = { .file = "r2.gguf", .seal = { .size = file_size("r2.gguf") } }, a;
+        TpError err = {};
+
+        ck_assert_int_eq(build(&v, r1, "s1", &a, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "the slot to build from maps"), "%s", err.message);
+        ck_assert_uint_eq(file_size("s1"), 0);
+}
+END_TEST
+
+static Suite *build_suite(void) {
+        Suite *s = suite_create("build");
+        TCase *tc = tcase_create("build");
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_chain);
+        tcase_add_test(tc, test_damaged_view);
+        tcase_add_test(tc, test_refusals);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+CHECK_MAIN(build_suite)
