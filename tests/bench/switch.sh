@@ -74,6 +74,22 @@ while time.time() < t_end:
 PY
 }
 
+# rotate PREFIX TASK...: switch to each PREFIX+TASK in turn (mark-good, bytes checked against
+# $work/PREFIX+TASK.gguf); the fastest switch in t_best, the most slot bytes one wrote in written.
+rotate() {
+    local prefix=$1 task t0 t1 times=() bytes=()
+    shift
+    for task in "$@"; do
+        t0=$(ns); ctl switch "$prefix$task" > /dev/null; t1=$(ns)
+        times+=($((t1 - t0)))
+        bytes+=("$(st counters.last_switch_slot_bytes)")
+        ctl mark-good > /dev/null
+        cmp -s "$model" "$work/$prefix$task.gguf" || { echo "switch.sh: $prefix$task is not byte-identical" >&2; exit 1; }
+    done
+    t_best=$(best "${times[@]}")
+    written=$(printf '%s\n' "${bytes[@]}" | sort -n | tail -n 1)
+}
+
 echo "1. sibling switches on a ~350 MB q4_0 model (page cache warm, fsync included, $(stat -f -c %T "$work"))"
 dims=(--type q4_0 --dim 2048 --ff 5632 --layers 12 --vocab 300)
 tq="blk.0.attn_q.weight,blk.0.attn_v.weight,blk.1.attn_q.weight,blk.1.attn_v.weight,blk.2.attn_q.weight"
@@ -114,16 +130,8 @@ for mode in full incremental; do
     # switch undoes one task in the inactive slot and writes another.
     ctl switch json > /dev/null; ctl mark-good > /dev/null
     ctl switch shout > /dev/null; ctl mark-good > /dev/null
-    times=() bytes=()
-    for task in bullet json shout bullet json shout; do
-        t0=$(ns); ctl switch "$task" > /dev/null; t1=$(ns)
-        times+=($((t1 - t0)))
-        bytes+=("$(st counters.last_switch_slot_bytes)")
-        ctl mark-good > /dev/null
-        cmp -s "$model" "$work/$task.gguf" || { echo "switch.sh: $mode: $task is not byte-identical" >&2; exit 1; }
-    done
-    t_sw=$(best "${times[@]}")
-    written=$(printf '%s\n' "${bytes[@]}" | sort -n | tail -n 1)
+    rotate "" bullet json shout bullet json shout
+    t_sw=$t_best
     undo_total=$(st counters.undo_bytes_written) state_total=$(st counters.state_bytes_written)
     n_sw=$(st counters.switches)
     budget=$((2 * sj))
@@ -179,16 +187,8 @@ for t in json shout bullet; do ctl install "$work/moved-$t.tpb" > /dev/null; don
 t0=$(ns); ctl switch moved-json > /dev/null; t1=$(ns)
 t_first=$((t1 - t0))
 ctl mark-good > /dev/null
-times=() bytes=()
-for task in shout bullet json shout bullet json; do
-    t0=$(ns); ctl switch "moved-$task" > /dev/null; t1=$(ns)
-    times+=($((t1 - t0)))
-    bytes+=("$(st counters.last_switch_slot_bytes)")
-    ctl mark-good > /dev/null
-    cmp -s "$model" "$work/moved-$task.gguf" || { echo "switch.sh: moved-$task is not byte-identical" >&2; exit 1; }
-done
-t_rel=$(best "${times[@]}")
-written=$(printf '%s\n' "${bytes[@]}" | sort -n | tail -n 1)
+rotate moved- shout bullet json shout bullet json
+t_rel=$t_best
 # Back to the base: the inactive slot holds a relocated task, so the base is built from it too.
 t0=$(ns); ctl switch --base > /dev/null; t1=$(ns)
 t_back=$((t1 - t0))

@@ -106,15 +106,39 @@ static uint64_t spans_end(const uint8_t *body, size_t len, uint64_t n, bool relo
         return end;
 }
 
-/* A relocated record that opened: its entries tile the base, and its stored bytes are all it holds. */
-static void check_relocated(const UndoRecord *u, const uint8_t *data, size_t body, uint64_t file_size,
-                            const uint8_t digest[SHA256_DIGEST_SIZE]) {
-        uint64_t pos = 0, expect = 24 + 24 * u->n;
+/* Write the opened record back with undo_writer: the same spans and stored bytes must give the same file. */
+static void rewrite_undo(const UndoRecord *u, const uint8_t digest[SHA256_DIGEST_SIZE], uint64_t record_size) {
         uint8_t chunk[4096], d[SHA256_DIGEST_SIZE];
         UndoWriter *w = NULL;
         TpError err = {};
         char buf[128];
         uint64_t bytes = 0;
+
+        fuzz_scratch_path("fuzz-seal", "slot.undo", buf);
+        if ((u->relocated ? undo_writer_new_relocated(buf, u->spans, u->n, u->base_size, &w, &err)
+                          : undo_writer_new(buf, u->spans, u->n, &w, &err)) < 0)
+                abort();
+        for (uint64_t i = 0; i < u->n; i++)
+                for (uint64_t done = 0; u->spans[i].slot_offset == UNDO_STORED && done < u->spans[i].length;) {
+                        size_t k = u->spans[i].length - done < sizeof(chunk) ? (size_t) (u->spans[i].length - done)
+                                                                            : sizeof(chunk);
+                        if (pread_full(u->fd, chunk, k, u->spans[i].data_offset + done) < 0 ||
+                            undo_writer_append(w, chunk, k, &err) < 0)
+                                abort();
+                        done += k;
+                }
+        if (undo_writer_commit(w, d, &bytes, &err) < 0 || bytes != record_size ||
+            memcmp(d, digest, SHA256_DIGEST_SIZE) != 0)
+                abort();
+        undo_writer_free(w);
+        if (unlink(buf) < 0)
+                abort();
+}
+
+/* A relocated record that opened: its entries tile the base, and its stored bytes are all it holds. */
+static void check_relocated(const UndoRecord *u, const uint8_t *data, size_t body, uint64_t file_size,
+                            const uint8_t digest[SHA256_DIGEST_SIZE]) {
+        uint64_t pos = 0, expect = 24 + 24 * u->n;
 
         if (!u->relocated || u->base_size != le64(data + 16) || body < expect)
                 abort();
@@ -133,52 +157,7 @@ static void check_relocated(const UndoRecord *u, const uint8_t *data, size_t bod
         }
         if (pos != u->base_size || expect != body)
                 abort();
-        fuzz_scratch_path("fuzz-seal", "slot.undo", buf);
-        if (undo_writer_new_relocated(buf, u->spans, u->n, u->base_size, &w, &err) < 0)
-                abort();
-        for (uint64_t i = 0; i < u->n; i++)
-                for (uint64_t done = 0; u->spans[i].slot_offset == UNDO_STORED && done < u->spans[i].length;) {
-                        size_t k = u->spans[i].length - done < sizeof(chunk) ? (size_t) (u->spans[i].length - done)
-                                                                            : sizeof(chunk);
-                        if (pread_full(u->fd, chunk, k, u->spans[i].data_offset + done) < 0 ||
-                            undo_writer_append(w, chunk, k, &err) < 0)
-                                abort();
-                        done += k;
-                }
-        if (undo_writer_commit(w, d, &bytes, &err) < 0 || bytes != body + SHA256_DIGEST_SIZE ||
-            memcmp(d, digest, SHA256_DIGEST_SIZE) != 0)
-                abort();
-        undo_writer_free(w);
-        if (unlink(buf) < 0)
-                abort();
-}
-
-/* Write the opened record back with undo_writer: the same spans and bytes must give the same file. */
-static void rewrite_undo(const UndoRecord *u, const uint8_t digest[SHA256_DIGEST_SIZE], uint64_t record_size) {
-        uint8_t chunk[4096], d[SHA256_DIGEST_SIZE];
-        UndoWriter *w = NULL;
-        TpError err = {};
-        char buf[128];
-        uint64_t bytes = 0;
-
-        fuzz_scratch_path("fuzz-seal", "slot.undo", buf);
-        if (undo_writer_new(buf, u->spans, u->n, &w, &err) < 0)
-                abort();
-        for (uint64_t i = 0; i < u->n; i++)
-                for (uint64_t done = 0; done < u->spans[i].length;) {
-                        size_t k = u->spans[i].length - done < sizeof(chunk) ? (size_t) (u->spans[i].length - done)
-                                                                            : sizeof(chunk);
-                        if (pread_full(u->fd, chunk, k, u->spans[i].data_offset + done) < 0 ||
-                            undo_writer_append(w, chunk, k, &err) < 0)
-                                abort();
-                        done += k;
-                }
-        if (undo_writer_commit(w, d, &bytes, &err) < 0 || bytes != record_size ||
-            memcmp(d, digest, SHA256_DIGEST_SIZE) != 0)
-                abort();
-        undo_writer_free(w);
-        if (unlink(buf) < 0)
-                abort();
+        rewrite_undo(u, digest, (uint64_t) body + SHA256_DIGEST_SIZE);
 }
 
 static void fuzz_undo(int fd, const char *path, const uint8_t *data, size_t size) {
