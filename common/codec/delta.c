@@ -244,6 +244,7 @@ static const Layout layouts[_DELTA_LAYOUT_MAX] = {
         [DELTA_F16] = { "f16", 2, 2, 1, { 0 } },
         [DELTA_BF16] = { "bf16", 2, 2, 1, { 0 } },
         [DELTA_F32] = { "f32", 4, 4, 1, { 0 } },
+        [DELTA_I8] = { "i8", 1, 1, 0, { 0 } },          /* no words: i8_encode() */
         [DELTA_Q4_0] = { "q4_0", 18, 2, 1, { 0 }, 32, 4, 32, 8, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_0) },
         [DELTA_Q4_1] = { "q4_1", 20, 2, 2, { 0, 2 }, 32, 4, 32, 0, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_1) },
         [DELTA_Q5_0] = { "q5_0", 22, 2, 1, { 0 }, 32, 5, 32, 16, 0, 0, 0, 0, FLIP, { 2, 1, 1, 1 }, { 0 }, QUANT(q5_0) },
@@ -767,9 +768,47 @@ _inline_ void blocks_decode_as(const Layout *L, const uint8_t *base, const uint8
                 batch_decode(L, &g, base, delta, i, 1, out);
 }
 
+/* ---- i8: zigzag differences in four planes of 2 bits ---- */
+
+static void i8_encode(const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out) {
+        size_t q = len / 4;
+
+        for (size_t i = 0; i < q; i++) {
+                uint32_t z = 0;
+                for (unsigned j = 0; j < 4; j++)
+                        z |= zz_encode((uint32_t) target[4 * i + j] - base[4 * i + j], 8) << 8 * j;
+                /* Bits 2k, 2k + 1 of the four codes into byte i of plane k. */
+                for (unsigned k = 0; k < 4; k++) {
+                        uint32_t f = z >> 2 * k;
+                        out[k * q + i] = (uint8_t) ((f & 3) | (f >> 8 & 3) << 2 | (f >> 16 & 3) << 4 |
+                                                    (f >> 24 & 3) << 6);
+                }
+        }
+        for (size_t i = 4 * q; i < len; i++)
+                out[i] = (uint8_t) zz_encode((uint32_t) target[i] - base[i], 8);
+}
+
+static void i8_decode(const uint8_t *base, const uint8_t *delta, size_t len, uint8_t *out) {
+        size_t q = len / 4;
+
+        for (size_t i = 0; i < q; i++) {
+                uint32_t z = spread2[delta[i]] | spread2[delta[q + i]] << 2 | spread2[delta[2 * q + i]] << 4 |
+                             spread2[delta[3 * q + i]] << 6;
+                for (unsigned j = 0; j < 4; j++)
+                        out[4 * i + j] = (uint8_t) (base[4 * i + j] + zz_decode(z >> 8 * j & 255, 8));
+        }
+        for (size_t i = 4 * q; i < len; i++)
+                out[i] = (uint8_t) (base[i] + zz_decode(delta[i], 8));
+}
+
 void delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out) {
         const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
         size_t n = len / L->unit;
+
+        if (l == DELTA_I8) {
+                i8_encode(base, target, len, out);
+                return;
+        }
 
         words_encode(L, base, target, n, out);
         if (L->n_q)
@@ -791,6 +830,11 @@ static void blocks_decode(DeltaLayout l, const uint8_t *base, const uint8_t *del
 void delta_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size_t len, uint8_t *out) {
         const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
         size_t n = len / L->unit;
+
+        if (l == DELTA_I8) {
+                i8_decode(base, delta, len, out);
+                return;
+        }
 
         words_decode(L, base, delta, n, out);
         if (L->n_q)
