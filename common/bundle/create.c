@@ -443,7 +443,7 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
         m->payload.size = res.payload_bytes;
         sha256_final(&payload_hash, m->payload.sha256);
 
-        r = manifest_write(m, &text, &text_len, err);
+        r = manifest_section_write(m, &text, &text_len, err);
         if (r < 0)
                 return r;
         if (o->signer) {

@@ -4,7 +4,8 @@
 # rebuilds it byte for byte, mostly from copies of base bytes; equal layouts still make
 # format 1, and a committed format-1 bundle made before format 2 existed still applies.
 # Hostile format-2 manifests (holes, overlaps, copies outside the base, spans past the
-# target) are refused with the span and offset named, and no output file is left.
+# target, a section that is not a zstd frame) are refused with the span and offset (or what
+# was expected) named, and no output file is left.
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 fix="$(dirname "$BIN")/tools/gguf-fixture"
@@ -113,14 +114,16 @@ else
 fi
 
 # ---- hostile format-2 manifests ------------------------------------------------------------
-# Rewrites the manifest of an unsigned bundle: argv: in out python-expression-on-the-span-lines
+# Rewrites the manifest of an unsigned bundle (format 2's section is a zstd frame of the YAML:
+# decoded, edited, coded again with its size; "plain" leaves it decoded): argv: in out what
 mutate() {
     python3 - "$@" <<'PY'
-import re, struct, sys
+import os, re, struct, subprocess, sys, tempfile
 src, dst, what = sys.argv[1:4]
 d = open(src, "rb").read()
 ms, ss = struct.unpack("<QQ", d[16:32])
-text = d[64:64 + ms].decode()
+assert d[64:68] == b"\x28\xb5\x2f\xfd", "a format-2 manifest section is a zstd frame"
+text = subprocess.run(["zstd", "-q", "-d", "-c"], input=d[64:64 + ms], stdout=subprocess.PIPE, check=True).stdout.decode()
 lines = text.split("\n")
 spans = [i for i, l in enumerate(lines) if l.startswith("- {offset:")]
 def field(i, k, v):
@@ -144,6 +147,11 @@ elif what == "past":
     text2 = text2[:m.start(2)] + str(int(m.group(2)) - 4096) + text2[m.end(2):]
     lines = text2.split("\n")
 text = "\n".join(lines).encode()
+if what != "plain":
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(text)
+        f.flush()
+        text = subprocess.run(["zstd", "-q", "-19", "-c", f.name], stdout=subprocess.PIPE, check=True).stdout
 out = d[:16] + struct.pack("<Q", len(text)) + d[24:64] + text + d[64 + ms:]
 open(dst, "wb").write(out)
 PY
@@ -154,13 +162,14 @@ declare -A expect=(
     [outside]="lie outside the base"
     [short]="the spans end at offset .*is in no span"
     [past]="runs past the target size"
+    [plain]="does not start with the zstd magic"
 )
-for m in hole overlap outside short past; do
+for m in hole overlap outside short past plain; do
     mutate "$TMP/q4_0.tpb" "$TMP/bad-$m.tpb" "$m"
     rm -f "$TMP/bad.out"
     if tp apply "$TMP/b-q4_0.gguf" "$TMP/bad-$m.tpb" -o "$TMP/bad.out" --allow-unsigned > /dev/null 2> "$TMP/bad.err"; then
         fail "$m: a hostile manifest was applied"
-    elif grep -q "${expect[$m]}" "$TMP/bad.err" && grep -Eq 'span #|offset' "$TMP/bad.err" && [ ! -e "$TMP/bad.out" ] &&
+    elif grep -q "${expect[$m]}" "$TMP/bad.err" && grep -Eq 'span #|offset|magic' "$TMP/bad.err" && [ ! -e "$TMP/bad.out" ] &&
          ! ls "$TMP"/.bad.out* > /dev/null 2>&1; then
         ok "$m: refused before a byte is written ($(head -c 150 "$TMP/bad.err"))"
     else
