@@ -424,9 +424,15 @@ static void fold_deltas(Match *m) {
         m->n_pieces = out;
 }
 
-/* Whether ref piece @r can take in @p: a copy or raw bytes short enough, whose base bytes fit one reference. */
+/*
+ * Whether ref piece @r can take in @p: a copy or raw bytes short enough, whose base bytes fit one
+ * reference, while the span stays within MATCH_REF_SPAN (its reference stays inside zstd's window).
+ */
 static bool ref_takes(const MatchPiece *r, const MatchPiece *p, uint64_t *ret_lo, uint64_t *ret_hi) {
         uint64_t lo = r->base_offset, hi = r->base_offset + r->base_length;
+
+        if (r->length + p->length > MATCH_REF_SPAN)
+                return false;
 
         switch (p->kind) {
         case MATCH_COPY:

@@ -41,6 +41,8 @@
 #define MATCH_REF_PIECE (512u << 10)   /* target bytes per ref piece */
 #define MATCH_REF_SLACK (256u << 10)   /* base bytes on either side of a ref piece's counterpart */
 #define MATCH_FOLD_COPY (1u << 20)     /* the longest copy folded into the coded pieces around it */
+#define MATCH_REF_SPAN (4u << 20)      /* the longest ref piece folding makes: its reference stays in zstd's
+                                        * 8 MiB window (BUNDLE_WINDOW_LOG) to its end */
 
 typedef enum MatchKind {
         MATCH_COPY,

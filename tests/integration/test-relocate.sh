@@ -1,7 +1,7 @@
 #!/bin/bash
 # Relocating bundles (format 2): a task whose layout moved (metadata grown, so every tensor
-# offset shifts; a raw file that grows) is matched by site name: create -> verify -> apply
-# rebuilds it byte for byte, mostly from copies of base bytes; equal layouts still make
+# offset shifts; an ONNX classifier resized; a raw file that grows) is matched by site name:
+# create -> verify -> apply rebuilds it byte for byte, mostly from copies of base bytes; equal layouts still make
 # format 1, and a committed format-1 bundle made before format 2 existed still applies.
 # Hostile format-2 manifests (holes, overlaps, copies outside the base, spans past the
 # target, a section that is not a zstd frame) are refused with the span and offset (or what
@@ -82,6 +82,22 @@ printf 'blk.0.attn_q.weight\nblk.0.attn_v.weight\nblk.1.attn_q.weight\nblk.1.att
 tp create "$TMP/b-q4_0.gguf" "$TMP/k-q4_0.gguf" -o "$TMP/e.tpb" --task e --unsigned --level 3 \
     --expect-sites "$TMP/expect" > /dev/null 2>&1 && ok "--expect-sites: the 4 changed tensors, the 17 moved ones not" ||
     fail "--expect-sites refused the changed set of a moved layout"
+
+# ---- an ONNX INT8 model whose classifier grew: short copies fold into the coded spans -------
+python3 "$root/tests/tools/make-onnx.py" --layers 16 --seed 4 -o "$TMP/ob.onnx" --task-out "$TMP/ot.onnx" \
+    --change-layers 4 --classes 40 > /dev/null
+if tp create "$TMP/ob.onnx" "$TMP/ot.onnx" -o "$TMP/onnx.tpb" --task onnx --unsigned --level 3 > /dev/null &&
+   tp apply "$TMP/ob.onnx" "$TMP/onnx.tpb" -o "$TMP/onnx.out" --allow-unsigned > /dev/null &&
+   cmp -s "$TMP/onnx.out" "$TMP/ot.onnx"; then
+    tp inspect "$TMP/onnx.tpb" --json > "$TMP/onnx.json"
+    plan=$(json_field "$TMP/onnx.json" '[s["encoding"] for s in d["span_list"]]')
+    # The header up to the first changed weight, one i8 delta over the four changed layers and
+    # the copies between them, and the resized classifier with the copies before it.
+    [ "$plan" = "['ref', 'delta', 'ref']" ] && ok "onnx: classifier resized, 4 layers changed: 3 spans ($plan)" ||
+        fail "onnx: spans $plan"
+else
+    fail "onnx: the classifier-resize pair is not rebuilt"
+fi
 
 # ---- a raw file that grows ------------------------------------------------------------
 python3 - "$TMP" <<'PY'
