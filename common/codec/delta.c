@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "delta.h"
-#include "ggml.h"
+#include "delta-i8.h"
 
 /* The wire format's constants (delta.h). */
 #define BUCKETS   8
@@ -244,7 +244,7 @@ static const Layout layouts[_DELTA_LAYOUT_MAX] = {
         [DELTA_F16] = { "f16", 2, 2, 1, { 0 } },
         [DELTA_BF16] = { "bf16", 2, 2, 1, { 0 } },
         [DELTA_F32] = { "f32", 4, 4, 1, { 0 } },
-        [DELTA_I8] = { "i8", 1, 1, 0, { 0 } },          /* no words: i8_encode() */
+        [DELTA_I8] = { "i8", 1, 1, 0, { 0 } },          /* no words: delta-i8.c */
         [DELTA_Q4_0] = { "q4_0", 18, 2, 1, { 0 }, 32, 4, 32, 8, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_0) },
         [DELTA_Q4_1] = { "q4_1", 20, 2, 2, { 0, 2 }, 32, 4, 32, 0, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_1) },
         [DELTA_Q5_0] = { "q5_0", 22, 2, 1, { 0 }, 32, 5, 32, 16, 0, 0, 0, 0, FLIP, { 2, 1, 1, 1 }, { 0 }, QUANT(q5_0) },
@@ -281,29 +281,6 @@ DeltaLayout delta_layout_from_string(const char *s) {
                 if (strcmp(layouts[l].name, s) == 0)
                         return (DeltaLayout) l;
         return _DELTA_LAYOUT_INVALID;
-}
-
-DeltaLayout delta_layout_for_ggml(uint32_t ggml_type) {
-        static const struct {
-                uint32_t type;
-                DeltaLayout layout;
-        } map[] = {
-                { GGML_TYPE_F32, DELTA_F32 },   { GGML_TYPE_F16, DELTA_F16 },   { GGML_TYPE_BF16, DELTA_BF16 },
-                { GGML_TYPE_Q4_0, DELTA_Q4_0 }, { GGML_TYPE_Q4_1, DELTA_Q4_1 }, { GGML_TYPE_Q5_0, DELTA_Q5_0 },
-                { GGML_TYPE_Q5_1, DELTA_Q5_1 }, { GGML_TYPE_Q8_0, DELTA_Q8_0 }, { GGML_TYPE_Q2_K, DELTA_Q2_K },
-                { GGML_TYPE_Q3_K, DELTA_Q3_K }, { GGML_TYPE_Q4_K, DELTA_Q4_K }, { GGML_TYPE_Q5_K, DELTA_Q5_K },
-                { GGML_TYPE_Q6_K, DELTA_Q6_K },
-        };
-        for (size_t i = 0; i < ELEMENTSOF(map); i++)
-                if (map[i].type == ggml_type)
-                        return map[i].layout;
-        return DELTA_BYTES;
-}
-
-DeltaLayout delta_layout_for_onnx(int32_t onnx_data_type) {
-        /* TensorProto.DataType: FLOAT = 1, FLOAT16 = 10, BFLOAT16 = 16. */
-        return onnx_data_type == 1 ? DELTA_F32 : onnx_data_type == 10 ? DELTA_F16
-                                              : onnx_data_type == 16 ? DELTA_BF16 : DELTA_BYTES;
 }
 
 size_t delta_unit(DeltaLayout l) {
@@ -768,45 +745,12 @@ _inline_ void blocks_decode_as(const Layout *L, const uint8_t *base, const uint8
                 batch_decode(L, &g, base, delta, i, 1, out);
 }
 
-/* ---- i8: zigzag differences in four planes of 2 bits ---- */
-
-static void i8_encode(const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out) {
-        size_t q = len / 4;
-
-        for (size_t i = 0; i < q; i++) {
-                uint32_t z = 0;
-                for (unsigned j = 0; j < 4; j++)
-                        z |= zz_encode((uint32_t) target[4 * i + j] - base[4 * i + j], 8) << 8 * j;
-                /* Bits 2k, 2k + 1 of the four codes into byte i of plane k. */
-                for (unsigned k = 0; k < 4; k++) {
-                        uint32_t f = z >> 2 * k;
-                        out[k * q + i] = (uint8_t) ((f & 3) | (f >> 8 & 3) << 2 | (f >> 16 & 3) << 4 |
-                                                    (f >> 24 & 3) << 6);
-                }
-        }
-        for (size_t i = 4 * q; i < len; i++)
-                out[i] = (uint8_t) zz_encode((uint32_t) target[i] - base[i], 8);
-}
-
-static void i8_decode(const uint8_t *base, const uint8_t *delta, size_t len, uint8_t *out) {
-        size_t q = len / 4;
-
-        for (size_t i = 0; i < q; i++) {
-                uint32_t z = spread2[delta[i]] | spread2[delta[q + i]] << 2 | spread2[delta[2 * q + i]] << 4 |
-                             spread2[delta[3 * q + i]] << 6;
-                for (unsigned j = 0; j < 4; j++)
-                        out[4 * i + j] = (uint8_t) (base[4 * i + j] + zz_decode(z >> 8 * j & 255, 8));
-        }
-        for (size_t i = 4 * q; i < len; i++)
-                out[i] = (uint8_t) (base[i] + zz_decode(delta[i], 8));
-}
-
 void delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out) {
         const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
         size_t n = len / L->unit;
 
         if (l == DELTA_I8) {
-                i8_encode(base, target, len, out);
+                delta_i8_encode(base, target, len, out);
                 return;
         }
 
@@ -832,7 +776,7 @@ void delta_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size
         size_t n = len / L->unit;
 
         if (l == DELTA_I8) {
-                i8_decode(base, delta, len, out);
+                delta_i8_decode(base, delta, len, out);
                 return;
         }
 
