@@ -15,6 +15,8 @@
 #include "sign.h"
 #include "yaml-doc.h"
 
+_Static_assert(MANIFEST_WINDOW_LOG <= BUNDLE_WINDOW_LOG, "a manifest frame asks no more of a reader than a span's");
+
 void bundle_header_encode(const BundleHeader *h, uint8_t ret[BUNDLE_HEADER_SIZE]) {
         memset(ret, 0, BUNDLE_HEADER_SIZE);
         memcpy(ret, BUNDLE_MAGIC, 8);
@@ -127,8 +129,9 @@ static int bundle_read(int fd, const char *what, uint64_t max_manifest, Bundle *
         return 0;
 }
 
-static int bundle_parse(Bundle *b, TpError *err) {
-        int r = manifest_parse(b->manifest_text, b->manifest_len, &b->manifest, err);
+/* @max_text: the most YAML a format-2 section may decode to (0: MANIFEST_MAX_BYTES). */
+static int bundle_parse(Bundle *b, uint64_t max_text, TpError *err) {
+        int r = manifest_section_parse(b->header.format, b->manifest_text, b->manifest_len, max_text, &b->manifest, err);
         if (r < 0)
                 return tp_error_prefix(err, r, "%s", b->what);
         if (b->manifest->payload.size != b->header.payload_size)
@@ -146,7 +149,7 @@ int bundle_open_fd(int fd, const char *what, Bundle **ret, TpError *err) {
         int r = bundle_read(fd, what, 0, &b, err);
         if (r < 0)
                 return r;
-        r = bundle_parse(b, err);
+        r = bundle_parse(b, 0, err);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(b);
@@ -212,7 +215,7 @@ int bundle_open_verified_fd(int fd, const char *what, BundleTrust *trust, Bundle
         int r;
 
         if ((r = bundle_read(fd, what, trust->max_manifest_bytes, &b, err)) < 0 ||
-            (r = bundle_check_signature(b, trust, err)) < 0 || (r = bundle_parse(b, err)) < 0 ||
+            (r = bundle_check_signature(b, trust, err)) < 0 || (r = bundle_parse(b, trust->max_manifest_bytes, err)) < 0 ||
             (r = bundle_check_spans(b, trust, err)) < 0 || (r = bundle_check_expiry(b, trust, err)) < 0)
                 return r;
         *ret = TAKE_PTR(b);

@@ -51,7 +51,7 @@ typedef struct Bundle {
         char *what;                     /* the name used in messages (usually the path) */
         uint64_t file_size;
         BundleHeader header;
-        char *manifest_text;            /* exactly the signed bytes */
+        char *manifest_text;            /* exactly the signed bytes: the YAML, or format 2's zstd frame of it */
         size_t manifest_len;
         uint8_t *signature;             /* NULL when unsigned */
         size_t signature_len;
@@ -73,7 +73,8 @@ typedef struct BundleTrust {
         const char *ca_path;            /* PEM file or directory; NULL: do not check the signature */
         bool allow_unsigned;            /* accept a bundle without a signature */
         time_t now;                     /* for certificate validity and expiry; 0: clock unknown, skip dates */
-        /* A device's caps (bundle_open_verified*): the manifest's bytes, checked before they are read,
+        /* A device's caps (bundle_open_verified*): the manifest's bytes, checked before they are read
+         * (format 2: its section's bytes, and the YAML they decode to, checked before it is decoded),
          * and its spans, checked after the parse; 0: the format's own (MANIFEST_MAX_BYTES, _SPANS). */
         uint64_t max_manifest_bytes;
         uint64_t max_spans;

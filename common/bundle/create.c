@@ -92,19 +92,18 @@ static Plan plan_region(const Artifact *base, const Artifact *target, const Diff
 }
 
 /* A piece of a relocating plan (format 2) as a span to build. */
-static Plan plan_piece(const Artifact *target, const MatchPiece *q) {
+static Plan plan_piece(const MatchPiece *q) {
         Plan p = { q->offset, q->length, q->site, _DELTA_LAYOUT_INVALID, q->base_offset, 0, false };
 
         switch (q->kind) {
         case MATCH_COPY:
                 p.copy = true;
                 break;
-        case MATCH_CHANGED: {
-                p.layout = q->site >= 0 ? site_delta_layout(target, &target->sites[q->site]) : DELTA_BYTES;
-                if (q->length % delta_unit(p.layout) != 0)
+        case MATCH_CHANGED:
+                p.layout = q->layout;
+                if (delta_unit(p.layout) == 0 || q->length % delta_unit(p.layout) != 0)
                         p.layout = DELTA_BYTES;
                 break;
-        }
         case MATCH_REF:
                 p.ref_length = q->base_length;
                 break;
@@ -360,7 +359,7 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
 
         sha256_init(&payload_hash);
         for (size_t i = 0; i < n_plans; i++) {
-                Plan p = match ? plan_piece(target, &match->pieces[i]) : plan_region(base, target, &diff->regions[i]);
+                Plan p = match ? plan_piece(&match->pieces[i]) : plan_region(base, target, &diff->regions[i]);
                 ManifestSpan *s = &m->spans[m->n_spans];
                 uint64_t raw_size = 0, alt_size = UINT64_MAX;
                 uint8_t bsha[32], nsha[32];
@@ -444,7 +443,7 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
         m->payload.size = res.payload_bytes;
         sha256_final(&payload_hash, m->payload.sha256);
 
-        r = manifest_write(m, &text, &text_len, err);
+        r = manifest_section_write(m, &text, &text_len, err);
         if (r < 0)
                 return r;
         if (o->signer) {

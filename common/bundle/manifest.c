@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "manifest.h"
 #include "yaml-doc.h"
@@ -395,6 +396,94 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
         if ((r = parse_sites(sites, m, err)) < 0 || (r = parse_spans(spans, m, err)) < 0)
                 return r;
 
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+/* ---- the section: format 2 compressed -------------------------------------- */
+
+int manifest_section_write(const Manifest *m, char **ret_section, size_t *ret_len, TpError *err) {
+        _cleanup_free_ char *text = NULL, *z = NULL;
+        size_t len, cap, n;
+        ZSTD_CCtx *c;
+        int r;
+
+        if ((r = manifest_write(m, &text, &len, err)) < 0)
+                return r;
+        if (m->format != MANIFEST_FORMAT_RELOCATING) {
+                *ret_section = TAKE_PTR(text);
+                *ret_len = len;
+                return 0;
+        }
+        cap = ZSTD_compressBound(len);
+        z = malloc(cap);
+        c = ZSTD_createCCtx();
+        if (!z || !c) {
+                ZSTD_freeCCtx(c);
+                return -ENOMEM;
+        }
+        /* One-shot: the frame header carries the size, which the reader checks before it allocates. */
+        ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 19);
+        ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, MANIFEST_WINDOW_LOG);
+        n = ZSTD_compress2(c, z, cap, text, len);
+        ZSTD_freeCCtx(c);
+        if (ZSTD_isError(n))
+                return tp_error(err, -EIO, "manifest: zstd: %s", ZSTD_getErrorName(n));
+        *ret_section = TAKE_PTR(z);
+        *ret_len = n;
+        return 0;
+}
+
+int manifest_section_parse(uint64_t format, const char *section, size_t len, uint64_t max_text, Manifest **ret,
+                           TpError *err) {
+        _cleanup_(manifest_freep) Manifest *m = NULL;
+        _cleanup_free_ char *text = NULL;
+        unsigned long long size;
+        ZSTD_DCtx *d;
+        size_t n;
+        int r;
+
+        if (format != MANIFEST_FORMAT_RELOCATING)
+                return manifest_parse(section, len, ret, err);
+        if (max_text == 0 || max_text > MANIFEST_MAX_BYTES)
+                max_text = MANIFEST_MAX_BYTES;
+        /* The magic itself: a skippable frame is a zstd frame too, but holds no manifest. */
+        if (len < 4 || memcmp(section, "\x28\xb5\x2f\xfd", 4) != 0)
+                return tp_error(err, -EBADMSG, W ": a format-2 manifest is one zstd frame of YAML; this section "
+                                "does not start with the zstd magic 28 b5 2f fd");
+        size = ZSTD_getFrameContentSize(section, len);
+        if (size == ZSTD_CONTENTSIZE_ERROR)
+                return tp_error(err, -EBADMSG, W ": the zstd frame header is damaged or truncated");
+        if (size == ZSTD_CONTENTSIZE_UNKNOWN || size == 0)
+                return tp_error(err, -EBADMSG, W ": the zstd frame declares %s", size ? "no decoded size" :
+                                "an empty manifest");
+        if (size > max_text)
+                return tp_error(err, -EBADMSG, W ": the zstd frame declares %llu bytes of YAML, more than the cap of %"
+                                PRIu64, size, max_text);
+        n = ZSTD_findFrameCompressedSize(section, len);
+        if (ZSTD_isError(n))
+                return tp_error(err, -EBADMSG, W ": the zstd frame is damaged or truncated: %s", ZSTD_getErrorName(n));
+        if (n != len)
+                return tp_error(err, -EBADMSG, W ": %zu bytes after the zstd frame (%zu bytes) in the manifest section",
+                                len - n, n);
+        text = malloc((size_t) size);
+        d = ZSTD_createDCtx();
+        if (!text || !d) {
+                ZSTD_freeDCtx(d);
+                return -ENOMEM;
+        }
+        ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, MANIFEST_WINDOW_LOG);
+        n = ZSTD_decompressDCtx(d, text, (size_t) size, section, len);
+        ZSTD_freeDCtx(d);
+        if (ZSTD_isError(n))
+                return tp_error(err, -EBADMSG, W ": zstd: %s", ZSTD_getErrorName(n));
+        if (n != size)
+                return tp_error(err, -EBADMSG, W ": the zstd frame decodes to %zu bytes, its header says %llu", n, size);
+        if ((r = manifest_parse(text, n, &m, err)) < 0)
+                return r;
+        if (m->format != MANIFEST_FORMAT_RELOCATING)
+                return tp_error(err, -EBADMSG, W ": a format-%" PRIu64 " manifest in a compressed section: only format 2 "
+                                "compresses its manifest", m->format);
         *ret = TAKE_PTR(m);
         return 0;
 }

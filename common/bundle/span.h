@@ -22,7 +22,7 @@
  * L bytes[, site S]): <what was expected and what was found>"):
  *   span_decoder_next()   the span lies inside the target; its frame is the
  *                         next one in the payload and ends inside it; a delta
- *                         span names a known layout, lies wholly inside the
+ *                         span names a known layout (i8 only in format 2), lies wholly inside the
  *                         base and is whole units of its layout;
  *   span_decoder_read()   the frame (bundle.h's SpanReader): its window
  *                         within BUNDLE_WINDOW_LOG, it decodes to exactly the

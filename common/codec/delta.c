@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "delta.h"
-#include "ggml.h"
+#include "delta-i8.h"
 
 /* The wire format's constants (delta.h). */
 #define BUCKETS   8
@@ -244,6 +244,7 @@ static const Layout layouts[_DELTA_LAYOUT_MAX] = {
         [DELTA_F16] = { "f16", 2, 2, 1, { 0 } },
         [DELTA_BF16] = { "bf16", 2, 2, 1, { 0 } },
         [DELTA_F32] = { "f32", 4, 4, 1, { 0 } },
+        [DELTA_I8] = { "i8", 1, 1, 0, { 0 } },          /* no words: delta-i8.c */
         [DELTA_Q4_0] = { "q4_0", 18, 2, 1, { 0 }, 32, 4, 32, 8, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_0) },
         [DELTA_Q4_1] = { "q4_1", 20, 2, 2, { 0, 2 }, 32, 4, 32, 0, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_1) },
         [DELTA_Q5_0] = { "q5_0", 22, 2, 1, { 0 }, 32, 5, 32, 16, 0, 0, 0, 0, FLIP, { 2, 1, 1, 1 }, { 0 }, QUANT(q5_0) },
@@ -280,29 +281,6 @@ DeltaLayout delta_layout_from_string(const char *s) {
                 if (strcmp(layouts[l].name, s) == 0)
                         return (DeltaLayout) l;
         return _DELTA_LAYOUT_INVALID;
-}
-
-DeltaLayout delta_layout_for_ggml(uint32_t ggml_type) {
-        static const struct {
-                uint32_t type;
-                DeltaLayout layout;
-        } map[] = {
-                { GGML_TYPE_F32, DELTA_F32 },   { GGML_TYPE_F16, DELTA_F16 },   { GGML_TYPE_BF16, DELTA_BF16 },
-                { GGML_TYPE_Q4_0, DELTA_Q4_0 }, { GGML_TYPE_Q4_1, DELTA_Q4_1 }, { GGML_TYPE_Q5_0, DELTA_Q5_0 },
-                { GGML_TYPE_Q5_1, DELTA_Q5_1 }, { GGML_TYPE_Q8_0, DELTA_Q8_0 }, { GGML_TYPE_Q2_K, DELTA_Q2_K },
-                { GGML_TYPE_Q3_K, DELTA_Q3_K }, { GGML_TYPE_Q4_K, DELTA_Q4_K }, { GGML_TYPE_Q5_K, DELTA_Q5_K },
-                { GGML_TYPE_Q6_K, DELTA_Q6_K },
-        };
-        for (size_t i = 0; i < ELEMENTSOF(map); i++)
-                if (map[i].type == ggml_type)
-                        return map[i].layout;
-        return DELTA_BYTES;
-}
-
-DeltaLayout delta_layout_for_onnx(int32_t onnx_data_type) {
-        /* TensorProto.DataType: FLOAT = 1, FLOAT16 = 10, BFLOAT16 = 16. */
-        return onnx_data_type == 1 ? DELTA_F32 : onnx_data_type == 10 ? DELTA_F16
-                                              : onnx_data_type == 16 ? DELTA_BF16 : DELTA_BYTES;
 }
 
 size_t delta_unit(DeltaLayout l) {
@@ -771,6 +749,11 @@ void delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, siz
         const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
         size_t n = len / L->unit;
 
+        if (l == DELTA_I8) {
+                delta_i8_encode(base, target, len, out);
+                return;
+        }
+
         words_encode(L, base, target, n, out);
         if (L->n_q)
                 blocks_encode(L, base, target, n, out);
@@ -791,6 +774,11 @@ static void blocks_decode(DeltaLayout l, const uint8_t *base, const uint8_t *del
 void delta_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size_t len, uint8_t *out) {
         const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
         size_t n = len / L->unit;
+
+        if (l == DELTA_I8) {
+                delta_i8_decode(base, delta, len, out);
+                return;
+        }
 
         words_decode(L, base, delta, n, out);
         if (L->n_q)

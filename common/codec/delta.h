@@ -101,6 +101,7 @@
  *   f16      2 1 u16        -
  *   bf16     2 1 u16        -
  *   f32      4 1 u32        -
+ *   i8       1 -            (below; bundle format 2 only)
  *   q4_0    18 d            32 x 4, E_s 32: a = d, c = -8a              yes   1,1,2
  *   q4_1    20 d, m         32 x 4, E_s 32: a = d, c = m                yes   1,1,2
  *   q5_0    22 d            32 x 5, E_s 32: a = d, c = -16a             yes   2,1,1,1
@@ -115,6 +116,17 @@
  *   q5_K   176 d@0, dmin@2  as q4_K, 256 x 5                           yes   2,1,1,1 4,2
  *   q6_K   210 d@208        256 x 6, E_s 16: a = d (sc_j - 128), c = -32a yes 2,2,2   4,4
  *                           S: 16 scales (the int8 scales + 128), 8 bits, s_zero 128
+ *
+ * i8 (int8 and uint8 tensors, unit 1): z_i = zz_8(target byte i - base
+ * byte i) for each byte of the group; with m = 4 * floor(len / 4), the
+ * codes z_0 .. z_{m-1} go out in four planes of 2 bits (plane k carries
+ * bits 2k, 2k + 1 of every code, m / 4 bytes, four codes a byte, the first
+ * in the least significant bits), then z_m .. z_{len-1} as bytes. These
+ * are q8_0's element planes without its scale: a fine-tune that moves
+ * values by a step or two leaves the upper planes zero and the lowest one
+ * sparse, which zstd codes in about 0.8 bits a value against 1 with bytes.
+ * Format-1 bundles never use it (readers shipped before it refuse names
+ * they do not know), and a reader refuses it there.
  *
  * The K-quants are ordered, the others are not. Words of q4_0 .. q8_0 are
  * at offset 0 (m at 2). Elements and sub-scales are where ggml's
@@ -147,6 +159,7 @@ typedef enum DeltaLayout {
         DELTA_F16,
         DELTA_BF16,
         DELTA_F32,
+        DELTA_I8,               /* bundle format 2 only: format-1 readers do not know it */
         _DELTA_LAYOUT_MAX,
         _DELTA_LAYOUT_INVALID = -EINVAL,
 } DeltaLayout;

@@ -7,6 +7,7 @@
 #include "delta.h"
 #include "fileio.h"
 #include "match.h"
+#include "onnx.h"
 
 #define MATCH_CHUNK (1u << 20)
 #define MATCH_MIN_COPY 4096             /* a site's unchanged head or tail shorter than this stays in its span */
@@ -237,6 +238,12 @@ DeltaLayout site_delta_layout(const Artifact *a, const Site *s) {
         return DELTA_BYTES;
 }
 
+DeltaLayout site_delta_layout_relocating(const Artifact *a, const Site *s) {
+        if (a->kind == ARTIFACT_ONNX && (s->type == ONNX_TYPE_INT8 || s->type == ONNX_TYPE_UINT8))
+                return DELTA_I8;
+        return site_delta_layout(a, s);
+}
+
 /* Target site @i: its counterpart by name (or a rename), and how its bytes are made. */
 static int plan_site(Matcher *x, size_t i) {
         const Site *t = &x->target->sites[i];
@@ -264,9 +271,10 @@ static int plan_site(Matcher *x, size_t i) {
                 }
                 x->m->fate[i] = SITE_CHANGED;
                 /* The changed window in whole delta units; unchanged ends worth a copy stay copies. */
-                uint64_t unit = delta_unit(site_delta_layout(x->target, t));
+                DeltaLayout layout = site_delta_layout_relocating(x->target, t);
+                uint64_t unit = delta_unit(layout);
                 if (t->length % unit != 0)
-                        unit = 1;
+                        layout = DELTA_BYTES, unit = 1;
                 uint64_t start = first / unit * unit, end = (last / unit + 1) * unit;
                 if (start < MATCH_MIN_COPY)
                         start = 0;
@@ -274,7 +282,7 @@ static int plan_site(Matcher *x, size_t i) {
                         end = t->length;
                 if ((r = emit(x, (MatchPiece) { t->offset, start, MATCH_COPY, b->offset, start, (ssize_t) i })) < 0 ||
                     (r = emit(x, (MatchPiece) { t->offset + start, end - start, MATCH_CHANGED, b->offset + start,
-                                                end - start, (ssize_t) i })) < 0)
+                                                end - start, (ssize_t) i, layout })) < 0)
                         return r;
                 return emit(x, (MatchPiece) { t->offset + end, t->length - end, MATCH_COPY, b->offset + end,
                                               t->length - end, (ssize_t) i });
@@ -362,6 +370,126 @@ static void coalesce(Match *m) {
         m->n_pieces = out;
 }
 
+/* Whether @q reads the base at @p's displacement (target offset to base offset). */
+static bool same_shift(const MatchPiece *p, const MatchPiece *q) {
+        return q->base_offset - q->offset == p->base_offset - p->offset;
+}
+
+/*
+ * Changed pieces at one displacement, with the copies between them, as one changed piece: a copy
+ * codes to zeros in the delta, a few bytes per 128 KiB zstd block, where a span of its own costs a
+ * manifest entry with its hash and splits the delta into two frames with their own tables. The
+ * run's layout is its first piece's; a later piece joins in that layout when it is of the same
+ * layout and whole units from the run's start, or short (MATCH_SMALL_DELTA: coded in the run's
+ * layout, which only costs compression); the run ends with a changed piece, whole units long.
+ */
+static void fold_deltas(Match *m) {
+        size_t out = 0;
+
+        for (size_t i = 0; i < m->n_pieces;) {
+                MatchPiece run = m->pieces[i];
+                size_t last = i;        /* the last piece of the run */
+
+                if (run.kind == MATCH_CHANGED) {
+                        uint64_t unit = delta_unit(run.layout);
+                        for (size_t k = i + 1; k < m->n_pieces; k++) {
+                                const MatchPiece *p = &m->pieces[k];
+                                if (p->offset != m->pieces[k - 1].offset + m->pieces[k - 1].length ||
+                                    !same_shift(&run, p))
+                                        break;
+                                if (p->kind == MATCH_COPY) {
+                                        if (p->length > MATCH_FOLD_COPY)
+                                                break;
+                                        continue;
+                                }
+                                if (p->kind != MATCH_CHANGED)
+                                        break;
+                                bool fits = p->layout == run.layout ? (p->offset - run.offset) % unit == 0 :
+                                                                      p->length <= MATCH_SMALL_DELTA;
+                                if (!fits)
+                                        break;
+                                if ((p->offset + p->length - run.offset) % unit == 0)
+                                        last = k;
+                        }
+                }
+                for (size_t k = i + 1; k <= last; k++) {
+                        if (m->pieces[k].site != run.site)
+                                run.site = -1;
+                        run.length = m->pieces[k].offset + m->pieces[k].length - run.offset;
+                        run.base_length = run.length;
+                }
+                m->pieces[out++] = run;
+                i = last + 1;
+        }
+        m->n_pieces = out;
+}
+
+/*
+ * Whether ref piece @r can take in @p: a copy or raw bytes short enough, whose base bytes fit one
+ * reference, while the span stays within MATCH_REF_SPAN (its reference stays inside zstd's window).
+ */
+static bool ref_takes(const MatchPiece *r, const MatchPiece *p, uint64_t *ret_lo, uint64_t *ret_hi) {
+        uint64_t lo = r->base_offset, hi = r->base_offset + r->base_length;
+
+        if (r->length + p->length > MATCH_REF_SPAN)
+                return false;
+
+        switch (p->kind) {
+        case MATCH_COPY:
+                if (p->length > MATCH_FOLD_COPY)
+                        return false;
+                break;
+        case MATCH_NEW:
+                if (p->length > MATCH_SMALL_DELTA)
+                        return false;
+                break;
+        case MATCH_REF:
+                break;
+        default:
+                return false;
+        }
+        if (p->base_length > 0) {
+                lo = p->base_offset < lo ? p->base_offset : lo;
+                hi = p->base_offset + p->base_length > hi ? p->base_offset + p->base_length : hi;
+        }
+        if (hi - lo > MATCH_REF_MAX)
+                return false;
+        *ret_lo = lo, *ret_hi = hi;
+        return true;
+}
+
+static void ref_take(MatchPiece *r, const MatchPiece *p, uint64_t lo, uint64_t hi) {
+        uint64_t start = p->offset < r->offset ? p->offset : r->offset;
+        uint64_t end = p->offset + p->length > r->offset + r->length ? p->offset + p->length : r->offset + r->length;
+
+        if (p->site != r->site)
+                r->site = -1;
+        *r = (MatchPiece) { start, end - start, MATCH_REF, lo, hi - lo, r->site };
+}
+
+/*
+ * A ref piece takes in the copies and short raw pieces on either side (and neighbouring ref
+ * pieces) while their base bytes fit one reference: a copy inside a reference is one match of
+ * a few bytes, raw bytes are the same literals in either frame, and each is a span less.
+ */
+static void fold_refs(Match *m) {
+        size_t out = 0;
+        uint64_t lo, hi;
+
+        for (size_t i = 0; i < m->n_pieces; i++) {
+                MatchPiece q = m->pieces[i];
+                if (q.kind == MATCH_REF) {
+                        /* Backwards into what is already out, then forwards. */
+                        while (out > 0 && ref_takes(&q, &m->pieces[out - 1], &lo, &hi))
+                                ref_take(&q, &m->pieces[--out], lo, hi);
+                        while (i + 1 < m->n_pieces && ref_takes(&q, &m->pieces[i + 1], &lo, &hi))
+                                ref_take(&q, &m->pieces[++i], lo, hi);
+                }
+                m->pieces[out++] = q;
+        }
+        m->n_pieces = out;
+}
+
 int match_compute(int base_fd, const Artifact *base, int target_fd, const Artifact *target, Match **ret,
                   TpError *err) {
         _cleanup_(match_freep) Match *m = NULL;
@@ -408,7 +536,9 @@ int match_compute(int base_fd, const Artifact *base, int target_fd, const Artifa
                 if ((r = plan_gap(&x, tstart, tend > tstart ? tend - tstart : 0, goff, glen)) < 0)
                         return r;
         }
+        fold_deltas(m);
         coalesce(m);
+        fold_refs(m);
         for (size_t j = 0; j < base->n_sites; j++)
                 if (!used[j])
                         m->removed[m->n_removed++] = j;

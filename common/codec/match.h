@@ -18,6 +18,15 @@
  *
  * Adjacent copies of contiguous base bytes are one piece, so a model whose
  * metadata grew keeps its data section as a handful of copies.
+ *
+ * Every piece becomes a span, and a span costs a manifest entry with its
+ * hashes and a zstd frame with its tables: so short copies are folded into
+ * the coded pieces around them where that is cheaper than a span of their
+ * own. Changed pieces that read the base at the same displacement, with
+ * copies of at most MATCH_FOLD_COPY between them, are one changed piece
+ * (the copies' bytes code to zeros in the delta: a few bytes per 128 KiB);
+ * a ref piece takes in the copies and short raw pieces next to it when
+ * their base bytes fit its reference (one match each).
  */
 
 #include <stdbool.h>
@@ -31,6 +40,9 @@
 #define MATCH_REF_MAX (1u << 20)       /* the most base bytes a piece refers to: manifest.h's SPAN_REF_MAX */
 #define MATCH_REF_PIECE (512u << 10)   /* target bytes per ref piece */
 #define MATCH_REF_SLACK (256u << 10)   /* base bytes on either side of a ref piece's counterpart */
+#define MATCH_FOLD_COPY (1u << 20)     /* the longest copy folded into the coded pieces around it */
+#define MATCH_REF_SPAN (4u << 20)      /* the longest ref piece folding makes: its reference stays in zstd's
+                                        * 8 MiB window (BUNDLE_WINDOW_LOG) to its end */
 
 typedef enum MatchKind {
         MATCH_COPY,
@@ -44,7 +56,8 @@ typedef struct MatchPiece {
         uint64_t offset, length;        /* in the target */
         MatchKind kind;
         uint64_t base_offset, base_length;      /* COPY, CHANGED: base_length == length; REF: the reference */
-        ssize_t site;                   /* target site index, or -1 for header/gap bytes */
+        ssize_t site;                   /* target site index, or -1 for header/gap bytes or several sites */
+        DeltaLayout layout;             /* CHANGED: the delta layout its bytes are coded in (a whole number of units) */
 } MatchPiece;
 
 /* What became of a target site. */
@@ -72,6 +85,8 @@ typedef struct Match {
 
 /* The delta layout of a site's bytes: by its ggml or ONNX type; DELTA_BYTES for other files. */
 DeltaLayout site_delta_layout(const Artifact *a, const Site *s);
+/* The same for a relocating bundle (format 2), which may also use the layouts format 1 cannot (DELTA_I8). */
+DeltaLayout site_delta_layout_relocating(const Artifact *a, const Site *s);
 
 Match *match_free(Match *m);
 DEFINE_POINTER_CLEANUP(Match, match_free)

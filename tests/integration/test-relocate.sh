@@ -1,10 +1,11 @@
 #!/bin/bash
 # Relocating bundles (format 2): a task whose layout moved (metadata grown, so every tensor
-# offset shifts; a raw file that grows) is matched by site name: create -> verify -> apply
-# rebuilds it byte for byte, mostly from copies of base bytes; equal layouts still make
+# offset shifts; an ONNX classifier resized; a raw file that grows) is matched by site name:
+# create -> verify -> apply rebuilds it byte for byte, mostly from copies of base bytes; equal layouts still make
 # format 1, and a committed format-1 bundle made before format 2 existed still applies.
 # Hostile format-2 manifests (holes, overlaps, copies outside the base, spans past the
-# target) are refused with the span and offset named, and no output file is left.
+# target, a section that is not a zstd frame) are refused with the span and offset (or what
+# was expected) named, and no output file is left.
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 fix="$(dirname "$BIN")/tools/gguf-fixture"
@@ -82,6 +83,22 @@ tp create "$TMP/b-q4_0.gguf" "$TMP/k-q4_0.gguf" -o "$TMP/e.tpb" --task e --unsig
     --expect-sites "$TMP/expect" > /dev/null 2>&1 && ok "--expect-sites: the 4 changed tensors, the 17 moved ones not" ||
     fail "--expect-sites refused the changed set of a moved layout"
 
+# ---- an ONNX INT8 model whose classifier grew: short copies fold into the coded spans -------
+python3 "$root/tests/tools/make-onnx.py" --layers 16 --seed 4 -o "$TMP/ob.onnx" --task-out "$TMP/ot.onnx" \
+    --change-layers 4 --classes 40 > /dev/null
+if tp create "$TMP/ob.onnx" "$TMP/ot.onnx" -o "$TMP/onnx.tpb" --task onnx --unsigned --level 3 > /dev/null &&
+   tp apply "$TMP/ob.onnx" "$TMP/onnx.tpb" -o "$TMP/onnx.out" --allow-unsigned > /dev/null &&
+   cmp -s "$TMP/onnx.out" "$TMP/ot.onnx"; then
+    tp inspect "$TMP/onnx.tpb" --json > "$TMP/onnx.json"
+    plan=$(json_field "$TMP/onnx.json" '[s["encoding"] for s in d["span_list"]]')
+    # The header up to the first changed weight, one i8 delta over the four changed layers and
+    # the copies between them, and the resized classifier with the copies before it.
+    [ "$plan" = "['ref', 'delta', 'ref']" ] && ok "onnx: classifier resized, 4 layers changed: 3 spans ($plan)" ||
+        fail "onnx: spans $plan"
+else
+    fail "onnx: the classifier-resize pair is not rebuilt"
+fi
+
 # ---- a raw file that grows ------------------------------------------------------------
 python3 - "$TMP" <<'PY'
 import random, sys
@@ -113,14 +130,16 @@ else
 fi
 
 # ---- hostile format-2 manifests ------------------------------------------------------------
-# Rewrites the manifest of an unsigned bundle: argv: in out python-expression-on-the-span-lines
+# Rewrites the manifest of an unsigned bundle (format 2's section is a zstd frame of the YAML:
+# decoded, edited, coded again with its size; "plain" leaves it decoded): argv: in out what
 mutate() {
     python3 - "$@" <<'PY'
-import re, struct, sys
+import os, re, struct, subprocess, sys, tempfile
 src, dst, what = sys.argv[1:4]
 d = open(src, "rb").read()
 ms, ss = struct.unpack("<QQ", d[16:32])
-text = d[64:64 + ms].decode()
+assert d[64:68] == b"\x28\xb5\x2f\xfd", "a format-2 manifest section is a zstd frame"
+text = subprocess.run(["zstd", "-q", "-d", "-c"], input=d[64:64 + ms], stdout=subprocess.PIPE, check=True).stdout.decode()
 lines = text.split("\n")
 spans = [i for i, l in enumerate(lines) if l.startswith("- {offset:")]
 def field(i, k, v):
@@ -144,6 +163,11 @@ elif what == "past":
     text2 = text2[:m.start(2)] + str(int(m.group(2)) - 4096) + text2[m.end(2):]
     lines = text2.split("\n")
 text = "\n".join(lines).encode()
+if what != "plain":
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(text)
+        f.flush()
+        text = subprocess.run(["zstd", "-q", "-19", "-c", f.name], stdout=subprocess.PIPE, check=True).stdout
 out = d[:16] + struct.pack("<Q", len(text)) + d[24:64] + text + d[64 + ms:]
 open(dst, "wb").write(out)
 PY
@@ -154,13 +178,14 @@ declare -A expect=(
     [outside]="lie outside the base"
     [short]="the spans end at offset .*is in no span"
     [past]="runs past the target size"
+    [plain]="does not start with the zstd magic"
 )
-for m in hole overlap outside short past; do
+for m in hole overlap outside short past plain; do
     mutate "$TMP/q4_0.tpb" "$TMP/bad-$m.tpb" "$m"
     rm -f "$TMP/bad.out"
     if tp apply "$TMP/b-q4_0.gguf" "$TMP/bad-$m.tpb" -o "$TMP/bad.out" --allow-unsigned > /dev/null 2> "$TMP/bad.err"; then
         fail "$m: a hostile manifest was applied"
-    elif grep -q "${expect[$m]}" "$TMP/bad.err" && grep -Eq 'span #|offset' "$TMP/bad.err" && [ ! -e "$TMP/bad.out" ] &&
+    elif grep -q "${expect[$m]}" "$TMP/bad.err" && grep -Eq 'span #|offset|magic' "$TMP/bad.err" && [ ! -e "$TMP/bad.out" ] &&
          ! ls "$TMP"/.bad.out* > /dev/null 2>&1; then
         ok "$m: refused before a byte is written ($(head -c 150 "$TMP/bad.err"))"
     else

@@ -159,6 +159,63 @@ START_TEST(test_signature_before_parse) {
 }
 END_TEST
 
+/*
+ * Format 2's manifest section is a zstd frame of the YAML: a bundle reads it back, and a device's
+ * cap (limits.manifest_bytes) holds for the YAML it decodes to, not only for the frame.
+ */
+START_TEST(test_compressed_manifest) {
+        Manifest m = { .format = MANIFEST_FORMAT_RELOCATING, .task = (char *) "t", .version = 1, .kind = ARTIFACT_RAW };
+        ManifestSpan span = { .offset = 0, .length = 10, .encoding = SPAN_RAW, .frame_offset = 0, .frame_size = 5 };
+        uint8_t hdr[BUNDLE_HEADER_SIZE];
+        char *section = NULL, *text = NULL;
+        size_t slen, tlen;
+        Bundle *b = NULL;
+        TpError err = {};
+        Buf f = {};
+
+        m.base.size = m.target.size = 10;
+        m.target.chunk_size = 4096;
+        m.payload.size = 5;
+        m.spans = &span;
+        m.n_spans = 1;
+        sites_fingerprint(NULL, 0, m.sites_fingerprint);
+        ck_assert_int_eq(manifest_write(&m, &text, &tlen, &err), 0);
+        ck_assert_int_eq(manifest_section_write(&m, &section, &slen, &err), 0);
+        ck_assert_uint_lt(slen, tlen);
+        bundle_header_encode(&(BundleHeader) { BUNDLE_FORMAT_RELOCATING, slen, 0, 5 }, hdr);
+        put(&f, hdr, sizeof(hdr));
+        put(&f, section, slen);
+        put(&f, "12345", 5);
+
+        ck_assert_msg(bundle_open_fd(memfd_with(f.p, f.n), "z.tpb", &b, &err) == 0, "%s", err.message);
+        ck_assert_uint_eq(b->manifest_len, slen);       /* the signed bytes are the frame */
+        ck_assert_uint_eq(b->manifest->target.size, 10);
+        b = bundle_free(b);
+
+        BundleTrust trust = { .allow_unsigned = true, .max_manifest_bytes = tlen };
+        ck_assert_msg(bundle_open_verified_fd(memfd_with(f.p, f.n), "z.tpb", &trust, &b, &err) == 0, "%s", err.message);
+        b = bundle_free(b);
+        trust.max_manifest_bytes = tlen - 1;
+        ck_assert_int_eq(bundle_open_verified_fd(memfd_with(f.p, f.n), "z.tpb", &trust, &b, &err), -EBADMSG);
+        ck_assert_ptr_null(b);
+        ck_assert_msg(strstr(err.message, "z.tpb: manifest: the zstd frame declares") &&
+                      strstr(err.message, "more than the cap"), "%s", err.message);
+
+        /* The YAML itself under a format-2 header. */
+        free(f.p);
+        f = (Buf) {};
+        bundle_header_encode(&(BundleHeader) { BUNDLE_FORMAT_RELOCATING, tlen, 0, 5 }, hdr);
+        put(&f, hdr, sizeof(hdr));
+        put(&f, text, tlen);
+        put(&f, "12345", 5);
+        ck_assert_int_eq(bundle_open_fd(memfd_with(f.p, f.n), "z.tpb", &b, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "does not start with the zstd magic"), "%s", err.message);
+        free(f.p);
+        free(text);
+        free(section);
+}
+END_TEST
+
 /* Read the one span in pieces, then move past it: 0, or the first error (its message in @err). */
 static int read_span(Bundle *b, TpError *err) {
         static uint8_t buf[64 << 10];
@@ -245,6 +302,7 @@ static Suite *bundle_suite(void) {
         tcase_add_test(tc, test_every_bit_flip);
         tcase_add_test(tc, test_caps);
         tcase_add_test(tc, test_signature_before_parse);
+        tcase_add_test(tc, test_compressed_manifest);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("spans");

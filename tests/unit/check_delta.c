@@ -102,7 +102,7 @@ START_TEST(test_names_invalid) {
 
         /* The names a manifest carries. */
         static const char *const names[] = { "bytes", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K",
-                                              "q3_K",  "q4_K", "q5_K", "q6_K", "f16",  "bf16", "f32" };
+                                              "q3_K",  "q4_K", "q5_K", "q6_K", "f16",  "bf16", "f32",  "i8" };
         ck_assert_int_eq(ELEMENTSOF(names), _DELTA_LAYOUT_MAX);
         for (size_t i = 0; i < ELEMENTSOF(names); i++)
                 ck_assert_str_eq(delta_layout_to_string((DeltaLayout) i), names[i]);
@@ -586,6 +586,7 @@ static const char *const golden[_DELTA_LAYOUT_MAX] = {
         [DELTA_F16] = "da3da57b4376c516ccfa4fb52c90211160725f85c529dfc48b1cdba1b4da5d01",
         [DELTA_BF16] = "fcce76808bfead2cc0ba5febc9f64b6c0e821b9c8634dbda71da645b1b2aed95",
         [DELTA_F32] = "728e7c0a276a06e0d2d9c64aed0f135821d5ff8dfe499ee9c25b7526d87eb6aa",
+        [DELTA_I8] = "8b607897b1eeaed1f5a1af89f348b5c248b0c3f70f7bac55af90de7fbc36e82a",
 };
 
 START_TEST(test_golden) {
@@ -640,6 +641,7 @@ static const char *const golden_decode[_DELTA_LAYOUT_MAX] = {
         [DELTA_F16] = "5fcf8e7909108cc3d2b1cacf428258f3ce1ee07bc1892b234a0ef08003d142b9",
         [DELTA_BF16] = "d327b418e5b366a7af397eb4cd635ab3252863612b6f10a5bfd75b2655ac5d89",
         [DELTA_F32] = "e7304e008e92bc6b00866a041e9b38e102c41154a4001273009fa0dcb14c065e",
+        [DELTA_I8] = "cfe61c7a7cf2c39da4833d411f34f687ab2c6054428f04c9f61d9b21b83f9f30",
 };
 
 START_TEST(test_golden_decode) {

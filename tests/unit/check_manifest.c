@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "check-main.h"
 #include "manifest.h"
@@ -313,6 +314,149 @@ START_TEST(test_write_cap) {
 }
 END_TEST
 
+/* ---- the section: format 2's is one zstd frame of the YAML ---------------------------------- */
+
+/* The sample as a relocating manifest: a copy, an i8 delta and a raw span tile a 10000-byte target. */
+static Manifest *sample2(void) {
+        Manifest *m = sample();
+
+        m->format = MANIFEST_FORMAT_RELOCATING;
+        m->target.size = 10000;
+        m->spans = realloc(m->spans, 3 * sizeof(ManifestSpan));
+        ck_assert_ptr_nonnull(m->spans);
+        m->n_spans = 3;
+        free(m->spans[0].layout);
+        free(m->spans[0].site);
+        m->spans[0] = (ManifestSpan) { .offset = 0, .length = 4096, .encoding = SPAN_COPY, .base_offset = 20000,
+                                       .base_length = 4096 };
+        memset(m->spans[0].new_sha256, 0x88, 32);
+        memcpy(m->spans[0].base_sha256, m->spans[0].new_sha256, 32);
+        free(m->spans[1].layout);
+        m->spans[1].layout = strdup("i8");
+        m->spans[1].base_offset = 4096;
+        m->spans[1].base_length = 1152;
+        m->spans[1].frame_offset = 0;
+        m->spans[2] = (ManifestSpan) { .offset = 5248, .length = 4752, .encoding = SPAN_RAW, .frame_offset = 200,
+                                       .frame_size = 100 };
+        memset(m->spans[2].new_sha256, 0x99, 32);
+        return m;
+}
+
+static void section_of(const Manifest *m, char **ret, size_t *ret_len) {
+        TpError err = {};
+        ck_assert_msg(manifest_section_write(m, ret, ret_len, &err) == 0, "%s", err.message);
+}
+
+START_TEST(test_section_round_trip) {
+        Manifest *m1 = sample(), *m2 = sample2(), *p = NULL;
+        char *text, *section;
+        size_t len, slen;
+        TpError err = {};
+
+        /* Format 1: the section is the YAML itself. */
+        text = write_text(m1, &len);
+        section_of(m1, &section, &slen);
+        ck_assert_uint_eq(len, slen);
+        ck_assert_mem_eq(text, section, len);
+        ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT, section, slen, 0, &p, &err), 0);
+        p = manifest_free(p);
+        free(text);
+        free(section);
+
+        /* Format 2: one zstd frame of it, smaller, which parses back to the same YAML. */
+        text = write_text(m2, &len);
+        section_of(m2, &section, &slen);
+        ck_assert_mem_eq(section, "\x28\xb5\x2f\xfd", 4);
+        ck_assert_uint_lt(slen, len);
+        ck_assert_msg(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, section, slen, 0, &p, &err) == 0, "%s",
+                      err.message);
+        ck_assert_uint_eq(p->n_spans, 3);
+        ck_assert_int_eq(p->spans[0].encoding, SPAN_COPY);
+        ck_assert_uint_eq(p->spans[0].base_offset, 20000);
+        ck_assert_str_eq(p->spans[1].layout, "i8");
+        char *text2 = write_text(p, &slen);
+        ck_assert_uint_eq(len, slen);
+        ck_assert_mem_eq(text, text2, len);
+        free(text);
+        free(text2);
+        free(section);
+        manifest_free(p);
+        manifest_free(m1);
+        manifest_free(m2);
+}
+END_TEST
+
+/* A zstd frame of @n bytes of @src: level 3, with or without the decoded size in its header. */
+static char *zframe(const char *src, size_t n, bool with_size, size_t *ret_len) {
+        size_t cap = ZSTD_compressBound(n);
+        char *z = malloc(cap + 16);
+        ZSTD_CCtx *c = ZSTD_createCCtx();
+        ck_assert(z && c);
+        ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, with_size);
+        ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 3);
+        ZSTD_inBuffer in = { src, n, 0 };
+        ZSTD_outBuffer out = { z, cap, 0 };
+        ck_assert_uint_eq(ZSTD_compressStream2(c, &out, &in, ZSTD_e_end), 0);
+        ZSTD_freeCCtx(c);
+        *ret_len = out.pos;
+        return z;
+}
+
+/* Every way a format-2 section can be wrong: refused, with what was expected and what was found. */
+START_TEST(test_section_refusals) {
+        Manifest *m1 = sample(), *m2 = sample2(), *p = NULL;
+        size_t len, zlen, one_len;
+        char *text = write_text(m2, &len), *z, *one = write_text(m1, &one_len);
+        TpError err = {};
+
+#define REFUSED(section, n, cap, words)                                                                          \
+        do {                                                                                                     \
+                ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, section, n, cap, &p, &err), \
+                                 -EBADMSG);                                                                      \
+                ck_assert_ptr_null(p);                                                                           \
+                ck_assert_msg(strstr(err.message, words), "'%s' lacks '%s'", err.message, words);               \
+        } while (0)
+
+        /* The YAML itself, uncompressed; a skippable frame; nothing. */
+        REFUSED(text, len, 0, "does not start with the zstd magic 28 b5 2f fd");
+        REFUSED("\x50\x2a\x4d\x18\x00\x00\x00\x00", 8, 0, "does not start with the zstd magic");
+        REFUSED("", 0, 0, "does not start with the zstd magic");
+        /* A frame that does not say how much it holds, or says it holds more than the cap. */
+        z = zframe(text, len, false, &zlen);
+        REFUSED(z, zlen, 0, "declares no decoded size");
+        free(z);
+        z = zframe(text, len, true, &zlen);
+        REFUSED(z, zlen, 100, "more than the cap of 100");
+        /* Trailing bytes, a truncated frame, a damaged one. */
+        memcpy(z + zlen, "\x28\xb5\x2f\xfd", 4);
+        REFUSED(z, zlen + 1, 0, "1 bytes after the zstd frame");
+        REFUSED(z, zlen - 1, 0, "damaged or truncated");
+        z[zlen - 3] ^= 0x5a;
+        ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, z, zlen, 0, &p, &err), -EBADMSG);
+        ck_assert_ptr_null(p);
+        free(z);
+        /* An empty frame; a format-1 manifest compressed. */
+        z = zframe("", 0, true, &zlen);
+        REFUSED(z, zlen, 0, "declares an empty manifest");
+        free(z);
+        z = zframe(one, one_len, true, &zlen);
+        REFUSED(z, zlen, 0, "a format-1 manifest in a compressed section");
+        free(z);
+        /* A YAML error inside still names its line. */
+        char *bad = strdup(text);
+        memcpy(strstr(bad, "task:"), "tusk:", 5);
+        z = zframe(bad, len, true, &zlen);
+        REFUSED(z, zlen, 0, "line 3");
+        free(z);
+        free(bad);
+#undef REFUSED
+        free(one);
+        free(text);
+        manifest_free(m1);
+        manifest_free(m2);
+}
+END_TEST
+
 static Suite *manifest_suite(void) {
         Suite *s = suite_create("manifest");
         TCase *tc = tcase_create("manifest");
@@ -321,6 +465,8 @@ static Suite *manifest_suite(void) {
         tcase_add_loop_test(tc, test_refusals, 0, (int) (sizeof(bad_cases) / sizeof(bad_cases[0])));
         tcase_add_test(tc, test_text_refusals);
         tcase_add_test(tc, test_task_names);
+        tcase_add_test(tc, test_section_round_trip);
+        tcase_add_test(tc, test_section_refusals);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("caps");

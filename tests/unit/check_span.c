@@ -378,6 +378,10 @@ START_TEST(test_bad_delta_layout) {
         b->manifest->spans[0].layout = strdup("q4_0");
         refused(b, base, BASE_SIZE, "t.tpb: span #0 (offset 200000, 340 bytes): a delta span must be whole q4_0 blocks "
                                     "(18 bytes each)");
+        /* A format-2 layout in a format-1 bundle. */
+        free(b->manifest->spans[0].layout);
+        b->manifest->spans[0].layout = strdup("i8");
+        refused(b, base, BASE_SIZE, "t.tpb: span #0 (offset 200000, 340 bytes): delta layout 'i8' needs bundle format 2");
 }
 END_TEST
 
