@@ -12,6 +12,7 @@
 #include "diff.h"
 #include "match.h"
 #include "ggml.h"
+#include "safetensors.h"
 #include "taskpatch.h"
 
 static void help(void) {
@@ -33,6 +34,8 @@ static void help(void) {
 static const char *type_name(const Artifact *a, const Site *s, char buf[16]) {
         if (a->kind == ARTIFACT_GGUF && ggml_type((uint32_t) s->type))
                 return ggml_type((uint32_t) s->type)->name;
+        if (a->kind == ARTIFACT_SAFETENSORS && safetensors_dtype_to_string(s->type))
+                return safetensors_dtype_to_string(s->type);
         snprintf(buf, 16, "%d", s->type);
         return buf;
 }

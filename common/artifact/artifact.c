@@ -8,11 +8,13 @@
 #include "fileio.h"
 #include "gguf.h"
 #include "onnx.h"
+#include "safetensors.h"
 
 static const char *const kind_table[_ARTIFACT_KIND_MAX] = {
         [ARTIFACT_RAW] = "raw",
         [ARTIFACT_GGUF] = "gguf",
         [ARTIFACT_ONNX] = "onnx",
+        [ARTIFACT_SAFETENSORS] = "safetensors",
 };
 
 const char *artifact_kind_to_string(ArtifactKind k) {
@@ -48,9 +50,12 @@ static int add_site(Artifact *a, const char *name, uint64_t offset, uint64_t len
         return 0;
 }
 
+/* By offset; at one offset the shorter first, so an empty site never "overlaps" its neighbour. */
 static int site_cmp(const void *x, const void *y) {
         const Site *a = x, *b = y;
-        return a->offset < b->offset ? -1 : a->offset > b->offset;
+        if (a->offset != b->offset)
+                return a->offset < b->offset ? -1 : 1;
+        return a->length < b->length ? -1 : a->length > b->length;
 }
 
 static void le(Sha256 *h, uint64_t v, unsigned bytes) {
@@ -111,6 +116,29 @@ static int from_onnx(int fd, Artifact *a, TpError *err) {
         return 0;
 }
 
+static int from_safetensors(int fd, Artifact *a, TpError *err) {
+        _cleanup_(safetensors_freep) Safetensors *s = NULL;
+        int r = safetensors_read(fd, &s, err);
+        if (r < 0)
+                return r;
+        a->sites = calloc(s->n_tensors ? s->n_tensors : 1, sizeof(Site));
+        if (!a->sites)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n_tensors; i++)
+                if ((r = add_site(a, s->tensors[i].name, s->tensors[i].offset, s->tensors[i].length,
+                                  (int32_t) s->tensors[i].dtype)) < 0)
+                        return r;
+        return 0;
+}
+
+/* The format's name as its error messages start. */
+static const char *const format_name[_ARTIFACT_KIND_MAX] = {
+        [ARTIFACT_RAW] = "raw",
+        [ARTIFACT_GGUF] = "GGUF",
+        [ARTIFACT_ONNX] = "ONNX",
+        [ARTIFACT_SAFETENSORS] = "safetensors",
+};
+
 int artifact_open(int fd, Artifact **ret, TpError *err) {
         _cleanup_(artifact_freep) Artifact *a = NULL;
         uint8_t head[64] = {};
@@ -136,10 +164,13 @@ int artifact_open(int fd, Artifact **ret, TpError *err) {
         } else if (onnx_probe(head, n)) {
                 a->kind = ARTIFACT_ONNX;
                 r = from_onnx(fd, a, err);
+        } else if (safetensors_probe(head, n, a->size)) {
+                a->kind = ARTIFACT_SAFETENSORS;
+                r = from_safetensors(fd, a, err);
         } else
                 a->kind = ARTIFACT_RAW;
         if (r < 0)
-                return tp_error_prefix(err, r, "%s", a->kind == ARTIFACT_GGUF ? "GGUF" : "ONNX");
+                return tp_error_prefix(err, r, "%s", format_name[a->kind]);
 
         if (a->n_sites > 1)
                 qsort(a->sites, a->n_sites, sizeof(Site), site_cmp);

@@ -3,9 +3,10 @@
 
 /*
  * An artifact is a model file seen as a list of *sites*: the byte ranges
- * that hold one tensor (GGUF) or one initializer (ONNX). Everything
- * outside the sites (headers, metadata, protobuf framing, padding) is
- * "gap" and is diffed byte-wise. Files of any other format are one gap.
+ * that hold one tensor (GGUF, safetensors) or one initializer (ONNX).
+ * Everything outside the sites (headers, metadata, the safetensors JSON
+ * header, protobuf framing, padding) is "gap" and is diffed byte-wise.
+ * Files of any other format are one gap.
  */
 
 #include <errno.h>
@@ -19,6 +20,7 @@ typedef enum ArtifactKind {
         ARTIFACT_RAW,           /* any other file: no sites */
         ARTIFACT_GGUF,
         ARTIFACT_ONNX,
+        ARTIFACT_SAFETENSORS,   /* one file; sharded sets (model.safetensors.index.json) are not read */
         _ARTIFACT_KIND_MAX,
         _ARTIFACT_KIND_INVALID = -EINVAL,
 } ArtifactKind;
@@ -30,7 +32,8 @@ typedef struct Site {
         char *name;             /* tensor / initializer name */
         uint64_t offset;        /* absolute offset of its bytes in the file */
         uint64_t length;        /* bytes */
-        int32_t type;           /* GGUF: ggml type id; ONNX: TensorProto.DataType; else SITE_TYPE_NONE */
+        int32_t type;           /* GGUF: ggml type id; ONNX: TensorProto.DataType; safetensors: SafetensorsDtype;
+                                 * else SITE_TYPE_NONE */
 } Site;
 
 typedef struct Artifact {
@@ -43,13 +46,14 @@ typedef struct Artifact {
         uint8_t layout[SHA256_DIGEST_SIZE];
 } Artifact;
 
-const char *artifact_kind_to_string(ArtifactKind k);   /* "raw", "gguf", "onnx" */
+const char *artifact_kind_to_string(ArtifactKind k);   /* "raw", "gguf", "onnx", "safetensors" */
 ArtifactKind artifact_kind_from_string(const char *s);
 
 /*
- * Recognise the format of @fd (by magic and a successful parse) and list
- * its sites. A file that claims to be GGUF or ONNX but does not parse is
- * an error (with the reason in @err), not a raw file.
+ * Recognise the format of @fd and list its sites: GGUF by its magic, ONNX
+ * by onnx_probe(), safetensors by safetensors_probe() (it has no magic: a
+ * plausible header length and a '{'). A file that claims a format but does
+ * not parse as it is an error (with the reason in @err), not a raw file.
  */
 _warn_unused_result_ int artifact_open(int fd, Artifact **ret, TpError *err);
 Artifact *artifact_free(Artifact *a);

@@ -8,6 +8,7 @@
 #include "fileio.h"
 #include "match.h"
 #include "onnx.h"
+#include "safetensors.h"
 
 #define MATCH_CHUNK (1u << 20)
 #define MATCH_MIN_COPY 4096             /* a site's unchanged head or tail shorter than this stays in its span */
@@ -235,6 +236,9 @@ DeltaLayout site_delta_layout(const Artifact *a, const Site *s) {
                 return delta_layout_for_ggml((uint32_t) s->type);
         if (a->kind == ARTIFACT_ONNX)
                 return delta_layout_for_onnx(s->type);
+        if (a->kind == ARTIFACT_SAFETENSORS)
+                return s->type == SAFETENSORS_F32 ? DELTA_F32 : s->type == SAFETENSORS_F16 ? DELTA_F16
+                                                  : s->type == SAFETENSORS_BF16 ? DELTA_BF16 : DELTA_BYTES;
         return DELTA_BYTES;
 }
 
