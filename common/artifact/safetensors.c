@@ -94,7 +94,8 @@ static int scan_header(const char *h, size_t n, TpError *err) {
                         if (c == '{' && depth >= 2)
                                 return tp_error(err, -EBADMSG,
                                                 "header byte %zu: an object inside a tensor entry", i);
-                        if (c == '{' && ++objects > SAFETENSORS_TENSORS_MAX + 1)
+                        /* The header's own, __metadata__, one per tensor. */
+                        if (c == '{' && ++objects > SAFETENSORS_TENSORS_MAX + 2)
                                 return tp_error(err, -EBADMSG, "more than %u tensors", SAFETENSORS_TENSORS_MAX);
                         open[depth++] = c;
                         /* fall through */
@@ -269,9 +270,14 @@ static int parse_header(const char *h, size_t n, Safetensors *s, TpError *err) {
         if ((r = scan_header(h, n, err)) < 0)
                 return r;
         root = json_loadb(h, n, JSON_REJECT_DUPLICATES, &jerr);
-        if (!root)
+        if (!root) {
+                /* jansson quotes the header's bytes near the error: keep the message printable. */
+                for (char *c = jerr.text; *c; c++)
+                        if ((unsigned char) *c < 0x20 || (unsigned char) *c >= 0x7f)
+                                *c = '?';
                 return tp_error(err, -EBADMSG, "the header is not valid JSON: line %d, column %d (file offset %" PRIu64
                                 "): %s", jerr.line, jerr.column, (uint64_t) jerr.position + 8, jerr.text);
+        }
         if (!json_is_object(root))
                 return tp_error(err, -EBADMSG, "the header is not a JSON object");
 
