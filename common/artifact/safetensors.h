@@ -36,7 +36,10 @@
  *
  * Caps. Each one, when hit, is an -EBADMSG naming it. Whatever the file, the reader holds
  * the header (at most SAFETENSORS_HEADER_MAX bytes), jansson's tree of at most
- * SAFETENSORS_TOKENS_MAX values, and the list of tensors.
+ * SAFETENSORS_TOKENS_MAX values, and the list of tensors. Measured peaks (taskpatch diff, a
+ * file against itself): 290 MB for a 99 MB __metadata__ string (the header, jansson's lexer
+ * buffer and its copy of the string), 160 MB for 131072 tensors, 90 MB for a header of 2^21
+ * tokens.
  */
 
 #include <errno.h>
