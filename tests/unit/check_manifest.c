@@ -50,6 +50,10 @@ static char *write_text(const Manifest *m, size_t *len) {
         char *text = NULL;
         TpError err = {};
         ck_assert_msg(manifest_write(m, &text, len, &err) == 0, "%s", err.message);
+        /* manifest_write() does not NUL-terminate: the tests search the text with strstr(). */
+        text = realloc(text, *len + 1);
+        ck_assert_ptr_nonnull(text);
+        text[*len] = '\0';
         return text;
 }
 
