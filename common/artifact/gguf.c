@@ -7,6 +7,7 @@
 
 #include "ggml.h"
 #include "gguf.h"
+#include "quote.h"
 #include "reader.h"
 
 /*
@@ -17,10 +18,6 @@
 #define KV_MIN_BYTES       14u /* key length + 1-byte key + value type + 1-byte value */
 #define TENSOR_MIN_BYTES   32u /* name length + n_dims + ne[0] + type + rel_offset */
 #define ARRAY_HEADER_BYTES 12u /* element type + count */
-
-/* Untrusted names quoted in messages: escaped, and cut after about this many characters. */
-#define QUOTE_MAX 64u
-#define QUOTE_BUF (QUOTE_MAX + 4 + 3 + 1) /* an escape may start at QUOTE_MAX - 1, then "...", NUL */
 
 /* clang-format off */
 static const char *const value_type_table[_GGUF_TYPE_MAX] = {
@@ -83,29 +80,6 @@ static const char *type_name(uint32_t t, char buf[static 16]) {
         if (s)
                 return s;
         snprintf(buf, 16, "type %" PRIu32, t);
-        return buf;
-}
-
-/*
- * @s (untrusted: any bytes) made safe for a message: printable ASCII kept,
- * everything else as \xNN, cut with "..." at QUOTE_MAX characters.
- */
-static const char *quote(const char *s, char buf[static QUOTE_BUF]) {
-        size_t o = 0;
-
-        for (size_t i = 0; s && s[i]; i++) {
-                unsigned char c = (unsigned char) s[i];
-                if (o >= QUOTE_MAX) {
-                        memcpy(buf + o, "...", 3);
-                        o += 3;
-                        break;
-                }
-                if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'')
-                        buf[o++] = (char) c;
-                else
-                        o += (size_t) snprintf(buf + o, 5, "\\x%02x", c);
-        }
-        buf[o] = '\0';
         return buf;
 }
 
