@@ -126,13 +126,38 @@ static uint64_t undo_size(const Switch *sw) {
         return n;
 }
 
+/* Refused before anything is written: what staging (or a planned build) takes in state_dir. */
 static int check_space(Manager *m, Switch *sw, TpError *err) {
-        uint64_t need = undo_size(sw) + SPACE_MARGIN + (sw->fresh ? sw->target.size : 0);
+        uint64_t need = SPACE_MARGIN + (sw->builder ? builder_space(sw->builder)
+                                                    : undo_size(sw) + (sw->fresh ? sw->target.size : 0));
+        const char *what = sw->builder ? "a slot file built from base bytes and its undo record"
+                           : sw->fresh ? "a fresh slot copy and an undo record"
+                                       : "an undo record";
         int64_t avail = manager_free_space(m);
         if (avail >= 0 && (uint64_t) avail < need)
                 return tp_error(err, -ENOSPC, "staging needs %" PRIu64 " bytes in %s (%s), %" PRId64 " are free",
-                                need, m->config->state_dir, sw->fresh ? "a fresh slot copy and an undo record" : "an undo record",
-                                avail);
+                                need, m->config->state_dir, what, avail);
+        return 0;
+}
+
+/* Forget a staging begun into the slot or a temporary: the next one starts into a fresh file. */
+static void reset_to_fresh(Switch *sw) {
+        sw->stager = stager_free(sw->stager);
+        sw->builder = builder_free(sw->builder);
+        sw->fd = safe_close(sw->fd);
+        atomic_file_abort(&sw->fresh_tmp);
+        sw->fresh = true;
+}
+
+/* The temporary beside the slot that a fresh copy or a build writes, renamed over the slot when sealed. */
+static int open_fresh_tmp(Operation *op, Switch *sw) {
+        const char *path = op->m->files[sw->slot].path;
+        int r = atomic_file_open(path, &sw->fresh_tmp);
+
+        if (r < 0)
+                return tp_error(&op->err, r, "%s: cannot create a temporary beside it: %s", path, strerror(-r));
+        sw->fd = TAKE_FD(sw->fresh_tmp.fd);     /* the stager's or builder's descriptor; the AtomicFile keeps the name */
+        sw->fresh_tmp.no_sync = false;
         return 0;
 }
 
@@ -145,11 +170,7 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
         Manager *m = op->m;
         int r;
 
-        sw->stager = stager_free(sw->stager);
-        sw->builder = builder_free(sw->builder);
-        sw->fd = safe_close(sw->fd);
-        atomic_file_abort(&sw->fresh_tmp);
-        sw->fresh = true;
+        reset_to_fresh(sw);
         if ((r = load_source(m, sw, from, &op->err)) < 0)
                 return r;
         sw->view_fd = safe_close(sw->view_fd);
@@ -162,12 +183,8 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
                 op->err_code = r == -EBADMSG ? "refused" : NULL;
                 return r;
         }
-        uint64_t need = builder_space(sw->builder) + SPACE_MARGIN;
-        int64_t avail = manager_free_space(m);
-        if (avail >= 0 && (uint64_t) avail < need)
-                return tp_error(&op->err, -ENOSPC, "building the %" PRIu64 "-byte target from base bytes needs %" PRIu64
-                                " bytes in %s (the new slot file and its undo record), %" PRId64 " are free",
-                                sw->target.size, need, m->config->state_dir, avail);
+        if ((r = check_space(m, sw, &op->err)) < 0)
+                return r;
         log_info("slot %s: building %s from the base bytes of slot %s (%s)", slot_id_to_string(sw->slot),
                  sw->bundle ? sw->bundle->manifest->task : "the base", slot_id_to_string(from),
                  relocating(sw) ? "the task has its own layout" : "that slot holds a relocated task");
@@ -176,14 +193,10 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
 
 /* After plan_build() and the slot marked dirty: the fresh file the build writes. */
 static int start_build(Operation *op, Switch *sw) {
-        Manager *m = op->m;
-        int r;
+        int r = open_fresh_tmp(op, sw);
 
-        if ((r = atomic_file_open(m->files[sw->slot].path, &sw->fresh_tmp)) < 0)
-                return tp_error(&op->err, r, "%s: cannot create a temporary beside it: %s", m->files[sw->slot].path,
-                                strerror(-r));
-        sw->fd = TAKE_FD(sw->fresh_tmp.fd);     /* the builder's descriptor; the AtomicFile keeps the name */
-        sw->fresh_tmp.no_sync = false;
+        if (r < 0)
+                return r;
         builder_output(sw->builder, sw->fd);
         sw->stage = SWITCH_STAGE;
         return 0;
@@ -201,21 +214,15 @@ static int start_fresh(Operation *op, Switch *sw) {
                 return start_build(op, sw);
         }
 
-        sw->stager = stager_free(sw->stager);
-        sw->fd = safe_close(sw->fd);
-        atomic_file_abort(&sw->fresh_tmp);
-        sw->fresh = true;
+        reset_to_fresh(sw);
         if ((r = load_source(m, sw, m->active, &op->err)) < 0)
                 return r;
         sw->copy_src = safe_close(sw->copy_src);
         sw->copy_src = open(m->files[m->active].path, O_RDONLY | O_CLOEXEC);
         if (sw->copy_src < 0)
                 return tp_error(&op->err, negative_errno(), "%s: %s", m->files[m->active].path, strerror(errno));
-        if ((r = atomic_file_open(m->files[sw->slot].path, &sw->fresh_tmp)) < 0)
-                return tp_error(&op->err, r, "%s: cannot create a temporary beside it: %s", m->files[sw->slot].path,
-                                strerror(-r));
-        sw->fd = TAKE_FD(sw->fresh_tmp.fd);     /* the stager's descriptor; the AtomicFile keeps the name */
-        sw->fresh_tmp.no_sync = false;
+        if ((r = open_fresh_tmp(op, sw)) < 0)
+                return r;
         file_copy_init(&sw->copy, sw->copy_src, sw->fd, sw->source.size);
         sw->stage = SWITCH_COPY;
         return 0;
@@ -415,8 +422,8 @@ static int seal_slot(Operation *op, Switch *sw) {
         log_info("staged %s v%" PRIu64 ": %" PRIu64 " bytes written into the slot%s, %" PRIu64
                  " into its undo record, %s verification (%" PRIu64 " bytes read)",
                  seal.task[0] ? seal.task : "base", seal.version, p->slot_bytes + sw->copied,
-                 sw->builder ? " (a fresh file built from base bytes)" : sw->fresh ? " (a full copy)" : "", p->undo_bytes, p->incremental ? "incremental" : "full",
-                 p->read_bytes);
+                 sw->builder ? " (a fresh file built from base bytes)" : sw->fresh ? " (a full copy)" : "",
+                 p->undo_bytes, p->incremental ? "incremental" : "full", p->read_bytes);
         json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s, s:I, s:I, s:b, s:b, s:s}", "event", "staged", "task",
                                seal.task[0] ? json_string(seal.task) : json_null(), "version",
                                (json_int_t) seal.version, "slot", slot_id_to_string(sw->slot), "sha256", h,

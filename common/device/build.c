@@ -94,14 +94,12 @@ static int cmp_base_offset(const void *a, const void *b) {
  * result; every other base byte is stored. @rec holds the copies as (base
  * offset, length, target offset) and room for 2n + 1 entries.
  */
-static void plan_relocated_record(Builder *b, size_t n_copies) {
+static int plan_relocated_record(Builder *b, size_t n_copies) {
         _cleanup_free_ UndoSpan *copies = malloc((n_copies ? n_copies : 1) * sizeof(UndoSpan));
         uint64_t cur = 0, n = 0;
 
-        if (!copies) {
-                b->n_rec = UINT64_MAX;  /* reported by builder_new() */
-                return;
-        }
+        if (!copies)
+                return -ENOMEM;
         memcpy(copies, b->rec, n_copies * sizeof(UndoSpan));
         qsort(copies, n_copies, sizeof(UndoSpan), cmp_base_offset);
         for (size_t i = 0; i < n_copies; i++) {
@@ -123,6 +121,7 @@ static void plan_relocated_record(Builder *b, size_t n_copies) {
         if (cur < b->base_size)
                 b->rec[n++] = (UndoSpan) { .offset = cur, .length = b->base_size - cur, .slot_offset = UNDO_STORED };
         b->n_rec = n;
+        return 0;
 }
 
 int builder_new(int view_fd, const StageSource *view, const StageTarget *tgt, uint64_t base_size,
@@ -162,9 +161,8 @@ int builder_new(int view_fd, const StageSource *view, const StageTarget *tgt, ui
                                 b->rec[nc++] = (UndoSpan) { .offset = s->base_offset, .length = s->length,
                                                             .slot_offset = s->offset };
                 }
-                plan_relocated_record(b, nc);
-                if (b->n_rec == UINT64_MAX)
-                        return -ENOMEM;
+                if ((r = plan_relocated_record(b, nc)) < 0)
+                        return r;
                 b->rec_relocated = true;
         } else if (b->m) {
                 for (size_t i = 0; i < ns; i++)
