@@ -62,7 +62,7 @@ int cli_init_kernels(void) {
         return r;
 }
 
-int cli_open_artifact(const char *path, int *ret_fd, Artifact **ret) {
+int cli_open_model(const char *path, ModelSet *ret) {
         TpError err = {};
         int fd, r;
 
@@ -72,13 +72,12 @@ int cli_open_artifact(const char *path, int *ret_fd, Artifact **ret) {
                 cli_error("%s: %s", path, strerror(-r));
                 return r;
         }
-        r = artifact_open(fd, ret, &err);
+        const char *slash = strrchr(path, '/');
+        r = model_set_open(fd, slash && slash[1] ? slash + 1 : path, ret, &err);
         if (r < 0) {
                 cli_error("%s: %s", path, tp_error_message(&err, r));
-                close(fd);
                 return r;
         }
-        *ret_fd = fd;
         return 0;
 }
 

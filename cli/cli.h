@@ -47,8 +47,11 @@ int cli_init_kernels(void);
 #include "artifact.h"
 #include "clock.h"          /* clock_wall(): the time every command reads */
 
-/* Open @path read-only and parse it as an artifact; prints the error and returns -errno on failure. */
-int cli_open_artifact(const char *path, int *ret_fd, Artifact **ret);
+/*
+ * Open the model at @path, a file or a directory (a set of files), and parse it; prints the
+ * error and returns -errno on failure. Free with model_set_done().
+ */
+int cli_open_model(const char *path, ModelSet *ret);
 
 /* A number of days, 1..36500 (a validity), as seconds; prints "--NAME: ..." and returns -EINVAL when bad. */
 int cli_parse_days(const char *option, const char *value, int64_t *ret_seconds);

@@ -41,7 +41,7 @@ int verb_apply(int argc, char *argv[]) {
                 {},
         };
         _cleanup_(bundle_freep) Bundle *b = NULL;
-        _cleanup_close_ int base_fd = -1;
+        _cleanup_(fileset_done) FileSet base = FILESET_NULL;
         bool sync = true, json = false;
         BundleTrust trust = {};
         ApplyStats st;
@@ -86,10 +86,12 @@ int verb_apply(int argc, char *argv[]) {
         if (b->signature && !trust.ca_path)
                 cli_error("note: no --ca given: every hash is checked, the signature is not");
 
-        base_fd = open(base_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (base_fd < 0)
+        int fd = open(base_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
                 return cli_fail(json, "%s: %s", base_path, strerror(errno));
-        r = bundle_apply(b, base_fd, base_path, out, sync, &st, &err);
+        if ((r = fileset_open(fd, base_path, &base, &err)) < 0)
+                return cli_fail(json, "%s: %s", base_path, tp_error_message(&err, r));
+        r = bundle_apply(b, &base, base_path, out, sync, &st, &err);
         if (r < 0)
                 return cli_fail(json, "%s", tp_error_message(&err, r));
         double seconds = quantize_now() - t0;

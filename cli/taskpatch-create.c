@@ -238,30 +238,30 @@ int verb_create(int argc, char *argv[]) {
         }
 
         const char *base_path = argv[optind], *target_path = argv[optind + 1];
-        _cleanup_(artifact_freep) Artifact *base = NULL, *target = NULL;
+        _cleanup_(model_set_done) ModelSet bm = MODEL_SET_NULL, tm = MODEL_SET_NULL;
         _cleanup_(diff_freep) Diff *d = NULL;
         _cleanup_(match_freep) Match *match = NULL;
         _cleanup_(signer_freep) Signer *signer = NULL;
-        _cleanup_close_ int base_fd = -1, target_fd = -1;
         SiteSet expect = {};
         CreateResult res;
         TpError err = {};
 
-        if (cli_open_artifact(base_path, &base_fd, &base) < 0 || cli_open_artifact(target_path, &target_fd, &target) < 0)
+        if (cli_open_model(base_path, &bm) < 0 || cli_open_model(target_path, &tm) < 0)
                 return EXIT_FAILED;
+        const Artifact *base = bm.artifact, *target = tm.artifact;
         if (key && (r = signer_load(key, cert, &signer, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
         if (signer && check_signer_dates(signer, cert, o.expires) < 0)
                 return EXIT_FAILED;
-        r = diff_compute(base_fd, base, target_fd, target, &d, &err);
+        r = diff_compute(&bm.files, base, &tm.files, target, &d, &err);
         if (r < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
         /* A layout that moved: the sites matched by name, for the checks below and the bundle. */
-        if (d->layout_changed && (r = match_compute(base_fd, base, target_fd, target, &match, &err)) < 0) {
+        if (d->layout_changed && (r = match_compute(&bm.files, base, &tm.files, target, &match, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
@@ -297,7 +297,7 @@ int verb_create(int argc, char *argv[]) {
                 snprintf(plan_path, sizeof(plan_path), "%s/plan.tpb", scratch);
                 out = plan_path;
         }
-        r = bundle_create(base_fd, base, target_fd, target, d, &o, out, &res, &err);
+        r = bundle_create(&bm.files, base, &tm.files, target, d, &o, out, &res, &err);
         if (r < 0) {
                 if (dry_run)
                         (void) rmdir(scratch);

@@ -73,10 +73,9 @@ int verb_diff(int argc, char *argv[]) {
                 { "json", no_argument, NULL, 'j' },
                 {},
         };
-        _cleanup_(artifact_freep) Artifact *base = NULL, *target = NULL;
+        _cleanup_(model_set_done) ModelSet bm = MODEL_SET_NULL, tm = MODEL_SET_NULL;
         _cleanup_(diff_freep) Diff *d = NULL;
         _cleanup_(match_freep) Match *match = NULL;
-        _cleanup_close_ int base_fd = -1, target_fd = -1;
         TpError err = {};
         bool json = false;
         int c, r;
@@ -97,15 +96,15 @@ int verb_diff(int argc, char *argv[]) {
                 cli_error("expected BASE TARGET (see --help)");
                 return EXIT_USAGE;
         }
-        if (cli_open_artifact(argv[optind], &base_fd, &base) < 0 ||
-            cli_open_artifact(argv[optind + 1], &target_fd, &target) < 0)
+        if (cli_open_model(argv[optind], &bm) < 0 || cli_open_model(argv[optind + 1], &tm) < 0)
                 return EXIT_FAILED;
-        r = diff_compute(base_fd, base, target_fd, target, &d, &err);
+        const Artifact *base = bm.artifact, *target = tm.artifact;
+        r = diff_compute(&bm.files, base, &tm.files, target, &d, &err);
         if (r < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
-        if (d->layout_changed && (r = match_compute(base_fd, base, target_fd, target, &match, &err)) < 0) {
+        if (d->layout_changed && (r = match_compute(&bm.files, base, &tm.files, target, &match, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }

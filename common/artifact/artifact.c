@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "artifact-impl.h"
 #include "artifact.h"
 #include "fileio.h"
 #include "gguf.h"
@@ -38,7 +39,7 @@ Artifact *artifact_free(Artifact *a) {
         return NULL;
 }
 
-static int add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type) {
+int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type) {
         Site *s = &a->sites[a->n_sites];
         s->name = strdup(name);
         if (!s->name)
@@ -65,12 +66,21 @@ static void le(Sha256 *h, uint64_t v, unsigned bytes) {
         sha256_update(h, b, bytes);
 }
 
-static void layout_fingerprint(Artifact *a) {
-        static const char tag[] = "taskpatch-layout-v1";
+/* A directory's fingerprint also binds its files' names and sizes; a single file's stays as it was. */
+static void layout_fingerprint(Artifact *a, const FileSet *set) {
+        static const char tag[] = "taskpatch-layout-v1", set_tag[] = "taskpatch-layout-set-v1";
         Sha256 h;
 
         sha256_init(&h);
-        sha256_update(&h, tag, sizeof(tag));
+        if (set && set->directory) {
+                sha256_update(&h, set_tag, sizeof(set_tag));
+                le(&h, set->n_files, 8);
+                for (size_t i = 0; i < set->n_files; i++) {
+                        sha256_update(&h, set->files[i].path, strlen(set->files[i].path) + 1);
+                        le(&h, set->files[i].size, 8);
+                }
+        } else
+                sha256_update(&h, tag, sizeof(tag));
         le(&h, (uint64_t) a->kind, 4);
         le(&h, a->size, 8);
         for (size_t i = 0; i < a->n_sites; i++) {
@@ -92,7 +102,7 @@ static int from_gguf(int fd, Artifact *a, TpError *err) {
         if (!a->sites)
                 return -ENOMEM;
         for (uint64_t i = 0; i < g->n_tensors; i++)
-                if ((r = add_site(a, g->tensors[i].name, g->tensors[i].offset, g->tensors[i].size,
+                if ((r = artifact_add_site(a, g->tensors[i].name, g->tensors[i].offset, g->tensors[i].size,
                                   (int32_t) g->tensors[i].type)) < 0)
                         return r;
         return 0;
@@ -104,13 +114,13 @@ static int from_onnx(int fd, Artifact *a, TpError *err) {
         if (r < 0)
                 return r;
         if (o->has_external)
-                return tp_error(err, -EOPNOTSUPP, "the model keeps initializers in external data files; patching "
-                                "external-data ONNX is not supported yet");
+                return tp_error(err, -EOPNOTSUPP, "the model keeps initializers in external data files: give the "
+                                "model's directory, not the .onnx file alone");
         a->sites = calloc(o->n_inits ? o->n_inits : 1, sizeof(Site));
         if (!a->sites)
                 return -ENOMEM;
         for (size_t i = 0; i < o->n_inits; i++)
-                if ((r = add_site(a, o->inits[i].name, o->inits[i].offset, o->inits[i].length,
+                if ((r = artifact_add_site(a, o->inits[i].name, o->inits[i].offset, o->inits[i].length,
                                   o->inits[i].data_type)) < 0)
                         return r;
         return 0;
@@ -125,9 +135,20 @@ static int from_safetensors(int fd, Artifact *a, TpError *err) {
         if (!a->sites)
                 return -ENOMEM;
         for (size_t i = 0; i < s->n_tensors; i++)
-                if ((r = add_site(a, s->tensors[i].name, s->tensors[i].offset, s->tensors[i].length,
+                if ((r = artifact_add_site(a, s->tensors[i].name, s->tensors[i].offset, s->tensors[i].length,
                                   (int32_t) s->tensors[i].dtype)) < 0)
                         return r;
+        return 0;
+}
+
+int artifact_finish(Artifact *a, const FileSet *set, TpError *err) {
+        if (a->n_sites > 1)
+                qsort(a->sites, a->n_sites, sizeof(Site), site_cmp);
+        for (size_t i = 1; i < a->n_sites; i++)
+                if (a->sites[i].offset < a->sites[i - 1].offset + a->sites[i - 1].length)
+                        return tp_error(err, -EBADMSG, "sites '%s' and '%s' overlap", a->sites[i - 1].name,
+                                        a->sites[i].name);
+        layout_fingerprint(a, set);
         return 0;
 }
 
@@ -172,13 +193,8 @@ int artifact_open(int fd, Artifact **ret, TpError *err) {
         if (r < 0)
                 return tp_error_prefix(err, r, "%s", format_name[a->kind]);
 
-        if (a->n_sites > 1)
-                qsort(a->sites, a->n_sites, sizeof(Site), site_cmp);
-        for (size_t i = 1; i < a->n_sites; i++)
-                if (a->sites[i].offset < a->sites[i - 1].offset + a->sites[i - 1].length)
-                        return tp_error(err, -EBADMSG, "sites '%s' and '%s' overlap", a->sites[i - 1].name,
-                                        a->sites[i].name);
-        layout_fingerprint(a);
+        if ((r = artifact_finish(a, NULL, err)) < 0)
+                return r;
         *ret = TAKE_PTR(a);
         return 0;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "fileset.h"
 #include "macro.h"
 #include "sha256.h"
 
@@ -20,7 +21,7 @@ typedef enum ArtifactKind {
         ARTIFACT_RAW,           /* any other file: no sites */
         ARTIFACT_GGUF,
         ARTIFACT_ONNX,
-        ARTIFACT_SAFETENSORS,   /* one file; sharded sets (model.safetensors.index.json) are not read */
+        ARTIFACT_SAFETENSORS,
         _ARTIFACT_KIND_MAX,
         _ARTIFACT_KIND_INVALID = -EINVAL,
 } ArtifactKind;
@@ -30,7 +31,7 @@ typedef enum ArtifactKind {
 
 typedef struct Site {
         char *name;             /* tensor / initializer name */
-        uint64_t offset;        /* absolute offset of its bytes in the file */
+        uint64_t offset;        /* absolute offset of its bytes in the file (a directory: in its set's space) */
         uint64_t length;        /* bytes */
         int32_t type;           /* GGUF: ggml type id; ONNX: TensorProto.DataType; safetensors: SafetensorsDtype;
                                  * else SITE_TYPE_NONE */
@@ -38,7 +39,7 @@ typedef struct Site {
 
 typedef struct Artifact {
         ArtifactKind kind;
-        uint64_t size;          /* file size */
+        uint64_t size;          /* file size (a directory: the set's) */
         Site *sites;            /* sorted by offset, non-overlapping */
         size_t n_sites;
         /* SHA-256 over kind, size and every site's (name, type, offset, length): two files with
@@ -58,3 +59,25 @@ ArtifactKind artifact_kind_from_string(const char *s);
 _warn_unused_result_ int artifact_open(int fd, Artifact **ret, TpError *err);
 Artifact *artifact_free(Artifact *a);
 DEFINE_POINTER_CLEANUP(Artifact, artifact_free)
+
+/*
+ * The artifact of a model that may be several files (fileset.h): for one file, artifact_open()
+ * of it; for a directory, every file's sites in the set's space, one model family per directory
+ * (see artifact-set.c) and site names unique across it. Errors name the file.
+ */
+_warn_unused_result_ int artifact_open_set(const FileSet *set, Artifact **ret, TpError *err);
+
+/* A model opened for reading: its files and their artifact. */
+typedef struct ModelSet {
+        FileSet files;
+        Artifact *artifact;
+} ModelSet;
+
+#define MODEL_SET_NULL ((ModelSet) { .artifact = NULL })
+
+/*
+ * Open the model on @fd, which this takes (closed on failure too): a regular file is a
+ * single-file model named @name; a directory is walked (fileset_open_dir()) and read as a set.
+ */
+_warn_unused_result_ int model_set_open(int fd, const char *name, ModelSet *ret, TpError *err);
+void model_set_done(ModelSet *m);

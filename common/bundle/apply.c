@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "apply.h"
+#include "atomicdir.h"
 #include "fileio.h"
 #include "hashpipe.h"
 #include "span.h"
@@ -17,18 +18,47 @@ typedef struct Slot {
         uint8_t *base, *frame, *out;
 } Slot;
 
+/* The output: one file, or a directory written as one stream. */
+typedef struct Output {
+        AtomicFile file;
+        AtomicDir dir;
+        bool directory;
+} Output;
+
 typedef struct Applier {
         Bundle *bundle;
-        int base_fd, out_fd;
+        const FileSet *base_files;
+        Output out;
         const char *base_what;
         uint64_t base_size;
-        Sha256 base_hash, target_hash;  /* fed through the pipe: read only after hash_pipe_sync() */
+        /* Per file of the base and of the target (one for a single file); fed through the pipe:
+         * read only after hash_pipe_sync(). */
+        Sha256 *base_hash, *target_hash;
         HashPipe *pipe;
         Slot slots[HASH_PIPE_SLOTS];
         size_t bufsize;
         ApplyStats stats;
         TpError *err;
 } Applier;
+
+static int out_write(Applier *a, const void *buf, size_t n) {
+        int r = a->out.directory ? atomic_dir_write(&a->out.dir, buf, n) : write_full(a->out.file.fd, buf, n);
+        return r < 0 ? tp_error(a->err, r, "writing the output: %s", strerror(-r)) : 0;
+}
+
+/* The hash of the base file holding @pos, and the bytes from @pos to that file's end. */
+static Sha256 *base_hash_at(Applier *a, uint64_t pos, uint64_t *ret_room) {
+        const FileSet *f = a->base_files;
+        size_t i = pos < f->size ? fileset_locate(f, pos) : f->n_files - 1;
+        if (ret_room)
+                *ret_room = f->files[i].offset + f->files[i].size - pos;
+        return &a->base_hash[i];
+}
+
+static Sha256 *target_hash_at(Applier *a, uint64_t pos) {
+        const FileSet *f = &a->bundle->manifest->target.files.set;
+        return f->n_files == 0 ? &a->target_hash[0] : &a->target_hash[fileset_locate(f, pos)];
+}
 
 /* Copy unchanged base bytes [from, to) into the output, hashing them as base and as target. */
 static int copy_base(Applier *a, uint64_t from, uint64_t to) {
@@ -37,17 +67,20 @@ static int copy_base(Applier *a, uint64_t from, uint64_t to) {
                                 ") lie past the end of the base and no span provides them", a->bundle->what,
                                 a->base_size, to);
         for (uint64_t pos = from; pos < to;) {
+                uint64_t room;
+                Sha256 *bh = base_hash_at(a, pos, &room);
                 size_t n = to - pos < APPLY_BUFFER ? (size_t) (to - pos) : APPLY_BUFFER;
+                if (n > room)
+                        n = (size_t) room;      /* format 1: the base's files are the target's */
                 unsigned slot = hash_pipe_slot(a->pipe);
                 uint8_t *buf = a->slots[slot].base;
-                int r = pread_full(a->base_fd, buf, n, pos);
+                int r = fileset_pread(a->base_files, buf, n, pos);
                 if (r < 0)
                         return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64 ": %s",
                                         a->base_what, pos, strerror(r == -ENODATA ? EIO : -r));
-                hash_pipe_feed(a->pipe, slot, &a->base_hash, &a->target_hash, buf, n);
-                r = write_full(a->out_fd, buf, n);
-                if (r < 0)
-                        return tp_error(a->err, r, "writing the output: %s", strerror(-r));
+                hash_pipe_feed(a->pipe, slot, bh, target_hash_at(a, pos), buf, n);
+                if ((r = out_write(a, buf, n)) < 0)
+                        return r;
                 a->stats.copied_bytes += n;
                 pos += n;
         }
@@ -67,18 +100,17 @@ static int apply_span(Applier *a, SpanDecoder *sd, const ManifestSpan *s) {
                 const uint8_t *bytes;
 
                 if (nb > 0) {
-                        r = pread_full(a->base_fd, sl->base, nb, pos);
+                        r = fileset_pread(a->base_files, sl->base, nb, pos);
                         if (r < 0)
                                 return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
                                                 a->base_what, pos);
-                        if ((r = span_decoder_base(sd, slot, sl->base, nb, &a->base_hash, a->err)) < 0)
+                        if ((r = span_decoder_base(sd, slot, sl->base, nb, base_hash_at(a, pos, NULL), a->err)) < 0)
                                 return r;
                 }
-                if ((r = span_decoder_read(sd, slot, sl->frame, sl->out, n, &a->target_hash, &bytes, a->err)) < 0)
+                if ((r = span_decoder_read(sd, slot, sl->frame, sl->out, n, target_hash_at(a, s->offset), &bytes,
+                                           a->err)) < 0 ||
+                    (r = out_write(a, bytes, n)) < 0)
                         return r;
-                r = write_full(a->out_fd, bytes, n);
-                if (r < 0)
-                        return tp_error(a->err, r, "writing the output: %s", strerror(-r));
         }
         if ((r = span_decoder_end(sd, a->err)) < 0)
                 return r;
@@ -100,7 +132,7 @@ static int apply_relocating(Applier *a, SpanDecoder *sd) {
                 if (s->encoding == SPAN_REF) {
                         if (!ref && !(ref = malloc(SPAN_REF_MAX)))
                                 return -ENOMEM;
-                        r = pread_full(a->base_fd, ref, s->base_length, s->base_offset);
+                        r = fileset_pread(a->base_files, ref, s->base_length, s->base_offset);
                         if (r < 0)
                                 return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
                                                 a->base_what, s->base_offset);
@@ -113,17 +145,17 @@ static int apply_relocating(Applier *a, SpanDecoder *sd) {
                         const uint8_t *bytes;
 
                         if (s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA) {
-                                r = pread_full(a->base_fd, sl->base, n, s->base_offset + done);
+                                r = fileset_pread(a->base_files, sl->base, n, s->base_offset + done);
                                 if (r < 0)
                                         return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,
                                                         a->base_what, s->base_offset + done);
                                 if ((r = span_decoder_base(sd, slot, sl->base, n, NULL, a->err)) < 0)
                                         return r;
                         }
-                        if ((r = span_decoder_read(sd, slot, sl->frame, sl->out, n, &a->target_hash, &bytes, a->err)) < 0)
+                        if ((r = span_decoder_read(sd, slot, sl->frame, sl->out, n, target_hash_at(a, s->offset),
+                                                   &bytes, a->err)) < 0 ||
+                            (r = out_write(a, bytes, n)) < 0)
                                 return r;
-                        if ((r = write_full(a->out_fd, bytes, n)) < 0)
-                                return tp_error(a->err, r, "writing the output: %s", strerror(-r));
                         if (s->encoding == SPAN_COPY)
                                 a->stats.copied_bytes += n;
                         else
@@ -143,35 +175,107 @@ static void applier_done(Applier *a) {
                 free(a->slots[i].frame);
                 free(a->slots[i].out);
         }
+        free(a->base_hash);
+        free(a->target_hash);
+        a->base_hash = a->target_hash = NULL;
 }
 
-int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_path, bool sync,
+static void output_abort(Output *o) {
+        if (o->directory)
+                atomic_dir_abort(&o->dir);
+        else
+                atomic_file_abort(&o->file);
+}
+
+/* The digest of a set hashed file by file (a manifest's list is empty for one file). */
+static void final_digest(const FileSet *set, Sha256 *hash, uint8_t ret[32]) {
+        _cleanup_free_ uint8_t (*d)[32] = calloc(set->n_files ? set->n_files : 1, sizeof(*d));
+
+        if (!d) {
+                memset(ret, 0, 32);     /* matches no manifest: reported as a mismatch */
+                return;
+        }
+        for (size_t i = 0; i < (set->n_files ? set->n_files : 1); i++)
+                sha256_final(&hash[i], d[i]);
+        if (set->n_files == 0 || !set->directory)
+                memcpy(ret, d[0], 32);
+        else
+                fileset_digest(set, (const uint8_t (*)[32]) d, ret);
+}
+
+/* The base must be the set the bundle names: same files (for a directory), same size. */
+static int check_base(const Manifest *m, const FileSet *base, const char *what, TpError *err) {
+        const FileSet *want = &m->base.files.set;
+
+        if (base->size != m->base.size)
+                return tp_error(err, -EBADMSG, "%s: the base is %" PRIu64 " bytes, the bundle was made for a %" PRIu64
+                                "-byte base (wrong base?)", what, base->size, m->base.size);
+        if (base->directory != (want->n_files > 0))
+                return tp_error(err, -EBADMSG, "%s: the bundle was made for a base %s, this one is %s", what,
+                                want->n_files ? "directory" : "file", base->directory ? "a directory" : "one file");
+        if (!base->directory)
+                return 0;
+        for (size_t i = 0; i < want->n_files || i < base->n_files; i++) {
+                const FileSetFile *w = i < want->n_files ? &want->files[i] : NULL;
+                const FileSetFile *h = i < base->n_files ? &base->files[i] : NULL;
+                if (!w || !h || strcmp(w->path, h->path) != 0)
+                        return tp_error(err, -EBADMSG, "%s: the bundle's base has %s%s%s, this one %s%s%s (wrong base?)",
+                                        what, w ? "file '" : "no more files", w ? w->path : "", w ? "'" : "",
+                                        h ? "file '" : "no more files", h ? h->path : "", h ? "'" : "");
+                if (w->size != h->size)
+                        return tp_error(err, -EBADMSG, "%s: '%s' is %" PRIu64 " bytes, the bundle's base has %" PRIu64
+                                        " (wrong base?)", what, h->path, h->size, w->size);
+        }
+        return 0;
+}
+
+static int output_open(Applier *a, const Manifest *m, const char *path, bool sync, TpError *err) {
+        int r;
+
+        a->out.directory = m->target.files.set.n_files > 0;
+        a->out.file = ATOMIC_FILE_NULL;
+        a->out.dir = ATOMIC_DIR_NULL;
+        if (a->out.directory)
+                r = atomic_dir_open(path, &m->target.files.set, !sync, &a->out.dir);
+        else {
+                r = atomic_file_open(path, &a->out.file);
+                a->out.file.no_sync = !sync;
+        }
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", path, a->out.directory ? (r == -EEXIST ? "exists and is neither a "
+                                "directory nor a file: not replacing it" : strerror(-r)) : atomic_file_strerror(r));
+        return 0;
+}
+
+int bundle_apply(Bundle *b, const FileSet *base_files, const char *base_what, const char *out_path, bool sync,
                  ApplyStats *ret_stats, TpError *err) {
         const Manifest *m = b->manifest;
         _cleanup_(span_decoder_freep) SpanDecoder *sd = NULL;
-        AtomicFile af = ATOMIC_FILE_NULL;
-        Applier a = { .bundle = b, .base_fd = base_fd, .base_what = base_what, .err = err };
+        Applier a = { .bundle = b, .base_files = base_files, .base_what = base_what, .err = err };
         const ManifestSpan *s;
+        const size_t n_target = m->target.files.set.n_files ? m->target.files.set.n_files : 1;
         uint8_t d[32];
-        struct stat st;
         uint64_t pos = 0;
         int r;
 
-        if (fstat(base_fd, &st) < 0)
-                return tp_error(err, negative_errno(), "%s: %s", base_what, strerror(errno));
-        a.base_size = (uint64_t) st.st_size;
-        if (a.base_size != m->base.size)
-                return tp_error(err, -EBADMSG, "%s: the base is %" PRIu64 " bytes, the bundle was made for a %" PRIu64
-                                "-byte base (wrong base?)", base_what, a.base_size, m->base.size);
+        if ((r = check_base(m, base_files, base_what, err)) < 0)
+                return r;
+        a.base_size = base_files->size;
 
         a.bufsize = span_decoder_buffer_size(APPLY_BUFFER);
-        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
+        a.base_hash = calloc(base_files->n_files, sizeof(Sha256));
+        a.target_hash = calloc(n_target, sizeof(Sha256));
+        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++)
                 a.slots[i] = (Slot) { malloc(a.bufsize), malloc(a.bufsize), malloc(a.bufsize) };
-                if (!a.slots[i].base || !a.slots[i].frame || !a.slots[i].out) {
+        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++)
+                if (!a.slots[i].base || !a.slots[i].frame || !a.slots[i].out || !a.base_hash || !a.target_hash) {
                         applier_done(&a);
                         return -ENOMEM;
                 }
-        }
+        for (size_t i = 0; i < base_files->n_files; i++)
+                sha256_init(&a.base_hash[i]);
+        for (size_t i = 0; i < n_target; i++)
+                sha256_init(&a.target_hash[i]);
         r = hash_pipe_new(&a.pipe);
         if (r < 0) {
                 applier_done(&a);
@@ -183,16 +287,12 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
                 applier_done(&a);
                 return r;
         }
-        r = atomic_file_open(out_path, &af);
-        if (r < 0) {
+        if ((r = output_open(&a, m, out_path, sync, err)) < 0) {
                 applier_done(&a);
-                return tp_error(err, r, "%s: %s", out_path, atomic_file_strerror(r));
+                return r;
         }
-        a.out_fd = af.fd;
-        af.no_sync = !sync;
-        (void) posix_fadvise(base_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        sha256_init(&a.base_hash);
-        sha256_init(&a.target_hash);
+        for (size_t i = 0; i < base_files->n_files; i++)
+                (void) posix_fadvise(base_files->files[i].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 
         if (m->format == MANIFEST_FORMAT_RELOCATING) {
                 if ((r = apply_relocating(&a, sd)) < 0)
@@ -212,15 +312,15 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
         for (uint64_t p = pos > m->target.size ? pos : m->target.size; p < a.base_size;) {
                 size_t n = a.base_size - p < APPLY_BUFFER ? (size_t) (a.base_size - p) : APPLY_BUFFER;
                 unsigned slot = hash_pipe_slot(a.pipe);
-                if ((r = pread_full(base_fd, a.slots[slot].base, n, p)) < 0) {
+                if ((r = fileset_pread(base_files, a.slots[slot].base, n, p)) < 0) {
                         r = tp_error(err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64, base_what, p);
                         goto fail;
                 }
-                hash_pipe_feed(a.pipe, slot, &a.base_hash, NULL, a.slots[slot].base, n);
+                hash_pipe_feed(a.pipe, slot, base_hash_at(&a, p, NULL), NULL, a.slots[slot].base, n);
                 p += n;
         }
         hash_pipe_sync(a.pipe);
-        sha256_final(&a.base_hash, d);
+        final_digest(base_files, a.base_hash, d);
         if (memcmp(d, m->base.sha256, 32) != 0) {
                 char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
                 sha256_to_hex(d, got);
@@ -230,7 +330,7 @@ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_
                 goto fail;
         }
 check_target:
-        sha256_final(&a.target_hash, d);
+        final_digest(&m->target.files.set, a.target_hash, d);
         if (memcmp(d, m->target.sha256, 32) != 0) {
                 char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
                 sha256_to_hex(d, got);
@@ -239,7 +339,7 @@ check_target:
                 goto fail;
         }
         applier_done(&a);
-        r = atomic_file_commit(&af);
+        r = a.out.directory ? atomic_dir_commit(&a.out.dir) : atomic_file_commit(&a.out.file);
         if (r < 0)
                 return tp_error(err, r, "%s: %s", out_path, strerror(-r));
         if (ret_stats)
@@ -248,6 +348,6 @@ check_target:
 
 fail:
         applier_done(&a);
-        atomic_file_abort(&af);
+        output_abort(&a.out);
         return r;
 }

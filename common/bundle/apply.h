@@ -10,6 +10,10 @@
  * only when the result's SHA-256 equals the manifest's target: a refused
  * apply leaves no output file.
  *
+ * A bundle for a model directory (fileset.h) takes the base's files and
+ * writes the result as a directory (atomicdir.h); each file is hashed on
+ * its own and the set's digest compared.
+ *
  * A relocating bundle (format 2) is applied the same way, its spans read
  * from their base_offset wherever that is; the base's whole SHA-256 is then
  * not checked (only the base bytes the spans read, each against its own
@@ -30,5 +34,5 @@ typedef struct ApplyStats {
  * The bundle's trust must already be decided (bundle_verify()). @sync = false
  * skips the fsyncs (the rename stays atomic, not durable): for scratch output.
  */
-_warn_unused_result_ int bundle_apply(Bundle *b, int base_fd, const char *base_what, const char *out_path, bool sync,
-                                      ApplyStats *ret_stats, TpError *err);
+_warn_unused_result_ int bundle_apply(Bundle *b, const FileSet *base_files, const char *base_what,
+                                      const char *out_path, bool sync, ApplyStats *ret_stats, TpError *err);

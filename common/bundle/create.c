@@ -15,48 +15,58 @@
 
 _Static_assert(MATCH_REF_MAX == SPAN_REF_MAX, "the matcher's references must fit a device's");
 
-int hash_file_chunks(int fd, uint64_t size, uint64_t chunk_size, uint8_t ret_sha256[32], uint8_t ret_chunk_root[32],
-                     TpError *err) {
+int hash_model(const FileSet *set, uint64_t chunk_size, uint8_t (*ret_file_sha256)[32], uint8_t ret_sha256[32],
+               uint8_t ret_chunk_root[32], TpError *err) {
         _cleanup_free_ uint8_t *buf = NULL;
-        Sha256 whole, chunk, root;
+        _cleanup_free_ uint8_t (*file_sha)[32] = NULL;
+        Sha256 file, chunk, root;
         uint64_t in_chunk = 0;
         uint8_t d[SHA256_DIGEST_SIZE];
         const size_t bufsize = 1u << 20;
 
         buf = malloc(bufsize);
-        if (!buf)
+        file_sha = calloc(set->n_files, sizeof(*file_sha));
+        if (!buf || !file_sha)
                 return -ENOMEM;
-        (void) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        sha256_init(&whole);
         sha256_init(&chunk);
         sha256_init(&root);
-        for (uint64_t pos = 0; pos < size;) {
-                size_t n = size - pos < bufsize ? (size_t) (size - pos) : bufsize;
-                int r = pread_full(fd, buf, n, pos);
-                if (r < 0)
-                        return tp_error(err, r == -ENODATA ? -EIO : r, "reading at offset %" PRIu64 ": %s", pos,
-                                        strerror(-r));
-                sha256_update(&whole, buf, n);
-                for (size_t i = 0; i < n;) {
-                        size_t step = chunk_size - in_chunk < n - i ? (size_t) (chunk_size - in_chunk) : n - i;
-                        sha256_update(&chunk, buf + i, step);
-                        in_chunk += step;
-                        i += step;
-                        if (in_chunk == chunk_size) {
-                                sha256_final(&chunk, d);
-                                sha256_update(&root, d, sizeof(d));
-                                sha256_init(&chunk);
-                                in_chunk = 0;
+        for (size_t i = 0; i < set->n_files; i++) {
+                const FileSetFile *f = &set->files[i];
+
+                (void) posix_fadvise(f->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+                sha256_init(&file);
+                for (uint64_t pos = 0; pos < f->size;) {
+                        size_t n = f->size - pos < bufsize ? (size_t) (f->size - pos) : bufsize;
+                        int r = pread_full(f->fd, buf, n, pos);
+                        if (r < 0)
+                                return tp_error(err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64 ": %s",
+                                                f->path, pos, r == -ENODATA ? "the file shrank" : strerror(-r));
+                        sha256_update(&file, buf, n);
+                        for (size_t k = 0; chunk_size > 0 && k < n;) {
+                                size_t step = chunk_size - in_chunk < n - k ? (size_t) (chunk_size - in_chunk) : n - k;
+                                sha256_update(&chunk, buf + k, step);
+                                in_chunk += step;
+                                k += step;
+                                if (in_chunk == chunk_size) {
+                                        sha256_final(&chunk, d);
+                                        sha256_update(&root, d, sizeof(d));
+                                        sha256_init(&chunk);
+                                        in_chunk = 0;
+                                }
                         }
+                        pos += n;
                 }
-                pos += n;
+                sha256_final(&file, file_sha[i]);
         }
         if (in_chunk > 0) {
                 sha256_final(&chunk, d);
                 sha256_update(&root, d, sizeof(d));
         }
-        sha256_final(&whole, ret_sha256);
-        sha256_final(&root, ret_chunk_root);
+        fileset_digest(set, (const uint8_t (*)[32]) file_sha, ret_sha256);
+        if (ret_chunk_root)
+                sha256_final(&root, ret_chunk_root);
+        if (ret_file_sha256)
+                memcpy(ret_file_sha256, file_sha, set->n_files * sizeof(*file_sha));
         return 0;
 }
 
@@ -128,7 +138,7 @@ uint64_t bundle_changed_bytes(const Artifact *base, const Artifact *target, cons
 }
 
 typedef struct Coder {
-        int base_fd, target_fd;
+        const FileSet *base_files, *target_files;
         ZSTD_CCtx *cctx;
         uint8_t *b, *t, *x, *out;       /* group buffers: base, target, transformed; zstd output */
         uint8_t *ref;                   /* a ref span's reference (SPAN_REF_MAX) */
@@ -151,7 +161,7 @@ static int code_span(Coder *c, const Plan *p, bool delta, bool ref, int fd, uint
         ZSTD_CCtx_reset(c->cctx, ZSTD_reset_session_only);
         ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length);
         if (ref) {
-                if ((r = pread_full(c->base_fd, c->ref, p->ref_length, p->base_offset)) < 0)
+                if ((r = fileset_pread(c->base_files, c->ref, p->ref_length, p->base_offset)) < 0)
                         return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64, p->base_offset);
                 size_t z = ZSTD_CCtx_refPrefix(c->cctx, c->ref, p->ref_length);
                 if (ZSTD_isError(z))
@@ -162,12 +172,12 @@ static int code_span(Coder *c, const Plan *p, bool delta, bool ref, int fd, uint
                 size_t n = p->length - pos < group ? (size_t) (p->length - pos) : group;
                 uint64_t off = p->offset + pos;
 
-                if ((r = pread_full(c->target_fd, c->t, n, off)) < 0)
+                if ((r = fileset_pread(c->target_files, c->t, n, off)) < 0)
                         return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the target at %" PRIu64, off);
                 sha256_update(&ht, c->t, n);
                 if (p->layout != _DELTA_LAYOUT_INVALID) {
                         uint64_t boff = p->base_offset + pos;
-                        if ((r = pread_full(c->base_fd, c->b, n, boff)) < 0)
+                        if ((r = fileset_pread(c->base_files, c->b, n, boff)) < 0)
                                 return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64, boff);
                         sha256_update(&hb, c->b, n);
                 }
@@ -206,7 +216,7 @@ static int hash_copy(Coder *c, const Plan *p, uint8_t sha[32]) {
         sha256_init(&h);
         for (uint64_t pos = 0; pos < p->length;) {
                 size_t n = p->length - pos < c->group_max ? (size_t) (p->length - pos) : c->group_max;
-                int r = pread_full(c->base_fd, c->b, n, p->base_offset + pos);
+                int r = fileset_pread(c->base_files, c->b, n, p->base_offset + pos);
                 if (r < 0)
                         return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64,
                                         p->base_offset + pos);
@@ -248,8 +258,73 @@ static int plan_cmp_names(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifact *target, const Diff *diff,
-                  const CreateOptions *o, const char *out_path, CreateResult *ret, TpError *err) {
+/*
+ * In a directory model no span crosses a file's end (each names its file): a plan is cut where a
+ * target file ends and, when it reads base bytes as they lie (a copy, a delta), where a base
+ * file ends. Sites never cross; copies of gap bytes and runs of changed gap bytes may. A ref's
+ * reference is cut to the base file it overlaps most.
+ */
+static int split_plans(const FileSet *bf, const FileSet *tf, Plan **plans, size_t *n) {
+        _cleanup_free_ Plan *out = NULL;
+        size_t n_out = 0, cap = *n ? *n : 1;
+
+        if (!bf->directory && !tf->directory)
+                return 0;
+        out = malloc(cap * sizeof(Plan));
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < *n; i++) {
+                Plan p = (*plans)[i];
+                bool reads_base = p.copy || p.layout != _DELTA_LAYOUT_INVALID;
+
+                if (p.ref_length > 0) {
+                        /* The reference: its part in the base file it overlaps most. */
+                        uint64_t end = p.base_offset + p.ref_length, best_off = p.base_offset, best = 0;
+                        for (size_t k = fileset_locate(bf, p.base_offset); k < bf->n_files; k++) {
+                                const FileSetFile *f = &bf->files[k];
+                                if (f->offset >= end)
+                                        break;
+                                uint64_t lo = f->offset > p.base_offset ? f->offset : p.base_offset;
+                                uint64_t hi = f->offset + f->size < end ? f->offset + f->size : end;
+                                if (hi > lo && hi - lo > best)
+                                        best = hi - lo, best_off = lo;
+                        }
+                        p.base_offset = best_off;
+                        p.ref_length = best;
+                }
+                while (p.length > 0) {
+                        const FileSetFile *t = &tf->files[fileset_locate(tf, p.offset)];
+                        uint64_t len = t->offset + t->size - p.offset;
+                        if (reads_base) {
+                                const FileSetFile *b = &bf->files[fileset_locate(bf, p.base_offset)];
+                                if (b->offset + b->size - p.base_offset < len)
+                                        len = b->offset + b->size - p.base_offset;
+                        }
+                        if (len > p.length)
+                                len = p.length;
+                        if (n_out == cap) {
+                                Plan *x = reallocarray(out, cap *= 2, sizeof(Plan));
+                                if (!x)
+                                        return -ENOMEM;
+                                out = x;
+                        }
+                        out[n_out] = p;
+                        out[n_out++].length = len;
+                        p.offset += len;
+                        p.length -= len;
+                        if (reads_base)
+                                p.base_offset += len;
+                }
+        }
+        free(*plans);
+        *plans = TAKE_PTR(out);
+        *n = n_out;
+        return 0;
+}
+
+int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet *target_files,
+                  const Artifact *target, const Diff *diff, const CreateOptions *o, const char *out_path,
+                  CreateResult *ret, TpError *err) {
         _cleanup_(manifest_freep) Manifest *m = NULL;
         _cleanup_close_ int payload_fd = -1, cand_fd = -1;
         _cleanup_free_ uint8_t *b = NULL, *t = NULL, *x = NULL, *out = NULL, *sig = NULL, *ref = NULL;
@@ -257,7 +332,9 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
         _cleanup_free_ char *text = NULL;
         AtomicFile af = ATOMIC_FILE_NULL;
         CreateResult res = {};
-        Coder c = { .base_fd = base_fd, .target_fd = target_fd, .err = err };
+        _cleanup_free_ uint8_t (*base_sha)[32] = NULL, (*target_sha)[32] = NULL;
+        _cleanup_free_ Plan *plans = NULL;
+        Coder c = { .base_files = base_files, .target_files = target_files, .err = err };
         Sha256 payload_hash;
         size_t text_len = 0, sig_len = 0;
         int r;
@@ -281,30 +358,37 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
         m->target.size = target->size;
         m->target.chunk_size = o->chunk_size ? o->chunk_size : CREATE_DEFAULT_CHUNK;
 
-        /* The base needs only its full hash: hashfile.c's streaming reader. */
-        uint64_t base_read;
-        if (lseek(base_fd, 0, SEEK_SET) < 0)
-                return tp_error(err, negative_errno(), "base: %s", strerror(errno));
-        r = hash_fd(base_fd, m->base.sha256, &base_read);
-        if (r < 0)
-                return tp_error(err, r, "base: hashing failed: %s", strerror(-r));
-        if (base_read != base->size)
-                return tp_error(err, -EIO, "base: changed size while being read (%" PRIu64 " bytes, expected %" PRIu64 ")",
-                                base_read, base->size);
-        r = hash_file_chunks(target_fd, target->size, m->target.chunk_size, m->target.sha256, m->target.chunk_root, err);
+        /* The base needs only its hashes; the target its chunk table too. */
+        base_sha = calloc(base_files->n_files, sizeof(*base_sha));
+        target_sha = calloc(target_files->n_files, sizeof(*target_sha));
+        if (!base_sha || !target_sha)
+                return -ENOMEM;
+        if ((r = hash_model(base_files, 0, base_sha, m->base.sha256, NULL, err)) < 0)
+                return tp_error_prefix(err, r, "base");
+        r = hash_model(target_files, m->target.chunk_size, target_sha, m->target.sha256, m->target.chunk_root, err);
         if (r < 0)
                 return tp_error_prefix(err, r, "target");
+        if ((r = manifest_files_set(&m->base.files, base_files, (const uint8_t (*)[32]) base_sha)) < 0 ||
+            (r = manifest_files_set(&m->target.files, target_files, (const uint8_t (*)[32]) target_sha)) < 0)
+                return r;
         memcpy(res.target_sha256, m->target.sha256, 32);
 
         /* A layout that moved: sites matched by name wherever they sit (format 2). */
         const Match *match = o->match;
         if (diff->layout_changed) {
-                if (!match && (r = match_compute(base_fd, base, target_fd, target, &own_match, err)) < 0)
+                if (!match && (r = match_compute(base_files, base, target_files, target, &own_match, err)) < 0)
                         return r;
                 match = match ? match : own_match;
                 m->format = MANIFEST_FORMAT_RELOCATING;
         }
         size_t n_plans = match ? match->n_pieces : diff->n_regions;
+        plans = calloc(n_plans ? n_plans : 1, sizeof(Plan));
+        if (!plans)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_plans; i++)
+                plans[i] = match ? plan_piece(&match->pieces[i]) : plan_region(base, target, &diff->regions[i]);
+        if ((r = split_plans(base_files, target_files, &plans, &n_plans)) < 0)
+                return r;
 
         /* The site set: names of the sites the task changes (format 2: also adds, resizes, renames, removes), sorted. */
         size_t n_names = match ? target->n_sites + match->n_removed : diff->n_regions;
@@ -359,7 +443,7 @@ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifa
 
         sha256_init(&payload_hash);
         for (size_t i = 0; i < n_plans; i++) {
-                Plan p = match ? plan_piece(&match->pieces[i]) : plan_region(base, target, &diff->regions[i]);
+                Plan p = plans[i];
                 ManifestSpan *s = &m->spans[m->n_spans];
                 uint64_t raw_size = 0, alt_size = UINT64_MAX;
                 uint8_t bsha[32], nsha[32];

@@ -51,10 +51,13 @@ typedef struct CreateResult {
         uint8_t target_sha256[32];
 } CreateResult;
 
-/* Write the bundle to @out_path atomically (no file on failure). */
-_warn_unused_result_ int bundle_create(int base_fd, const Artifact *base, int target_fd, const Artifact *target,
-                                       const Diff *diff, const CreateOptions *o, const char *out_path,
-                                       CreateResult *ret, TpError *err);
+/*
+ * Write the bundle to @out_path atomically (no file on failure). @base_files and @target_files
+ * are the models' files (fileset.h); in a directory model no span crosses a file's end.
+ */
+_warn_unused_result_ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet *target_files,
+                                       const Artifact *target, const Diff *diff, const CreateOptions *o,
+                                       const char *out_path, CreateResult *ret, TpError *err);
 
 /*
  * changed_bytes, one meaning in every command: the target bytes a bundle's
@@ -65,10 +68,11 @@ _warn_unused_result_ int bundle_create(int base_fd, const Artifact *base, int ta
 uint64_t bundle_changed_bytes(const Artifact *base, const Artifact *target, const Diff *diff, const Match *match);
 
 /*
- * Hash a whole file and its chunk table in one pass: the file's SHA-256 and
- * the SHA-256 of the concatenated SHA-256s of each @chunk_size chunk (the
- * last may be shorter). The chunk table lets a device re-verify only the
+ * Hash a model and its chunk table in one pass: each file's SHA-256 (into @ret_file_sha256, one
+ * per file, unless NULL), the model's (fileset_digest(): a single file's own SHA-256), and when
+ * @chunk_size > 0 the SHA-256 of the concatenated SHA-256s of each @chunk_size chunk of the
+ * set's space (the last may be shorter). The chunk table lets a device re-verify only the
  * chunks a patch touched.
  */
-_warn_unused_result_ int hash_file_chunks(int fd, uint64_t size, uint64_t chunk_size, uint8_t ret_sha256[32],
-                                          uint8_t ret_chunk_root[32], TpError *err);
+_warn_unused_result_ int hash_model(const FileSet *set, uint64_t chunk_size, uint8_t (*ret_file_sha256)[32],
+                                    uint8_t ret_sha256[32], uint8_t ret_chunk_root[32], TpError *err);

@@ -50,9 +50,39 @@ void sites_fingerprint(char *const *sorted_names, size_t n, uint8_t ret[SHA256_D
         sha256_final(&s, ret);
 }
 
+void manifest_files_done(ManifestFiles *f) {
+        fileset_done(&f->set);
+        free(f->sha256);
+        f->sha256 = NULL;
+}
+
+int manifest_files_set(ManifestFiles *f, const FileSet *set, const uint8_t (*sha256)[SHA256_DIGEST_SIZE]) {
+        ManifestFiles n = { FILESET_NULL, NULL };
+        int r;
+
+        if (!set->directory) {
+                manifest_files_done(f);
+                return 0;
+        }
+        n.sha256 = calloc(set->n_files, sizeof(*n.sha256));
+        if (!n.sha256)
+                return -ENOMEM;
+        for (size_t i = 0; i < set->n_files; i++)
+                if ((r = fileset_add(&n.set, set->files[i].path, set->files[i].size)) < 0) {
+                        manifest_files_done(&n);
+                        return r;
+                }
+        memcpy(n.sha256, sha256, set->n_files * sizeof(*n.sha256));
+        manifest_files_done(f);
+        *f = n;
+        return 0;
+}
+
 Manifest *manifest_free(Manifest *m) {
         if (!m)
                 return NULL;
+        manifest_files_done(&m->base.files);
+        manifest_files_done(&m->target.files);
         free(m->task);
         for (size_t i = 0; i < m->n_sites; i++)
                 free(m->sites[i]);
@@ -67,6 +97,31 @@ Manifest *manifest_free(Manifest *m) {
 }
 
 /* ---- writing ------------------------------------------------------------- */
+
+static void write_files(YamlWriter *w, const ManifestFiles *f) {
+        if (f->set.n_files == 0)
+                return;
+        yaml_writer_str(w, "files");
+        yaml_writer_seq_start(w, false);
+        for (size_t i = 0; i < f->set.n_files; i++) {
+                yaml_writer_map_start(w, true);
+                yaml_writer_kv(w, "path", f->set.files[i].path);
+                yaml_writer_kv_u64(w, "size", f->set.files[i].size);
+                yaml_writer_kv_sha(w, "sha256", f->sha256[i]);
+                yaml_writer_map_end(w);
+        }
+        yaml_writer_seq_end(w);
+}
+
+/* A span's offset as the YAML has it: relative to its file when the model is a directory. */
+static void write_offset(YamlWriter *w, const ManifestFiles *f, const char *file_key, const char *key, uint64_t off) {
+        if (f->set.n_files > 0) {
+                size_t i = fileset_locate(&f->set, off);
+                yaml_writer_kv_u64(w, file_key, i);
+                off -= f->set.files[i].offset;
+        }
+        yaml_writer_kv_u64(w, key, off);
+}
 
 static void write_manifest(YamlWriter *w, const Manifest *m) {
         yaml_writer_map_start(w, false);
@@ -83,6 +138,7 @@ static void write_manifest(YamlWriter *w, const Manifest *m) {
         yaml_writer_kv_sha(w, "sha256", m->base.sha256);
         yaml_writer_kv_u64(w, "size", m->base.size);
         yaml_writer_kv_sha(w, "layout", m->base.layout);
+        write_files(w, &m->base.files);
         yaml_writer_map_end(w);
 
         yaml_writer_str(w, "target");
@@ -91,6 +147,7 @@ static void write_manifest(YamlWriter *w, const Manifest *m) {
         yaml_writer_kv_u64(w, "size", m->target.size);
         yaml_writer_kv_u64(w, "chunk_size", m->target.chunk_size);
         yaml_writer_kv_sha(w, "chunk_root", m->target.chunk_root);
+        write_files(w, &m->target.files);
         yaml_writer_map_end(w);
 
         yaml_writer_str(w, "sites");
@@ -114,7 +171,7 @@ static void write_manifest(YamlWriter *w, const Manifest *m) {
         for (size_t i = 0; i < m->n_spans; i++) {
                 const ManifestSpan *s = &m->spans[i];
                 yaml_writer_map_start(w, true);
-                yaml_writer_kv_u64(w, "offset", s->offset);
+                write_offset(w, &m->target.files, "file", "offset", s->offset);
                 yaml_writer_kv_u64(w, "length", s->length);
                 yaml_writer_kv(w, "encoding", span_encoding_to_string(s->encoding));
                 if (s->encoding == SPAN_DELTA)
@@ -124,7 +181,7 @@ static void write_manifest(YamlWriter *w, const Manifest *m) {
                 if (m->format == MANIFEST_FORMAT) {
                         yaml_writer_kv_sha(w, "base_sha256", s->base_sha256);
                 } else if (s->encoding != SPAN_RAW) {
-                        yaml_writer_kv_u64(w, "base_offset", s->base_offset);
+                        write_offset(w, &m->base.files, "base_file", "base_offset", s->base_offset);
                         if (s->encoding == SPAN_REF)
                                 yaml_writer_kv_u64(w, "base_length", s->base_length);
                         if (s->encoding != SPAN_COPY)
@@ -164,13 +221,42 @@ static int span_fail(const YamlNode *n, size_t idx, const ManifestSpan *s, const
         return tp_error(err, -EBADMSG, W ": line %u: span #%zu (offset %" PRIu64 "): %s", n->line, idx, s->offset, what);
 }
 
+/*
+ * A span's offset in a directory's space: "file" (an index into @f) and the offset in it;
+ * [offset, +length) must lie inside that file. A single file: no "file" key.
+ */
+static int span_offset(const YamlNode *n, size_t idx, const ManifestFiles *f, const char *file_key,
+                       const char *which, uint64_t *off, uint64_t length, TpError *err) {
+        uint64_t i;
+        int r;
+
+        if (f->set.n_files == 0) {
+                if (yaml_map_get(n, file_key))
+                        return tp_error(err, -EBADMSG, W ": line %u: span #%zu: '%s' but the %s is one file", n->line,
+                                        idx, file_key, which);
+                return 0;
+        }
+        if ((r = yaml_get_u64(n, file_key, true, W, &i, err)) < 0)
+                return r;
+        if (i >= f->set.n_files)
+                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: %s %" PRIu64 " is not one of the %s's %zu files",
+                                n->line, idx, file_key, i, which, f->set.n_files);
+        const FileSetFile *file = &f->set.files[i];
+        if (*off > file->size || length > file->size - *off)
+                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: [%" PRIu64 ", +%" PRIu64 ") runs past the end "
+                                "of %s file '%s' (%" PRIu64 " bytes)", n->line, idx, *off, length, which, file->path,
+                                file->size);
+        *off += file->offset;
+        return 0;
+}
+
 /* Format 1: base bytes under the span, no copies or refs; format 2 (m->format): below. */
 static int parse_span(const YamlNode *n, size_t idx, const Manifest *m, ManifestSpan *s, TpError *err) {
-        static const char *const keys1[] = { "offset", "length", "encoding", "layout", "site", "base_sha256",
+        static const char *const keys1[] = { "file", "offset", "length", "encoding", "layout", "site", "base_sha256",
                                              "new_sha256", "frame_offset", "frame_size", NULL };
-        static const char *const keys2[] = { "offset", "length", "encoding", "layout", "site", "base_offset",
-                                             "base_length", "base_sha256", "new_sha256", "frame_offset",
-                                             "frame_size", NULL };
+        static const char *const keys2[] = { "file", "offset", "length", "encoding", "layout", "site", "base_file",
+                                             "base_offset", "base_length", "base_sha256", "new_sha256",
+                                             "frame_offset", "frame_size", NULL };
         const bool v2 = m->format == MANIFEST_FORMAT_RELOCATING;
         const char *enc = NULL, *layout = NULL, *site = NULL;
         int r;
@@ -219,6 +305,11 @@ static int parse_span(const YamlNode *n, size_t idx, const Manifest *m, Manifest
                         s->base_length = raw ? 0 : s->length;
                 if (copy)
                         memcpy(s->base_sha256, s->new_sha256, SHA256_DIGEST_SIZE);
+                if (!raw && (r = span_offset(n, idx, &m->base.files, "base_file", "base", &s->base_offset,
+                                             s->base_length, err)) < 0)
+                        return r;
+                if (raw && yaml_map_get(n, "base_file"))
+                        return span_fail(n, idx, s, "a raw span reads no base bytes (no base_file)", err);
                 if (s->base_offset > m->base.size || s->base_length > m->base.size - s->base_offset) {
                         char msg[160];
                         snprintf(msg, sizeof(msg), "its base bytes [%" PRIu64 ", +%" PRIu64
@@ -226,7 +317,11 @@ static int parse_span(const YamlNode *n, size_t idx, const Manifest *m, Manifest
                                  m->base.size);
                         return span_fail(n, idx, s, msg, err);
                 }
+                if ((r = span_offset(n, idx, &m->target.files, "file", "target", &s->offset, s->length, err)) < 0)
+                        return r;
         } else {
+                if ((r = span_offset(n, idx, &m->target.files, "file", "target", &s->offset, s->length, err)) < 0)
+                        return r;
                 /* The bytes under the span, as far as the base reaches. */
                 s->base_offset = s->offset;
                 s->base_length = s->offset >= m->base.size ? 0 :
@@ -293,6 +388,70 @@ static int parse_spans(const YamlNode *seq, Manifest *m, TpError *err) {
         return 0;
 }
 
+/* A directory's file list (absent: one file); the digest over it must be @sha256 and the sizes add up to @size. */
+static int parse_files(const YamlNode *parent, const char *which, const uint8_t sha256[SHA256_DIGEST_SIZE],
+                       uint64_t size, ManifestFiles *ret, TpError *err) {
+        static const char *const keys[] = { "path", "size", "sha256", NULL };
+        ManifestFiles f = { FILESET_NULL, NULL };
+        const YamlNode *seq;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        int r;
+
+        if ((r = yaml_get_seq(parent, "files", false, W, &seq, err)) < 0)
+                return r;
+        if (!seq)
+                return 0;
+        if (seq->n == 0 || seq->n > FILESET_MAX_FILES)
+                return tp_error(err, -EBADMSG, W ": line %u: %s.files: %zu files (expected 1 .. %u)", seq->line, which,
+                                seq->n, FILESET_MAX_FILES);
+        f.sha256 = calloc(seq->n, sizeof(*f.sha256));
+        if (!f.sha256)
+                return -ENOMEM;
+        for (size_t i = 0; i < seq->n; i++) {
+                const YamlNode *n = seq->items[i];
+                const char *path;
+                uint64_t fsize;
+
+                if (n->kind != YAML_MAPPING)
+                        r = tp_error(err, -EBADMSG, W ": line %u: %s.files #%zu: expected a mapping", n->line, which, i);
+                else if ((r = yaml_check_keys(n, keys, W " file", err)) >= 0 &&
+                         (r = yaml_get_str(n, "path", true, W, &path, err)) >= 0 &&
+                         (r = yaml_get_u64(n, "size", true, W, &fsize, err)) >= 0 &&
+                         (r = yaml_get_sha256(n, "sha256", true, W, f.sha256[i], err)) >= 0) {
+                        r = fileset_add(&f.set, path, fsize);
+                        if (r == -EINVAL)
+                                r = tp_error(err, -EBADMSG, W ": line %u: %s.files #%zu: path '%.80s' is not a relative "
+                                             "path inside the model, or is out of order (files are sorted by path, "
+                                             "each once)", n->line, which, i, path);
+                        else if (r < 0)
+                                r = tp_error(err, r == -EOVERFLOW ? -EBADMSG : r, W ": line %u: %s.files: %s", n->line,
+                                             which, r == -EOVERFLOW ? "sizes add up past 2^64" : strerror(-r));
+                }
+                if (r < 0) {
+                        manifest_files_done(&f);
+                        return r;
+                }
+        }
+        fileset_digest(&f.set, (const uint8_t (*)[SHA256_DIGEST_SIZE]) f.sha256, d);
+        if (f.set.size != size || memcmp(d, sha256, sizeof(d)) != 0) {
+                manifest_files_done(&f);
+                return tp_error(err, -EBADMSG, W ": line %u: %s.files %s", seq->line, which,
+                                f.set.size != size ? "do not add up to its size" : "do not match its sha256 (the digest "
+                                                                                   "over the set)");
+        }
+        *ret = f;
+        return 0;
+}
+
+static bool same_files(const ManifestFiles *a, const ManifestFiles *b) {
+        if (a->set.n_files != b->set.n_files)
+                return false;
+        for (size_t i = 0; i < a->set.n_files; i++)
+                if (strcmp(a->set.files[i].path, b->set.files[i].path) != 0 || a->set.files[i].size != b->set.files[i].size)
+                        return false;
+        return true;
+}
+
 static int parse_sites(const YamlNode *sites, Manifest *m, TpError *err) {
         static const char *const keys[] = { "fingerprint", "names", NULL };
         const YamlNode *names;
@@ -330,8 +489,8 @@ static int parse_sites(const YamlNode *sites, Manifest *m, TpError *err) {
 int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
         static const char *const keys[] = { "format", "task", "version", "created", "expires", "kind", "base",
                                             "target", "sites", "payload", "spans", NULL };
-        static const char *const base_keys[] = { "sha256", "size", "layout", NULL };
-        static const char *const target_keys[] = { "sha256", "size", "chunk_size", "chunk_root", NULL };
+        static const char *const base_keys[] = { "sha256", "size", "layout", "files", NULL };
+        static const char *const target_keys[] = { "sha256", "size", "chunk_size", "chunk_root", "files", NULL };
         static const char *const payload_keys[] = { "size", "sha256", NULL };
         _cleanup_(yaml_node_freep) YamlNode *root = NULL;
         _cleanup_(manifest_freep) Manifest *m = NULL;
@@ -392,6 +551,13 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
             (m->target.chunk_size & (m->target.chunk_size - 1)))
                 return tp_error(err, -EBADMSG, W ": target.chunk_size %" PRIu64
                                 " is not a power of two between 4 KiB and 64 MiB", m->target.chunk_size);
+
+        if ((r = parse_files(base, "base", m->base.sha256, m->base.size, &m->base.files, err)) < 0 ||
+            (r = parse_files(target, "target", m->target.sha256, m->target.size, &m->target.files, err)) < 0)
+                return r;
+        /* In place: the target is the base's files, patched. */
+        if (m->format == MANIFEST_FORMAT && !same_files(&m->base.files, &m->target.files))
+                return tp_error(err, -EBADMSG, W ": format 1 patches in place, but base.files and target.files differ");
 
         if ((r = parse_sites(sites, m, err)) < 0 || (r = parse_spans(spans, m, err)) < 0)
                 return r;

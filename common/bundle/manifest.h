@@ -14,6 +14,7 @@
 
 #include "artifact.h"
 #include "error.h"
+#include "fileset.h"
 #include "sha256.h"
 
 #define MANIFEST_FORMAT 1               /* in place: the target keeps the base's layout */
@@ -37,8 +38,20 @@ typedef enum SpanEncoding {
         _SPAN_ENCODING_INVALID = -EINVAL,
 } SpanEncoding;
 
+/*
+ * A model of several files (fileset.h): base.files and target.files list them (paths, sizes,
+ * their offsets in the set's space) with their SHA-256s, and base.sha256 / target.sha256 are the
+ * sets' digests. Offsets below are in the set's space; the YAML names each span's file
+ * ("file", "base_file": indexes into the lists) and its offsets relative to that file, and no
+ * span crosses a file's end. A single-file base or target has an empty list.
+ */
+typedef struct ManifestFiles {
+        FileSet set;                            /* fds -1; n_files 0 for a single file */
+        uint8_t (*sha256)[SHA256_DIGEST_SIZE];  /* per file */
+} ManifestFiles;
+
 typedef struct ManifestSpan {
-        uint64_t offset;                        /* in the target file */
+        uint64_t offset;                        /* in the target file (a directory: in its set's space) */
         uint64_t length;                        /* bytes written there */
         SpanEncoding encoding;
         char *layout;                           /* SPAN_DELTA: the delta layout name ("q4_0", "bytes", ...) */
@@ -65,12 +78,14 @@ typedef struct Manifest {
                 uint8_t sha256[SHA256_DIGEST_SIZE];
                 uint64_t size;
                 uint8_t layout[SHA256_DIGEST_SIZE];     /* artifact layout fingerprint */
+                ManifestFiles files;
         } base;
         struct {
                 uint8_t sha256[SHA256_DIGEST_SIZE];
                 uint64_t size;
                 uint64_t chunk_size;
-                uint8_t chunk_root[SHA256_DIGEST_SIZE]; /* SHA-256 of the concatenated chunk digests */
+                uint8_t chunk_root[SHA256_DIGEST_SIZE]; /* SHA-256 of the concatenated chunk digests (of the set's space) */
+                ManifestFiles files;
         } target;
         char **sites;                           /* the task's site set: names of the sites it changes, sorted */
         size_t n_sites;
@@ -86,6 +101,9 @@ typedef struct Manifest {
 } Manifest;
 
 Manifest *manifest_free(Manifest *m);
+void manifest_files_done(ManifestFiles *f);
+/* A copy of @set's paths and sizes with @sha256 (n_files entries); for a single file, an empty list. */
+_warn_unused_result_ int manifest_files_set(ManifestFiles *f, const FileSet *set, const uint8_t (*sha256)[SHA256_DIGEST_SIZE]);
 DEFINE_POINTER_CLEANUP(Manifest, manifest_free)
 
 const char *span_encoding_to_string(SpanEncoding e);   /* "raw", "delta", "copy", "ref" */

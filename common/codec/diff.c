@@ -29,15 +29,15 @@ bool artifact_same_layout(const Artifact *a, const Artifact *b) {
 }
 
 typedef struct Scan {
-        int base_fd, target_fd;
+        const FileSet *base_files, *target_files;
         uint8_t *a, *b;                 /* DIFF_CHUNK each */
         Diff *diff;
         size_t cap;
         TpError *err;
 } Scan;
 
-static int read_at(int fd, uint8_t *buf, size_t n, uint64_t off, const char *which, TpError *err) {
-        int r = pread_full(fd, buf, n, off);
+static int read_at(const FileSet *f, uint8_t *buf, size_t n, uint64_t off, const char *which, TpError *err) {
+        int r = fileset_pread(f, buf, n, off);
         if (r == -ENODATA)
                 return tp_error(err, -EIO, "the %s shrank while being read (offset %" PRIu64 ")", which, off);
         if (r < 0)
@@ -72,8 +72,8 @@ static int scan_segment(Scan *s, uint64_t off, uint64_t len, ssize_t site) {
 
         for (uint64_t pos = off; pos < off + len;) {
                 size_t n = off + len - pos < DIFF_CHUNK ? (size_t) (off + len - pos) : DIFF_CHUNK;
-                if ((r = read_at(s->base_fd, s->a, n, pos, "base", s->err)) < 0 ||
-                    (r = read_at(s->target_fd, s->b, n, pos, "target", s->err)) < 0)
+                if ((r = read_at(s->base_files, s->a, n, pos, "base", s->err)) < 0 ||
+                    (r = read_at(s->target_files, s->b, n, pos, "target", s->err)) < 0)
                         return r;
 
                 for (size_t i = 0; i < n;) {
@@ -120,8 +120,8 @@ static int count_differences(Scan *s, uint64_t len, uint64_t *ret) {
         for (uint64_t pos = 0; pos < len;) {
                 size_t n = len - pos < DIFF_CHUNK ? (size_t) (len - pos) : DIFF_CHUNK;
                 int r;
-                if ((r = read_at(s->base_fd, s->a, n, pos, "base", s->err)) < 0 ||
-                    (r = read_at(s->target_fd, s->b, n, pos, "target", s->err)) < 0)
+                if ((r = read_at(s->base_files, s->a, n, pos, "base", s->err)) < 0 ||
+                    (r = read_at(s->target_files, s->b, n, pos, "target", s->err)) < 0)
                         return r;
                 for (size_t i = 0; i < n; i++)
                         changed += s->a[i] != s->b[i];
@@ -131,11 +131,11 @@ static int count_differences(Scan *s, uint64_t len, uint64_t *ret) {
         return 0;
 }
 
-int diff_compute(int base_fd, const Artifact *base, int target_fd, const Artifact *target, Diff **ret,
+int diff_compute(const FileSet *base_files, const Artifact *base, const FileSet *target_files, const Artifact *target, Diff **ret,
                  TpError *err) {
         _cleanup_(diff_freep) Diff *d = NULL;
         _cleanup_free_ uint8_t *a = NULL, *b = NULL;
-        Scan s = { .base_fd = base_fd, .target_fd = target_fd, .err = err };
+        Scan s = { .base_files = base_files, .target_files = target_files, .err = err };
         int r;
 
         if (base->kind != target->kind)

@@ -39,9 +39,9 @@ typedef struct Diff {
 Diff *diff_free(Diff *d);
 DEFINE_POINTER_CLEANUP(Diff, diff_free)
 
-/* Compare @base and @target (same kind, else -EINVAL with a message); streams both files. */
-_warn_unused_result_ int diff_compute(int base_fd, const Artifact *base, int target_fd, const Artifact *target,
-                                      Diff **ret, TpError *err);
+/* Compare @base and @target (same kind, else -EINVAL with a message); streams both models' files. */
+_warn_unused_result_ int diff_compute(const FileSet *base_files, const Artifact *base, const FileSet *target_files,
+                                      const Artifact *target, Diff **ret, TpError *err);
 
 /* Whether two artifacts have the same layout (kind, size, and every site's name, type, offset, length). */
 bool artifact_same_layout(const Artifact *a, const Artifact *b);

@@ -37,7 +37,7 @@ Match *match_free(Match *m) {
 }
 
 typedef struct Matcher {
-        int base_fd, target_fd;
+        const FileSet *base_files, *target_files;
         const Artifact *base, *target;
         uint8_t *a, *b;                 /* MATCH_CHUNK each */
         size_t *by_name;                /* base site indices sorted by name */
@@ -48,11 +48,11 @@ typedef struct Matcher {
         TpError *err;
 } Matcher;
 
-static int read_at(Matcher *x, int fd, uint8_t *buf, size_t n, uint64_t off) {
-        int r = pread_full(fd, buf, n, off);
+static int read_at(Matcher *x, const FileSet *f, uint8_t *buf, size_t n, uint64_t off) {
+        int r = fileset_pread(f, buf, n, off);
         if (r < 0)
                 return tp_error(x->err, r == -ENODATA ? -EIO : r, "reading the %s at offset %" PRIu64 ": %s",
-                                fd == x->base_fd ? "base" : "target", off, strerror(r == -ENODATA ? EIO : -r));
+                                f == x->base_files ? "base" : "target", off, strerror(r == -ENODATA ? EIO : -r));
         return 0;
 }
 
@@ -68,8 +68,8 @@ static int compare(Matcher *x, uint64_t boff, uint64_t toff, uint64_t len, bool 
 
         for (uint64_t pos = 0; pos < len;) {
                 size_t n = len - pos < MATCH_CHUNK ? (size_t) (len - pos) : MATCH_CHUNK;
-                if ((r = read_at(x, x->base_fd, x->a, n, boff + pos)) < 0 ||
-                    (r = read_at(x, x->target_fd, x->b, n, toff + pos)) < 0)
+                if ((r = read_at(x, x->base_files, x->a, n, boff + pos)) < 0 ||
+                    (r = read_at(x, x->target_files, x->b, n, toff + pos)) < 0)
                         return r;
                 if (memcmp(x->a, x->b, n) != 0) {
                         size_t i = 0, j = n;
@@ -494,13 +494,13 @@ static void fold_refs(Match *m) {
         m->n_pieces = out;
 }
 
-int match_compute(int base_fd, const Artifact *base, int target_fd, const Artifact *target, Match **ret,
+int match_compute(const FileSet *base_files, const Artifact *base, const FileSet *target_files, const Artifact *target, Match **ret,
                   TpError *err) {
         _cleanup_(match_freep) Match *m = NULL;
         _cleanup_free_ uint8_t *a = NULL, *b = NULL;
         _cleanup_free_ size_t *by_name = NULL, *t_by_name = NULL;
         _cleanup_free_ bool *used = NULL;
-        Matcher x = { .base_fd = base_fd, .target_fd = target_fd, .base = base, .target = target, .err = err };
+        Matcher x = { .base_files = base_files, .target_files = target_files, .base = base, .target = target, .err = err };
         int r;
 
         if (base->kind != target->kind)
@@ -519,7 +519,7 @@ int match_compute(int base_fd, const Artifact *base, int target_fd, const Artifa
                 return -ENOMEM;
         if ((r = sort_by_name(base, &by_name)) < 0 || (r = sort_by_name(target, &t_by_name)) < 0)
                 return r;
-        x = (Matcher) { .base_fd = base_fd, .target_fd = target_fd, .base = base, .target = target, .a = a, .b = b,
+        x = (Matcher) { .base_files = base_files, .target_files = target_files, .base = base, .target = target, .a = a, .b = b,
                         .by_name = by_name, .t_by_name = t_by_name, .used = used, .m = m, .err = err };
 
         /* Header bytes before the first site: against the base's. */

@@ -93,5 +93,5 @@ Match *match_free(Match *m);
 DEFINE_POINTER_CLEANUP(Match, match_free)
 
 /* Plan @target from @base (same kind, else -EINVAL); reads both files. */
-_warn_unused_result_ int match_compute(int base_fd, const Artifact *base, int target_fd, const Artifact *target,
-                                       Match **ret, TpError *err);
+_warn_unused_result_ int match_compute(const FileSet *base_files, const Artifact *base, const FileSet *target_files,
+                                       const Artifact *target, Match **ret, TpError *err);

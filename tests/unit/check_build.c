@@ -103,8 +103,8 @@ static void make_bundle(const char *target, const char *out, const char *task) {
 
         ck_assert_int_eq(artifact_open(bfd, &ba, &err), 0);
         ck_assert_int_eq(artifact_open(tfd, &ta, &err), 0);
-        ck_assert_int_eq(diff_compute(bfd, ba, tfd, ta, &d, &err), 0);
-        ck_assert_msg(bundle_create(bfd, ba, tfd, ta, d, &o, path_of(out), NULL, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(diff_compute(&FILESET_ONE(bfd, ba->size), ba, &FILESET_ONE(tfd, ta->size), ta, &d, &err), 0);
+        ck_assert_msg(bundle_create(&FILESET_ONE(bfd, ba->size), ba, &FILESET_ONE(tfd, ta->size), ta, d, &o, path_of(out), NULL, &err) == 0, "%s", err.message);
 }
 
 static Bundle *open_bundle(const char *name) {

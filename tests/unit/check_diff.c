@@ -48,7 +48,7 @@ START_TEST(test_sites_and_gaps) {
         /* site b unchanged */
 
         int fb = memfd_with(base, SIZE), ft = memfd_with(target, SIZE);
-        ck_assert_int_eq(diff_compute(fb, ab, ft, at, &d, &err), 0);
+        ck_assert_int_eq(diff_compute(&FILESET_ONE(fb, ab->size), ab, &FILESET_ONE(ft, at->size), at, &d, &err), 0);
         ck_assert(!d->layout_changed);
         ck_assert_uint_eq(d->n_regions, 3);
         ck_assert_uint_eq(d->regions[0].offset, 100);
@@ -68,7 +68,7 @@ START_TEST(test_sites_and_gaps) {
 
         /* Identical files: nothing. */
         int fb2 = memfd_with(base, SIZE);
-        ck_assert_int_eq(diff_compute(fb, ab, fb2, at, &d, &err), 0);
+        ck_assert_int_eq(diff_compute(&FILESET_ONE(fb, ab->size), ab, &FILESET_ONE(fb2, at->size), at, &d, &err), 0);
         ck_assert_uint_eq(d->n_regions, 0);
         diff_free(d);
         close(fb);
@@ -88,7 +88,7 @@ START_TEST(test_layout_change) {
         memcpy(target, base, SIZE);
         target[7] = 1;
         int fb = memfd_with(base, SIZE), ft = memfd_with(target, SIZE - 10);
-        ck_assert_int_eq(diff_compute(fb, ab, ft, at, &d, &err), 0);
+        ck_assert_int_eq(diff_compute(&FILESET_ONE(fb, ab->size), ab, &FILESET_ONE(ft, at->size), at, &d, &err), 0);
         ck_assert(d->layout_changed);
         ck_assert_uint_eq(d->n_regions, 1);
         ck_assert_uint_eq(d->regions[0].offset, 0);
@@ -101,7 +101,7 @@ START_TEST(test_layout_change) {
         moved->sites[1].offset += 32;
         ck_assert(!artifact_same_layout(ab, moved));
         at->kind = ARTIFACT_ONNX;
-        ck_assert_int_eq(diff_compute(fb, ab, ft, at, &d, &err), -EINVAL);
+        ck_assert_int_eq(diff_compute(&FILESET_ONE(fb, ab->size), ab, &FILESET_ONE(ft, at->size), at, &d, &err), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err.message, "same kind"));
         close(fb);
         close(ft);

@@ -61,8 +61,8 @@ static void make_bundle(const char *target_name, const char *out, const char *ta
 
         ck_assert_int_eq(artifact_open(bfd, &ba, &err), 0);
         ck_assert_int_eq(artifact_open(tfd, &ta, &err), 0);
-        ck_assert_int_eq(diff_compute(bfd, ba, tfd, ta, &d, &err), 0);
-        ck_assert_msg(bundle_create(bfd, ba, tfd, ta, d, &o, path_of(out), NULL, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(diff_compute(&FILESET_ONE(bfd, ba->size), ba, &FILESET_ONE(tfd, ta->size), ta, &d, &err), 0);
+        ck_assert_msg(bundle_create(&FILESET_ONE(bfd, ba->size), ba, &FILESET_ONE(tfd, ta->size), ta, d, &o, path_of(out), NULL, &err) == 0, "%s", err.message);
 }
 
 static void setup(void) {
@@ -305,7 +305,8 @@ static void same_refusal(const uint8_t *bytes, const char *want) {
                 _cleanup_(bundle_freep) Bundle *b = open_bundle("bad.tpb");
                 _cleanup_close_ int fd = open(path_of("damaged-base"), O_RDONLY | O_CLOEXEC);
                 TpError err = {};
-                ck_assert_int_eq(bundle_apply(b, fd, path_of("damaged-base"), path_of("out"), false, NULL, &err),
+                ck_assert_int_eq(bundle_apply(b, &FILESET_ONE(fd, SIZE), path_of("damaged-base"), path_of("out"), false,
+                                              NULL, &err),
                                  -EBADMSG);
                 ck_assert_int_eq(access(path_of("out"), F_OK), -1);
                 snprintf(msg[0], sizeof(msg[0]), "%s", err.message);

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What artifact.c shares with artifact-set.c: building an Artifact's site list. */
+
+#include "artifact.h"
+#include "fileset.h"
+
+/* Append a site; a->sites must have room for it. */
+_warn_unused_result_ int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type);
+
+/* Sort the sites, refuse overlaps, compute the layout fingerprint (@set: the model's files, NULL for one file). */
+_warn_unused_result_ int artifact_finish(Artifact *a, const FileSet *set, TpError *err);

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Writing a model directory atomically: its files are written, in the
+ * set's order, into a temporary directory beside the final path
+ * ("<dir>/.<name>.taskpatch.XXXXXX", so atomic_file_is_temporary() knows
+ * it), each fsynced, then the temporary is renamed into place and the
+ * parent fsynced. A path that already holds a directory (or a file) is
+ * swapped with the new one by one renameat2(RENAME_EXCHANGE) and the old
+ * tree then removed: at every instant the path holds the old model or the
+ * new one, never a mix. A failed write leaves no temporary behind.
+ *
+ * The bytes come as one stream in the set's space (fileset.h): the writer
+ * cuts it at the files' ends.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fileset.h"
+#include "macro.h"
+
+typedef struct AtomicDir {
+        char *path, *tmp_path;
+        int dirfd;              /* the temporary directory */
+        const FileSet *layout;  /* the files to write (paths and sizes); borrowed */
+        size_t file;            /* the file being written */
+        int fd;                 /* open on it, or -1 */
+        uint64_t pos;           /* bytes of the stream written */
+        bool no_sync;           /* skip the fsyncs (scratch output): atomic, not durable */
+} AtomicDir;
+
+#define ATOMIC_DIR_NULL ((AtomicDir) { .dirfd = -1, .fd = -1 })
+
+/* Create the temporary directory beside @path for the files of @layout (borrowed until commit or abort). */
+_warn_unused_result_ int atomic_dir_open(const char *path, const FileSet *layout, bool no_sync, AtomicDir *ret);
+/* The next @n bytes of the stream: -EFBIG past the set's size. */
+_warn_unused_result_ int atomic_dir_write(AtomicDir *d, const void *buf, size_t n);
+/* Every byte written (else -EBADMSG): fsync, rename or exchange into place, remove the old tree. */
+_warn_unused_result_ int atomic_dir_commit(AtomicDir *d);
+/* Remove the temporary tree (if still there) and free; safe after commit and on ATOMIC_DIR_NULL. */
+void atomic_dir_abort(AtomicDir *d);
+
+/* Remove the tree at @path (not following symlinks): for a temporary or a replaced model. */
+_warn_unused_result_ int remove_tree(const char *path);

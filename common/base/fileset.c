@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "fileset.h"
+
+bool fileset_path_valid(const char *path) {
+        size_t n = path ? strlen(path) : 0;
+
+        if (n == 0 || n > FILESET_MAX_PATH || path[0] == '/')
+                return false;
+        for (const char *c = path; *c;) {
+                size_t len = strcspn(c, "/");
+                if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+                        return false;
+                c += len;
+                if (*c == '/' && *++c == '\0')
+                        return false;   /* a trailing slash */
+        }
+        return true;
+}
+
+static int grow(FileSet *s) {
+        if (s->n_files >= FILESET_MAX_FILES)
+                return -E2BIG;
+        if ((s->n_files & (s->n_files - 1)) == 0) {     /* 0, 1, 2, 4, ...: double */
+                FileSetFile *f = reallocarray(s->files, s->n_files ? 2 * s->n_files : 1, sizeof(*f));
+                if (!f)
+                        return -ENOMEM;
+                s->files = f;
+        }
+        return 0;
+}
+
+int fileset_init_one(FileSet *s, int fd, const char *name, uint64_t size) {
+        *s = FILESET_NULL;
+        s->files = calloc(1, sizeof(*s->files));
+        if (!s->files)
+                return -ENOMEM;
+        s->files[0] = (FileSetFile) { .path = strdup(name ? name : "model"), .fd = fd, .size = size };
+        if (!s->files[0].path) {
+                free(s->files);
+                return -ENOMEM;
+        }
+        s->n_files = 1;
+        s->size = size;
+        return 0;
+}
+
+int fileset_add(FileSet *s, const char *path, uint64_t size) {
+        if (!fileset_path_valid(path) || (s->n_files > 0 && strcmp(s->files[s->n_files - 1].path, path) >= 0))
+                return -EINVAL;
+        if (size > UINT64_MAX - s->size)
+                return -EOVERFLOW;
+        int r = grow(s);
+        if (r < 0)
+                return r;
+        char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        s->files[s->n_files++] = (FileSetFile) { .path = p, .fd = -1, .offset = s->size, .size = size };
+        s->size += size;
+        s->directory = true;
+        return 0;
+}
+
+void fileset_done(FileSet *s) {
+        for (size_t i = 0; i < s->n_files; i++) {
+                if (s->owns_fds && s->files[i].fd >= 0)
+                        close(s->files[i].fd);
+                free(s->files[i].path);
+        }
+        free(s->files);
+        *s = FILESET_NULL;
+}
+
+/* One directory level: its regular files added (unsorted), its subdirectories walked. */
+static int walk(FileSet *s, int dirfd, const char *prefix, unsigned depth, TpError *err) {
+        _cleanup_close_ int dup_fd = dup(dirfd);
+        DIR *d;
+        struct dirent *e;
+        int r = 0;
+
+        if (dup_fd < 0 || !(d = fdopendir(dup_fd)))
+                return tp_error(err, negative_errno(), "%s: %s", *prefix ? prefix : ".", strerror(errno));
+        TAKE_FD(dup_fd);
+        while (r >= 0 && (errno = 0, e = readdir(d))) {
+                _cleanup_free_ char *path = NULL;
+                _cleanup_close_ int fd = -1;
+                struct stat st;
+
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                if (asprintf(&path, "%s%s%s", prefix, *prefix ? "/" : "", e->d_name) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                if (!fileset_path_valid(path)) {
+                        r = tp_error(err, -EINVAL, "%.64s...: path longer than %u bytes", path, FILESET_MAX_PATH);
+                        break;
+                }
+                fd = openat(dirfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+                if (fd < 0) {
+                        r = tp_error(err, negative_errno(), "%s: %s", path,
+                                     errno == ELOOP ? "a symbolic link (a model directory holds only regular files "
+                                                      "and directories)" : strerror(errno));
+                        break;
+                }
+                if (fstat(fd, &st) < 0) {
+                        r = tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+                        break;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        if (depth + 1 > FILESET_MAX_DEPTH)
+                                r = tp_error(err, -E2BIG, "%s: more than %u directory levels", path, FILESET_MAX_DEPTH);
+                        else
+                                r = walk(s, fd, path, depth + 1, err);
+                        continue;
+                }
+                if (!S_ISREG(st.st_mode)) {
+                        r = tp_error(err, -EINVAL, "%s: not a regular file (a model directory holds only regular files "
+                                     "and directories)", path);
+                        break;
+                }
+                if ((r = grow(s)) < 0) {
+                        r = tp_error(err, r, "%s: more than %u files", path, FILESET_MAX_FILES);
+                        break;
+                }
+                /* Reads from here on are plain blocking reads. */
+                (void) fcntl(fd, F_SETFL, 0);
+                s->files[s->n_files++] = (FileSetFile) { .path = TAKE_PTR(path), .fd = TAKE_FD(fd),
+                                                         .size = (uint64_t) st.st_size };
+        }
+        if (r >= 0 && errno != 0)
+                r = tp_error(err, negative_errno(), "%s: %s", *prefix ? prefix : ".", strerror(errno));
+        closedir(d);
+        return r;
+}
+
+static int path_cmp(const void *a, const void *b) {
+        return strcmp(((const FileSetFile *) a)->path, ((const FileSetFile *) b)->path);
+}
+
+int fileset_open_dir(int dirfd, FileSet *ret, TpError *err) {
+        FileSet s = FILESET_NULL;
+
+        s.directory = true;
+        s.owns_fds = true;
+        int r = walk(&s, dirfd, "", 0, err);
+        if (r >= 0 && s.n_files == 0)
+                r = tp_error(err, -ENOENT, "the directory holds no files");
+        if (r < 0) {
+                fileset_done(&s);
+                return r;
+        }
+        qsort(s.files, s.n_files, sizeof(*s.files), path_cmp);
+        for (size_t i = 0; i < s.n_files; i++) {
+                if (s.files[i].size > UINT64_MAX - s.size) {
+                        fileset_done(&s);
+                        return tp_error(err, -EOVERFLOW, "the files add up to more than 2^64 bytes");
+                }
+                s.files[i].offset = s.size;
+                s.size += s.files[i].size;
+        }
+        *ret = s;
+        return 0;
+}
+
+int fileset_open(int fd, const char *name, FileSet *ret, TpError *err) {
+        struct stat st;
+        int r;
+
+        if (fstat(fd, &st) < 0)
+                r = tp_error(err, negative_errno(), "%s", strerror(errno));
+        else if (S_ISDIR(st.st_mode))
+                r = fileset_open_dir(fd, ret, err);
+        else if (!S_ISREG(st.st_mode))
+                r = tp_error(err, -EINVAL, "neither a regular file nor a directory");
+        else if ((r = fileset_init_one(ret, fd, name, (uint64_t) st.st_size)) >= 0) {
+                ret->owns_fds = true;
+                return 0;
+        }
+        close(fd);
+        return r;
+}
+
+size_t fileset_locate(const FileSet *s, uint64_t off) {
+        size_t lo = 0, hi = s->n_files;
+
+        /* The last file with offset <= off; then back over empty files that start there too. */
+        while (hi - lo > 1) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (s->files[mid].offset <= off)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+ssize_t fileset_find(const FileSet *s, const char *path) {
+        size_t lo = 0, hi = s->n_files;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int c = strcmp(s->files[mid].path, path);
+                if (c == 0)
+                        return (ssize_t) mid;
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return -1;
+}
+
+int fileset_pread(const FileSet *s, void *buf, size_t n, uint64_t off) {
+        uint8_t *p = buf;
+
+        if (s->n_files == 1)
+                return pread_full(s->files[0].fd, buf, n, off);
+        if (n > 0 && (off >= s->size || n > s->size - off))
+                return -ENODATA;
+        for (size_t i = n > 0 ? fileset_locate(s, off) : 0; n > 0; i++) {
+                const FileSetFile *f = &s->files[i];
+                uint64_t rel = off - f->offset;
+                size_t k = f->size - rel < n ? (size_t) (f->size - rel) : n;
+                if (k == 0)
+                        continue;
+                int r = pread_full(f->fd, p, k, rel);
+                if (r < 0)
+                        return r;
+                p += k;
+                off += k;
+                n -= k;
+        }
+        return 0;
+}
+
+bool fileset_in_one_file(const FileSet *s, uint64_t off, uint64_t len) {
+        if (off > s->size || len > s->size - off)
+                return false;
+        if (off == s->size)
+                return len == 0;
+        const FileSetFile *f = &s->files[fileset_locate(s, off)];
+        return off + len <= f->offset + f->size;
+}
+
+static void le64(Sha256 *h, uint64_t v) {
+        uint8_t b[8];
+        for (unsigned i = 0; i < 8; i++)
+                b[i] = (uint8_t) (v >> (8 * i));
+        sha256_update(h, b, 8);
+}
+
+void fileset_digest(const FileSet *s, const uint8_t (*file_sha256)[SHA256_DIGEST_SIZE],
+                    uint8_t ret[SHA256_DIGEST_SIZE]) {
+        static const char tag[] = "taskpatch-set-v1";
+        Sha256 h;
+
+        if (!s->directory) {
+                memcpy(ret, file_sha256[0], SHA256_DIGEST_SIZE);
+                return;
+        }
+        sha256_init(&h);
+        sha256_update(&h, tag, sizeof(tag));
+        for (size_t i = 0; i < s->n_files; i++) {
+                sha256_update(&h, s->files[i].path, strlen(s->files[i].path) + 1);
+                le64(&h, s->files[i].size);
+                sha256_update(&h, file_sha256[i], SHA256_DIGEST_SIZE);
+        }
+        sha256_final(&h, ret);
+}
