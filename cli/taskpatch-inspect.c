@@ -27,28 +27,73 @@ static json_t *sha_json(const uint8_t d[32]) {
         return json_string(hex);
 }
 
+/* A directory model's files: [{path, size, sha256}]. */
+static json_t *files_json(const ManifestFiles *f) {
+        json_t *list = json_array();
+        for (size_t i = 0; i < f->set.n_files; i++)
+                json_array_append_new(list, json_pack("{s:s, s:I, s:o}", "path", f->set.files[i].path, "size",
+                                                      (json_int_t) f->set.files[i].size, "sha256", sha_json(f->sha256[i])));
+        return list;
+}
+
+static void files_print(const char *which, const ManifestFiles *f) {
+        char hex[SHA256_HEX_SIZE];
+
+        if (f->set.n_files == 0)
+                return;
+        printf("  %s files %zu:\n", which, f->set.n_files);
+        for (size_t i = 0; i < f->set.n_files; i++) {
+                sha256_to_hex(f->sha256[i], hex);
+                printf("    %.16s  %12" PRIu64 "  %s\n", hex, f->set.files[i].size, f->set.files[i].path);
+        }
+}
+
+/* Where a span's offset lies: its file and the offset in it (a directory), else just the offset. */
+static const FileSetFile *file_of(const ManifestFiles *f, uint64_t off) {
+        return f->set.n_files ? &f->set.files[fileset_locate(&f->set, off)] : NULL;
+}
+
 /* Every span: where it writes, how, what it costs in the payload, which base bytes it reads. */
 json_t *span_list_json(const Manifest *m) {
         json_t *list = json_array();
         for (size_t i = 0; i < m->n_spans; i++) {
                 const ManifestSpan *sp = &m->spans[i];
-                json_array_append_new(list, json_pack("{s:I, s:I, s:s, s:o, s:I, s:I}", "offset", (json_int_t) sp->offset,
-                                                      "length", (json_int_t) sp->length, "encoding",
-                                                      span_encoding_to_string(sp->encoding), "site",
-                                                      sp->site ? json_string(sp->site) : json_null(), "base_offset",
-                                                      (json_int_t) sp->base_offset, "payload_bytes",
-                                                      (json_int_t) sp->frame_size));
+                json_t *j = json_pack("{s:I, s:I, s:s, s:o, s:I, s:I}", "offset", (json_int_t) sp->offset, "length",
+                                      (json_int_t) sp->length, "encoding", span_encoding_to_string(sp->encoding), "site",
+                                      sp->site ? json_string(sp->site) : json_null(), "base_offset",
+                                      (json_int_t) sp->base_offset, "payload_bytes", (json_int_t) sp->frame_size);
+                const FileSetFile *t = file_of(&m->target.files, sp->offset);
+                const FileSetFile *b = sp->base_length ? file_of(&m->base.files, sp->base_offset) : NULL;
+                if (t) {
+                        json_object_set_new(j, "file", json_string(t->path));
+                        json_object_set_new(j, "file_offset", json_integer((json_int_t) (sp->offset - t->offset)));
+                }
+                if (b) {
+                        json_object_set_new(j, "base_file", json_string(b->path));
+                        json_object_set_new(j, "base_file_offset",
+                                            json_integer((json_int_t) (sp->base_offset - b->offset)));
+                }
+                json_array_append_new(list, j);
         }
         return list;
 }
 
 void span_list_print(const Manifest *m) {
-        printf("span list (target offset, bytes, encoding, payload bytes, base offset, site):\n");
+        if (m->target.files.set.n_files == 0 && m->base.files.set.n_files == 0)
+                printf("span list (target offset, bytes, encoding, payload bytes, base offset, site):\n");
+        else
+                printf("span list (target file+offset, bytes, encoding, payload bytes, base file+offset, site):\n");
         for (size_t i = 0; i < m->n_spans; i++) {
                 const ManifestSpan *sp = &m->spans[i];
-                printf("  %12" PRIu64 " %12" PRIu64 " %-5s %10" PRIu64 " %12" PRIu64 "  %s\n", sp->offset, sp->length,
-                       span_encoding_to_string(sp->encoding), sp->frame_size, sp->base_offset,
-                       sp->site ? sp->site : "(header/gap)");
+                const FileSetFile *t = file_of(&m->target.files, sp->offset);
+                const FileSetFile *b = sp->base_length ? file_of(&m->base.files, sp->base_offset) : NULL;
+                if (t)
+                        printf("  %s+", t->path);
+                printf("  %12" PRIu64 " %12" PRIu64 " %-5s %10" PRIu64 " ", sp->offset - (t ? t->offset : 0),
+                       sp->length, span_encoding_to_string(sp->encoding), sp->frame_size);
+                if (b)
+                        printf("%s+", b->path);
+                printf("%12" PRIu64 "  %s\n", sp->base_offset - (b ? b->offset : 0), sp->site ? sp->site : "(header/gap)");
         }
 }
 
@@ -127,6 +172,10 @@ int verb_inspect(int argc, char *argv[]) {
                 json_object_set_new(enc, "ref", json_integer((json_int_t) n_enc[SPAN_REF]));
                 json_object_set_new(j, "format", json_integer((json_int_t) m->format));
                 json_object_set_new(j, "copied_bytes", json_integer((json_int_t) copied));
+                if (m->base.files.set.n_files)
+                        json_object_set_new(json_object_get(j, "base"), "files", files_json(&m->base.files));
+                if (m->target.files.set.n_files)
+                        json_object_set_new(json_object_get(j, "target"), "files", files_json(&m->target.files));
                 json_object_set_new(j, "span_list", span_list_json(m));
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
@@ -140,9 +189,12 @@ int verb_inspect(int argc, char *argv[]) {
         printf("kind      %s\n", artifact_kind_to_string(m->kind));
         printf("created   %s%s%s\n", created, m->expires ? ", expires " : "", m->expires ? expires : "");
         sha256_to_hex(m->base.sha256, hex);
-        printf("base      %s  %" PRIu64 " bytes\n", hex, m->base.size);
+        printf("base      %s  %" PRIu64 " bytes%s\n", hex, m->base.size, m->base.files.set.n_files ? " (a directory)" : "");
+        files_print("base", &m->base.files);
         sha256_to_hex(m->target.sha256, hex);
-        printf("target    %s  %" PRIu64 " bytes\n", hex, m->target.size);
+        printf("target    %s  %" PRIu64 " bytes%s\n", hex, m->target.size,
+               m->target.files.set.n_files ? " (a directory)" : "");
+        files_print("target", &m->target.files);
         printf("signer    %s\n", !b->signature ? "(unsigned)" : have_signer ? info.subject : "(unreadable)");
         printf("format    %" PRIu64 "%s\n", m->format,
                m->format == MANIFEST_FORMAT_RELOCATING ? " (relocating: the spans tile the target)" : " (in place)");

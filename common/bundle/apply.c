@@ -207,15 +207,10 @@ static void final_digest(const FileSet *set, Sha256 *hash, uint8_t ret[32]) {
 static int check_base(const Manifest *m, const FileSet *base, const char *what, TpError *err) {
         const FileSet *want = &m->base.files.set;
 
-        if (base->size != m->base.size)
-                return tp_error(err, -EBADMSG, "%s: the base is %" PRIu64 " bytes, the bundle was made for a %" PRIu64
-                                "-byte base (wrong base?)", what, base->size, m->base.size);
         if (base->directory != (want->n_files > 0))
-                return tp_error(err, -EBADMSG, "%s: the bundle was made for a base %s, this one is %s", what,
-                                want->n_files ? "directory" : "file", base->directory ? "a directory" : "one file");
-        if (!base->directory)
-                return 0;
-        for (size_t i = 0; i < want->n_files || i < base->n_files; i++) {
+                return tp_error(err, -EBADMSG, "%s: the bundle was made for a base %s, this one is %s (wrong base?)",
+                                what, want->n_files ? "directory" : "file", base->directory ? "a directory" : "one file");
+        for (size_t i = 0; base->directory && (i < want->n_files || i < base->n_files); i++) {
                 const FileSetFile *w = i < want->n_files ? &want->files[i] : NULL;
                 const FileSetFile *h = i < base->n_files ? &base->files[i] : NULL;
                 if (!w || !h || strcmp(w->path, h->path) != 0)
@@ -226,6 +221,9 @@ static int check_base(const Manifest *m, const FileSet *base, const char *what, 
                         return tp_error(err, -EBADMSG, "%s: '%s' is %" PRIu64 " bytes, the bundle's base has %" PRIu64
                                         " (wrong base?)", what, h->path, h->size, w->size);
         }
+        if (base->size != m->base.size)
+                return tp_error(err, -EBADMSG, "%s: the base is %" PRIu64 " bytes, the bundle was made for a %" PRIu64
+                                "-byte base (wrong base?)", what, base->size, m->base.size);
         return 0;
 }
 
