@@ -244,54 +244,277 @@ START_TEST(test_sparse) {
 }
 END_TEST
 
-static Buf external_tensor(const char *name, bool with_location, uint64_t location_kind) {
-        Buf t = {}, e = {};
-        f_uint(&t, 1, 4);
-        f_uint(&t, 2, 1);
-        f_str(&t, 8, name);
-        f_str(&e, 1, "offset");
-        f_str(&e, 2, "4096");
-        f_msg(&t, 13, &e);
-        if (with_location) {
-                f_str(&e, 1, "location");
-                f_str(&e, 2, "weights.bin");
-                f_msg(&t, 13, &e);
-        }
-        f_uint(&t, 14, location_kind);
-        return t;
-}
+#define SHA1_HEX "0123456789abcdef0123456789ABCDEF01234567"
+static const uint8_t sha1_bytes[ONNX_SHA1_SIZE] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23,
+                                                    0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67 };
+#define E(...) ((const OnnxEntry[]) { __VA_ARGS__ }), ELEMENTSOF(((const OnnxEntry[]) { __VA_ARGS__ }))
 
-START_TEST(test_external) {
+/* external_data an EXTERNAL tensor may hold, and what the reader makes of it. */
+static const struct {
+        const char *label;
+        const OnnxEntry *e;
+        size_t n;
+        const char *location;
+        uint64_t offset, length;
+        bool has_length, has_checksum;
+} ext_good[] = {
+        { "location only: offset 0, to the end of the file", E({ "location", "w.bin" }), "w.bin", 0, 0, false, false },
+        { "as onnx writes it", E({ "location", "model.onnx.data" }, { "offset", "4096" }, { "length", "16" }),
+          "model.onnx.data", 4096, 16, true, false },
+        { "zeros", E({ "offset", "0" }, { "length", "0" }, { "location", "d/w" }), "d/w", 0, 0, true, false },
+        { "location taken as it is", E({ "location", "../../etc/passwd" }), "../../etc/passwd", 0, 0, false, false },
+        { "checksum, either case", E({ "location", "w" }, { "checksum", SHA1_HEX }), "w", 0, 0, false, true },
+        { "largest offset, no length", E({ "location", "w" }, { "offset", "9223372036854775807" }), "w",
+          INT64_MAX, 0, false, false },
+        { "offset + length at the largest file offset",
+          E({ "location", "w" }, { "offset", "9223372036854775800" }, { "length", "7" }), "w", INT64_MAX - 7, 7, true,
+          false },
+        { "unknown keys ignored, twice too; entries without a key or value",
+          E({ "basepath", "/x" }, { "basepath", "/y" }, { "prepacked_1", "k|0;4;0" }, { NULL, "12x" }, { "Offset", "-1" },
+            { "size", NULL }, { "location", "w" }),
+          "w", 0, 0, false, false },
+};
+
+START_TEST(test_external_good) {
         Buf g = {}, t;
 
-        t = tensor_raw("inline", 1, NULL, 0, "INL", 3);
+        t = tensor_raw("inline", ONNX_TYPE_FLOAT, NULL, 0, "INL", 3);
         f_msg(&g, 5, &t);
-        t = external_tensor("ext", true, 1);
+        t = tensor_entries("ext", ext_good[_i].e, ext_good[_i].n, 1, NULL);
         f_msg(&g, 5, &t);
         Buf m = model_of(&g);
         Onnx *o = read_ok(&m);
         check_invariants(o, m.p, m.n);
         ck_assert(o->has_external);
-        ck_assert(!find(o, "inline")->external);
-        const OnnxInitializer *x = find(o, "ext");
+        const OnnxInitializer *in = find(o, "inline"), *x = find(o, "ext");
+        ck_assert(!in->external);
+        ck_assert_ptr_null(in->location);
         ck_assert(x->external);
-        ck_assert_str_eq(x->location, "weights.bin");
+        ck_assert_str_eq(x->location, ext_good[_i].location);
+        ck_assert_uint_eq(x->ext_offset, ext_good[_i].offset);
+        ck_assert_uint_eq(x->ext_length, ext_good[_i].length);
+        ck_assert(x->ext_has_length == ext_good[_i].has_length);
+        ck_assert(x->ext_has_checksum == ext_good[_i].has_checksum);
+        if (x->ext_has_checksum)
+                ck_assert(memcmp(x->ext_checksum, sha1_bytes, ONNX_SHA1_SIZE) == 0);
+        /* The range of an external tensor is its whole TensorProto. */
         ck_assert_uint_eq(x->offset, x->tensor_offset);
         ck_assert_uint_eq(x->length, x->tensor_length);
         onnx_free(o);
         free(m.p);
+}
+END_TEST
 
-        /* EXTERNAL without a location; a data_location that is neither 0 nor 1. */
+/* data_location after the entries or before them; a DEFAULT tensor's entries are not looked at. */
+START_TEST(test_external_order) {
+        Buf g = {}, t = {}, e = {};
+
+        f_uint(&t, 14, 1);
+        f_str(&e, 1, "length");
+        f_str(&e, 2, "8");
+        f_msg(&t, 13, &e);
+        f_str(&e, 1, "location");
+        f_str(&e, 2, "late.bin");
+        f_msg(&t, 13, &e);
+        f_str(&t, 8, "first");
+        f_msg(&g, 5, &t);
+        t = tensor_entries("default", E({ "location", "a" }, { "location", "" }, { "offset", "12x" }, { "checksum", "" }),
+                           0, NULL);
+        f_msg(&g, 5, &t);
+        t = tensor_entries("absent", E({ "offset", "-1" }), -1, NULL);
+        f_msg(&g, 5, &t);
+        Buf m = model_of(&g);
+
+        Onnx *o = read_ok(&m);
+        check_invariants(o, m.p, m.n);
+        const OnnxInitializer *x = find(o, "first");
+        ck_assert(x->external);
+        ck_assert_str_eq(x->location, "late.bin");
+        ck_assert(x->ext_has_length);
+        ck_assert_uint_eq(x->ext_length, 8);
         for (int i = 0; i < 2; i++) {
-                TpError err = {};
-                t = external_tensor("bad", false, i ? 2 : 1);
-                f_msg(&g, 5, &t);
-                m = model_of(&g);
-                ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
-                ck_assert_msg(strstr(err.message, "graph.initializer #0 ('bad')"), "%s", err.message);
-                ck_assert_msg(strstr(err.message, i ? "data_location 2" : "no \"location\""), "%s", err.message);
-                free(m.p);
+                x = find(o, i ? "absent" : "default");
+                ck_assert(!x->external);
+                ck_assert_ptr_null(x->location);
+                ck_assert(!x->ext_has_length && !x->ext_has_checksum && x->ext_offset == 0);
         }
+        onnx_free(o);
+        free(m.p);
+}
+END_TEST
+
+/* Every rule, each broken once; @want is in the message, which names the tensor. */
+static const struct {
+        const char *label;
+        const OnnxEntry *e;
+        size_t n;
+        size_t at;              /* the entry whose offset the message gives */
+        const char *want;
+} ext_bad[] = {
+        { "no location", E({ "offset", "0" }), SIZE_MAX, "data_location is EXTERNAL but external_data has no \"location\"" },
+        { "two locations", E({ "location", "a" }, { "offset", "0" }, { "location", "a" }), 2,
+          "external_data \"location\" appears twice" },
+        { "two offsets", E({ "location", "a" }, { "offset", "0" }, { "offset", "0" }), 2,
+          "external_data \"offset\" appears twice" },
+        { "two lengths", E({ "length", "1" }, { "location", "a" }, { "length", "2" }, { "length", "3" }), 2,
+          "external_data \"length\" appears twice" },
+        { "two checksums", E({ "location", "a" }, { "checksum", SHA1_HEX }, { "checksum", SHA1_HEX }), 2,
+          "external_data \"checksum\" appears twice" },
+        { "empty location", E({ "location", "" }), 0, "external_data \"location\" is empty" },
+        { "location without a value", E({ "location", NULL }), 0, "external_data \"location\" is empty" },
+        { "offset 12x", E({ "location", "a" }, { "offset", "12x" }), 1, "external_data \"offset\" '12x' is not a decimal number" },
+        { "offset -1", E({ "location", "a" }, { "offset", "-1" }), 1, "\"offset\" '-1' is not a decimal number" },
+        { "offset +5", E({ "location", "a" }, { "offset", "+5" }), 1, "\"offset\" '+5' is not a decimal number" },
+        { "offset with a space", E({ "location", "a" }, { "offset", " 5" }), 1, "\"offset\" ' 5' is not a decimal number" },
+        { "offset with a leading zero", E({ "location", "a" }, { "offset", "05" }), 1, "'05' is not a decimal number" },
+        { "offset in hex", E({ "location", "a" }, { "offset", "0x10" }), 1, "'0x10' is not a decimal number" },
+        { "empty offset", E({ "location", "a" }, { "offset", "" }), 1, "\"offset\" '' is not a decimal number" },
+        { "offset without a value", E({ "location", "a" }, { "offset", NULL }), 1, "\"offset\" '' is not a decimal number" },
+        { "length 1e3", E({ "location", "a" }, { "length", "1e3" }), 1, "\"length\" '1e3' is not a decimal number" },
+        { "length 4.0", E({ "location", "a" }, { "length", "4.0" }), 1, "\"length\" '4.0' is not a decimal number" },
+        { "odd bytes quoted", E({ "location", "a" }, { "length", "\x01'\\" }), 1, "'\\x01\\x27\\x5c' is not a decimal number" },
+        { "offset past UINT64_MAX", E({ "location", "a" }, { "offset", "18446744073709551616" }), 1,
+          "\"offset\" '18446744073709551616' is past the largest file offset (9223372036854775807)" },
+        { "offset past INT64_MAX", E({ "location", "a" }, { "offset", "9223372036854775808" }), 1,
+          "\"offset\" '9223372036854775808' is past the largest file offset" },
+        { "length past INT64_MAX", E({ "location", "a" }, { "length", "18446744073709551615" }), 1,
+          "\"length\" '18446744073709551615' is past the largest file offset" },
+        { "offset + length past INT64_MAX",
+          E({ "location", "a" }, { "length", "8" }, { "offset", "9223372036854775800" }), 1,
+          "external_data \"offset\" 9223372036854775800 + \"length\" 8 is past the largest file offset (9223372036854775807)" },
+        { "checksum of 39 digits", E({ "location", "a" }, { "checksum", "0123456789abcdef0123456789abcdef0123456" }), 1,
+          "external_data \"checksum\" '0123456789abcdef0123456789abcdef0123456' is not a SHA-1 digest (40 hex digits)" },
+        { "checksum of 41 digits", E({ "location", "a" }, { "checksum", SHA1_HEX "8" }), 1, "is not a SHA-1 digest" },
+        { "checksum not hex", E({ "location", "a" }, { "checksum", "0123456789abcdef0123456789abcdef0123456g" }), 1,
+          "is not a SHA-1 digest" },
+        { "checksum as SHA-256", E({ "location", "a" }, { "checksum", SHA1_HEX SHA1_HEX "abcdefab" }), 1,
+          "is not a SHA-1 digest" },
+        { "checksum with a prefix", E({ "location", "a" }, { "checksum", "sha1:" SHA1_HEX }), 1, "is not a SHA-1 digest" },
+        { "empty checksum", E({ "location", "a" }, { "checksum", "" }), 1,
+          "external_data \"checksum\" '' is not a SHA-1 digest" },
+};
+
+START_TEST(test_external_bad) {
+        Buf g = {}, t;
+        size_t entry_at[16], graph_at;
+
+        t = tensor_raw("inline", ONNX_TYPE_FLOAT, NULL, 0, "INL", 3);
+        f_msg(&g, 5, &t);
+        t = tensor_entries("w", ext_bad[_i].e, ext_bad[_i].n, 1, entry_at);
+        size_t tensor_at = f_msg(&g, 5, &t);
+        Buf m = model_at(&g, &graph_at);
+
+        TpError err = {};
+        Onnx *o = (Onnx *) 0x1;
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_ptr_eq(o, (Onnx *) 0x1);
+        char want[TP_ERROR_MAX];
+        size_t at = graph_at + tensor_at + (ext_bad[_i].at == SIZE_MAX ? 0 : entry_at[ext_bad[_i].at]);
+        snprintf(want, sizeof(want), "graph.initializer #1 ('w') at offset %zu: ", at);
+        ck_assert_msg(strncmp(err.message, want, strlen(want)) == 0, "%s: '%s' does not start with '%s'",
+                      ext_bad[_i].label, err.message, want);
+        ck_assert_msg(strstr(err.message, ext_bad[_i].want), "%s: '%s' lacks '%s'", ext_bad[_i].label, err.message,
+                      ext_bad[_i].want);
+        free(m.p);
+}
+END_TEST
+
+/* data_location neither 0 nor 1; a NUL in a value; a value over the cap (any tensor, any key). */
+START_TEST(test_external_malformed) {
+        static char big[ONNX_MAX_NAME + 2];
+        Buf g = {}, t = {}, e = {};
+        TpError err = {};
+        Onnx *o;
+
+        t = tensor_entries("w", E({ "location", "a" }), 2, NULL);
+        f_msg(&g, 5, &t);
+        Buf m = model_of(&g);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "('w') at offset") && strstr(err.message, "data_location 2"), "%s", err.message);
+        free(m.p);
+
+        f_str(&t, 8, "n");
+        f_str(&e, 1, "offset");
+        f_bytes(&e, 2, "1\0", 2);
+        f_msg(&t, 13, &e);
+        f_msg(&g, 5, &t);
+        m = model_of(&g);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "value contains a NUL byte"), "%s", err.message);
+        free(m.p);
+
+        memset(big, 'k', ONNX_MAX_NAME + 1);
+        t = tensor_entries("w", E({ big, "1" }), 0, NULL);
+        f_msg(&g, 5, &t);
+        m = model_of(&g);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "key is 4097 bytes long, more than the cap of 4096"), "%s", err.message);
+        free(m.p);
+}
+END_TEST
+
+/* onnx_initializer_bytes: every fixed-size type, packing, scalars, empty tensors, bad dims, overflow. */
+static const struct {
+        int32_t type;
+        uint32_t n_dims;
+        int64_t dims[3];
+        int want;               /* 0 or the error */
+        uint64_t bytes;
+} sizes[] = {
+        { ONNX_TYPE_FLOAT, 2, { 2, 3 }, 0, 24 },
+        { ONNX_TYPE_FLOAT, 0, {}, 0, 4 },                       /* a scalar */
+        { ONNX_TYPE_UINT8, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_INT8, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_UINT16, 1, { 5 }, 0, 10 },
+        { ONNX_TYPE_INT16, 1, { 5 }, 0, 10 },
+        { ONNX_TYPE_INT32, 1, { 5 }, 0, 20 },
+        { ONNX_TYPE_INT64, 1, { 5 }, 0, 40 },
+        { ONNX_TYPE_BOOL, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT16, 1, { 5 }, 0, 10 },
+        { ONNX_TYPE_DOUBLE, 1, { 5 }, 0, 40 },
+        { ONNX_TYPE_UINT32, 1, { 5 }, 0, 20 },
+        { ONNX_TYPE_UINT64, 1, { 5 }, 0, 40 },
+        { ONNX_TYPE_COMPLEX64, 1, { 5 }, 0, 40 },
+        { ONNX_TYPE_COMPLEX128, 1, { 5 }, 0, 80 },
+        { ONNX_TYPE_BFLOAT16, 1, { 5 }, 0, 10 },
+        { ONNX_TYPE_FLOAT8E4M3FN, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT8E4M3FNUZ, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT8E5M2, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT8E5M2FNUZ, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT8E8M0, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_UINT4, 1, { 5 }, 0, 3 },                    /* two to a byte, rounded up */
+        { ONNX_TYPE_INT4, 2, { 2, 2 }, 0, 2 },
+        { ONNX_TYPE_INT4, 0, {}, 0, 1 },
+        { ONNX_TYPE_FLOAT4E2M1, 3, { 3, 1, 1 }, 0, 2 },
+        { ONNX_TYPE_UINT2, 1, { 5 }, 0, 2 },                    /* four to a byte */
+        { ONNX_TYPE_INT2, 1, { 8 }, 0, 2 },
+        { ONNX_TYPE_INT2, 1, { 9 }, 0, 3 },
+        { ONNX_TYPE_FLOAT, 2, { 0, INT64_MAX }, 0, 0 },         /* empty, however large the rest */
+        { ONNX_TYPE_FLOAT, 3, { INT64_MAX, INT64_MAX, 0 }, 0, 0 },
+        { ONNX_TYPE_INT8, 1, { INT64_MAX }, 0, INT64_MAX },
+        { ONNX_TYPE_INT4, 1, { INT64_MAX }, 0, (uint64_t) INT64_MAX / 2 + 1 },
+        { ONNX_TYPE_FLOAT, 1, { INT64_MAX / 4 }, 0, (uint64_t) INT64_MAX / 4 * 4 },
+        { ONNX_TYPE_FLOAT, 1, { INT64_MAX / 4 + 1 }, -EOVERFLOW, 0 },
+        { ONNX_TYPE_COMPLEX128, 1, { INT64_MAX / 16 + 1 }, -EOVERFLOW, 0 },
+        { ONNX_TYPE_INT8, 2, { 1ll << 32, 1ll << 31 }, -EOVERFLOW, 0 },
+        { ONNX_TYPE_INT8, 3, { 1ll << 32, 1ll << 32, 0 }, 0, 0 },
+        { ONNX_TYPE_FLOAT, 2, { 2, -1 }, -EINVAL, 0 },
+        { ONNX_TYPE_FLOAT, 2, { 0, -1 }, -EINVAL, 0 },
+        { ONNX_TYPE_STRING, 1, { 5 }, -EOPNOTSUPP, 0 },
+        { ONNX_TYPE_UNDEFINED, 1, { 5 }, -EOPNOTSUPP, 0 },
+        { 27, 1, { 5 }, -EOPNOTSUPP, 0 },
+        { -1, 1, { 5 }, -EOPNOTSUPP, 0 },
+        { INT32_MAX, 0, {}, -EOPNOTSUPP, 0 },
+};
+
+START_TEST(test_bytes) {
+        OnnxInitializer t = { .data_type = sizes[_i].type, .n_dims = sizes[_i].n_dims };
+        uint64_t got = 12345;
+
+        memcpy(t.dims, sizes[_i].dims, sizeof(sizes[_i].dims));
+        int k = onnx_initializer_bytes(&t, &got);
+        ck_assert_msg(k == sizes[_i].want, "#%d (type %d): %d, want %d", _i, sizes[_i].type, k, sizes[_i].want);
+        ck_assert_uint_eq(got, k == 0 ? sizes[_i].bytes : 12345);     /* untouched on failure */
 }
 END_TEST
 
@@ -523,7 +746,11 @@ static Suite *onnx_suite(void) {
         tcase_add_test(tc, test_dims);
         tcase_add_test(tc, test_nested);
         tcase_add_test(tc, test_sparse);
-        tcase_add_test(tc, test_external);
+        tcase_add_loop_test(tc, test_external_good, 0, ELEMENTSOF(ext_good));
+        tcase_add_test(tc, test_external_order);
+        tcase_add_loop_test(tc, test_external_bad, 0, ELEMENTSOF(ext_bad));
+        tcase_add_test(tc, test_external_malformed);
+        tcase_add_loop_test(tc, test_bytes, 0, ELEMENTSOF(sizes));
         tcase_add_test(tc, test_duplicates);
         tcase_add_test(tc, test_functions_training);
         tcase_add_test(tc, test_fixtures);
