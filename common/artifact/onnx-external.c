@@ -102,8 +102,10 @@ static int parse_checksum(PbWalker *w, const OnnxExternalKey *e, uint8_t ret[sta
         bool ok = strlen(s) == 2 * ONNX_SHA1_SIZE;
         for (size_t i = 0; ok && i < ONNX_SHA1_SIZE; i++) {
                 int hi = unhex(s[2 * i]), lo = unhex(s[2 * i + 1]);
-                ok = hi >= 0 && lo >= 0;
-                d[i] = (uint8_t) (hi << 4 | lo);
+                if (hi < 0 || lo < 0)
+                        ok = false;
+                else
+                        d[i] = (uint8_t) (hi << 4 | lo);
         }
         if (!ok)
                 return pb_error(w, e->at, "external_data \"checksum\" '%s' is not a SHA-1 digest (40 hex digits)",
