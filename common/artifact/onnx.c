@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "onnx-external.h"
 #include "onnx.h"
 #include "pbwire.h"
 
@@ -45,7 +46,6 @@ static const PbFieldInfo tensor_fields[] = {
 static const PbFieldInfo sparse_fields[] = { F(1, "values", LEN), F(2, "indices", LEN) };
 static const PbFieldInfo function_fields[] = { F(1, "name", LEN), F(7, "node", LEN), F(11, "attribute_proto", LEN) };
 static const PbFieldInfo training_fields[] = { F(1, "initialization", LEN), F(2, "algorithm", LEN) };
-static const PbFieldInfo entry_fields[] = { F(1, "key", LEN), F(2, "value", LEN) };
 #undef F
 #undef LEN
 
@@ -58,7 +58,6 @@ static const PbSchema tensor_type = SCHEMA("TensorProto", tensor_fields);
 static const PbSchema sparse_type = SCHEMA("SparseTensorProto", sparse_fields);
 static const PbSchema function_type = SCHEMA("FunctionProto", function_fields);
 static const PbSchema training_type = SCHEMA("TrainingInfoProto", training_fields);
-static const PbSchema entry_type = SCHEMA("StringStringEntryProto", entry_fields);
 #undef SCHEMA
 
 typedef struct Walker {
@@ -150,40 +149,13 @@ static int add_named(PbWalker *pb, OnnxInitializer *t, char *name) {
 
 /* ---- TensorProto ----------------------------------------------------------------------------- */
 
-typedef struct EntryState {
-        char *key, *value;
-} EntryState;
-
-static int entry_field(PbWalker *w, const PbField *f, void *userdata) {
-        EntryState *s = userdata;
-
-        if (f->number == 1)
-                return pb_read_string(w, f, ONNX_MAX_NAME, &s->key);
-        if (f->number == 2)
-                return pb_read_string(w, f, ONNX_MAX_NAME, &s->value);
-        return 0;
-}
-
-static int walk_entry(PbWalker *w, void *userdata) {
-        char **location = userdata;
-        EntryState s = {};
-
-        int k = pb_walk_fields(w, entry_field, &s);
-        if (k >= 0 && s.key && strcmp(s.key, "location") == 0) {
-                free(*location);
-                *location = TAKE_PTR(s.value);
-        }
-        free(s.key);
-        free(s.value);
-        return k;
-}
-
 typedef struct TensorState {
         OnnxInitializer t;
         unsigned n_data;        /* data-bearing field occurrences, saturating at 2 */
         bool payload;           /* the last of them is one length-delimited payload */
         uint64_t data_start, data_length;
         int64_t n_entries;
+        OnnxExternal ext;
 } TensorState;
 
 static int tensor_dims(PbWalker *w, const PbField *f, OnnxInitializer *t) {
@@ -234,7 +206,7 @@ static int tensor_field(PbWalker *w, const PbField *f, void *userdata) {
                 return k;
         }
         case 13:
-                return pb_descend(w, f, &entry_type, s->n_entries++, walk_entry, &s->t.location);
+                return onnx_external_entry(w, f, s->n_entries++, &s->ext);
         case 14:
                 if (f->value > 1)
                         return pb_error(w, f->offset, "data_location %" PRIu64 " is neither DEFAULT (0) nor EXTERNAL (1)",
@@ -263,10 +235,7 @@ static int walk_tensor(PbWalker *w, void *userdata) {
         int k = pb_walk_fields(w, tensor_field, s);
         if (k < 0)
                 return k;
-        if (s->t.external && !s->t.location)
-                return pb_error(w, pb_frame(w)->start,
-                                    "data_location is EXTERNAL but external_data has no \"location\"");
-        return 0;
+        return s->t.external ? onnx_external_parse(w, &s->ext, &s->t) : 0;
 }
 
 /* Walk the TensorProto in @f's payload into *@ret (its name as the file has it, maybe NULL). */
@@ -274,13 +243,10 @@ static int read_tensor(PbWalker *w, const PbField *f, int64_t index, OnnxInitial
         TensorState s = {};
 
         int k = pb_descend(w, f, &tensor_type, index, walk_tensor, &s);
+        onnx_external_done(&s.ext);
         if (k < 0) {
                 initializer_done(&s.t);
                 return k;
-        }
-        if (!s.t.external) {
-                free(s.t.location);
-                s.t.location = NULL;
         }
         s.t.tensor_offset = f->start;
         s.t.tensor_length = f->length;
@@ -697,6 +663,53 @@ int onnx_read(int fd, Onnx **ret, TpError *err) {
         for (size_t i = 0; i < o->n_inits; i++)
                 o->has_external |= o->inits[i].external;
         *ret = TAKE_PTR(o);
+        return 0;
+}
+
+/* ---- data sizes ------------------------------------------------------------------------------ */
+
+/* Bits per element of each TensorProto.DataType; 0: no fixed size (UNDEFINED, STRING). */
+static const uint8_t type_bits[] = {
+        [ONNX_TYPE_FLOAT] = 32,          [ONNX_TYPE_UINT8] = 8,           [ONNX_TYPE_INT8] = 8,
+        [ONNX_TYPE_UINT16] = 16,         [ONNX_TYPE_INT16] = 16,          [ONNX_TYPE_INT32] = 32,
+        [ONNX_TYPE_INT64] = 64,          [ONNX_TYPE_BOOL] = 8,            [ONNX_TYPE_FLOAT16] = 16,
+        [ONNX_TYPE_DOUBLE] = 64,         [ONNX_TYPE_UINT32] = 32,         [ONNX_TYPE_UINT64] = 64,
+        [ONNX_TYPE_COMPLEX64] = 64,      [ONNX_TYPE_COMPLEX128] = 128,    [ONNX_TYPE_BFLOAT16] = 16,
+        [ONNX_TYPE_FLOAT8E4M3FN] = 8,    [ONNX_TYPE_FLOAT8E4M3FNUZ] = 8,  [ONNX_TYPE_FLOAT8E5M2] = 8,
+        [ONNX_TYPE_FLOAT8E5M2FNUZ] = 8,  [ONNX_TYPE_UINT4] = 4,           [ONNX_TYPE_INT4] = 4,
+        [ONNX_TYPE_FLOAT4E2M1] = 4,      [ONNX_TYPE_FLOAT8E8M0] = 8,      [ONNX_TYPE_UINT2] = 2,
+        [ONNX_TYPE_INT2] = 2,
+};
+
+int onnx_initializer_bytes(const OnnxInitializer *t, uint64_t *ret) {
+        unsigned bits = t->data_type >= 0 && (size_t) t->data_type < ELEMENTSOF(type_bits) ? type_bits[t->data_type] : 0;
+        uint64_t n = 1;
+        bool empty = false;
+
+        if (bits == 0)
+                return -EOPNOTSUPP;
+        for (uint32_t i = 0; i < t->n_dims; i++) {
+                if (t->dims[i] < 0)
+                        return -EINVAL;
+                empty |= t->dims[i] == 0;
+        }
+        /* A zero dim anywhere makes it empty, however large the others. */
+        for (uint32_t i = 0; i < t->n_dims && !empty; i++) {
+                if (n > (uint64_t) INT64_MAX / (uint64_t) t->dims[i])
+                        return -EOVERFLOW;
+                n *= (uint64_t) t->dims[i];
+        }
+        if (empty)
+                n = 0;
+        else if (bits >= 8) {
+                if (n > (uint64_t) INT64_MAX / (bits / 8))
+                        return -EOVERFLOW;
+                n *= bits / 8;
+        } else {
+                unsigned per_byte = 8 / bits;
+                n = n / per_byte + (n % per_byte != 0);
+        }
+        *ret = n;
         return 0;
 }
 

@@ -47,10 +47,36 @@
  * have one of its declared wire types (packed or not, for repeated
  * numbers); messages nest at most ONNX_MAX_DEPTH deep. On top of that,
  * -EBADMSG for: a packed float_data/double_data payload that is not a
- * whole number of elements, data_location other than 0 or 1, EXTERNAL
- * without a "location", a sparse tensor with two values or two indices,
- * a name (or op_type, domain, location) holding a NUL byte, and every cap
- * below.
+ * whole number of elements, data_location other than 0 or 1, an
+ * external_data entry breaking the rules below, a sparse tensor with two
+ * values or two indices, a name (or op_type, domain, an external_data key
+ * or value) holding a NUL byte, and every cap below.
+ *
+ * External data (data_location EXTERNAL): TensorProto.external_data is a
+ * list of key/value strings (onnx/onnx.proto, docs/ExternalData.md). The
+ * keys read are:
+ *   "location"  required, not empty: the data file, a path relative to the
+ *               model's directory, taken as it is (no check of '..',
+ *               absolute paths or symlinks here: that is the job of whoever
+ *               opens it);
+ *   "offset"    where the data starts in that file; 0 when absent;
+ *   "length"    how many bytes; absent: up to the end of the file;
+ *   "checksum"  the SHA-1 of the whole file named by "location" (onnx.proto:
+ *               "SHA1 digest of file specified in under 'location' key"),
+ *               not of the tensor's range. The spec names no encoding; it is
+ *               read as 40 hex digits (either case), what sha1sum and
+ *               hashlib's hexdigest() print. onnx stores one when its
+ *               caller passes it; neither onnx nor ONNX Runtime computes
+ *               or checks it, nor does this reader (it does not open the file).
+ * Numbers are plain decimal (common/base/parse.h: digits only, no sign,
+ * no leading zeros, no spaces, not empty); offset, and offset + length,
+ * must be at most INT64_MAX (the largest file offset). Each of the four
+ * keys may appear once; a key without a value has the empty one. Any
+ * other key ("basepath", ORT's "prepacked_*"...) and an entry without a
+ * key are ignored, as onnx does (ONNX Runtime refuses most). Keys and
+ * values are read (caps, no NUL) in every tensor, but these rules apply
+ * to EXTERNAL ones only: like ONNX Runtime, this reader ignores a DEFAULT
+ * tensor's external_data.
  *
  * Truncation: a ModelProto has no length of its own, so a file cut at a
  * top-level field boundary is a valid shorter message. It is accepted as
@@ -63,7 +89,9 @@
  * @err names where: "graph.initializer #3 ('conv1.weight') at offset 1234:
  * raw_data length 99999 runs past the end of its TensorProto (ends at
  * 2000)". "#n" counts occurrences of that field in its parent message,
- * from 0.
+ * from 0. An external_data rule names the entry's key and, quoted, its
+ * value, at the offset of the entry: "graph.initializer #3 ('w') at offset
+ * 1234: external_data \"offset\" '12x' is not a decimal number".
  */
 
 #include <stdbool.h>
@@ -73,16 +101,35 @@
 #include "error.h"
 #include "macro.h"
 
-/* TensorProto.DataType values this project names (others pass through as numbers). */
+/* TensorProto.DataType (onnx/onnx.proto); a file may hold other values, kept as numbers. */
 enum {
+        ONNX_TYPE_UNDEFINED = 0,
         ONNX_TYPE_FLOAT = 1,
         ONNX_TYPE_UINT8 = 2,
         ONNX_TYPE_INT8 = 3,
+        ONNX_TYPE_UINT16 = 4,
+        ONNX_TYPE_INT16 = 5,
         ONNX_TYPE_INT32 = 6,
         ONNX_TYPE_INT64 = 7,
         ONNX_TYPE_STRING = 8,
+        ONNX_TYPE_BOOL = 9,
         ONNX_TYPE_FLOAT16 = 10,
         ONNX_TYPE_DOUBLE = 11,
+        ONNX_TYPE_UINT32 = 12,
+        ONNX_TYPE_UINT64 = 13,
+        ONNX_TYPE_COMPLEX64 = 14,
+        ONNX_TYPE_COMPLEX128 = 15,
+        ONNX_TYPE_BFLOAT16 = 16,
+        ONNX_TYPE_FLOAT8E4M3FN = 17,
+        ONNX_TYPE_FLOAT8E4M3FNUZ = 18,
+        ONNX_TYPE_FLOAT8E5M2 = 19,
+        ONNX_TYPE_FLOAT8E5M2FNUZ = 20,
+        ONNX_TYPE_UINT4 = 21,
+        ONNX_TYPE_INT4 = 22,
+        ONNX_TYPE_FLOAT4E2M1 = 23,
+        ONNX_TYPE_FLOAT8E8M0 = 24,
+        ONNX_TYPE_UINT2 = 25,
+        ONNX_TYPE_INT2 = 26,
 };
 
 #define ONNX_MAX_DIMS 16                        /* dims per tensor */
@@ -90,6 +137,8 @@ enum {
 #define ONNX_MAX_INITIALIZERS 65536u            /* tensors per file */
 #define ONNX_MAX_NAME 4096                      /* bytes of one name, op_type or location */
 #define ONNX_MAX_NAME_BYTES (8u << 20)          /* bytes of all names (and locations) of one file together */
+
+#define ONNX_SHA1_SIZE 20                       /* bytes of an external_data "checksum" */
 
 typedef struct OnnxInitializer {
         char *name;             /* unique across the file (see above) */
@@ -99,7 +148,13 @@ typedef struct OnnxInitializer {
         uint64_t offset, length;        /* absolute byte range of the data (see above) */
         uint64_t tensor_offset, tensor_length;  /* the whole TensorProto message (its bytes, not its tag) */
         bool external;          /* data_location == EXTERNAL */
-        char *location;         /* external_data "location"; non-NULL exactly when external */
+        /* external_data (see above); when !external: NULL, 0 and false. */
+        char *location;         /* "location": non-NULL, not empty, exactly when external */
+        uint64_t ext_offset;    /* "offset" in that file, 0 when absent; <= INT64_MAX */
+        uint64_t ext_length;    /* "length" when ext_has_length (ext_offset + ext_length <= INT64_MAX), else 0 */
+        bool ext_has_length;    /* false: the data runs from ext_offset to the end of the file */
+        bool ext_has_checksum;
+        uint8_t ext_checksum[ONNX_SHA1_SIZE];   /* "checksum": SHA-1 of the whole file; zeros when absent */
 } OnnxInitializer;
 
 typedef struct Onnx {
@@ -120,6 +175,18 @@ _warn_unused_result_ int onnx_read(int fd, Onnx **ret, TpError *err);
 /* Accepts NULL; returns NULL. */
 Onnx *onnx_free(Onnx *o);
 DEFINE_POINTER_CLEANUP(Onnx, onnx_free)
+
+/*
+ * The size in bytes of @t's data as raw_data or an external data file holds
+ * it, from data_type and dims: the product of the dims (1 when there are
+ * none: a scalar) times the element size; 4-bit types (INT4, UINT4,
+ * FLOAT4E2M1) two to a byte and 2-bit ones (INT2, UINT2) four to a byte,
+ * rounded up to a whole byte. Returns 0 and *@ret, -EOPNOTSUPP for a type
+ * without a fixed element size (UNDEFINED, STRING, a value onnx.proto does
+ * not list), -EINVAL for a negative dim, -EOVERFLOW when the size passes
+ * INT64_MAX. Does not look at the data itself.
+ */
+_warn_unused_result_ int onnx_initializer_bytes(const OnnxInitializer *t, uint64_t *ret);
 
 /*
  * Does this look like an ONNX ModelProto? A cheap check of the first

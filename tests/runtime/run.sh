@@ -10,7 +10,9 @@
 #     probabilities bit for bit, as the directly produced task model, and not the base's;
 #   - ONNX Runtime (onnxruntime-node 1.22.0): make-onnx.py's INT8 conv stack and a task,
 #     rebuilt by a daemon; the output tensor's raw bytes equal the direct task model's and
-#     differ from the base's;
+#     differ from the base's; make-onnx.py's external-data layouts (one data file, a file per
+#     tensor) of the conv stack and of a float32 MatMul stack load and give the inline models'
+#     outputs bit for bit;
 #   - the example service (tests/runtime/service.mjs) behind the trial's health_url: a switch
 #     changes its answers and is committed by health; a broken task (random bytes, NaN logits)
 #     is rolled back, and the answers are the previous task's again.
@@ -145,6 +147,49 @@ else
     fail "ONNX Runtime: rebuilt output $(short "$out_rebuilt")... task $(short "$out_task")... base $(short "$out_base")..."
 fi
 stop_daemon
+
+# ---- ONNX Runtime reads external data as make-onnx.py writes it --------------------------------
+
+# onnx_external NAME MAKE-ONNX-ARGS...: a base and a task written inline and as model directories,
+# one data file (offsets aligned to 4096, SHA-1 checksums) and a file per tensor. ONNX Runtime,
+# given a model's path, reads the data files next to it: each layout's output is bit-identical to
+# the inline model's, and the task's differs from the base's.
+onnx_external() {
+    local name=$1 d=$TMP/ext-${1%% *} m=$root/tests/tools/make-onnx.py out=() i
+    shift
+    {
+        python3 "$m" "$@" -o "$d/inline/base.onnx" --task-out "$d/inline/task.onnx" &&
+        python3 "$m" "$@" -o "$d/one/base/model.onnx" --task-out "$d/one/task/model.onnx" --external one \
+            --align 4096 --align-above 0 --checksum &&
+        python3 "$m" "$@" -o "$d/per-tensor/base/model.onnx" --task-out "$d/per-tensor/task/model.onnx" \
+            --external per-tensor
+    } > "$TMP/ext.log" 2>&1 || { fail "make-onnx.py, $name: $(tail -n 2 "$TMP/ext.log")"; return; }
+    node "$here/onnx-run.mjs" "$d"/inline/{base,task}.onnx "$d"/one/{base,task}/model.onnx \
+        "$d"/per-tensor/{base,task}/model.onnx > "$d/out.jsonl" 2> "$TMP/ext.err" ||
+        { fail "ONNX Runtime cannot run the $name models with external data: $(grep -m 1 Error "$TMP/ext.err")"; return; }
+    for i in 1 2 3 4 5 6; do out[i]=$(field "$(sed -n "${i}p" "$d/out.jsonl")" bytes); done
+    # The weights really are outside: the per-tensor files hold most of the inline model's bytes,
+    # and both external models are smaller by at least half of that.
+    local inline data files held
+    inline=$(stat -c %s "$d/inline/base.onnx")
+    data=$(stat -c %s "$d/one/base/model.onnx.data")
+    files=$(find "$d/per-tensor/base" -type f ! -name model.onnx | wc -l)
+    held=$(find "$d/per-tensor/base" -type f ! -name model.onnx -printf '%s\n' | awk '{n += $1} END {print n + 0}')
+    if [ "$held" -lt $((inline / 2)) ] || [ "$data" -lt "$held" ] ||
+        [ $(($(stat -c %s "$d/one/base/model.onnx") + held / 2)) -gt "$inline" ] ||
+        [ $(($(stat -c %s "$d/per-tensor/base/model.onnx") + held / 2)) -gt "$inline" ]; then
+        fail "ONNX Runtime, $name: make-onnx.py kept the data inline (inline model $inline bytes, data file $data, $files per-tensor files of $held)"
+    elif [ "${out[1]}" != "${out[2]}" ] && [ "${out[3]}" = "${out[1]}" ] && [ "${out[5]}" = "${out[1]}" ] &&
+        [ "${out[4]}" = "${out[2]}" ] && [ "${out[6]}" = "${out[2]}" ]; then
+        ok "ONNX Runtime: $name base and task with external data (one $data-byte file; $files files per tensor) output bit-identical to the inline models', the task's not the base's"
+    else
+        fail "ONNX Runtime, $name: outputs inline $(short "${out[1]}")/$(short "${out[2]}"), one file $(short "${out[3]}")/$(short "${out[4]}"), per tensor $(short "${out[5]}")/$(short "${out[6]}")"
+    fi
+}
+# The conv stack with onnx's default threshold (scales and zero points stay inline); the MatMul
+# stack's biases, "onnx::Add_<l>", are no file names: their files are named by a UUID.
+onnx_external "INT8 conv" --layers 16 --channels 16 --seed 5 --change 3 --mode lowrank --size-threshold 1024
+onnx_external "float32 MatMul" --kind matmul --dim 512 --layers 6 --seed 5 --change 2 --mode lowrank
 
 # ---- the example service: switches, health commits, a broken task rolls back -----------------
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Write small, valid ONNX models for TaskPatch's tests, encoding the protobuf wire format by hand
-(standard library only; the same --seed gives the same bytes).
+"""Write valid ONNX models for TaskPatch's tests and benchmarks, encoding the protobuf wire format by
+hand from the public onnx.proto (standard library only; the same arguments give the same bytes).
 
 --kind conv (default): an INT8 conv stack that ONNX Runtime loads and runs:
 
@@ -12,35 +12,83 @@ Layer l has int8 weights "layer.l.weight" [C,C,3,3] (symmetric, per output chann
 scalars "layer.l.y_scale" (float) and "layer.l.y_zero_point" (int8); the input's scalars are
 "input.scale" and "input.zero_point". Every initializer keeps its data in raw_data.
 
---task-out FILE --change-layers K: the task variant. K layers spread evenly through the stack get
-new weights and w_scale: by default a fine-tune look-alike (85% of the int8 values kept, 15% moved by
-one step, scales nudged), with --random entirely new values. Everything else is byte-identical
-with the base, and so is the layout: the two files differ only inside those 2*K initializers.
+--kind matmul: a float32 MLP, big and quick to make (--dim 2048 --size-mb 300: 18 layers, 302 MB in
+a few seconds):
 
---classes N (with --task-out): the class-set change. The task's last layer, the classifier, has N
-output channels instead of C: its weight [N,C,3,3], w_scale, w_zero_point and bias [N] are resized
-and so is the graph's output [1,N,H,W]. Its first min(N,C) output channels keep their bytes (as the
-task's layer had them, changed or not), channels added are drawn from their own generator. Every
-other initializer is byte-identical with the base (the same --seed gives the same base).
+    input float [1,D] -> N x (MatMul "layers.l.weight" [D,D] -> Add "onnx::Add_l" [D] -> Relu) -> output
 
---external DIR: also write DIR/<name of -o> (and DIR/<name of --task-out>) whose initializers keep
-their data in a side file "<name>.data" (data_location EXTERNAL), as onnx's external-data format.
+(no Relu after the last layer; the biases are named as torch.onnx names anonymous constants). Values
+are random float32 bit patterns, random sign and mantissa under a fixed exponent (He-like scale), so
+no numpy is needed. --size-mb M picks the number of layers whose weights make about M MB (10^6).
 
 --kind subgraph: a tiny model with a Constant node and an If node whose then/else graphs hold
 initializers (inputs "cond" bool [], "x" float [2]; output "y" float [2]).
+
+Task variants (written with the base, from the same --seed; --task-out names the file):
+
+--change K --mode random|lowrank|requant [--rank R] [--task-seed T]: K weight initializers spread
+evenly through the stack ("layer.l.weight", "layers.l.weight") get new values of the same shape;
+nothing else changes, so exactly K initializers differ. random: drawn like the base's; lowrank:
+W + A.B of rank R (default 4), a folded LoRA (INT8 weights: requantized with the layer's unchanged
+w_scale, about 40% of the values move); requant (conv): 15% of the int8 values move one step. T
+(default 1) picks another task of the same base.
+
+--change-layers K [--random] (conv; the older interface): K layers spread evenly get new weights
+and w_scale: by default a fine-tune look-alike (85% of the int8 values kept, 15% moved by one step,
+scales nudged), with --random entirely new values. Everything else is byte-identical with the base,
+and so is the layout: the two files differ only inside those 2*K initializers.
+
+--classes N (conv, with --task-out): the class-set change. The task's last layer, the classifier,
+has N output channels instead of C: its weight [N,C,3,3], w_scale, w_zero_point and bias [N] are
+resized and so is the graph's output [1,N,H,W]. Its first min(N,C) output channels keep their bytes
+(as the task's layer had them, changed or not), channels added are drawn from their own generator.
+Every other initializer is byte-identical with the base (the same --seed gives the same base).
+
+External data (onnx's format: data_location EXTERNAL, external_data "location", "offset",
+"length"; a model directory holds the model and its data files):
+
+--external one: the model's initializers keep their data in one file next to it,
+"<model file name>.data" (--location PATH to name another, relative to the model's directory). As
+onnx.save_model(save_as_external_data=True) writes it, each tensor starts right where the previous
+ended (onnx pads nothing); --align N instead starts every tensor of more than --align-above bytes
+(default 1048576) at a multiple of N, as onnx-ir (torch.onnx's exporter: 65536) and ONNX Runtime's
+own saver (4096) do.
+
+--external per-tensor: one file per initializer, named as onnx's
+convert_model_to_external_data(all_tensors_to_one_file=False) names it: the tensor's name when it is
+a valid file name (none of <>:;,?"*|/), else a UUID (onnx: a random uuid1; here uuid5 of the name, so
+runs repeat: "onnx::Add_0" gets one).
+
+Both: every tensor gets "offset" and "length", as onnx writes them; tensors under
+--size-threshold bytes stay inline (default 0, none; onnx's default is 1024, compared against
+sys.getsizeof(raw_data), 33 bytes more than the data); --checksum adds "checksum", the SHA-1 of the
+whole data file in hex (onnx.proto: "SHA1 digest of file specified in under 'location' key"; no tool
+checks it). The base and the task need directories of their own with per-tensor files.
+
+--external-dir DIR: keep -o (and --task-out) inline and write the external-data variants into DIR
+under the same file names. The older spelling --external DIR means --external one --external-dir DIR.
 
 Examples:
     make-onnx.py -o base.onnx
     make-onnx.py -o base.onnx --task-out task.onnx --change-layers 10
     make-onnx.py -o base.onnx --task-out task.onnx --change-layers 0 --classes 40
     make-onnx.py --kind subgraph -o sub.onnx
+    make-onnx.py -o base/model.onnx --task-out task/model.onnx --change 4 --mode lowrank --external one
+    make-onnx.py --kind matmul --dim 2048 --size-mb 300 -o big/model.onnx --task-out big-task/model.onnx \
+        --change 3 --mode random --external per-tensor
+    make-onnx.py -o inline.onnx --external one --external-dir ext   # ext/inline.onnx, ext/inline.onnx.data
 """
 
 import argparse
+import array
+import hashlib
+import math
 import os
 import random
+import re
 import struct
 import sys
+import uuid
 
 # TensorProto.DataType
 FLOAT, UINT8, INT8, INT32, INT64, BOOL = 1, 2, 3, 6, 7, 9
@@ -84,18 +132,32 @@ f_msg = f_bytes
 
 
 # ---- ONNX messages -------------------------------------------------------------------------------
+# A message that may hold tensor data is a list of byte chunks (its parts), so a 300 MB model is
+# written piece by piece, never copied into one buffer.
+
+def plen(parts):
+    return sum(len(c) for c in parts)
+
+
+def f_parts(field, parts):
+    return [key(field, 2) + varint(plen(parts))] + parts
+
 
 def tensor(name, data_type, dims, raw):
     """TensorProto with raw_data, fields in field-number order as protobuf serializers write them."""
-    out = b"".join(f_int(1, d) for d in dims) + f_int(2, data_type) + f_str(8, name)
-    return out + f_bytes(9, raw)
+    head = b"".join(f_int(1, d) for d in dims) + f_int(2, data_type) + f_str(8, name)
+    return [head + key(9, 2) + varint(len(raw)), raw]
 
 
-def external_tensor(name, data_type, dims, location, offset, length):
+def external_tensor(name, data_type, dims, location, offset, length, checksum=None):
+    """TensorProto of data kept in @location, its entries in the order onnx's set_external_data writes."""
     out = b"".join(f_int(1, d) for d in dims) + f_int(2, data_type) + f_str(8, name)
-    for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
+    entries = [("location", location), ("offset", str(offset)), ("length", str(length))]
+    if checksum:
+        entries.append(("checksum", checksum))
+    for k, v in entries:
         out += f_msg(13, f_str(1, k) + f_str(2, v))
-    return out + f_int(14, 1)
+    return [out + f_int(14, 1)]
 
 
 def value_info(name, elem_type, shape):
@@ -113,11 +175,11 @@ def attr_int(name, value):
 
 
 def attr_tensor(name, t):
-    return f_str(1, name) + f_msg(5, t) + f_int(20, A_TENSOR)
+    return f_str(1, name) + f_msg(5, b"".join(t)) + f_int(20, A_TENSOR)
 
 
 def attr_graph(name, g):
-    return f_str(1, name) + f_msg(6, g) + f_int(20, A_GRAPH)
+    return f_str(1, name) + f_msg(6, b"".join(g)) + f_int(20, A_GRAPH)
 
 
 def node(op_type, inputs, outputs, name, attrs=()):
@@ -127,15 +189,18 @@ def node(op_type, inputs, outputs, name, attrs=()):
 
 
 def graph(name, nodes, inits, inputs, outputs):
-    out = b"".join(f_msg(1, n) for n in nodes) + f_str(2, name)
-    out += b"".join(f_msg(5, t) for t in inits)
-    out += b"".join(f_msg(11, v) for v in inputs) + b"".join(f_msg(12, v) for v in outputs)
+    """GraphProto parts; @inits are TensorProto parts."""
+    out = [b"".join(f_msg(1, n) for n in nodes) + f_str(2, name)]
+    for t in inits:
+        out += f_parts(5, t)
+    out.append(b"".join(f_msg(11, v) for v in inputs) + b"".join(f_msg(12, v) for v in outputs))
     return out
 
 
 def model(g, opset=13):
-    out = f_int(1, 8) + f_str(2, "taskpatch-make-onnx") + f_str(3, "1") + f_msg(7, g)
-    return out + f_msg(8, f_str(1, "") + f_int(2, opset))
+    """ModelProto parts around the GraphProto parts @g."""
+    head = f_int(1, 8) + f_str(2, "taskpatch-make-onnx") + f_str(3, "1")
+    return [head] + f_parts(7, g) + [f_msg(8, f_str(1, "") + f_int(2, opset))]
 
 
 # ---- the INT8 conv stack -------------------------------------------------------------------------
@@ -179,13 +244,7 @@ def change_layer(rng, p, random_replace):
         w = random_int8(rng, len(p["w"]))
         w_scale = [rng.uniform(0.8, 1.2) * weight_scale(len(p["w_scale"])) for _ in p["w_scale"]]
     else:
-        # Folded and requantized with the same settings: most values stay, 15% move one step.
-        w = bytearray(p["w"])
-        for i in rng.sample(range(len(w)), max(1, len(w) * 15 // 100)):
-            v = w[i] - 256 if w[i] > 127 else w[i]
-            v = v + rng.choice((-1, 1)) if -127 < v < 127 else v - (v > 0) + (v < 0)
-            w[i] = v & 0xFF
-        w = bytes(w)
+        w = requant_int8(rng, p["w"])
         w_scale = [s * (1 + rng.uniform(-0.02, 0.02)) for s in p["w_scale"]]
     return dict(p, w=w, w_scale=w_scale)
 
@@ -243,19 +302,150 @@ def conv_model(params, c, h, w, tensors):
     return model(g)
 
 
-def inline_tensors(inits):
-    return [tensor(*t) for t in inits]
+def requant_int8(rng, w):
+    """Folded and requantized with the same settings: most values stay, 15% move one step."""
+    w = bytearray(w)
+    for i in rng.sample(range(len(w)), max(1, len(w) * 15 // 100)):
+        v = w[i] - 256 if w[i] > 127 else w[i]
+        v = v + rng.choice((-1, 1)) if -127 < v < 127 else v - (v > 0) + (v < 0)
+        w[i] = v & 0xFF
+    return bytes(w)
 
 
-def external_tensors(inits, location):
-    """TensorProtos pointing into a side file, and that file's bytes (large tensors page-aligned)."""
-    data, out = bytearray(), []
-    for name, data_type, dims, raw in inits:
-        align = 4096 if len(raw) >= 1024 else 64
-        data += b"\0" * (-len(data) % align)
-        out.append(external_tensor(name, data_type, dims, location, len(data), len(raw)))
-        data += raw
-    return out, bytes(data)
+def low_rank(rng, rows, cols, rank, rms):
+    """A.B with A [rows, rank], B [rank, cols] of Gaussian values, scaled to about @rms: a row at a time."""
+    sigma = math.sqrt(rms / math.sqrt(rank))
+    a = [[rng.gauss(0, sigma) for _ in range(rank)] for _ in range(rows)]
+    b = [[rng.gauss(0, sigma) for _ in range(cols)] for _ in range(rank)]
+    for ai in a:
+        row = [0.0] * cols
+        for r in range(rank):
+            row = [x + ai[r] * y for x, y in zip(row, b[r])]
+        yield row
+
+
+def lowrank_int8(rng, w, rows, rank):
+    """W + A.B on INT8 weights [rows, ...] in units of their (unchanged) per-row scale, requantized."""
+    cols = len(w) // rows
+    v = array.array("b", w)
+    out = array.array("b", bytes(len(w)))
+    for i, row in enumerate(low_rank(rng, rows, cols, rank, 0.7)):
+        for j, d in enumerate(row):
+            out[i * cols + j] = max(-127, min(127, v[i * cols + j] + round(d)))
+    return out.tobytes()
+
+
+def change_conv_weight(rng, p, mode, rank):
+    """--change on the conv stack: the layer's int8 weights only, scales kept."""
+    m = len(p["w_scale"])
+    if mode == "random":
+        w = random_int8(rng, len(p["w"]))
+    elif mode == "lowrank":
+        w = lowrank_int8(rng, p["w"], m, rank)
+    else:
+        w = requant_int8(rng, p["w"])
+    return dict(p, w=w)
+
+
+# ---- the float32 MLP -----------------------------------------------------------------------------
+
+def random_float32(rng, n, exponent):
+    """n float32 of random sign and mantissa in +-[2^e, 2^(e+1)), as little-endian bytes, from random bits."""
+    bits = int.from_bytes(rng.randbytes(4 * n), "little")
+    keep = int.from_bytes(b"\xff\xff\x7f\x80" * n, "little")                    # sign and mantissa
+    exp = int.from_bytes(((127 + exponent) << 23).to_bytes(4, "little") * n, "little")
+    return ((bits & keep) | exp).to_bytes(4 * n, "little")
+
+
+def weight_exponent(d):
+    """2^e such that d * E[w^2] is about 2 (w uniform in mantissa: E[w^2] = 4^e * 7/3): ReLU keeps the scale."""
+    return round(math.log(6 / (7 * d), 4))
+
+
+def matmul_params(rng, layers, d):
+    return [{"w": random_float32(rng, d * d, weight_exponent(d)), "b": random_float32(rng, d, -8)}
+            for _ in range(layers)]
+
+
+def change_matmul_weight(rng, p, mode, rank, d):
+    if mode == "random":
+        return dict(p, w=random_float32(rng, d * d, weight_exponent(d)))
+    w = array.array("f", p["w"])
+    rms = 0.1 * 2.0 ** weight_exponent(d)
+    for i, row in enumerate(low_rank(rng, d, d, rank, rms)):
+        w[i * d:(i + 1) * d] = array.array("f", [x + y for x, y in zip(w[i * d:(i + 1) * d], row)])
+    return dict(p, w=w.tobytes())
+
+
+def matmul_initializers(params, d):
+    inits = []
+    for l, p in enumerate(params):
+        inits += [("layers.%d.weight" % l, FLOAT, [d, d], p["w"]), ("onnx::Add_%d" % l, FLOAT, [d], p["b"])]
+    return inits
+
+
+def matmul_model(params, d, tensors):
+    nodes, x = [], "input"
+    for l in range(len(params)):
+        last = l == len(params) - 1
+        nodes.append(node("MatMul", [x, "layers.%d.weight" % l], ["mm.%d" % l], "layers.%d.matmul" % l))
+        nodes.append(node("Add", ["mm.%d" % l, "onnx::Add_%d" % l], ["output" if last else "add.%d" % l],
+                          "layers.%d.add" % l))
+        if not last:
+            nodes.append(node("Relu", ["add.%d" % l], ["relu.%d" % l], "layers.%d.relu" % l))
+            x = "relu.%d" % l
+    g = graph("float32_mlp", nodes, tensors, [value_info("input", FLOAT, [1, d])],
+              [value_info("output", FLOAT, [1, d])])
+    return model(g)
+
+
+# ---- external data -------------------------------------------------------------------------------
+
+def per_tensor_file(name):
+    """onnx's file name for a tensor of its own: the name if valid (onnx's _is_valid_filename), else a UUID."""
+    if re.match(r'^[^<>:;,?"*|/]+$', name):
+        return name
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "taskpatch-make-onnx:" + name))
+
+
+def externalize(inits, model_name, a):
+    """(TensorProto parts of every initializer, {data file relative to the model: its parts})."""
+    files, placed = {}, []              # placed: (init, location, offset) or (init, None, None) inline
+    for t in inits:
+        raw = t[3]
+        if len(raw) < a.size_threshold:
+            placed.append((t, None, None))
+            continue
+        if a.external == "per-tensor":
+            location = per_tensor_file(t[0])
+            if location in files or location == model_name:
+                raise SystemExit("make-onnx.py: tensor %r: file %r is taken" % (t[0], location))
+            files[location] = [raw]
+            placed.append((t, location, 0))
+            continue
+        location = a.location or model_name + ".data"
+        parts = files.setdefault(location, [])
+        offset = plen(parts)
+        if a.align > 1 and len(raw) > a.align_above and offset % a.align:
+            parts.append(bytes(a.align - offset % a.align))
+            offset = plen(parts)
+        parts.append(raw)
+        placed.append((t, location, offset))
+
+    sums = {}
+    if a.checksum:
+        for location, parts in files.items():
+            h = hashlib.sha1()
+            for c in parts:
+                h.update(c)
+            sums[location] = h.hexdigest()
+    tensors = []
+    for t, location, offset in placed:
+        if location is None:
+            tensors.append(tensor(*t))
+        else:
+            tensors.append(external_tensor(t[0], t[1], t[2], location, offset, len(t[3]), sums.get(location)))
+    return tensors, files
 
 
 # ---- the subgraph model --------------------------------------------------------------------------
@@ -282,63 +472,146 @@ def subgraph_model():
 
 # ---- main ----------------------------------------------------------------------------------------
 
-def write(path, data):
+def write(path, parts):
+    """Write @parts (byte chunks) to @path atomically, making its directory."""
+    if os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(data)
+        for c in parts:
+            f.write(c)
     os.replace(tmp, path)
+
+
+def write_model(path, build, inits, a):
+    """The model at @path, inline or (--external) with its data files next to it."""
+    if not a.external:
+        write(path, build([tensor(*t) for t in inits]))
+        return
+    tensors, files = externalize(inits, os.path.basename(path), a)
+    for location, parts in files.items():
+        write(os.path.join(os.path.dirname(path), location), parts)
+    write(path, build(tensors))
+
+
+def task_params(a, base):
+    """The task's parameters: --change K (any kind) or --change-layers K (conv), then --classes."""
+    task = list(base)
+    if a.change is not None:
+        rng = random.Random("change-%d-%s-%d-%d" % (a.seed, a.mode, a.rank, a.task_seed))
+        for l in changed_layers(len(base), a.change):
+            if a.kind == "matmul":
+                task[l] = change_matmul_weight(rng, base[l], a.mode, a.rank, a.dim)
+            else:
+                task[l] = change_conv_weight(rng, base[l], a.mode, a.rank)
+    else:
+        rng = random.Random("task-%d-%d" % (a.seed, a.random))
+        for l in changed_layers(len(base), a.change_layers):
+            task[l] = change_layer(rng, base[l], a.random)
+    if a.classes is not None:
+        task[-1] = resize_classes(random.Random("classes-%d-%d" % (a.seed, a.classes)), task[-1], a.classes)
+    return task
+
+
+def check_args(ap, a):
+    if a.external not in (None, "one", "per-tensor"):
+        if a.external_dir:
+            ap.error("--external wants one or per-tensor")
+        a.external, a.external_dir = "one", a.external     # the older spelling: --external DIR
+    if a.size_mb is not None:
+        if a.kind != "matmul" or a.size_mb <= 0 or a.layers is not None:
+            ap.error("--size-mb wants --kind matmul, M > 0 and no --layers")
+        a.layers = max(1, round(a.size_mb * 1e6 / (4 * a.dim * a.dim + 4 * a.dim)))
+    if a.layers is None:
+        a.layers = 64 if a.kind == "conv" else 4
+    for v, what in ((a.layers, "--layers"), (a.channels, "--channels"), (a.height, "--height"), (a.width, "--width"),
+                    (a.dim, "--dim"), (a.rank, "--rank")):
+        if v < 1:
+            ap.error(what + " must be at least 1")
+    if a.classes is not None and (a.classes < 1 or not a.task_out or a.kind != "conv"):
+        ap.error("--classes wants N >= 1, --kind conv and --task-out")
+    if a.change is not None:
+        if not a.task_out:
+            ap.error("--change wants --task-out")
+        if a.change_layers is not None or a.random:
+            ap.error("--change K --mode M, or the older --change-layers K [--random]: not both")
+        if not 0 <= a.change <= a.layers:
+            ap.error("--change wants 0 <= K <= the %d layers" % a.layers)
+        if a.mode == "requant" and a.kind != "conv":
+            ap.error("--mode requant is for the INT8 conv stack")
+    elif a.kind == "matmul" and a.task_out:
+        ap.error("--kind matmul: the task is --change K --mode random|lowrank")
+    if a.change_layers is None:
+        a.change_layers = 10
+    if a.align and a.external != "one":
+        ap.error("--align wants --external one")
+    if a.location and (a.external != "one" or os.path.isabs(a.location) or ".." in a.location.split("/")):
+        ap.error("--location wants --external one and a path inside the model's directory")
+    if a.external == "per-tensor" and a.task_out:
+        dirs = (a.external_dir, a.external_dir) if a.external_dir else (os.path.dirname(a.output),
+                                                                           os.path.dirname(a.task_out))
+        if os.path.abspath(dirs[0] or ".") == os.path.abspath(dirs[1] or "."):
+            ap.error("--external per-tensor: the base and the task need directories of their own")
+    if a.kind == "subgraph" and (a.task_out or a.external):
+        ap.error("--kind subgraph writes one model: no --task-out or --external")
 
 
 def main():
     parts = __doc__.split("\n\n")
     ap = argparse.ArgumentParser(description=parts[0], epilog="\n\n".join(parts[1:]),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kind", choices=("conv", "subgraph"), default="conv", help="default conv")
-    ap.add_argument("--layers", type=int, default=64, help="QLinearConv layers (default 64)")
-    ap.add_argument("--channels", type=int, default=32, help="C (default 32)")
-    ap.add_argument("--height", type=int, default=8, help="H (default 8)")
-    ap.add_argument("--width", type=int, default=8, help="W (default 8)")
-    ap.add_argument("--seed", type=int, default=1, help="default 1")
+    ap.add_argument("--kind", choices=("conv", "matmul", "subgraph"), default="conv", help="default conv")
+    ap.add_argument("--layers", type=int, help="QLinearConv layers (default 64) or MatMul layers (default 4)")
+    ap.add_argument("--channels", type=int, default=32, help="conv: C (default 32)")
+    ap.add_argument("--height", type=int, default=8, help="conv: H (default 8)")
+    ap.add_argument("--width", type=int, default=8, help="conv: W (default 8)")
+    ap.add_argument("--dim", type=int, default=256, help="matmul: D (default 256)")
+    ap.add_argument("--size-mb", type=float, metavar="M", help="matmul: as many layers as make about M MB")
+    ap.add_argument("--seed", type=int, default=1, help="the base, and through it the task (default 1)")
     ap.add_argument("-o", "--output", required=True, help="the base model")
     ap.add_argument("--task-out", help="also write the task variant here")
-    ap.add_argument("--change-layers", type=int, default=10, help="layers the task changes (default 10)")
-    ap.add_argument("--random", action="store_true", help="the task replaces values at random")
+    ap.add_argument("--change", type=int, metavar="K", help="the task changes K weight initializers")
+    ap.add_argument("--mode", choices=("random", "lowrank", "requant"), default="lowrank",
+                    help="how --change changes them (default lowrank)")
+    ap.add_argument("--rank", type=int, default=4, help="--mode lowrank: the rank (default 4)")
+    ap.add_argument("--task-seed", type=int, default=1, help="--change: another task of the same base (default 1)")
+    ap.add_argument("--change-layers", type=int, metavar="K", help="conv: layers the task changes (default 10)")
+    ap.add_argument("--random", action="store_true", help="--change-layers: replace values at random")
     ap.add_argument("--classes", type=int, metavar="N", help="the task's last layer has N output channels")
-    ap.add_argument("--external", metavar="DIR", help="also write external-data variants into DIR")
+    ap.add_argument("--external", metavar="one|per-tensor", help="keep initializer data in external files")
+    ap.add_argument("--external-dir", metavar="DIR", help="write the external-data variants into DIR instead")
+    ap.add_argument("--size-threshold", type=int, default=0, metavar="BYTES",
+                    help="smaller tensors stay inline (default 0; onnx: 1024)")
+    ap.add_argument("--location", metavar="PATH", help="--external one: the data file (default <model>.data)")
+    ap.add_argument("--align", type=int, default=0, metavar="N", help="--external one: align big tensors to N")
+    ap.add_argument("--align-above", type=int, default=1048576, metavar="BYTES",
+                    help="--align: tensors of more than BYTES (default 1048576)")
+    ap.add_argument("--checksum", action="store_true", help="add each data file's SHA-1 as \"checksum\"")
     a = ap.parse_args()
-    for v, what in ((a.layers, "--layers"), (a.channels, "--channels"), (a.height, "--height"), (a.width, "--width")):
-        if v < 1:
-            ap.error(what + " must be at least 1")
-    if a.classes is not None and (a.classes < 1 or not a.task_out or a.kind != "conv"):
-        ap.error("--classes wants N >= 1, --kind conv and --task-out")
+    check_args(ap, a)
 
     if a.kind == "subgraph":
-        if a.task_out or a.external:
-            ap.error("--kind subgraph writes one model: no --task-out or --external")
         write(a.output, subgraph_model())
         return 0
 
-    c = a.channels
-    base = base_params(random.Random(a.seed), a.layers, c)
+    if a.kind == "matmul":
+        base = matmul_params(random.Random(a.seed), a.layers, a.dim)
+        inits_of = lambda params: matmul_initializers(params, a.dim)
+        build_of = lambda params: lambda tensors: matmul_model(params, a.dim, tensors)
+    else:
+        base = base_params(random.Random(a.seed), a.layers, a.channels)
+        inits_of = lambda params: conv_initializers(params, a.channels)
+        build_of = lambda params: lambda tensors: conv_model(params, a.channels, a.height, a.width, tensors)
     outputs = [(a.output, base)]
     if a.task_out:
-        rng = random.Random("task-%d-%d" % (a.seed, a.random))
-        task = list(base)
-        for l in changed_layers(a.layers, a.change_layers):
-            task[l] = change_layer(rng, base[l], a.random)
-        if a.classes is not None:
-            task[-1] = resize_classes(random.Random("classes-%d-%d" % (a.seed, a.classes)), task[-1], a.classes)
-        outputs.append((a.task_out, task))
+        outputs.append((a.task_out, task_params(a, base)))
 
     for path, params in outputs:
-        inits = conv_initializers(params, c)
-        write(path, conv_model(params, c, a.height, a.width, inline_tensors(inits)))
-        if a.external:
-            os.makedirs(a.external, exist_ok=True)
-            name = os.path.basename(path)
-            tensors, data = external_tensors(inits, name + ".data")
-            write(os.path.join(a.external, name + ".data"), data)
-            write(os.path.join(a.external, name), conv_model(params, c, a.height, a.width, tensors))
+        inits, build = inits_of(params), build_of(params)
+        if a.external_dir:
+            write(path, build([tensor(*t) for t in inits]))
+            path = os.path.join(a.external_dir, os.path.basename(path))
+        write_model(path, build, inits, a)
     return 0
 
 

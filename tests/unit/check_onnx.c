@@ -244,54 +244,167 @@ START_TEST(test_sparse) {
 }
 END_TEST
 
-static Buf external_tensor(const char *name, bool with_location, uint64_t location_kind) {
-        Buf t = {}, e = {};
-        f_uint(&t, 1, 4);
-        f_uint(&t, 2, 1);
-        f_str(&t, 8, name);
-        f_str(&e, 1, "offset");
-        f_str(&e, 2, "4096");
-        f_msg(&t, 13, &e);
-        if (with_location) {
-                f_str(&e, 1, "location");
-                f_str(&e, 2, "weights.bin");
-                f_msg(&t, 13, &e);
-        }
-        f_uint(&t, 14, location_kind);
-        return t;
-}
+#define SHA1_HEX "0123456789abcdef0123456789ABCDEF01234567"
+static const uint8_t sha1_bytes[ONNX_SHA1_SIZE] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23,
+                                                    0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67 };
+#define E(...) ((const OnnxEntry[]) { __VA_ARGS__ }), ELEMENTSOF(((const OnnxEntry[]) { __VA_ARGS__ }))
 
-START_TEST(test_external) {
+/* external_data an EXTERNAL tensor may hold, and what the reader makes of it. */
+static const struct {
+        const char *label;
+        const OnnxEntry *e;
+        size_t n;
+        const char *location;
+        uint64_t offset, length;
+        bool has_length, has_checksum;
+} ext_good[] = {
+        { "location only: offset 0, to the end of the file", E({ "location", "w.bin" }), "w.bin", 0, 0, false, false },
+        { "as onnx writes it", E({ "location", "model.onnx.data" }, { "offset", "4096" }, { "length", "16" }),
+          "model.onnx.data", 4096, 16, true, false },
+        { "zeros", E({ "offset", "0" }, { "length", "0" }, { "location", "d/w" }), "d/w", 0, 0, true, false },
+        { "location taken as it is", E({ "location", "../../etc/passwd" }), "../../etc/passwd", 0, 0, false, false },
+        { "checksum, either case", E({ "location", "w" }, { "checksum", SHA1_HEX }), "w", 0, 0, false, true },
+        { "largest offset, no length", E({ "location", "w" }, { "offset", "9223372036854775807" }), "w",
+          INT64_MAX, 0, false, false },
+        { "offset + length at the largest file offset",
+          E({ "location", "w" }, { "offset", "9223372036854775800" }, { "length", "7" }), "w", INT64_MAX - 7, 7, true,
+          false },
+        { "unknown keys ignored, twice too; entries without a key or value",
+          E({ "basepath", "/x" }, { "basepath", "/y" }, { "prepacked_1", "k|0;4;0" }, { NULL, "12x" }, { "Offset", "-1" },
+            { "size", NULL }, { "location", "w" }),
+          "w", 0, 0, false, false },
+};
+
+START_TEST(test_external_good) {
         Buf g = {}, t;
 
-        t = tensor_raw("inline", 1, NULL, 0, "INL", 3);
+        t = tensor_raw("inline", ONNX_TYPE_FLOAT, NULL, 0, "INL", 3);
         f_msg(&g, 5, &t);
-        t = external_tensor("ext", true, 1);
+        t = tensor_entries("ext", ext_good[_i].e, ext_good[_i].n, 1, NULL);
         f_msg(&g, 5, &t);
         Buf m = model_of(&g);
         Onnx *o = read_ok(&m);
         check_invariants(o, m.p, m.n);
         ck_assert(o->has_external);
-        ck_assert(!find(o, "inline")->external);
-        const OnnxInitializer *x = find(o, "ext");
+        const OnnxInitializer *in = find(o, "inline"), *x = find(o, "ext");
+        ck_assert(!in->external);
+        ck_assert_ptr_null(in->location);
         ck_assert(x->external);
-        ck_assert_str_eq(x->location, "weights.bin");
+        ck_assert_str_eq(x->location, ext_good[_i].location);
+        ck_assert_uint_eq(x->ext_offset, ext_good[_i].offset);
+        ck_assert_uint_eq(x->ext_length, ext_good[_i].length);
+        ck_assert(x->ext_has_length == ext_good[_i].has_length);
+        ck_assert(x->ext_has_checksum == ext_good[_i].has_checksum);
+        if (x->ext_has_checksum)
+                ck_assert(memcmp(x->ext_checksum, sha1_bytes, ONNX_SHA1_SIZE) == 0);
+        /* The range of an external tensor is its whole TensorProto. */
         ck_assert_uint_eq(x->offset, x->tensor_offset);
         ck_assert_uint_eq(x->length, x->tensor_length);
         onnx_free(o);
         free(m.p);
+}
+END_TEST
 
-        /* EXTERNAL without a location; a data_location that is neither 0 nor 1. */
+/* data_location after the entries or before them; a DEFAULT tensor's entries are not looked at. */
+START_TEST(test_external_order) {
+        Buf g = {}, t = {}, e = {};
+
+        f_uint(&t, 14, 1);
+        f_str(&e, 1, "length");
+        f_str(&e, 2, "8");
+        f_msg(&t, 13, &e);
+        f_str(&e, 1, "location");
+        f_str(&e, 2, "late.bin");
+        f_msg(&t, 13, &e);
+        f_str(&t, 8, "first");
+        f_msg(&g, 5, &t);
+        t = tensor_entries("default", E({ "location", "a" }, { "location", "" }, { "offset", "12x" }, { "checksum", "" }),
+                           0, NULL);
+        f_msg(&g, 5, &t);
+        t = tensor_entries("absent", E({ "offset", "-1" }), -1, NULL);
+        f_msg(&g, 5, &t);
+        Buf m = model_of(&g);
+
+        Onnx *o = read_ok(&m);
+        check_invariants(o, m.p, m.n);
+        const OnnxInitializer *x = find(o, "first");
+        ck_assert(x->external);
+        ck_assert_str_eq(x->location, "late.bin");
+        ck_assert(x->ext_has_length);
+        ck_assert_uint_eq(x->ext_length, 8);
         for (int i = 0; i < 2; i++) {
-                TpError err = {};
-                t = external_tensor("bad", false, i ? 2 : 1);
-                f_msg(&g, 5, &t);
-                m = model_of(&g);
-                ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
-                ck_assert_msg(strstr(err.message, "graph.initializer #0 ('bad')"), "%s", err.message);
-                ck_assert_msg(strstr(err.message, i ? "data_location 2" : "no \"location\""), "%s", err.message);
-                free(m.p);
+                x = find(o, i ? "absent" : "default");
+                ck_assert(!x->external);
+                ck_assert_ptr_null(x->location);
+                ck_assert(!x->ext_has_length && !x->ext_has_checksum && x->ext_offset == 0);
         }
+        onnx_free(o);
+        free(m.p);
+}
+END_TEST
+
+/* onnx_initializer_bytes: every fixed-size type, packing, scalars, empty tensors, bad dims, overflow. */
+static const struct {
+        int32_t type;
+        uint32_t n_dims;
+        int64_t dims[3];
+        int want;               /* 0 or the error */
+        uint64_t bytes;
+} sizes[] = {
+        { ONNX_TYPE_FLOAT, 2, { 2, 3 }, 0, 24 },
+        { ONNX_TYPE_FLOAT, 0, {}, 0, 4 },                       /* a scalar */
+        { ONNX_TYPE_UINT8, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_INT8, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_UINT16, 1, { 5 }, 0, 10 },
+        { ONNX_TYPE_INT16, 1, { 5 }, 0, 10 },
+        { ONNX_TYPE_INT32, 1, { 5 }, 0, 20 },
+        { ONNX_TYPE_INT64, 1, { 5 }, 0, 40 },
+        { ONNX_TYPE_BOOL, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT16, 1, { 5 }, 0, 10 },
+        { ONNX_TYPE_DOUBLE, 1, { 5 }, 0, 40 },
+        { ONNX_TYPE_UINT32, 1, { 5 }, 0, 20 },
+        { ONNX_TYPE_UINT64, 1, { 5 }, 0, 40 },
+        { ONNX_TYPE_COMPLEX64, 1, { 5 }, 0, 40 },
+        { ONNX_TYPE_COMPLEX128, 1, { 5 }, 0, 80 },
+        { ONNX_TYPE_BFLOAT16, 1, { 5 }, 0, 10 },
+        { ONNX_TYPE_FLOAT8E4M3FN, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT8E4M3FNUZ, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT8E5M2, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT8E5M2FNUZ, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_FLOAT8E8M0, 1, { 5 }, 0, 5 },
+        { ONNX_TYPE_UINT4, 1, { 5 }, 0, 3 },                    /* two to a byte, rounded up */
+        { ONNX_TYPE_INT4, 2, { 2, 2 }, 0, 2 },
+        { ONNX_TYPE_INT4, 0, {}, 0, 1 },
+        { ONNX_TYPE_FLOAT4E2M1, 3, { 3, 1, 1 }, 0, 2 },
+        { ONNX_TYPE_UINT2, 1, { 5 }, 0, 2 },                    /* four to a byte */
+        { ONNX_TYPE_INT2, 1, { 8 }, 0, 2 },
+        { ONNX_TYPE_INT2, 1, { 9 }, 0, 3 },
+        { ONNX_TYPE_FLOAT, 2, { 0, INT64_MAX }, 0, 0 },         /* empty, however large the rest */
+        { ONNX_TYPE_FLOAT, 3, { INT64_MAX, INT64_MAX, 0 }, 0, 0 },
+        { ONNX_TYPE_INT8, 1, { INT64_MAX }, 0, INT64_MAX },
+        { ONNX_TYPE_INT4, 1, { INT64_MAX }, 0, (uint64_t) INT64_MAX / 2 + 1 },
+        { ONNX_TYPE_FLOAT, 1, { INT64_MAX / 4 }, 0, (uint64_t) INT64_MAX / 4 * 4 },
+        { ONNX_TYPE_FLOAT, 1, { INT64_MAX / 4 + 1 }, -EOVERFLOW, 0 },
+        { ONNX_TYPE_COMPLEX128, 1, { INT64_MAX / 16 + 1 }, -EOVERFLOW, 0 },
+        { ONNX_TYPE_INT8, 2, { 1ll << 32, 1ll << 31 }, -EOVERFLOW, 0 },
+        { ONNX_TYPE_INT8, 3, { 1ll << 32, 1ll << 32, 0 }, 0, 0 },
+        { ONNX_TYPE_FLOAT, 2, { 2, -1 }, -EINVAL, 0 },
+        { ONNX_TYPE_FLOAT, 2, { 0, -1 }, -EINVAL, 0 },
+        { ONNX_TYPE_STRING, 1, { 5 }, -EOPNOTSUPP, 0 },
+        { ONNX_TYPE_UNDEFINED, 1, { 5 }, -EOPNOTSUPP, 0 },
+        { 27, 1, { 5 }, -EOPNOTSUPP, 0 },
+        { -1, 1, { 5 }, -EOPNOTSUPP, 0 },
+        { INT32_MAX, 0, {}, -EOPNOTSUPP, 0 },
+};
+
+START_TEST(test_bytes) {
+        OnnxInitializer t = { .data_type = sizes[_i].type, .n_dims = sizes[_i].n_dims };
+        uint64_t got = 12345;
+
+        memcpy(t.dims, sizes[_i].dims, sizeof(sizes[_i].dims));
+        int k = onnx_initializer_bytes(&t, &got);
+        ck_assert_msg(k == sizes[_i].want, "#%d (type %d): %d, want %d", _i, sizes[_i].type, k, sizes[_i].want);
+        ck_assert_uint_eq(got, k == 0 ? sizes[_i].bytes : 12345);     /* untouched on failure */
 }
 END_TEST
 
@@ -444,7 +557,8 @@ START_TEST(test_fixtures) {
         snprintf(task, sizeof(task), "%s/task.onnx", dir);
         snprintf(ext, sizeof(ext), "%s/ext", dir);
         ck_assert_int_eq(run_generator(dir, (const char *const[]) { "--task-out", task, "--change-layers", "10",
-                                                                      "--external", ext, NULL }), 0);
+                                                                      "--external", "one", "--external-dir", ext,
+                                                                      NULL }), 0);
 
         Onnx *base = read_path(dir, "base.onnx", &bb), *t = read_path(dir, "task.onnx", &tb);
         ck_assert_int_eq(base->ir_version, 8);
@@ -503,10 +617,117 @@ START_TEST(test_fixtures) {
         ck_assert(e->has_external);
         ck_assert_uint_eq(e->n_inits, 64 * 6 + 2);
         ck_assert(find(e, "layer.0.weight")->external);
-        ck_assert_ptr_nonnull(find(e, "layer.0.weight")->location);
+        ck_assert_str_eq(find(e, "layer.0.weight")->location, "base.onnx.data");
         onnx_free(e);
         free(bb.p);
 
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* make-onnx.py's external-data layouts, each read back and checked against the inline model. */
+static const struct {
+        const char *label;
+        const char *args[10];   /* NULL-terminated */
+        bool per_tensor;
+        uint64_t threshold, align;      /* tensors under threshold stay inline; offsets a multiple of align */
+        const char *location;           /* the one data file */
+} layouts[] = {
+        { "one file, contiguous as onnx.save_model", { "--external", "one" }, false, 0, 1, "base.onnx.data" },
+        { "one file in a subdirectory, every tensor aligned to 4096",
+          { "--external", "one", "--align", "4096", "--align-above", "0", "--location", "w/data.bin" }, false, 0, 4096,
+          "w/data.bin" },
+        { "a file per tensor, small ones inline, checksums",
+          { "--external", "per-tensor", "--size-threshold", "100", "--checksum" }, true, 100, 1, NULL },
+};
+
+static Buf slurp(const char *dir, const char *file) {
+        char path[400];
+        snprintf(path, sizeof(path), "%s/%s", dir, file);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ck_assert_msg(fd >= 0, "%s: %m", path);
+        Buf b = {};
+        uint8_t chunk[65536];
+        ssize_t n;
+        while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+                put(&b, chunk, (size_t) n);
+        ck_assert_int_eq(n, 0);
+        close(fd);
+        return b;
+}
+
+/* "checksum" is the SHA-1 of the whole file, as sha1sum prints it. */
+static void check_sha1(const char *dir, const char *file, const uint8_t want[ONNX_SHA1_SIZE]) {
+        char cmd[400], hex[2 * ONNX_SHA1_SIZE + 1] = "", got[2 * ONNX_SHA1_SIZE + 1];
+        snprintf(cmd, sizeof(cmd), "sha1sum '%s/%s'", dir, file);
+        FILE *p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(fscanf(p, "%40s", hex), 1);
+        ck_assert_int_eq(pclose(p), 0);
+        for (size_t i = 0; i < ONNX_SHA1_SIZE; i++)
+                snprintf(got + 2 * i, 3, "%02x", want[i]);
+        ck_assert_str_eq(got, hex);
+}
+
+START_TEST(test_fixtures_external) {
+        char dir[] = "/tmp/check_onnx.XXXXXX", ext[300], extdir[300], cmd[300];
+        const char *argv[16] = { "--layers", "4", "--external-dir", ext };
+        Buf ib = {}, eb = {};
+
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(ext, sizeof(ext), "%s/ext", dir);
+        for (size_t i = 0; layouts[_i].args[i]; i++)
+                argv[4 + i] = layouts[_i].args[i];
+        ck_assert_int_eq(run_generator(dir, argv), 0);
+
+        Onnx *in = read_path(dir, "base.onnx", &ib), *e = read_path(dir, "ext/base.onnx", &eb);
+        ck_assert(!in->has_external);
+        ck_assert(e->has_external);
+        ck_assert_uint_eq(e->n_inits, in->n_inits);
+        snprintf(extdir, sizeof(extdir), "%s/ext", dir);
+        Buf one = layouts[_i].location ? slurp(extdir, layouts[_i].location) : (Buf) {};
+        uint64_t end = 0;       /* of the previous tensor in the one file */
+        for (size_t i = 0; i < in->n_inits; i++) {
+                const OnnxInitializer *x = &in->inits[i], *y = find(e, x->name);
+                uint64_t bytes;
+                ck_assert_int_eq(onnx_initializer_bytes(x, &bytes), 0);
+                ck_assert_uint_eq(bytes, x->length);
+                ck_assert_msg(y->external == (x->length >= layouts[_i].threshold), "%s", x->name);
+                if (!y->external) {
+                        ck_assert_uint_eq(y->length, x->length);
+                        ck_assert(memcmp(eb.p + y->offset, ib.p + x->offset, x->length) == 0);
+                        continue;
+                }
+                ck_assert(y->ext_has_length);
+                ck_assert_uint_eq(y->ext_length, bytes);
+                ck_assert(y->ext_has_checksum == layouts[_i].per_tensor);
+                Buf own = {}, *data = &one;
+                if (layouts[_i].per_tensor) {
+                        ck_assert_str_eq(y->location, x->name);         /* a valid file name: kept */
+                        ck_assert_uint_eq(y->ext_offset, 0);
+                        own = slurp(extdir, y->location);
+                        ck_assert_uint_eq(own.n, bytes);
+                        data = &own;
+                        check_sha1(extdir, y->location, y->ext_checksum);
+                } else {
+                        ck_assert_str_eq(y->location, layouts[_i].location);
+                        ck_assert_uint_eq(y->ext_offset % layouts[_i].align, 0);
+                        ck_assert_uint_ge(y->ext_offset, end);
+                        ck_assert_uint_lt(y->ext_offset - end, layouts[_i].align);     /* no gap but the padding */
+                        end = y->ext_offset + y->ext_length;
+                }
+                ck_assert_uint_le(y->ext_offset + y->ext_length, data->n);
+                ck_assert_msg(memcmp(data->p + y->ext_offset, ib.p + x->offset, bytes) == 0, "%s", x->name);
+                free(own.p);
+        }
+        if (layouts[_i].location)
+                ck_assert_uint_eq(end, one.n);
+        free(one.p);
+        onnx_free(in);
+        onnx_free(e);
+        free(ib.p);
+        free(eb.p);
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         ck_assert_int_eq(system(cmd), 0);
 }
@@ -523,10 +744,13 @@ static Suite *onnx_suite(void) {
         tcase_add_test(tc, test_dims);
         tcase_add_test(tc, test_nested);
         tcase_add_test(tc, test_sparse);
-        tcase_add_test(tc, test_external);
+        tcase_add_loop_test(tc, test_external_good, 0, ELEMENTSOF(ext_good));
+        tcase_add_test(tc, test_external_order);
+        tcase_add_loop_test(tc, test_bytes, 0, ELEMENTSOF(sizes));
         tcase_add_test(tc, test_duplicates);
         tcase_add_test(tc, test_functions_training);
         tcase_add_test(tc, test_fixtures);
+        tcase_add_loop_test(tc, test_fixtures_external, 0, ELEMENTSOF(layouts));
         suite_add_tcase(s, tc);
         return s;
 }

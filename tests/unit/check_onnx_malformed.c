@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * common/artifact/onnx.c and common/artifact/pbwire.c on malformed input: every truncation of a valid model, bad
- * varints, lengths past the parent or the file, refused wire types, depth bombs, caps, random
- * bytes and random corruptions; and onnx_probe(). Nothing may crash; every failure is -EBADMSG
- * with a message that says where.
+ * common/artifact/onnx.c, onnx-external.c and pbwire.c on malformed input: every truncation of a
+ * valid model, bad varints, lengths past the parent or the file, refused wire types, external_data
+ * breaking each rule, depth bombs, caps, random bytes and random corruptions; and onnx_probe().
+ * Nothing may crash; every failure is -EBADMSG with a message that says where.
  */
 
 #include <check.h>
@@ -92,6 +92,121 @@ START_TEST(test_bad) {
         ck_assert_ptr_eq(o, (Onnx *) 0x1);      /* untouched on failure */
         ck_assert_msg(strstr(err.message, bad[_i].want), "%s: '%s' lacks '%s'", bad[_i].label, err.message,
                       bad[_i].want);
+}
+END_TEST
+
+/* ---- external_data ------------------------------------------------------------------------------ */
+
+#define SHA1_HEX "0123456789abcdef0123456789ABCDEF01234567"
+#define E(...) ((const OnnxEntry[]) { __VA_ARGS__ }), ELEMENTSOF(((const OnnxEntry[]) { __VA_ARGS__ }))
+
+/* Every rule, each broken once; @want is in the message, which names the tensor. */
+static const struct {
+        const char *label;
+        const OnnxEntry *e;
+        size_t n;
+        size_t at;              /* the entry whose offset the message gives */
+        const char *want;
+} ext_bad[] = {
+        { "no location", E({ "offset", "0" }), SIZE_MAX, "data_location is EXTERNAL but external_data has no \"location\"" },
+        { "two locations", E({ "location", "a" }, { "offset", "0" }, { "location", "a" }), 2,
+          "external_data \"location\" appears twice" },
+        { "two offsets", E({ "location", "a" }, { "offset", "0" }, { "offset", "0" }), 2,
+          "external_data \"offset\" appears twice" },
+        { "two lengths", E({ "length", "1" }, { "location", "a" }, { "length", "2" }, { "length", "3" }), 2,
+          "external_data \"length\" appears twice" },
+        { "two checksums", E({ "location", "a" }, { "checksum", SHA1_HEX }, { "checksum", SHA1_HEX }), 2,
+          "external_data \"checksum\" appears twice" },
+        { "empty location", E({ "location", "" }), 0, "external_data \"location\" is empty" },
+        { "location without a value", E({ "location", NULL }), 0, "external_data \"location\" is empty" },
+        { "offset 12x", E({ "location", "a" }, { "offset", "12x" }), 1, "external_data \"offset\" '12x' is not a decimal number" },
+        { "offset -1", E({ "location", "a" }, { "offset", "-1" }), 1, "\"offset\" '-1' is not a decimal number" },
+        { "offset +5", E({ "location", "a" }, { "offset", "+5" }), 1, "\"offset\" '+5' is not a decimal number" },
+        { "offset with a space", E({ "location", "a" }, { "offset", " 5" }), 1, "\"offset\" ' 5' is not a decimal number" },
+        { "offset with a leading zero", E({ "location", "a" }, { "offset", "05" }), 1, "'05' is not a decimal number" },
+        { "offset in hex", E({ "location", "a" }, { "offset", "0x10" }), 1, "'0x10' is not a decimal number" },
+        { "empty offset", E({ "location", "a" }, { "offset", "" }), 1, "\"offset\" '' is not a decimal number" },
+        { "offset without a value", E({ "location", "a" }, { "offset", NULL }), 1, "\"offset\" '' is not a decimal number" },
+        { "length 1e3", E({ "location", "a" }, { "length", "1e3" }), 1, "\"length\" '1e3' is not a decimal number" },
+        { "length 4.0", E({ "location", "a" }, { "length", "4.0" }), 1, "\"length\" '4.0' is not a decimal number" },
+        { "odd bytes quoted", E({ "location", "a" }, { "length", "\x01'\\" }), 1, "'\\x01\\x27\\x5c' is not a decimal number" },
+        { "offset past UINT64_MAX", E({ "location", "a" }, { "offset", "18446744073709551616" }), 1,
+          "\"offset\" '18446744073709551616' is past the largest file offset (9223372036854775807)" },
+        { "offset past INT64_MAX", E({ "location", "a" }, { "offset", "9223372036854775808" }), 1,
+          "\"offset\" '9223372036854775808' is past the largest file offset" },
+        { "length past INT64_MAX", E({ "location", "a" }, { "length", "18446744073709551615" }), 1,
+          "\"length\" '18446744073709551615' is past the largest file offset" },
+        { "offset + length past INT64_MAX",
+          E({ "location", "a" }, { "length", "8" }, { "offset", "9223372036854775800" }), 1,
+          "external_data \"offset\" 9223372036854775800 + \"length\" 8 is past the largest file offset (9223372036854775807)" },
+        { "checksum of 39 digits", E({ "location", "a" }, { "checksum", "0123456789abcdef0123456789abcdef0123456" }), 1,
+          "external_data \"checksum\" '0123456789abcdef0123456789abcdef0123456' is not a SHA-1 digest (40 hex digits)" },
+        { "checksum of 41 digits", E({ "location", "a" }, { "checksum", SHA1_HEX "8" }), 1, "is not a SHA-1 digest" },
+        { "checksum not hex", E({ "location", "a" }, { "checksum", "0123456789abcdef0123456789abcdef0123456g" }), 1,
+          "is not a SHA-1 digest" },
+        { "checksum as SHA-256", E({ "location", "a" }, { "checksum", SHA1_HEX SHA1_HEX "abcdefab" }), 1,
+          "is not a SHA-1 digest" },
+        { "checksum with a prefix", E({ "location", "a" }, { "checksum", "sha1:" SHA1_HEX }), 1, "is not a SHA-1 digest" },
+        { "empty checksum", E({ "location", "a" }, { "checksum", "" }), 1,
+          "external_data \"checksum\" '' is not a SHA-1 digest" },
+};
+
+START_TEST(test_external_bad) {
+        Buf g = {}, t;
+        size_t entry_at[16], graph_at;
+
+        t = tensor_raw("inline", ONNX_TYPE_FLOAT, NULL, 0, "INL", 3);
+        f_msg(&g, 5, &t);
+        t = tensor_entries("w", ext_bad[_i].e, ext_bad[_i].n, 1, entry_at);
+        size_t tensor_at = f_msg(&g, 5, &t);
+        Buf m = model_at(&g, &graph_at);
+
+        TpError err = {};
+        Onnx *o = (Onnx *) 0x1;
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_ptr_eq(o, (Onnx *) 0x1);
+        char want[TP_ERROR_MAX];
+        size_t at = graph_at + tensor_at + (ext_bad[_i].at == SIZE_MAX ? 0 : entry_at[ext_bad[_i].at]);
+        snprintf(want, sizeof(want), "graph.initializer #1 ('w') at offset %zu: ", at);
+        ck_assert_msg(strncmp(err.message, want, strlen(want)) == 0, "%s: '%s' does not start with '%s'",
+                      ext_bad[_i].label, err.message, want);
+        ck_assert_msg(strstr(err.message, ext_bad[_i].want), "%s: '%s' lacks '%s'", ext_bad[_i].label, err.message,
+                      ext_bad[_i].want);
+        free(m.p);
+}
+END_TEST
+
+/* data_location neither 0 nor 1; a NUL in a value; a value over the cap (any tensor, any key). */
+START_TEST(test_external_malformed) {
+        static char big[ONNX_MAX_NAME + 2];
+        Buf g = {}, t = {}, e = {};
+        TpError err = {};
+        Onnx *o;
+
+        t = tensor_entries("w", E({ "location", "a" }), 2, NULL);
+        f_msg(&g, 5, &t);
+        Buf m = model_of(&g);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "('w') at offset") && strstr(err.message, "data_location 2"), "%s", err.message);
+        free(m.p);
+
+        f_str(&t, 8, "n");
+        f_str(&e, 1, "offset");
+        f_bytes(&e, 2, "1\0", 2);
+        f_msg(&t, 13, &e);
+        f_msg(&g, 5, &t);
+        m = model_of(&g);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "value contains a NUL byte"), "%s", err.message);
+        free(m.p);
+
+        memset(big, 'k', ONNX_MAX_NAME + 1);
+        t = tensor_entries("w", E({ big, "1" }), 0, NULL);
+        f_msg(&g, 5, &t);
+        m = model_of(&g);
+        ck_assert_int_eq(read_bytes(m.p, m.n, &o, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "key is 4097 bytes long, more than the cap of 4096"), "%s", err.message);
+        free(m.p);
 }
 END_TEST
 
@@ -266,6 +381,8 @@ static Suite *onnx_malformed_suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, test_truncations);
         tcase_add_loop_test(tc, test_bad, 0, ELEMENTSOF(bad));
+        tcase_add_loop_test(tc, test_external_bad, 0, ELEMENTSOF(ext_bad));
+        tcase_add_test(tc, test_external_malformed);
         tcase_add_test(tc, test_depth);
         tcase_add_test(tc, test_caps);
         tcase_add_test(tc, test_count_caps);

@@ -70,6 +70,35 @@ static inline Buf tensor_raw(const char *name, int32_t type, const int64_t *dims
         return t;
 }
 
+/* An external_data entry (StringStringEntryProto); a NULL key or value is left out. */
+typedef struct OnnxEntry {
+        const char *key, *value;
+} OnnxEntry;
+
+/*
+ * A FLOAT TensorProto @name [4] with @n external_data entries and then data_location @location
+ * (-1: none). @ret_entry_at (if not NULL) gets where each entry's tag is within the tensor.
+ */
+static inline Buf tensor_entries(const char *name, const OnnxEntry *e, size_t n, int location, size_t *ret_entry_at) {
+        Buf t = {};
+        f_uint(&t, 1, 4);
+        f_uint(&t, 2, ONNX_TYPE_FLOAT);
+        f_str(&t, 8, name);
+        for (size_t i = 0; i < n; i++) {
+                Buf entry = {};
+                if (e[i].key)
+                        f_str(&entry, 1, e[i].key);
+                if (e[i].value)
+                        f_str(&entry, 2, e[i].value);
+                if (ret_entry_at)
+                        ret_entry_at[i] = t.n;
+                f_msg(&t, 13, &entry);
+        }
+        if (location >= 0)
+                f_uint(&t, 14, (uint64_t) location);
+        return t;
+}
+
 /* A ModelProto holding @graph (freed); *@ret_graph_at (if not NULL): where the graph's payload starts. */
 static inline Buf model_at(Buf *graph, size_t *ret_graph_at) {
         Buf m = {}, opset = {};
@@ -146,6 +175,16 @@ static inline void check_invariants(const Onnx *o, const uint8_t *d, size_t n) {
                 ck_assert_uint_ge(t->offset, t->tensor_offset);
                 ck_assert_uint_le(t->offset + t->length, t->tensor_offset + t->tensor_length);
                 ck_assert(t->external == (t->location != NULL));
+                if (t->external) {
+                        ck_assert(t->location[0]);
+                        ck_assert_uint_le(t->ext_offset, INT64_MAX);
+                        ck_assert_uint_le(t->ext_length, INT64_MAX - t->ext_offset);
+                        ck_assert(t->ext_has_length || t->ext_length == 0);
+                } else
+                        ck_assert(!t->ext_offset && !t->ext_length && !t->ext_has_length && !t->ext_has_checksum);
+                if (!t->ext_has_checksum)
+                        for (size_t j = 0; j < ONNX_SHA1_SIZE; j++)
+                                ck_assert_uint_eq(t->ext_checksum[j], 0);
                 ck_assert_uint_le(t->n_dims, ONNX_MAX_DIMS);
                 if (i > 0) {
                         ck_assert_uint_le(o->inits[i - 1].tensor_offset + o->inits[i - 1].tensor_length,
