@@ -518,6 +518,69 @@ static int set_alignment(Gguf *g, TpError *err) {
         return 0;
 }
 
+/* The three split keys: all or none, each of its type, and values llama-gguf-split can write. */
+static int set_split(Gguf *g, TpError *err) {
+        static const struct {
+                const char *key;
+                uint32_t type;
+                const char *as;
+        } keys[3] = {
+                {GGUF_KEY_SPLIT_NO, GGUF_TYPE_UINT16, "a uint16"},
+                {GGUF_KEY_SPLIT_COUNT, GGUF_TYPE_UINT16, "a uint16"},
+                {GGUF_KEY_SPLIT_TENSORS_COUNT, GGUF_TYPE_INT32, "an int32"},
+        };
+        const GgufKv *kv[3];
+        unsigned n = 0, have = 0, lack = 0;
+        char tb[16];
+
+        for (unsigned i = 0; i < 3; i++) {
+                kv[i] = gguf_find(g, keys[i].key);
+                if (!kv[i]) {
+                        lack = i;
+                        continue;
+                }
+                n++;
+                have = i;
+                if (kv[i]->type != keys[i].type)
+                        return tp_error(err, -EBADMSG, "key #%td '%s' at offset %" PRIu64 ": must be %s, not %s",
+                                        kv[i] - g->kv, keys[i].key, kv[i]->offset, keys[i].as,
+                                        type_name(kv[i]->type, tb));
+        }
+        if (n == 0)
+                return 0;
+        if (n < 3)
+                return tp_error(err, -EBADMSG,
+                                "key #%td '%s' at offset %" PRIu64
+                                ": a split GGUF's shard holds all of '" GGUF_KEY_SPLIT_NO "', '" GGUF_KEY_SPLIT_COUNT
+                                "' and '" GGUF_KEY_SPLIT_TENSORS_COUNT "', but '%s' is missing",
+                                kv[have] - g->kv, keys[have].key, kv[have]->offset, keys[lack].key);
+
+        const GgufKv *no = kv[0], *count = kv[1], *total = kv[2];
+        if (count->v.u == 0)
+                return tp_error(err, -EBADMSG, "key #%td '" GGUF_KEY_SPLIT_COUNT "' at offset %" PRIu64 ": 0 shards",
+                                count - g->kv, count->offset);
+        if (no->v.u >= count->v.u)
+                return tp_error(err, -EBADMSG,
+                                "key #%td '" GGUF_KEY_SPLIT_NO "' at offset %" PRIu64 ": shard %" PRIu64
+                                " is not below '" GGUF_KEY_SPLIT_COUNT "' %" PRIu64 " (shards count from 0)",
+                                no - g->kv, no->offset, no->v.u, count->v.u);
+        if (total->v.i < 0)
+                return tp_error(err, -EBADMSG,
+                                "key #%td '" GGUF_KEY_SPLIT_TENSORS_COUNT "' at offset %" PRIu64 ": %" PRId64
+                                " is negative",
+                                total - g->kv, total->offset, total->v.i);
+        if ((uint64_t) total->v.i < g->n_tensors)
+                return tp_error(err, -EBADMSG,
+                                "key #%td '" GGUF_KEY_SPLIT_TENSORS_COUNT "' at offset %" PRIu64 ": %" PRId64
+                                " tensors in all shards, but this shard alone holds %" PRIu64,
+                                total - g->kv, total->offset, total->v.i, g->n_tensors);
+        g->split.present = true;
+        g->split.no = (uint16_t) no->v.u;
+        g->split.count = (uint16_t) count->v.u;
+        g->split.tensors_count = (int32_t) total->v.i;
+        return 0;
+}
+
 /* Place every tensor in the file: inside it, and not overlapping another. */
 static int place_tensors(Gguf *g, TpError *err) {
         _cleanup_free_ const void **v = NULL;
@@ -614,6 +677,8 @@ int gguf_read(int fd, Gguf **ret, TpError *err) {
         if (k < 0)
                 return k;
         k = set_alignment(g, err);
+        if (k >= 0)
+                k = set_split(g, err);
         if (k < 0)
                 return k;
 

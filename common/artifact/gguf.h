@@ -28,6 +28,10 @@
  *     holding a NUL byte;
  *   - general.alignment that is not a UINT32 scalar or not a nonzero
  *     power of two;
+ *   - split keys (Gguf.split) that are not all three present or all three
+ *     absent, of another type than theirs, split.count 0, split.no not
+ *     below split.count, split.tensors.count negative or below this file's
+ *     own tensor count;
  *   - tensors with n_dims outside 1..4, a dimension or element count
  *     beyond int64, an unknown/removed ggml type, ne[0] not a multiple of
  *     the type's block size, a rel_offset that is not a multiple of the
@@ -55,6 +59,11 @@
 #define GGUF_MAGIC             "GGUF" /* the first 4 bytes of every GGUF file */
 #define GGUF_DEFAULT_ALIGNMENT 32u
 #define GGUF_KEY_ALIGNMENT     "general.alignment"
+
+/* The keys of a split GGUF's shard (llama.cpp's LLM_KV_SPLIT_*): see Gguf.split. */
+#define GGUF_KEY_SPLIT_NO            "split.no"            /* uint16, 0-based */
+#define GGUF_KEY_SPLIT_COUNT         "split.count"         /* uint16 */
+#define GGUF_KEY_SPLIT_TENSORS_COUNT "split.tensors.count" /* int32, over all shards */
 
 /*
  * Caps. Each one, when hit, is an -EBADMSG naming it. Real models are far
@@ -140,6 +149,21 @@ typedef struct Gguf {
          */
         uint64_t data_offset;
         uint64_t file_size;
+        /*
+         * One shard of a split GGUF, as llama.cpp's llama-gguf-split writes them: each shard
+         * a complete GGUF holding its own tensors (data section, alignment and offsets of
+         * its own), the first (no 0) also every key of the model, the others only the three
+         * split keys. present: the file holds split.no, split.count and
+         * split.tensors.count (checked: all three or none, each of its type). A split of
+         * one (count 1) is a split too. Whether the shards of a set agree with each other
+         * and with their file names (gguf-split.h) is the caller's to check.
+         */
+        struct {
+                bool present;
+                uint16_t no;           /* split.no: 0-based, < count */
+                uint16_t count;        /* split.count: shards in the set, >= 1 */
+                int32_t tensors_count; /* split.tensors.count: tensors of all shards, >= n_tensors */
+        } split;
 } Gguf;
 
 /*

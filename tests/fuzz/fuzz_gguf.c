@@ -2,7 +2,9 @@
 /*
  * libFuzzer target for common/artifact/gguf.c. The input becomes a memfd (gguf_read
  * wants a file descriptor); a failure must be -EBADMSG with a message, a
- * success must keep every promise gguf.h makes. Anything else aborts.
+ * success must keep every promise gguf.h makes, the split keys included. The
+ * same bytes, up to a NUL, go through gguf_split_name_parse(), which must
+ * refuse them or give back what formats to them. Anything else aborts.
  */
 
 #include <stdint.h>
@@ -13,6 +15,7 @@
 
 #include "ggml.h"
 #include "fuzz-input.h"
+#include "gguf-split.h"
 #include "gguf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -58,14 +61,67 @@ static void check(const Gguf *g, size_t size) {
         }
 }
 
+/* Gguf.split: the three keys as the file holds them, or none of them; a name that parses back. */
+static void check_split(const Gguf *g) {
+        const GgufKv *no = gguf_find(g, GGUF_KEY_SPLIT_NO), *count = gguf_find(g, GGUF_KEY_SPLIT_COUNT),
+                     *total = gguf_find(g, GGUF_KEY_SPLIT_TENSORS_COUNT);
+        char *name = NULL;
+        uint16_t n, k;
+
+        if (!g->split.present) {
+                if (no || count || total || g->split.no || g->split.count || g->split.tensors_count)
+                        abort();
+                return;
+        }
+        if (!no || !count || !total || no->type != GGUF_TYPE_UINT16 || count->type != GGUF_TYPE_UINT16 ||
+            total->type != GGUF_TYPE_INT32 || no->v.u != g->split.no || count->v.u != g->split.count ||
+            total->v.i != g->split.tensors_count)
+                abort();
+        if (g->split.count == 0 || g->split.no >= g->split.count || g->split.tensors_count < 0 ||
+            (uint64_t) g->split.tensors_count < g->n_tensors)
+                abort();
+        if (gguf_split_name_format("m", g->split.no, g->split.count, &name, NULL) != 0 ||
+            gguf_split_name_parse(name, NULL, &n, &k, NULL) != 0 || n != g->split.no || k != g->split.count)
+                abort();
+        free(name);
+}
+
+/* The input's bytes up to its first NUL as a shard name: a name that parses formats back to itself. */
+static void check_name(const uint8_t *data, size_t size) {
+        char buf[GGUF_SPLIT_NAME_MAX + 2], *again = NULL;
+        size_t n = 0, len = 0;
+        uint16_t no = 0, count = 0;
+        TpError err = {0};
+
+        while (n < size && n < sizeof(buf) - 1 && data[n])
+                n++;
+        memcpy(buf, data, n);
+        buf[n] = '\0';
+        int r = gguf_split_name_parse(buf, &len, &no, &count, &err);
+        if (r != 0) {
+                if (r != -EINVAL || !err.message[0])
+                        abort();
+                return;
+        }
+        if (len == 0 || len + GGUF_SPLIT_SUFFIX_LEN != n || count == 0 || no >= count)
+                abort();
+        buf[len] = '\0';
+        if (gguf_split_name_format(buf, no, count, &again, NULL) != 0 || memcmp(again, data, n) != 0 ||
+            again[n] != '\0')
+                abort();
+        free(again);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int fd = fuzz_input_fd(data, size, 0);
         Gguf *g = NULL;
         TpError err = {0};
 
         int r = gguf_read(fd, &g, &err);
+        check_name(data, size);
         if (r == 0) {
                 check(g, size);
+                check_split(g);
                 gguf_free(g);
         } else if ((r != -EBADMSG && r != -ENOMEM) || !err.message[0] || err.code != r || g)
                 abort();
