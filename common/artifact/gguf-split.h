@@ -5,7 +5,7 @@
  * The file names of a split GGUF's shards. llama.cpp's llama-gguf-split writes shard i
  * (0-based) of N as llama_split_path() spells it,
  *
- *     printf("%s-%05d-of-%05d.gguf", prefix, i + 1, N)
+ *     "%s-%05d-of-%05d.gguf" of (prefix, i + 1, N)
  *
  * and llama.cpp loads a split model from the first shard's path, finding the others by
  * cutting that suffix off and formatting it again (llama_split_prefix(), then
