@@ -135,7 +135,7 @@ enum {
 #define ONNX_MAX_DIMS 16                        /* dims per tensor */
 #define ONNX_MAX_DEPTH 32                       /* nested messages below the ModelProto */
 #define ONNX_MAX_INITIALIZERS 65536u            /* tensors per file */
-#define ONNX_MAX_NAME 4096                      /* bytes of one name, op_type or location */
+#define ONNX_MAX_NAME 4096                      /* bytes of one name, op_type, external_data key or value */
 #define ONNX_MAX_NAME_BYTES (8u << 20)          /* bytes of all names (and locations) of one file together */
 
 #define ONNX_SHA1_SIZE 20                       /* bytes of an external_data "checksum" */
