@@ -146,8 +146,9 @@ int artifact_finish(Artifact *a, const FileSet *set, TpError *err) {
                 qsort(a->sites, a->n_sites, sizeof(Site), site_cmp);
         for (size_t i = 1; i < a->n_sites; i++)
                 if (a->sites[i].offset < a->sites[i - 1].offset + a->sites[i - 1].length)
-                        return tp_error(err, -EBADMSG, "sites '%s' and '%s' overlap", a->sites[i - 1].name,
-                                        a->sites[i].name);
+                        return tp_error(err, -EBADMSG, "%s%ssites '%s' and '%s' overlap",
+                                        set && set->directory ? set->files[fileset_locate(set, a->sites[i].offset)].path : "",
+                                        set && set->directory ? ": " : "", a->sites[i - 1].name, a->sites[i].name);
         layout_fingerprint(a, set);
         return 0;
 }

@@ -434,10 +434,11 @@ static int parse_files(const YamlNode *parent, const char *which, const uint8_t 
         }
         fileset_digest(&f.set, (const uint8_t (*)[SHA256_DIGEST_SIZE]) f.sha256, d);
         if (f.set.size != size || memcmp(d, sha256, sizeof(d)) != 0) {
+                r = tp_error(err, -EBADMSG, W ": line %u: %s.files %s", seq->line, which,
+                             f.set.size != size ? "do not add up to its size" : "do not match its sha256 (the digest "
+                                                                                "over the set)");
                 manifest_files_done(&f);
-                return tp_error(err, -EBADMSG, W ": line %u: %s.files %s", seq->line, which,
-                                f.set.size != size ? "do not add up to its size" : "do not match its sha256 (the digest "
-                                                                                   "over the set)");
+                return r;
         }
         *ret = f;
         return 0;

@@ -17,7 +17,9 @@ Diff *diff_free(Diff *d) {
 }
 
 bool artifact_same_layout(const Artifact *a, const Artifact *b) {
-        if (a->kind != b->kind || a->size != b->size || a->n_sites != b->n_sites)
+        /* The fingerprints also bind a directory's file names and sizes. */
+        if (a->kind != b->kind || a->size != b->size || a->n_sites != b->n_sites ||
+            memcmp(a->layout, b->layout, sizeof(a->layout)) != 0)
                 return false;
         for (size_t i = 0; i < a->n_sites; i++) {
                 const Site *x = &a->sites[i], *y = &b->sites[i];

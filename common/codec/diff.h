@@ -43,5 +43,8 @@ DEFINE_POINTER_CLEANUP(Diff, diff_free)
 _warn_unused_result_ int diff_compute(const FileSet *base_files, const Artifact *base, const FileSet *target_files,
                                       const Artifact *target, Diff **ret, TpError *err);
 
-/* Whether two artifacts have the same layout (kind, size, and every site's name, type, offset, length). */
+/*
+ * Whether two artifacts have the same layout (kind, size, every site's name, type, offset,
+ * length, and for a directory its files' names and sizes).
+ */
 bool artifact_same_layout(const Artifact *a, const Artifact *b);

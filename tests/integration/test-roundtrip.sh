@@ -72,10 +72,13 @@ for mode in "" --random; do
     check "ONNX ${mode:-(requantized)}: 3 layers x (weight, scale) = 6 sites changed, got $n" test "$n" -eq 6
 done
 
-# External-data ONNX is recognised and reported, not silently mishandled.
-python3 "$root/tests/tools/make-onnx.py" --layers 4 --channels 8 -o "$TMP/ext-base.onnx" --external "$TMP/ext" > /dev/null 2>&1
+# An external-data .onnx given alone (without its data files) is refused with a pointer to its
+# directory, not silently diffed as if its tensors were inline (test-model-formats.sh does the rest).
+python3 "$root/tests/tools/make-onnx.py" --layers 4 --channels 8 -o "$TMP/ext-base.onnx" --external one \
+    --external-dir "$TMP/ext" > /dev/null 2>&1
 extfile=$(ls "$TMP"/ext/*.onnx 2> /dev/null | head -n 1)
 tp diff "$extfile" "$extfile" > "$TMP/out" 2>&1
-check "external-data ONNX is reported clearly" grep -q "external data" "$TMP/out"
+check "external-data .onnx alone: refused, naming external data and the directory" \
+    grep -q "external data files: give the model's directory" "$TMP/out"
 
 finish

@@ -461,11 +461,120 @@ START_TEST(test_section_refusals) {
 }
 END_TEST
 
+/* A directory model: files listed, spans naming their file with offsets inside it. */
+static void set_files(ManifestFiles *f, const char *const *paths, const uint64_t *sizes, size_t n, uint8_t ret[32]) {
+        FileSet set = FILESET_NULL;
+        uint8_t sha[4][32];
+        for (size_t i = 0; i < n; i++) {
+                ck_assert_int_eq(fileset_add(&set, paths[i], sizes[i]), 0);
+                memset(sha[i], 0xa0 + (int) i, 32);
+        }
+        ck_assert_int_eq(manifest_files_set(f, &set, (const uint8_t (*)[32]) sha), 0);
+        fileset_digest(&set, (const uint8_t (*)[32]) sha, ret);
+        fileset_done(&set);
+}
+
+static Manifest *sample_dir(uint64_t first_target_file) {
+        Manifest *m = sample2();
+        set_files(&m->base.files, (const char *[]) { "a.bin", "b.bin" }, (uint64_t[]) { 600000, 400000 }, 2,
+                  m->base.sha256);
+        set_files(&m->target.files, (const char *[]) { "a.bin", "w/b.bin" },
+                  (uint64_t[]) { first_target_file, 10000 - first_target_file }, 2, m->target.sha256);
+        return m;
+}
+
+static int parse_text(const char *text, Manifest **ret, TpError *err) {
+        return manifest_parse(text, strlen(text), ret, err);
+}
+
+static char *replaced(const char *text, const char *from, const char *to) {
+        const char *at = strstr(text, from);
+        ck_assert_msg(at, "'%s' not in the text", from);
+        char *out = NULL;
+        ck_assert_int_ge(asprintf(&out, "%.*s%s%s", (int) (at - text), text, to, at + strlen(from)), 0);
+        return out;
+}
+
+START_TEST(test_files) {
+        Manifest *m = sample_dir(4096), *p = NULL;
+        TpError err = {};
+        size_t len;
+        char *text = write_text(m, &len);
+
+        ck_assert_msg(manifest_parse(text, len, &p, &err) == 0, "%s\n%s", err.message, text);
+        ck_assert_uint_eq(p->target.files.set.n_files, 2);
+        ck_assert_str_eq(p->target.files.set.files[1].path, "w/b.bin");
+        ck_assert_uint_eq(p->target.files.set.files[1].offset, 4096);
+        ck_assert_mem_eq(p->target.files.sha256[1], m->target.files.sha256[1], 32);
+        /* Offsets in the set's space in memory; in the text, the file and the offset inside it. */
+        ck_assert_uint_eq(p->spans[1].offset, 4096);
+        ck_assert_uint_eq(p->spans[0].base_offset, 20000);
+        ck_assert_uint_eq(p->spans[2].offset, 5248);
+        ck_assert_msg(strstr(text, "{file: 1, offset: 1152, length: 4752"), "%s", text);
+        ck_assert_msg(strstr(text, "base_file: 0, base_offset: 20000"), "%s", text);
+        size_t len2;
+        char *text2 = write_text(p, &len2);
+        ck_assert_uint_eq(len, len2);
+        ck_assert_mem_eq(text, text2, len);
+        free(text2);
+        manifest_free(p);
+        p = NULL;
+
+        static const struct {
+                const char *from, *to, *words;
+        } edits[] = {
+                { "{file: 1, offset: 1152", "{file: 2, offset: 1152", "file 2 is not one of the target's 2 files" },
+                { "{file: 1, offset: 1152", "{offset: 1152", "'file'" },
+                { "{file: 1, offset: 1152", "{file: 1, offset: 1153", "runs past the end of target file 'w/b.bin'" },
+                { "base_file: 0, base_offset: 20000", "base_file: 1, base_offset: 399000", "runs past the end of base file" },
+                { "path: w/b.bin", "path: ../b.bin", "not a relative path" },
+                { "path: w/b.bin", "path: a.bin", "out of order" },
+                { "size: 5904", "size: 5905", "do not add up" },
+        };
+        for (size_t i = 0; i < sizeof(edits) / sizeof(*edits); i++) {
+                char *bad = replaced(text, edits[i].from, edits[i].to);
+                ck_assert_msg(parse_text(bad, &p, &err) < 0, "edit %zu parsed", i);
+                ck_assert_msg(strstr(err.message, edits[i].words), "edit %zu: '%s' lacks '%s'", i, err.message,
+                              edits[i].words);
+                free(bad);
+        }
+        free(text);
+        manifest_free(m);
+
+        /* A file's digest that is not the one the set's sha256 binds. */
+        m = sample_dir(4096);
+        m->target.files.sha256[0][0] ^= 1;
+        text = write_text(m, &len);
+        ck_assert_int_lt(manifest_parse(text, len, &p, &err), 0);
+        ck_assert_msg(strstr(err.message, "do not match its sha256"), "%s", err.message);
+        free(text);
+        manifest_free(m);
+
+        /* The copy [0, 4096) would cross the end of a 4000-byte first file. */
+        m = sample_dir(4000);
+        text = write_text(m, &len);
+        ck_assert_int_lt(manifest_parse(text, len, &p, &err), 0);
+        ck_assert_msg(strstr(err.message, "runs past the end of target file 'a.bin'"), "%s", err.message);
+        free(text);
+        manifest_free(m);
+
+        /* In place, the files must be the base's. */
+        m = sample_dir(4096);
+        m->format = MANIFEST_FORMAT;
+        text = write_text(m, &len);
+        ck_assert_int_lt(manifest_parse(text, len, &p, &err), 0);
+        ck_assert_msg(strstr(err.message, "base.files and target.files differ"), "%s", err.message);
+        free(text);
+        manifest_free(m);
+}
+END_TEST
+
 static Suite *manifest_suite(void) {
         Suite *s = suite_create("manifest");
         TCase *tc = tcase_create("manifest");
 
         tcase_add_test(tc, test_round_trip);
+        tcase_add_test(tc, test_files);
         tcase_add_loop_test(tc, test_refusals, 0, (int) (sizeof(bad_cases) / sizeof(bad_cases[0])));
         tcase_add_test(tc, test_text_refusals);
         tcase_add_test(tc, test_task_names);
