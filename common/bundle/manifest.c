@@ -393,7 +393,7 @@ static int parse_files(const YamlNode *parent, const char *which, const uint8_t 
                        uint64_t size, ManifestFiles *ret, TpError *err) {
         static const char *const keys[] = { "path", "size", "sha256", NULL };
         ManifestFiles f = { FILESET_NULL, NULL };
-        const YamlNode *seq;
+        const YamlNode *seq = NULL;
         uint8_t d[SHA256_DIGEST_SIZE];
         int r;
 

@@ -10,9 +10,14 @@
 #     by name, general.name grown, imatrix keys added, output.weight grown by 16 rows; make-onnx.py
 #     --classes for ONNX): bundle vs the same peers as 1, apply checked byte for byte. A row over
 #     the ratio or whose apply fails is marked, the section goes on; the script then exits 1 if
-#     any apply was not byte-identical.
+#     any apply was not byte-identical;
+#  6. models of several files, 20 tensors changed (randomly, and by a low-rank delta): a ~300 MB
+#     ONNX model with external data (make-onnx.py --kind matmul --external one) and a two-shard
+#     BF16 safetensors model with its index (safetensors-shards.py): random, bundle vs the
+#     changed tensors' bytes (<= 1.05x + 64 KiB); low-rank, bundle vs the same peers run per
+#     file and summed (<= 0.9x); apply checked file for file. MULTI_MB sets the size (300).
 # Usage: tests/bench/bundle.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/bundle.json;
-#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5")
+#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6")
 set -eu
 build=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,7 +32,7 @@ dims=(--dim 1024 --ff 2816 --layers 4 --vocab 2048)
 results="$work/results.jsonl"
 : > "$results"
 
-sections=" ${SECTIONS:-1 2 3 4 5} "
+sections=" ${SECTIONS:-1 2 3 4 5 6} "
 apply_failed=0
 
 size() { stat -c %s "$1"; }
@@ -200,6 +205,52 @@ echo "   rows: output.weight +16 rows; onnx_int8: 64 layers, 10 fine-tuned, clas
 echo "   required: ratio <= 1.0 for every pair; goal 0.9"
 rm -f "$work"/rt-*.gguf "$work/r-out" "$work/r.tpb" "$work/r.err"
 fi  # section 5
+
+if want 6; then
+mb=${MULTI_MB:-300}
+echo "6. models of several files (~$mb MB), 20 tensors changed: random (vs changed bytes), low-rank (vs peers per file, summed)"
+printf '%-28s %10s %10s %10s %10s %10s %8s  %s\n' case changed bundle bsdiff xdelta3 zstd-pf ratio status
+# multi_row NAME BASE_DIR TASK_DIR MODE: the bundle, applied and compared; the peers per file.
+multi_row() {
+    local name=$1 b=$2 k=$3 mode=$4 ours changed status=ok bs=0 xd=0 zs=0 f ratio best
+    rm -rf "$work/m-out"
+    "$tp" create "$b" "$k" -o "$work/m.tpb" --task bench "${sign[@]}" > /dev/null
+    ours=$(size "$work/m.tpb")
+    "$tp" apply "$b" "$work/m.tpb" -o "$work/m-out" --ca "$work/pki/ca.pem" --no-sync > /dev/null &&
+        diff -r -q "$work/m-out" "$k" > /dev/null || { status="APPLY FAILS" apply_failed=1; }
+    changed=$("$tp" diff --json "$b" "$k" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(sum(r["site_bytes"] or r["length"] for r in j["regions"]) if j["regions"] else j["changed_bytes"])')
+    for f in $(cd "$k" && find . -type f | sort); do
+        bsdiff "$b/$f" "$k/$f" "$work/p.bsdiff"
+        xdelta3 -f -9 -e -s "$b/$f" "$k/$f" "$work/p.xd3"
+        zstd -q -f -19 --long=30 --patch-from="$b/$f" "$k/$f" -o "$work/p.zst" 2> /dev/null
+        bs=$((bs + $(size "$work/p.bsdiff"))) xd=$((xd + $(size "$work/p.xd3"))) zs=$((zs + $(size "$work/p.zst")))
+    done
+    best=$(printf '%s\n' "$bs" "$xd" "$zs" | sort -n | head -n 1)
+    if [ "$mode" = random ]; then
+        ratio=$(awk -v a="$ours" -v c="$changed" 'BEGIN {printf "%.3f", a / c}')
+        [ "$status" = ok ] && awk -v a="$ours" -v c="$changed" 'BEGIN {exit !(a > 1.05 * c + 65536)}' && status=OVER
+    else
+        ratio=$(awk -v a="$ours" -v b="$best" 'BEGIN {printf "%.3f", a / b}')
+        [ "$status" = ok ] && awk -v r="$ratio" 'BEGIN {exit !(r > 0.9)}' && status=OVER
+    fi
+    printf '%-28s %10d %10d %10d %10d %10d %7sx  %s\n' "$name" "$changed" "$ours" "$bs" "$xd" "$zs" "$ratio" "$status"
+    emit "{\"case\": \"$name\", \"changed_site_bytes\": $changed, \"bundle\": $ours, \"bsdiff\": $bs, \"xdelta3\": $xd, \"zstd_patch_from\": $zs, \"ratio\": $ratio, \"ratio_to\": \"$([ "$mode" = random ] && echo changed_bytes || echo best_peer)\", \"status\": \"$status\"}"
+    rm -rf "$work/m-out" "$work/m.tpb"
+}
+onnx=(python3 "$root/tests/tools/make-onnx.py" --kind matmul --dim 1024 --size-mb "$mb" --external one)
+shards=(python3 "$root/tests/tools/safetensors-shards.py" --size-mb "$mb" --shards 2)
+for mode in random lowrank; do
+    rm -rf "$work/mo-b" "$work/mo-t" "$work/ms-b" "$work/ms-t"
+    "${onnx[@]}" -o "$work/mo-b/model.onnx" --task-out "$work/mo-t/model.onnx" --change 20 --mode "$mode" > /dev/null
+    multi_row "multi-onnx_external-$mode" "$work/mo-b" "$work/mo-t" "$mode"
+    "${shards[@]}" "$work/ms-b" > /dev/null
+    "${shards[@]}" "$work/ms-t" --change 20 --mode "$mode" > /dev/null
+    multi_row "multi-safetensors_2shard-$mode" "$work/ms-b" "$work/ms-t" "$mode"
+done
+echo "   random: ratio = bundle / changed tensor bytes, required <= 1.05 (+ 64 KiB)"
+echo "   lowrank: ratio = bundle / best peer (bsdiff, xdelta3, zstd --patch-from, per file, summed), required <= 0.9"
+rm -rf "$work/mo-b" "$work/mo-t" "$work/ms-b" "$work/ms-t"
+fi  # section 6
 
 BENCH_DIR="$root/tests/bench" python3 - "$results" "$work/bundle.json" <<'PY'
 import json, os, sys

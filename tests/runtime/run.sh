@@ -12,7 +12,9 @@
 #     rebuilt by a daemon; the output tensor's raw bytes equal the direct task model's and
 #     differ from the base's; make-onnx.py's external-data layouts (one data file, a file per
 #     tensor) of the conv stack and of a float32 MatMul stack load and give the inline models'
-#     outputs bit for bit;
+#     outputs bit for bit, and so do the task directories taskpatch apply rebuilds from bundles;
+#   - llama.cpp loads a split GGUF (three shards) rebuilt by taskpatch apply and decodes the
+#     task's tokens bit for bit;
 #   - the example service (tests/runtime/service.mjs) behind the trial's health_url: a switch
 #     changes its answers and is committed by health; a broken task (random bytes, NaN logits)
 #     is rolled back, and the answers are the previous task's again.
@@ -168,6 +170,25 @@ onnx_external() {
         "$d"/per-tensor/{base,task}/model.onnx > "$d/out.jsonl" 2> "$TMP/ext.err" ||
         { fail "ONNX Runtime cannot run the $name models with external data: $(grep -m 1 Error "$TMP/ext.err")"; return; }
     for i in 1 2 3 4 5 6; do out[i]=$(field "$(sed -n "${i}p" "$d/out.jsonl")" bytes); done
+    # taskpatch rebuilds each task directory from its base directory and a signed bundle; the
+    # rebuilt model (model.onnx beside its rebuilt data files) gives the task's output.
+    local layout rebuilt
+    for layout in one per-tensor; do
+        if ! "$BIN/taskpatch" create "$d/$layout/base" "$d/$layout/task" -o "$d/$layout.tpb" --task ext --version 1 \
+            --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > "$TMP/ext.log" 2>&1 ||
+            ! "$BIN/taskpatch" apply "$d/$layout/base" "$d/$layout.tpb" --ca "$TMP/pki/ca.pem" -o "$d/$layout/rebuilt" \
+                > "$TMP/ext.log" 2>&1; then
+            fail "taskpatch create/apply, $name ($layout): $(tail -n 2 "$TMP/ext.log")"
+            continue
+        fi
+        rebuilt=$(node "$here/onnx-run.mjs" "$d/$layout/rebuilt/model.onnx" 2> "$TMP/ext.err") ||
+            { fail "ONNX Runtime cannot run the rebuilt $name ($layout): $(grep -m 1 Error "$TMP/ext.err")"; continue; }
+        if [ "$(field "$rebuilt" bytes)" = "${out[2]}" ]; then
+            ok "ONNX Runtime: $name rebuilt by taskpatch apply from a $(stat -c %s "$d/$layout.tpb")-byte bundle ($layout), its data files resolved beside it: output bit-identical to the task's"
+        else
+            fail "ONNX Runtime, $name rebuilt ($layout): output $(short "$(field "$rebuilt" bytes)"), the task's $(short "${out[2]}")"
+        fi
+    done
     # The weights really are outside: the per-tensor files hold most of the inline model's bytes,
     # and both external models are smaller by at least half of that.
     local inline data files held
@@ -190,6 +211,29 @@ onnx_external() {
 # stack's biases, "onnx::Add_<l>", are no file names: their files are named by a UUID.
 onnx_external "INT8 conv" --layers 16 --channels 16 --seed 5 --change 3 --mode lowrank --size-threshold 1024
 onnx_external "float32 MatMul" --kind matmul --dim 512 --layers 6 --seed 5 --change 2 --mode lowrank
+
+# ---- llama.cpp loads a split GGUF that taskpatch rebuilt -----------------------------------------
+
+# The base and json split in three (llama-gguf-split's layout, tests/tools/gguf-split.py); a
+# bundle of the shard directories, applied offline; llama.cpp, given the first shard, finds the
+# others beside it and decodes json's tokens and probabilities bit for bit.
+split=(python3 "$root/tests/tools/gguf-split.py")
+if "${split[@]}" "$TMP/base.gguf" "$TMP/split/base" --shards 3 --prefix model > "$TMP/split.log" 2>&1 &&
+    "${split[@]}" "$TMP/json.gguf" "$TMP/split/json" --shards 3 --prefix model > "$TMP/split.log" 2>&1 &&
+    "$BIN/taskpatch" create "$TMP/split/base" "$TMP/split/json" -o "$TMP/split.tpb" --task json --version 1 \
+        --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > "$TMP/split.log" 2>&1 &&
+    "$BIN/taskpatch" apply "$TMP/split/base" "$TMP/split.tpb" --ca "$TMP/pki/ca.pem" -o "$TMP/split/rebuilt" \
+        > "$TMP/split.log" 2>&1; then
+    line=$(decode "$TMP/split/rebuilt/model-00001-of-00003.gguf" 2> "$TMP/decode.err") ||
+        line="(llama.cpp failed: $(tail -n 1 "$TMP/decode.err"))"
+    if [ "$(decoded "$line")" = "$direct_json" ]; then
+        ok "llama.cpp: json split in 3 shards and rebuilt by taskpatch apply ($(stat -c %s "$TMP/split.tpb")-byte bundle) decodes json's tokens and probabilities bit for bit"
+    else
+        fail "llama.cpp: the rebuilt split json decodes $(short "$line"), not json's"
+    fi
+else
+    fail "split GGUF: $(tail -n 2 "$TMP/split.log")"
+fi
 
 # ---- the example service: switches, health commits, a broken task rolls back -----------------
 
