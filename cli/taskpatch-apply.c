@@ -17,6 +17,8 @@ static void help(void) {
                "Rebuild the bundle's target from BASE: every span's base bytes and new bytes\n"
                "are checked against the manifest while streaming, and OUT appears (atomically)\n"
                "only when its full SHA-256 equals the target's. A refused apply leaves no OUT.\n"
+               "A bundle of a model directory takes BASE as a directory and writes OUT as one\n"
+               "(a temporary directory beside it, fsynced, renamed or swapped into place).\n"
                "\n"
                "  -o, --output FILE   the rebuilt model\n"
                "  --ca PATH           check the signature against these CA certificate(s);\n"

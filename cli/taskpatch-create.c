@@ -27,6 +27,8 @@ static void help(void) {
                "Diff TARGET against BASE site by site (tensor / initializer), code each changed\n"
                "site as a block-layout delta against the base bytes (or raw, when smaller), and\n"
                "write a signed bundle a device can apply to BASE to rebuild TARGET byte for byte.\n"
+               "BASE and TARGET are model files or model directories (ONNX with external data,\n"
+               "sharded safetensors, a split GGUF, plus side files; see taskpatch(1)).\n"
                "\n"
                "  -o, --output FILE        the bundle to write (replaced atomically)\n"
                "  --task NAME              task name, [a-z0-9][a-z0-9._-]{0,63}\n"

@@ -237,7 +237,7 @@ multi_row() {
     emit "{\"case\": \"$name\", \"changed_site_bytes\": $changed, \"bundle\": $ours, \"bsdiff\": $bs, \"xdelta3\": $xd, \"zstd_patch_from\": $zs, \"ratio\": $ratio, \"ratio_to\": \"$([ "$mode" = random ] && echo changed_bytes || echo best_peer)\", \"status\": \"$status\"}"
     rm -rf "$work/m-out" "$work/m.tpb"
 }
-onnx=(python3 "$root/tests/tools/make-onnx.py" --kind matmul --dim 1024 --size-mb "$mb" --external one)
+onnx=(python3 "$root/tests/tools/make-onnx.py" --kind matmul --dim $((mb >= 200 ? 1024 : 512)) --size-mb "$mb" --external one)
 shards=(python3 "$root/tests/tools/safetensors-shards.py" --size-mb "$mb" --shards 2)
 for mode in random lowrank; do
     rm -rf "$work/mo-b" "$work/mo-t" "$work/ms-b" "$work/ms-t"
