@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,6 +80,16 @@ int cli_open_model(const char *path, ModelSet *ret) {
                 return r;
         }
         return 0;
+}
+
+const char *cli_where(const FileSet *set, uint64_t off, char buf[CLI_WHERE_MAX]) {
+        if (!set || !set->directory || off >= set->size) {
+                snprintf(buf, CLI_WHERE_MAX, "%" PRIu64, off);
+                return buf;
+        }
+        const FileSetFile *f = &set->files[fileset_locate(set, off)];
+        snprintf(buf, CLI_WHERE_MAX, "%s+%" PRIu64, f->path, off - f->offset);
+        return buf;
 }
 
 int cli_parse_days(const char *option, const char *value, int64_t *ret_seconds) {

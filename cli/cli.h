@@ -53,6 +53,10 @@ int cli_init_kernels(void);
  */
 int cli_open_model(const char *path, ModelSet *ret);
 
+/* Where offset @off of a model's space lies, for people: "path+offset" in a directory, else the offset. */
+#define CLI_WHERE_MAX (FILESET_MAX_PATH + 24)
+const char *cli_where(const FileSet *set, uint64_t off, char buf[CLI_WHERE_MAX]);
+
 /* A number of days, 1..36500 (a validity), as seconds; prints "--NAME: ..." and returns -EINVAL when bad. */
 int cli_parse_days(const char *option, const char *value, int64_t *ret_seconds);
 

@@ -160,12 +160,15 @@ int verb_diff(int argc, char *argv[]) {
                                         printf("  %-8s %-40s %-6s %12" PRIu64 " bytes, was %s\n", site_fate_to_string(f),
                                                t->name, type_name(target, t, tb), t->length,
                                                base->sites[match->counterpart[i]].name);
-                                else if (match->counterpart[i] >= 0)
-                                        printf("  %-8s %-40s %-6s %12" PRIu64 " bytes (base: %" PRIu64 " bytes at %" PRIu64
-                                               ", now at %" PRIu64 ")\n", site_fate_to_string(f), t->name,
+                                else if (match->counterpart[i] >= 0) {
+                                        char wb[CLI_WHERE_MAX], wt[CLI_WHERE_MAX];
+                                        printf("  %-8s %-40s %-6s %12" PRIu64 " bytes (base: %" PRIu64 " bytes at %s, "
+                                               "now at %s)\n", site_fate_to_string(f), t->name,
                                                type_name(target, t, tb), t->length,
                                                base->sites[match->counterpart[i]].length,
-                                               base->sites[match->counterpart[i]].offset, t->offset);
+                                               cli_where(&bm.files, base->sites[match->counterpart[i]].offset, wb),
+                                               cli_where(&tm.files, t->offset, wt));
+                                }
                                 else
                                         printf("  %-8s %-40s %-6s %12" PRIu64 " bytes\n", site_fate_to_string(f), t->name,
                                                type_name(target, t, tb), t->length);
@@ -189,9 +192,11 @@ int verb_diff(int argc, char *argv[]) {
                         const Site *s = &target->sites[g->site];
                         printf("  %-40s %-6s %12" PRIu64 " of %12" PRIu64 " bytes differ\n", s->name,
                                type_name(target, s, tb), g->changed_bytes, s->length);
-                } else
-                        printf("  %-40s %-6s %12" PRIu64 " of %12" PRIu64 " bytes differ (offset %" PRIu64 ")\n",
-                               "(header/gap)", "-", g->changed_bytes, g->length, g->offset);
+                } else {
+                        char w[CLI_WHERE_MAX];
+                        printf("  %-40s %-6s %12" PRIu64 " of %12" PRIu64 " bytes differ (offset %s)\n",
+                               "(header/gap)", "-", g->changed_bytes, g->length, cli_where(&tm.files, g->offset, w));
+                }
         }
         return EXIT_OK;
 }

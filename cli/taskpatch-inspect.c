@@ -85,15 +85,12 @@ void span_list_print(const Manifest *m) {
                 printf("span list (target file+offset, bytes, encoding, payload bytes, base file+offset, site):\n");
         for (size_t i = 0; i < m->n_spans; i++) {
                 const ManifestSpan *sp = &m->spans[i];
-                const FileSetFile *t = file_of(&m->target.files, sp->offset);
-                const FileSetFile *b = sp->base_length ? file_of(&m->base.files, sp->base_offset) : NULL;
-                if (t)
-                        printf("  %s+", t->path);
-                printf("  %12" PRIu64 " %12" PRIu64 " %-5s %10" PRIu64 " ", sp->offset - (t ? t->offset : 0),
-                       sp->length, span_encoding_to_string(sp->encoding), sp->frame_size);
-                if (b)
-                        printf("%s+", b->path);
-                printf("%12" PRIu64 "  %s\n", sp->base_offset - (b ? b->offset : 0), sp->site ? sp->site : "(header/gap)");
+                char wt[CLI_WHERE_MAX], wb[CLI_WHERE_MAX];
+                const FileSet *bf = m->base.files.set.n_files && sp->base_length ? &m->base.files.set : NULL;
+                printf("  %12s %12" PRIu64 " %-5s %10" PRIu64 " %12s  %s\n",
+                       cli_where(m->target.files.set.n_files ? &m->target.files.set : NULL, sp->offset, wt), sp->length,
+                       span_encoding_to_string(sp->encoding), sp->frame_size, cli_where(bf, sp->base_offset, wb),
+                       sp->site ? sp->site : "(header/gap)");
         }
 }
 
