@@ -418,8 +418,10 @@ static int check_names(SetBuilder *b) {
         by_name = malloc((a->n_sites ? a->n_sites : 1) * sizeof(Site));
         if (!by_name)
                 return -ENOMEM;
-        memcpy(by_name, a->sites, a->n_sites * sizeof(Site));
-        qsort(by_name, a->n_sites, sizeof(Site), name_cmp);
+        if (a->n_sites > 0) {
+                memcpy(by_name, a->sites, a->n_sites * sizeof(Site));
+                qsort(by_name, a->n_sites, sizeof(Site), name_cmp);
+        }
         for (size_t i = 1; i < a->n_sites; i++)
                 if (strcmp(by_name[i - 1].name, by_name[i].name) == 0)
                         return tp_error(b->err, -EBADMSG, "tensor '%s' is both in %s and in %s", by_name[i].name,
