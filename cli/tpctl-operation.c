@@ -128,7 +128,10 @@ static int open_input(const char *command, const char *path, int *ret_fd) {
         }
         if (S_ISDIR(st.st_mode)) {
                 close(fd);
-                return tpctl_fail(TPCTL_FAILURE_USAGE, "%s: '%s' is a directory", command, path);
+                return tpctl_fail(TPCTL_FAILURE_USAGE, "%s: '%s' is a directory%s", command, path,
+                                  strcmp(command, "provision") == 0 ?
+                                  " (a model of several files: this taskpatchd manages one-file models; "
+                                  "'taskpatch apply' rebuilds model directories offline)" : "");
         }
         *ret_fd = fd;
         return TPCTL_GO_ON;
