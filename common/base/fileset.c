@@ -279,3 +279,52 @@ void fileset_digest(const FileSet *s, const uint8_t (*file_sha256)[SHA256_DIGEST
         }
         sha256_final(&h, ret);
 }
+
+int set_hash_init(SetHash *h, const FileSet *set) {
+        size_t n = set->n_files ? set->n_files : 1;
+
+        h->set = set;
+        h->files = calloc(n, sizeof(Sha256));
+        if (!h->files)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                sha256_init(&h->files[i]);
+        return 0;
+}
+
+Sha256 *set_hash_at(const SetHash *h, uint64_t pos, uint64_t *ret_room) {
+        const FileSet *s = h->set;
+
+        if (s->n_files <= 1) {
+                if (ret_room)
+                        *ret_room = s->n_files && pos <= s->size ? s->size - pos : UINT64_MAX - pos;
+                return &h->files[0];
+        }
+        size_t i = pos < s->size ? fileset_locate(s, pos) : s->n_files - 1;
+        if (ret_room)
+                *ret_room = s->files[i].offset + s->files[i].size - pos;
+        return &h->files[i];
+}
+
+void set_hash_final(SetHash *h, uint8_t ret[SHA256_DIGEST_SIZE]) {
+        const FileSet *s = h->set;
+        size_t n = s->n_files ? s->n_files : 1;
+        uint8_t (*d)[SHA256_DIGEST_SIZE] = calloc(n, sizeof(*d));
+
+        if (!d) {
+                memset(ret, 0, SHA256_DIGEST_SIZE);     /* matches no digest: reported as a mismatch */
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                sha256_final(&h->files[i], d[i]);
+        if (!s->directory)
+                memcpy(ret, d[0], SHA256_DIGEST_SIZE);
+        else
+                fileset_digest(s, (const uint8_t (*)[SHA256_DIGEST_SIZE]) d, ret);
+        free(d);
+}
+
+void set_hash_done(SetHash *h) {
+        free(h->files);
+        h->files = NULL;
+}

@@ -94,6 +94,23 @@ _warn_unused_result_ int fileset_pread(const FileSet *s, void *buf, size_t n, ui
 /* Whether [off, off + len) lies inside one file (an empty range: inside the file holding off, or at the end). */
 bool fileset_in_one_file(const FileSet *s, uint64_t off, uint64_t len);
 
+/*
+ * Hashing a model file by file while its bytes stream past in the space's order: one SHA-256
+ * per file (one in all for a single file, or for a manifest's empty list, which means one file).
+ * A caller feeds no piece across a file's end: set_hash_at() says how far the file goes.
+ */
+typedef struct SetHash {
+        const FileSet *set;     /* borrowed */
+        Sha256 *files;          /* per file */
+} SetHash;
+
+_warn_unused_result_ int set_hash_init(SetHash *h, const FileSet *set);
+/* The context of the file holding byte @pos, and (unless NULL) the bytes from @pos to that file's end. */
+Sha256 *set_hash_at(const SetHash *h, uint64_t pos, uint64_t *ret_room);
+/* Every file's digest, then the set's (fileset_digest()); a single file's is its own. */
+void set_hash_final(SetHash *h, uint8_t ret[SHA256_DIGEST_SIZE]);
+void set_hash_done(SetHash *h);
+
 /* The set's digest from its files' SHA-256s (@file_sha256[i] for files[i]); see above. */
 void fileset_digest(const FileSet *s, const uint8_t (*file_sha256)[SHA256_DIGEST_SIZE],
                     uint8_t ret[SHA256_DIGEST_SIZE]);

@@ -31,9 +31,8 @@ typedef struct Applier {
         Output out;
         const char *base_what;
         uint64_t base_size;
-        /* Per file of the base and of the target (one for a single file); fed through the pipe:
-         * read only after hash_pipe_sync(). */
-        Sha256 *base_hash, *target_hash;
+        /* Per file of the base and of the target; fed through the pipe: read only after hash_pipe_sync(). */
+        SetHash base_hash, target_hash;
         HashPipe *pipe;
         Slot slots[HASH_PIPE_SLOTS];
         size_t bufsize;
@@ -46,18 +45,12 @@ static int out_write(Applier *a, const void *buf, size_t n) {
         return r < 0 ? tp_error(a->err, r, "writing the output: %s", strerror(-r)) : 0;
 }
 
-/* The hash of the base file holding @pos, and the bytes from @pos to that file's end. */
 static Sha256 *base_hash_at(Applier *a, uint64_t pos, uint64_t *ret_room) {
-        const FileSet *f = a->base_files;
-        size_t i = pos < f->size ? fileset_locate(f, pos) : f->n_files - 1;
-        if (ret_room)
-                *ret_room = f->files[i].offset + f->files[i].size - pos;
-        return &a->base_hash[i];
+        return set_hash_at(&a->base_hash, pos, ret_room);
 }
 
 static Sha256 *target_hash_at(Applier *a, uint64_t pos) {
-        const FileSet *f = &a->bundle->manifest->target.files.set;
-        return f->n_files == 0 ? &a->target_hash[0] : &a->target_hash[fileset_locate(f, pos)];
+        return set_hash_at(&a->target_hash, pos, NULL);
 }
 
 /* Copy unchanged base bytes [from, to) into the output, hashing them as base and as target. */
@@ -175,9 +168,8 @@ static void applier_done(Applier *a) {
                 free(a->slots[i].frame);
                 free(a->slots[i].out);
         }
-        free(a->base_hash);
-        free(a->target_hash);
-        a->base_hash = a->target_hash = NULL;
+        set_hash_done(&a->base_hash);
+        set_hash_done(&a->target_hash);
 }
 
 static void output_abort(Output *o) {
@@ -185,22 +177,6 @@ static void output_abort(Output *o) {
                 atomic_dir_abort(&o->dir);
         else
                 atomic_file_abort(&o->file);
-}
-
-/* The digest of a set hashed file by file (a manifest's list is empty for one file). */
-static void final_digest(const FileSet *set, Sha256 *hash, uint8_t ret[32]) {
-        _cleanup_free_ uint8_t (*d)[32] = calloc(set->n_files ? set->n_files : 1, sizeof(*d));
-
-        if (!d) {
-                memset(ret, 0, 32);     /* matches no manifest: reported as a mismatch */
-                return;
-        }
-        for (size_t i = 0; i < (set->n_files ? set->n_files : 1); i++)
-                sha256_final(&hash[i], d[i]);
-        if (set->n_files == 0 || !set->directory)
-                memcpy(ret, d[0], 32);
-        else
-                fileset_digest(set, (const uint8_t (*)[32]) d, ret);
 }
 
 /* The base must be the set the bundle names: same files (for a directory), same size. */
@@ -251,7 +227,6 @@ int bundle_apply(Bundle *b, const FileSet *base_files, const char *base_what, co
         _cleanup_(span_decoder_freep) SpanDecoder *sd = NULL;
         Applier a = { .bundle = b, .base_files = base_files, .base_what = base_what, .err = err };
         const ManifestSpan *s;
-        const size_t n_target = m->target.files.set.n_files ? m->target.files.set.n_files : 1;
         uint8_t d[32];
         uint64_t pos = 0;
         int r;
@@ -261,19 +236,15 @@ int bundle_apply(Bundle *b, const FileSet *base_files, const char *base_what, co
         a.base_size = base_files->size;
 
         a.bufsize = span_decoder_buffer_size(APPLY_BUFFER);
-        a.base_hash = calloc(base_files->n_files, sizeof(Sha256));
-        a.target_hash = calloc(n_target, sizeof(Sha256));
+        bool ok = set_hash_init(&a.base_hash, base_files) >= 0 && set_hash_init(&a.target_hash, &m->target.files.set) >= 0;
         for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++)
                 a.slots[i] = (Slot) { malloc(a.bufsize), malloc(a.bufsize), malloc(a.bufsize) };
         for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++)
-                if (!a.slots[i].base || !a.slots[i].frame || !a.slots[i].out || !a.base_hash || !a.target_hash) {
-                        applier_done(&a);
-                        return -ENOMEM;
-                }
-        for (size_t i = 0; i < base_files->n_files; i++)
-                sha256_init(&a.base_hash[i]);
-        for (size_t i = 0; i < n_target; i++)
-                sha256_init(&a.target_hash[i]);
+                ok = ok && a.slots[i].base && a.slots[i].frame && a.slots[i].out;
+        if (!ok) {
+                applier_done(&a);
+                return -ENOMEM;
+        }
         r = hash_pipe_new(&a.pipe);
         if (r < 0) {
                 applier_done(&a);
@@ -318,7 +289,7 @@ int bundle_apply(Bundle *b, const FileSet *base_files, const char *base_what, co
                 p += n;
         }
         hash_pipe_sync(a.pipe);
-        final_digest(base_files, a.base_hash, d);
+        set_hash_final(&a.base_hash, d);
         if (memcmp(d, m->base.sha256, 32) != 0) {
                 char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
                 sha256_to_hex(d, got);
@@ -328,7 +299,7 @@ int bundle_apply(Bundle *b, const FileSet *base_files, const char *base_what, co
                 goto fail;
         }
 check_target:
-        final_digest(&m->target.files.set, a.target_hash, d);
+        set_hash_final(&a.target_hash, d);
         if (memcmp(d, m->target.sha256, 32) != 0) {
                 char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
                 sha256_to_hex(d, got);

@@ -219,6 +219,40 @@ START_TEST(test_atomic_dir) {
 }
 END_TEST
 
+START_TEST(test_set_hash) {
+        FileSet layout;
+        SetHash h;
+        uint64_t room;
+        uint8_t d[32], want[32], per[3][32];
+
+        describe(&layout);      /* a: 2 bytes, e: 0, w/x: 3 */
+        ck_assert_int_eq(set_hash_init(&h, &layout), 0);
+        ck_assert_ptr_eq(set_hash_at(&h, 0, &room), &h.files[0]);
+        ck_assert_uint_eq(room, 2);
+        ck_assert_ptr_eq(set_hash_at(&h, 3, &room), &h.files[2]);
+        ck_assert_uint_eq(room, 2);
+        sha256_update(set_hash_at(&h, 0, NULL), "ab", 2);
+        sha256_update(set_hash_at(&h, 2, NULL), "xyz", 3);
+        set_hash_final(&h, d);
+        set_hash_done(&h);
+        sha256_digest("ab", 2, per[0]);
+        sha256_digest("", 0, per[1]);
+        sha256_digest("xyz", 3, per[2]);
+        fileset_digest(&layout, (const uint8_t (*)[32]) per, want);
+        ck_assert_mem_eq(d, want, 32);
+
+        /* A manifest's empty list is one file: its digest is that file's SHA-256. */
+        FileSet one = FILESET_NULL;
+        ck_assert_int_eq(set_hash_init(&h, &one), 0);
+        sha256_update(set_hash_at(&h, 7, &room), "ab", 2);
+        ck_assert_uint_eq(room, UINT64_MAX - 7);
+        set_hash_final(&h, d);
+        set_hash_done(&h);
+        ck_assert_mem_eq(d, per[0], 32);
+        fileset_done(&layout);
+}
+END_TEST
+
 static Suite *fileset_suite(void) {
         Suite *s = suite_create("fileset");
         TCase *tc = tcase_create("core");
@@ -228,6 +262,7 @@ static Suite *fileset_suite(void) {
         tcase_add_test(tc, test_walk_refuses);
         tcase_add_test(tc, test_add_order);
         tcase_add_test(tc, test_atomic_dir);
+        tcase_add_test(tc, test_set_hash);
         suite_add_tcase(s, tc);
         return s;
 }
