@@ -245,6 +245,53 @@ int fileset_pread(const FileSet *s, void *buf, size_t n, uint64_t off) {
         return 0;
 }
 
+int fileset_pwrite(const FileSet *s, const void *buf, size_t n, uint64_t off) {
+        const uint8_t *p = buf;
+
+        if (s->n_files == 1)
+                return pwrite_full(s->files[0].fd, buf, n, off);
+        if (n > 0 && (off >= s->size || n > s->size - off))
+                return -EFBIG;
+        for (size_t i = n > 0 ? fileset_locate(s, off) : 0; n > 0; i++) {
+                const FileSetFile *f = &s->files[i];
+                uint64_t rel = off - f->offset;
+                size_t k = f->size - rel < n ? (size_t) (f->size - rel) : n;
+                if (k == 0)
+                        continue;
+                int r = pwrite_full(f->fd, p, k, rel);
+                if (r < 0)
+                        return r;
+                p += k;
+                off += k;
+                n -= k;
+        }
+        return 0;
+}
+
+int fileset_fdatasync(const FileSet *s, const char *what, TpError *err) {
+        for (size_t i = 0; i < s->n_files; i++)
+                if (fdatasync(s->files[i].fd) < 0) {
+                        if (!s->directory)
+                                return tp_error(err, negative_errno(), "%s: fdatasync: %s", what, strerror(errno));
+                        return tp_error(err, negative_errno(), "%s, file '%s': fdatasync: %s", what, s->files[i].path,
+                                        strerror(errno));
+                }
+        return 0;
+}
+
+void fileset_start_writeback(const FileSet *s, uint64_t off, uint64_t len) {
+        if (s->n_files == 1) {
+                (void) sync_file_range(s->files[0].fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+                return;
+        }
+        if (len == 0 || off >= s->size)
+                return;
+        uint64_t end = len > s->size - off ? s->size : off + len;
+        for (size_t i = fileset_locate(s, off); i < s->n_files && s->files[i].offset < end; i++)
+                if (s->files[i].size > 0)
+                        (void) sync_file_range(s->files[i].fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 bool fileset_in_one_file(const FileSet *s, uint64_t off, uint64_t len) {
         if (off > s->size || len > s->size - off)
                 return false;

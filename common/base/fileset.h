@@ -91,6 +91,26 @@ ssize_t fileset_find(const FileSet *s, const char *path);
 /* Read exactly @n bytes at @off of the space, across files: -ENODATA when the space ends first. */
 _warn_unused_result_ int fileset_pread(const FileSet *s, void *buf, size_t n, uint64_t off);
 
+/*
+ * Write exactly @n bytes at @off of the space, across files, as fileset_pread() reads them. A set
+ * of one file is the file: a write past its end extends it (pwrite_full()). A directory's space
+ * is its files as they are: -EFBIG when [off, off + n) runs past its end (nothing written).
+ */
+_warn_unused_result_ int fileset_pwrite(const FileSet *s, const void *buf, size_t n, uint64_t off);
+
+/*
+ * fdatasync every file, in order, stopping at the first failure: its -errno, and @err says
+ * "@what: fdatasync: ..." (a directory's file named too: "@what, file 'w/x.bin': ...").
+ */
+_warn_unused_result_ int fileset_fdatasync(const FileSet *s, const char *what, TpError *err);
+
+/*
+ * Start writing back the files holding [off, off + len) (sync_file_range(2), SYNC_FILE_RANGE_WRITE,
+ * each file whole), without waiting: so that a later fdatasync is short. Best effort; a set of one
+ * file starts its whole file whatever the range.
+ */
+void fileset_start_writeback(const FileSet *s, uint64_t off, uint64_t len);
+
 /* Whether [off, off + len) lies inside one file (an empty range: inside the file holding off, or at the end). */
 bool fileset_in_one_file(const FileSet *s, uint64_t off, uint64_t len);
 

@@ -253,6 +253,53 @@ START_TEST(test_set_hash) {
 }
 END_TEST
 
+/* Writes across files (over the empty one), refused past a directory's end; fdatasync names the file that failed. */
+START_TEST(test_pwrite_and_sync) {
+        FileSet layout;
+        TpError err = {};
+
+        describe(&layout);      /* a: 2 bytes, e: 0, w/x: 3 */
+        ck_assert_int_eq(mkdir(at("w"), 0755), 0);
+        for (size_t i = 0; i < layout.n_files; i++) {
+                layout.files[i].fd = open(at(layout.files[i].path), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                ck_assert_int_ge(layout.files[i].fd, 0);
+        }
+        ck_assert_int_eq(fileset_pwrite(&layout, "12345", 5, 0), 0);
+        ck_assert_int_eq(fileset_pwrite(&layout, "ZY", 2, 1), 0);
+        ck_assert_int_eq(fileset_pwrite(&layout, "!!", 2, 4), -EFBIG);
+        ck_assert_int_eq(fileset_pwrite(&layout, "!", 1, 5), -EFBIG);
+        ck_assert_int_eq(fileset_pwrite(&layout, "", 0, 5), 0);
+        read_back("a", "1Z");
+        read_back("e", "");
+        read_back("w/x", "Y45");
+        char buf[5];
+        ck_assert_int_eq(fileset_pread(&layout, buf, 5, 0), 0);
+        ck_assert_int_eq(memcmp(buf, "1ZY45", 5), 0);
+        ck_assert_int_eq(fileset_fdatasync(&layout, "out", &err), 0);
+
+        /* The first file that fails stops the pass, and the message names it. */
+        int e_fd = layout.files[1].fd;
+        layout.files[1].fd = -1;
+        ck_assert_int_eq(fileset_fdatasync(&layout, "out", &err), -EBADF);
+        ck_assert_str_eq(err.message, "out, file 'e': fdatasync: Bad file descriptor");
+        layout.files[1].fd = e_fd;
+        for (size_t i = 0; i < layout.n_files; i++)
+                close(layout.files[i].fd);
+        fileset_done(&layout);
+
+        /* One file is the file: it grows past its size, and its message is the caller's alone. */
+        int fd = open(at("one"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(fileset_pwrite(&FILESET_ONE(fd, 0), "abc", 3, 1), 0);
+        char got[5];
+        ck_assert_int_eq(pread(fd, got, sizeof(got), 0), 4);
+        ck_assert_int_eq(memcmp(got, "\0abc", 4), 0);
+        close(fd);
+        ck_assert_int_eq(fileset_fdatasync(&FILESET_ONE(-1, 4), "slot", &err), -EBADF);
+        ck_assert_str_eq(err.message, "slot: fdatasync: Bad file descriptor");
+}
+END_TEST
+
 static Suite *fileset_suite(void) {
         Suite *s = suite_create("fileset");
         TCase *tc = tcase_create("core");
@@ -263,6 +310,7 @@ static Suite *fileset_suite(void) {
         tcase_add_test(tc, test_add_order);
         tcase_add_test(tc, test_atomic_dir);
         tcase_add_test(tc, test_set_hash);
+        tcase_add_test(tc, test_pwrite_and_sync);
         suite_add_tcase(s, tc);
         return s;
 }
