@@ -215,7 +215,7 @@ static void written(Builder *b, uint64_t n) {
 }
 
 static int read_base(Builder *b, uint64_t at, size_t n, uint8_t *buf, TpError *err) {
-        int r = undo_read_base(b->view.undo, b->view_fd, at, n, buf, err);
+        int r = undo_read_base(b->view.undo, &FILESET_ONE(b->view_fd, b->view.seal->size), at, n, buf, err);
         if (r >= 0)
                 b->progress.read_bytes += n;
         return r;

@@ -407,7 +407,7 @@ uint64_t undo_base_run(const UndoRecord *u, uint64_t pos, uint64_t max, uint64_t
         return run;
 }
 
-int undo_read_base(const UndoRecord *u, int slot_fd, uint64_t pos, size_t n, uint8_t *buf, TpError *err) {
+int undo_read_base(const UndoRecord *u, const FileSet *slot, uint64_t pos, size_t n, uint8_t *buf, TpError *err) {
         while (n > 0) {
                 uint64_t at, run = undo_base_run(u, pos, n, &at);
                 int r;
@@ -415,7 +415,7 @@ int undo_read_base(const UndoRecord *u, int slot_fd, uint64_t pos, size_t n, uin
                         return tp_error(err, -EBADMSG, "base offset %" PRIu64 " lies outside the %" PRIu64
                                         "-byte base the undo record maps", pos, u->base_size);
                 if (at != UNDO_STORED)
-                        r = pread_full(slot_fd, buf, run, at);
+                        r = fileset_pread(slot, buf, run, at);
                 else {
                         const UndoSpan *s = &u->spans[undo_find(u, pos)];
                         r = pread_full(u->fd, buf, run, s->data_offset + (pos - s->offset));

@@ -50,6 +50,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "fileset.h"
 #include "manifest.h"
 #include "sha256.h"
 
@@ -120,10 +121,10 @@ _warn_unused_result_ int chunk_table_save(const char *path, const uint8_t *table
 #define UNDO_MAX_ENTRIES (2u * MANIFEST_MAX_SPANS + 1)
 
 typedef struct UndoSpan {
-        uint64_t offset;                /* in the slot file; in the base for a relocated record */
+        uint64_t offset;                /* in the slot's space (fileset.h); in the base for a relocated record */
         uint64_t length;
         uint64_t data_offset;           /* of its bytes in the undo file (stored entries) */
-        uint64_t slot_offset;           /* relocated records: where the bytes are in the slot, or UNDO_STORED */
+        uint64_t slot_offset;           /* relocated records: where the bytes are in the slot's space, or UNDO_STORED */
 } UndoSpan;
 
 typedef struct UndoRecord {
@@ -146,12 +147,14 @@ DEFINE_POINTER_CLEANUP(UndoRecord, undo_record_free)
 
 /*
  * The base bytes [pos, pos + n) of a slot holding what @u describes (NULL:
- * the base itself), from the slot file @slot_fd or the record.
+ * the base itself), from the slot's files @slot (fileset_pread(), so a run
+ * may cross from one file into the next) or the record.
  * undo_base_run() says where the base bytes from @pos lie: the length of the
  * run (at most @max) that lies in one place, and *@ret_slot_offset where it
- * starts in the slot, or UNDO_STORED when the record holds it.
+ * starts in the slot's space, or UNDO_STORED when the record holds it; the
+ * run is not cut at the slot's file ends.
  */
-_warn_unused_result_ int undo_read_base(const UndoRecord *u, int slot_fd, uint64_t pos, size_t n, uint8_t *buf,
+_warn_unused_result_ int undo_read_base(const UndoRecord *u, const FileSet *slot, uint64_t pos, size_t n, uint8_t *buf,
                                         TpError *err);
 uint64_t undo_base_run(const UndoRecord *u, uint64_t pos, uint64_t max, uint64_t *ret_slot_offset);
 

@@ -217,7 +217,7 @@ static void assert_gives_base(View *v) {
         ck_assert_msg(undo_record_open(v->undo, v->seal.undo_spans, v->seal.undo_sha256, v->seal.size, &u, &err) == 0,
                       "%s", err.message);
         ck_assert_int_eq(u->relocated, v->seal.relocated);
-        ck_assert_msg(undo_read_base(u, fd, 0, n, got, &err) == 0, "%s", err.message);
+        ck_assert_msg(undo_read_base(u, &FILESET_ONE(fd, v->seal.size), 0, n, got, &err) == 0, "%s", err.message);
         ck_assert_msg(memcmp(got, want, n) == 0, "%s with its record is not the base", v->file);
         free(got);
         free(want);

@@ -171,17 +171,33 @@ START_TEST(test_undo_relocated) {
         ck_assert_uint_eq(u->base_size, 64);
 
         /* Every base byte, from wherever it lies. */
-        ck_assert_msg(undo_read_base(u, fd, 0, 64, buf, &err) == 0, "%s", err.message);
+        ck_assert_msg(undo_read_base(u, &FILESET_ONE(fd, sizeof(slot)), 0, 64, buf, &err) == 0, "%s", err.message);
         for (unsigned i = 0; i < 64; i++) {
                 uint8_t want = i < 16 ? (uint8_t) (50 + i) : i < 24 ? (uint8_t) (0x80 | i) : (uint8_t) (i - 24);
                 ck_assert_msg(buf[i] == want, "base byte %u: %u, want %u", i, buf[i], want);
+        }
+        /* The same slot as two files (bytes [0, 30) and [30, 100)): runs that cross the file end read the same. */
+        {
+                FileSetFile f[2] = { { .path = (char *) "s0", .size = 30 },
+                                     { .path = (char *) "s1", .offset = 30, .size = 70 } };
+                FileSet two = { .files = f, .n_files = 2, .size = sizeof(slot), .directory = true };
+                uint8_t buf2[64];
+                for (int i = 0; i < 2; i++) {
+                        f[i].fd = open(path_of(f[i].path), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                        ck_assert_int_ge(f[i].fd, 0);
+                        ck_assert_int_eq(pwrite(f[i].fd, slot + f[i].offset, f[i].size, 0), (ssize_t) f[i].size);
+                }
+                ck_assert_msg(undo_read_base(u, &two, 0, 64, buf2, &err) == 0, "%s", err.message);
+                ck_assert_int_eq(memcmp(buf, buf2, 64), 0);
+                close(f[0].fd);
+                close(f[1].fd);
         }
         ck_assert_uint_eq(undo_base_run(u, 4, 100, &at), 12);
         ck_assert_uint_eq(at, 54);
         ck_assert_uint_eq(undo_base_run(u, 20, 100, &at), 4);
         ck_assert_uint_eq(at, UNDO_STORED);
         ck_assert_uint_eq(undo_base_run(u, 64, 100, &at), 0);
-        ck_assert_int_eq(undo_read_base(u, fd, 60, 8, buf, &err), -EBADMSG);
+        ck_assert_int_eq(undo_read_base(u, &FILESET_ONE(fd, sizeof(slot)), 60, 8, buf, &err), -EBADMSG);
         ck_assert_msg(strstr(err.message, "base offset 64 lies outside the 64-byte base"), "%s", err.message);
         u = undo_record_free(u);
 
@@ -208,7 +224,7 @@ START_TEST(test_undo_relocated) {
         undo_writer_free(w);
         ck_assert_msg(undo_record_open(path_of("undo1"), 1, digest, sizeof(slot), &u, &err) == 0, "%s", err.message);
         ck_assert(!u->relocated);
-        ck_assert_int_eq(undo_read_base(u, fd, 6, 8, buf, &err), 0);
+        ck_assert_int_eq(undo_read_base(u, &FILESET_ONE(fd, sizeof(slot)), 6, 8, buf, &err), 0);
         ck_assert_int_eq(memcmp(buf, "\x06\x07" "ABCD" "\x0c\x0d", 8), 0);
         ck_assert_uint_eq(undo_base_run(u, 0, 100, &at), 8);
         ck_assert_uint_eq(at, 0);
