@@ -44,6 +44,8 @@ typedef struct Switch {
         StageTarget target;
         SlotId slot;
         int fd;                         /* what is staged into: the slot (leased) or the fresh temporary */
+        FileSet dest;                   /* fd as a set of one file: the stager's slot or the builder's output */
+        FileSetFile dest_file;
         bool fresh;
         AtomicFile fresh_tmp;
         Builder *builder;               /* a build from base bytes into fresh_tmp, instead of the stager */
@@ -97,6 +99,16 @@ static void switch_free(void *data) {
         safe_close(sw->view_fd);
         file_hash_free(sw->check);
         free(sw);
+}
+
+/*
+ * @fd (@size bytes) as a set of one file, in @set and @file that the Switch holds: the stager and
+ * the builder keep a pointer to their sets from one slice to the next, which a FILESET_ONE()
+ * compound literal (gone with its block) would not survive. Nothing is allocated: no fileset_done().
+ */
+static void one_file(FileSet *set, FileSetFile *file, int fd, uint64_t size) {
+        *file = (FileSetFile) { .path = (char *) "model", .fd = fd, .size = size };
+        *set = (FileSet) { .files = file, .n_files = 1, .size = size };
 }
 
 /* Load what the stager needs to know about @from's content: its undo record and chunk table. */
@@ -345,7 +357,12 @@ static int stage_step(Operation *op, Switch *sw) {
                 StageSource src = { .seal = &sw->source, .undo = sw->undo, .chunks = sw->chunks };
                 /* A fresh copy is a new file: verified in full before its seal is first trusted. */
                 VerifyMode mode = sw->fresh ? VERIFY_FULL : m->config->verify;
-                if ((r = stager_new(sw->fd, &src, &sw->target, mode, m->files[sw->slot].undo, &sw->stager,
+                struct stat st;
+                /* The slot's size as it is on disk: the stager refuses one that is not the target's. */
+                if (fstat(sw->fd, &st) < 0)
+                        return tp_error(&op->err, negative_errno(), "slot: %s", strerror(errno));
+                one_file(&sw->dest, &sw->dest_file, sw->fd, (uint64_t) st.st_size);
+                if ((r = stager_new(&sw->dest, &src, &sw->target, mode, m->files[sw->slot].undo, &sw->stager,
                                     &op->err)) < 0)
                         return r;
         }

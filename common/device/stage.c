@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -31,7 +30,7 @@ typedef enum StagePhase {
 } StagePhase;
 
 struct Stager {
-        int fd;
+        const FileSet *slot;            /* borrowed: the slot's files, one space */
         StageSource src;
         StageTarget tgt;
         const Manifest *m;              /* NULL when returning to the base */
@@ -55,7 +54,7 @@ struct Stager {
         HashPipe *pipe;
         Buffers bufs[HASH_PIPE_SLOTS];
         size_t bufsize;
-        Sha256 full;                    /* VERIFY_FULL: the whole file */
+        SetHash full;                   /* VERIFY_FULL: every file of the slot, then the set's digest */
         Sha256 ring[CHUNK_RING];        /* chunk states: the current one and those still being hashed */
         uint64_t ring_chunk[CHUNK_RING];/* which chunk each holds */
         unsigned ring_cur, ring_pending;/* the current entry; entries ended but not yet finalised */
@@ -64,14 +63,17 @@ struct Stager {
 
         StageProgress progress;
         uint64_t unkicked;              /* bytes written since writeback was last started */
+        uint64_t kick_from;             /* where the first of them went (the pass writes in space order) */
 };
 
-/* Count bytes written into the slot; now and then start their writeback without waiting for it. */
-static void written(Stager *s, uint64_t n) {
+/* Count bytes written into the slot at [pos, pos + n); now and then start their writeback without waiting for it. */
+static void written(Stager *s, uint64_t pos, uint64_t n) {
         s->progress.slot_bytes += n;
+        if (s->unkicked == 0)
+                s->kick_from = pos;
         s->unkicked += n;
         if (s->unkicked >= WRITEBACK_KICK) {
-                (void) sync_file_range(s->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+                fileset_start_writeback(s->slot, s->kick_from, pos + n - s->kick_from);
                 s->unkicked = 0;
         }
 }
@@ -79,7 +81,7 @@ static void written(Stager *s, uint64_t n) {
 Stager *stager_free(Stager *s) {
         if (!s)
                 return NULL;
-        hash_pipe_free(s->pipe);        /* first: the worker may still read the buffers and the span digests */
+        hash_pipe_free(s->pipe);        /* first: the worker may still read the buffers and the digests */
         for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
                 free(s->bufs[i].base);
                 free(s->bufs[i].frame);
@@ -90,6 +92,7 @@ Stager *stager_free(Stager *s) {
         free(s->undo_path);
         free(s->iv);
         free(s->chunks);
+        set_hash_done(&s->full);
         free(s);
         return NULL;
 }
@@ -128,25 +131,21 @@ static int plan_incremental(Stager *s) {
         return 0;
 }
 
-int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, VerifyMode mode, const char *undo_path,
-               Stager **ret, TpError *err) {
+int stager_new(const FileSet *slot, const StageSource *src, const StageTarget *tgt, VerifyMode mode,
+               const char *undo_path, Stager **ret, TpError *err) {
         _cleanup_(stager_freep) Stager *s = calloc(1, sizeof(*s));
-        struct stat st;
         int r;
 
         if (!s)
                 return -ENOMEM;
-        s->fd = slot_fd;
+        s->slot = slot;
         s->src = *src;
         s->tgt = *tgt;
         s->m = tgt->bundle ? tgt->bundle->manifest : NULL;
-        if (fstat(slot_fd, &st) < 0)
-                return tp_error(err, negative_errno(), "slot: %s", strerror(errno));
-        if ((uint64_t) st.st_size != tgt->size || src->seal->size != tgt->size ||
-            (s->m && s->m->target.size != tgt->size))
-                return tp_error(err, -EBADMSG, "the slot is %jd bytes, the target %" PRIu64
+        if (slot->size != tgt->size || src->seal->size != tgt->size || (s->m && s->m->target.size != tgt->size))
+                return tp_error(err, -EBADMSG, "the slot is %" PRIu64 " bytes, the target %" PRIu64
                                 " (tasks that change the model's size are not supported on the device)",
-                                (intmax_t) st.st_size, s->m ? s->m->target.size : tgt->size);
+                                slot->size, s->m ? s->m->target.size : tgt->size);
         if (tgt->chunk_size && (tgt->chunk_size < CHUNK_MIN_SIZE ||
                                 chunk_count(tgt->size, tgt->chunk_size) > CHUNK_MAX_ENTRIES))
                 return tp_error(err, -EBADMSG, "chunk size %" PRIu64 " out of range", tgt->chunk_size);
@@ -197,7 +196,8 @@ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, Veri
         r = hash_pipe_new(&s->pipe);
         if (r < 0)
                 return tp_error(err, r, "cannot start the hashing thread: %s", strerror(-r));
-        sha256_init(&s->full);
+        if (set_hash_init(&s->full, slot) < 0)
+                return -ENOMEM;
         sha256_init(&s->ring[0]);
         s->ring_chunk[0] = s->pos / (tgt->chunk_size ? tgt->chunk_size : 1);
 
@@ -222,7 +222,8 @@ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, Veri
                         return r;
                 s->undo_spans = s->m->n_spans;
         }
-        (void) posix_fadvise(slot_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        for (size_t i = 0; i < slot->n_files; i++)
+                (void) posix_fadvise(slot->files[i].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         *ret = TAKE_PTR(s);
         return 0;
 }
@@ -238,25 +239,34 @@ static void chunks_settle(Stager *s) {
 }
 
 /*
- * Hash result bytes [pos, pos+n) (held in pipeline slot @slot) into the file
- * and chunk digests. A chunk's state stays in the ring until the hashing
- * thread is done with it, so chunk boundaries do not stall the pipeline.
+ * Hash result bytes [pos, pos+n) (held in pipeline slot @slot) into the
+ * file and chunk digests. Each file of the slot has its own digest, so no
+ * piece fed crosses a file's end; chunks are over the space and may. A
+ * chunk's state stays in the ring until the hashing thread is done with it,
+ * so chunk boundaries do not stall the pipeline.
  */
 static void hash_result(Stager *s, unsigned slot, uint64_t pos, const uint8_t *data, size_t n) {
-        if (!s->chunks) {
-                hash_pipe_feed(s->pipe, slot, &s->full, NULL, data, n);
-                return;
-        }
         while (n > 0) {
+                uint64_t room = UINT64_MAX;
+                Sha256 *file = s->incremental ? NULL : set_hash_at(&s->full, pos, &room);
+                size_t k = room < n ? (size_t) room : n;
+                if (!s->chunks) {
+                        hash_pipe_feed(s->pipe, slot, file, NULL, data, k);
+                        pos += k;
+                        data += k;
+                        n -= k;
+                        continue;
+                }
                 uint64_t c = s->tgt.chunk_size, end = (pos / c + 1) * c;
-                size_t k = end - pos < n ? (size_t) (end - pos) : n;
+                if (end - pos < k)
+                        k = (size_t) (end - pos);
                 Sha256 *cur = &s->ring[s->ring_cur];
                 if (s->ring_chunk[s->ring_cur] != pos / c) {
                         /* An interval starts at a new chunk (incremental passes skip untouched ones). */
                         s->ring_chunk[s->ring_cur] = pos / c;
                         sha256_init(cur);
                 }
-                hash_pipe_feed(s->pipe, slot, cur, s->incremental ? NULL : &s->full, data, k);
+                hash_pipe_feed(s->pipe, slot, cur, file, data, k);
                 pos += k;
                 data += k;
                 n -= k;
@@ -278,7 +288,7 @@ static void hash_result(Stager *s, unsigned slot, uint64_t pos, const uint8_t *d
  */
 static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool restore, TpError *err) {
         UndoRecord *u = s->src.undo;
-        int r = pread_full(s->fd, buf, n, pos);
+        int r = fileset_pread(s->slot, buf, n, pos);
 
         if (r < 0)
                 return tp_error(err, r == -ENODATA ? -EIO : r, "slot: reading at offset %" PRIu64 ": %s", pos,
@@ -296,10 +306,10 @@ static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool resto
                 if (r < 0)
                         return tp_error(err, r == -ENODATA ? -EIO : r, "undo record: reading: %s", strerror(-r));
                 if (restore) {
-                        r = pwrite_full(s->fd, buf + (lo - pos), hi - lo, lo);
+                        r = fileset_pwrite(s->slot, buf + (lo - pos), hi - lo, lo);
                         if (r < 0)
                                 return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", lo, strerror(-r));
-                        written(s, hi - lo);
+                        written(s, lo, hi - lo);
                 }
         }
         return 0;
@@ -351,9 +361,9 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
                         return r;
                 if ((r = span_decoder_read(s->decoder, slot, b->frame, b->out, n, NULL, &bytes, err)) < 0)
                         return r;
-                if ((r = pwrite_full(s->fd, bytes, n, pos)) < 0)
+                if ((r = fileset_pwrite(s->slot, bytes, n, pos)) < 0)
                         return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", pos, strerror(-r));
-                written(s, n);
+                written(s, pos, n);
                 hash_result(s, slot, pos, bytes, n);
                 s->pos += n;
                 if (s->pos == span_end)
@@ -385,7 +395,7 @@ static int finish(Stager *s, TpError *err) {
         if (s->decoder && (r = span_decoder_finish(s->decoder, err)) < 0)
                 return r;
         if (!s->incremental) {
-                sha256_final(&s->full, d);
+                set_hash_final(&s->full, d);
                 if (memcmp(d, s->tgt.sha256, SHA256_DIGEST_SIZE) != 0) {
                         sha256_to_hex(d, got);
                         sha256_to_hex(s->tgt.sha256, want);
@@ -397,8 +407,8 @@ static int finish(Stager *s, TpError *err) {
                 if (memcmp(d, s->tgt.chunk_root, SHA256_DIGEST_SIZE) != 0)
                         return tp_error(err, -EBADMSG, "the staged slot's chunk-hash root does not match the target's");
         }
-        if (fdatasync(s->fd) < 0)
-                return tp_error(err, negative_errno(), "slot: fdatasync: %s", strerror(errno));
+        if ((r = fileset_fdatasync(s->slot, "slot", err)) < 0)
+                return r;
         if (s->undo_out) {
                 r = undo_writer_commit(s->undo_out, s->undo_sha256, &s->progress.undo_bytes, err);
                 s->undo_out = undo_writer_free(s->undo_out);

@@ -2,12 +2,14 @@
 #pragma once
 
 /*
- * Staging a task into a slot file in place, in slices (so a daemon's event
- * loop stays responsive between them).
+ * Staging a task into a slot in place, in slices (so a daemon's event loop
+ * stays responsive between them). The slot is a FileSet (fileset.h): its
+ * one file, or its files back to back as one space; offsets, spans, undo
+ * records and chunk tables all speak of that space.
  *
  * The slot holds some content (the base, or the base with task A's spans)
  * described by a clean seal and, for a task, its undo record. Staging task
- * B is one pass in file order: where A wrote and B does not, the undo
+ * B is one pass in space order: where A wrote and B does not, the undo
  * record's base bytes are written back; where B writes, its spans are
  * decoded against the base bytes (the slot's, or the undo record's where A
  * changed them) by span.h's decoder, checked against the manifest's per-span
@@ -16,8 +18,11 @@
  * O(patch): A's spans outside B's plus B's spans.
  *
  * Verification: VERIFY_FULL hashes every byte of the result (unchanged
- * bytes read, written bytes as they go out) and compares with the target's
- * SHA-256; with a chunk table it also recomputes every chunk digest.
+ * bytes read, written bytes as they go out), each file on its own, and
+ * compares the slot's digest (fileset_digest(): a single file's SHA-256, a
+ * directory's set digest, as the manifest's target.sha256 holds them) with
+ * the target's sha256; with a chunk table it also recomputes every chunk
+ * digest.
  * VERIFY_INCREMENTAL reads and hashes only the chunks the pass touched and
  * takes the other digests from the source's sealed chunk table: the new
  * table's root must equal the target's chunk root (which the manifest
@@ -32,24 +37,25 @@
 #include "bundle.h"
 #include "config.h"
 #include "error.h"
+#include "fileset.h"
 #include "slot.h"
 
 typedef struct StageSource {
-        const Seal *seal;               /* clean: what the slot file holds */
+        const Seal *seal;               /* clean: what the slot holds */
         UndoRecord *undo;               /* its undo record; NULL when it holds the base */
         const uint8_t *chunks;          /* its chunk table at seal->chunk_size; NULL when none */
 } StageSource;
 
 typedef struct StageTarget {
         Bundle *bundle;                 /* verified (signature and manifest); NULL: return to the base */
-        uint8_t sha256[SHA256_DIGEST_SIZE];
-        uint64_t size;
+        uint8_t sha256[SHA256_DIGEST_SIZE];     /* the slot's digest when it holds the target (see above) */
+        uint64_t size;                          /* of the slot's space */
         uint64_t chunk_size;            /* 0: keep no chunk table */
         uint8_t chunk_root[SHA256_DIGEST_SIZE];
 } StageTarget;
 
 typedef struct StageProgress {
-        uint64_t done, total;           /* bytes of the file the pass covers */
+        uint64_t done, total;           /* bytes of the slot's space the pass covers */
         uint64_t write_total;           /* of those, up to the end of the last span written: past it, the
                                          * pass only verifies (for progress: "write", then "verify") */
         uint64_t slot_bytes;            /* bytes written into the slot */
@@ -61,19 +67,22 @@ typedef struct StageProgress {
 typedef struct Stager Stager;
 
 /*
- * @slot_fd: the slot, open read-write. @undo_path: where the new undo record
- * goes (replaced atomically when the pass succeeds; removed when the target
- * is the base). VERIFY_INCREMENTAL falls back to a full pass when the
- * source has no chunk table at the target's chunk size.
+ * @slot: the slot's files, each open read-write, borrowed until
+ * stager_free(); its size (the files' sizes on disk) must be the target's
+ * and the seal's (-EBADMSG otherwise: a task does not change the model's
+ * size in place). @undo_path: where the new undo record goes (replaced
+ * atomically when the pass succeeds; removed when the target is the base).
+ * VERIFY_INCREMENTAL falls back to a full pass when the source has no chunk
+ * table at the target's chunk size.
  */
-_warn_unused_result_ int stager_new(int slot_fd, const StageSource *src, const StageTarget *tgt, VerifyMode mode,
-                                    const char *undo_path, Stager **ret, TpError *err);
+_warn_unused_result_ int stager_new(const FileSet *slot, const StageSource *src, const StageTarget *tgt,
+                                    VerifyMode mode, const char *undo_path, Stager **ret, TpError *err);
 Stager *stager_free(Stager *s);
 DEFINE_POINTER_CLEANUP(Stager, stager_free)
 
 /*
  * Process about @budget bytes: 1 while there is more, 0 when the result is
- * verified, fdatasync'ed and the undo record committed. After 0:
+ * verified, every file fdatasync'ed and the undo record committed. After 0:
  * stager_result() gives the new chunk table (NULL when none is kept; owned
  * by the stager) and the undo record's span count and digest.
  */

@@ -19,6 +19,7 @@
 #include "diff.h"
 #include "fileio.h"
 #include "filejob.h"
+#include "fileset.h"
 #include "stage.h"
 
 #define SIZE ((3u << 20) + 123)
@@ -125,11 +126,16 @@ static Bundle *open_bundle(const char *name) {
         return b;
 }
 
-/* Stage @b (NULL: the base) into @fd from @h; returns the stager's result code, updates @h on success. */
-static int stage(int fd, Held *h, Bundle *b, VerifyMode mode, StageProgress *ret_p, TpError *err) {
+/*
+ * Stage @b (NULL: the base) into @slot from @h, the target's digest @sha256 (NULL: the one-file
+ * digest, the bundle's or the base's), keeping a chunk table unless @no_chunks (as the daemon in
+ * full verification); returns the stager's result code, updates @h on success.
+ */
+static int stage_into(const FileSet *slot, Held *h, Bundle *b, const uint8_t *sha256, VerifyMode mode, bool no_chunks,
+                      StageProgress *ret_p, TpError *err) {
         _cleanup_(stager_freep) Stager *st = NULL;
         _cleanup_(undo_record_freep) UndoRecord *u = NULL;
-        StageTarget t = { .bundle = b, .size = SIZE, .chunk_size = CHUNK };
+        StageTarget t = { .bundle = b, .size = SIZE, .chunk_size = no_chunks ? 0 : CHUNK };
         int r;
 
         if (b) {
@@ -139,11 +145,13 @@ static int stage(int fd, Held *h, Bundle *b, VerifyMode mode, StageProgress *ret
                 memcpy(t.sha256, h->seal.base_sha256, 32);
                 memcpy(t.chunk_root, base_root, 32);
         }
+        if (sha256)
+                memcpy(t.sha256, sha256, 32);
         if (h->seal.undo_spans)
                 ck_assert_int_eq(undo_record_open(path_of("slot.undo"), h->seal.undo_spans, h->seal.undo_sha256, SIZE,
                                                   &u, err), 0);
         StageSource src = { .seal = &h->seal, .undo = u, .chunks = h->chunks };
-        r = stager_new(fd, &src, &t, mode, path_of("slot.undo"), &st, err);
+        r = stager_new(slot, &src, &t, mode, path_of("slot.undo"), &st, err);
         if (r < 0)
                 return r;
         while ((r = stager_step(st, 100000, err)) > 0)
@@ -152,11 +160,17 @@ static int stage(int fd, Held *h, Bundle *b, VerifyMode mode, StageProgress *ret
                 return r;
         const uint8_t *chunks;
         stager_result(st, &chunks, &h->seal.undo_spans, h->seal.undo_sha256);
-        memcpy(h->chunks, chunks, chunk_count(SIZE, CHUNK) * 32);
+        ck_assert(!chunks == no_chunks);
+        if (chunks)
+                memcpy(h->chunks, chunks, chunk_count(SIZE, CHUNK) * 32);
         memcpy(h->seal.sha256, t.sha256, 32);
         memcpy(h->seal.chunk_root, t.chunk_root, 32);
         *ret_p = *stager_progress(st);
         return 0;
+}
+
+static int stage(int fd, Held *h, Bundle *b, VerifyMode mode, StageProgress *ret_p, TpError *err) {
+        return stage_into(&FILESET_ONE(fd, SIZE), h, b, NULL, mode, false, ret_p, err);
 }
 
 static void assert_slot_is(int fd, const uint8_t *want) {
@@ -218,6 +232,115 @@ END_TEST
 
 START_TEST(test_incremental) {
         run_sequence(VERIFY_INCREMENTAL);
+}
+END_TEST
+
+/* ---- a slot of several files: the same bytes, the set's digest ---- */
+
+#define CUT ((1u << 20) + 4097)         /* inside a gap between spans, a read window and a chunk */
+
+/* A slot of two files whose concatenation is @bytes, cut at CUT: the set a directory slot is. */
+typedef struct TwoFiles {
+        FileSetFile f[2];
+        FileSet set;
+} TwoFiles;
+
+static void two_files_open(TwoFiles *t, const uint8_t *bytes) {
+        t->f[0] = (FileSetFile) { .path = (char *) "model-00001-of-00002.gguf", .size = CUT };
+        t->f[1] = (FileSetFile) { .path = (char *) "model-00002-of-00002.gguf", .offset = CUT, .size = SIZE - CUT };
+        t->set = (FileSet) { .files = t->f, .n_files = 2, .size = SIZE, .directory = true };
+        for (int i = 0; i < 2; i++) {
+                write_file(t->f[i].path, bytes + t->f[i].offset, t->f[i].size);
+                t->f[i].fd = open(path_of(t->f[i].path), O_RDWR | O_CLOEXEC);
+                ck_assert_int_ge(t->f[i].fd, 0);
+        }
+}
+
+static void two_files_close(TwoFiles *t) {
+        for (int i = 0; i < 2; i++)
+                close(t->f[i].fd);
+}
+
+/* The set's digest of @bytes laid out as @t: each file's SHA-256, then fileset_digest(). */
+static void two_files_digest(const TwoFiles *t, const uint8_t *bytes, uint8_t ret[32]) {
+        uint8_t per[2][32];
+        for (int i = 0; i < 2; i++)
+                sha256_digest(bytes + t->f[i].offset, t->f[i].size, per[i]);
+        fileset_digest(&t->set, (const uint8_t (*)[32]) per, ret);
+}
+
+/* Each file holds its part of @want, and no more. */
+static void assert_files_are(const TwoFiles *t, const uint8_t *want) {
+        uint8_t *got = malloc(SIZE);
+        for (int i = 0; i < 2; i++) {
+                struct stat st;
+                ck_assert_int_eq(fstat(t->f[i].fd, &st), 0);
+                ck_assert_uint_eq((uint64_t) st.st_size, t->f[i].size);
+                ck_assert_int_eq(pread_full(t->f[i].fd, got + t->f[i].offset, t->f[i].size, 0), 0);
+        }
+        ck_assert_msg(memcmp(got, want, SIZE) == 0, "the slot's files do not hold the expected bytes");
+        free(got);
+}
+
+static void run_two_files(VerifyMode mode, bool no_chunks) {
+        _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb"), *b = open_bundle("b.tpb");
+        _cleanup_close_ int fd = -1;
+        uint8_t want_a[32], want_b[32], want_base[32];
+        StageProgress p;
+        TwoFiles t;
+        Held h;
+        TpError err = {};
+
+        /* The sealed base: its chunk table is over the space, the same as the one file's. */
+        write_file("slot", base, SIZE);
+        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        seal_base(fd, &h);
+        two_files_open(&t, base);
+        two_files_digest(&t, task_a, want_a);
+        two_files_digest(&t, task_b, want_b);
+        two_files_digest(&t, base, want_base);
+        memcpy(h.seal.sha256, want_base, 32);
+        ck_assert_int_ne(memcmp(want_a, a->manifest->target.sha256, 32), 0);
+
+        ck_assert_msg(stage_into(&t.set, &h, a, want_a, mode, no_chunks, &p, &err) == 0, "%s", err.message);
+        assert_files_are(&t, task_a);
+        ck_assert_uint_eq(p.slot_bytes, a->manifest->spans[0].length + a->manifest->spans[1].length);
+        ck_assert_uint_eq(p.done, p.total);
+        ck_assert_msg(stage_into(&t.set, &h, b, want_b, mode, no_chunks, &p, &err) == 0, "%s", err.message);
+        assert_files_are(&t, task_b);
+        ck_assert_mem_eq(h.seal.sha256, want_b, 32);
+        ck_assert_msg(stage_into(&t.set, &h, NULL, want_base, mode, no_chunks, &p, &err) == 0, "%s", err.message);
+        assert_files_are(&t, base);
+        ck_assert_uint_eq(h.seal.undo_spans, 0);
+        two_files_close(&t);
+
+        if (mode == VERIFY_FULL) {
+                /* The one file's SHA-256 (the manifest's, for a one-file target) is not what a set is held to. */
+                two_files_open(&t, base);
+                ck_assert_int_eq(stage_into(&t.set, &h, a, NULL, mode, no_chunks, &p, &err), -EBADMSG);
+                char hex[SHA256_HEX_SIZE], msg[256];
+                sha256_to_hex(want_a, hex);
+                snprintf(msg, sizeof(msg), "the staged slot's SHA-256 %s is not the target's", hex);
+                ck_assert_msg(strstr(err.message, msg), "%s", err.message);
+                two_files_close(&t);
+        }
+        free(h.chunks);
+}
+
+START_TEST(test_two_files_full) {
+        run_two_files(VERIFY_FULL, false);
+}
+END_TEST
+
+/* The daemon's full verification keeps no chunk table: the set's digest alone. */
+START_TEST(test_two_files_full_no_chunks) {
+        run_two_files(VERIFY_FULL, true);
+}
+END_TEST
+
+START_TEST(test_two_files_incremental) {
+        run_two_files(VERIFY_INCREMENTAL, false);
 }
 END_TEST
 
@@ -430,6 +553,9 @@ static Suite *stage_suite(void) {
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_full);
         tcase_add_test(tc, test_incremental);
+        tcase_add_test(tc, test_two_files_full);
+        tcase_add_test(tc, test_two_files_full_no_chunks);
+        tcase_add_test(tc, test_two_files_incremental);
         tcase_add_test(tc, test_wrong_base_bytes);
         tcase_add_test(tc, test_full_catches_outside_damage);
         tcase_add_test(tc, test_damaged_undo);
