@@ -50,6 +50,8 @@ typedef struct Switch {
         AtomicFile fresh_tmp;
         Builder *builder;               /* a build from base bytes into fresh_tmp, instead of the stager */
         int view_fd;                    /* the slot it reads base bytes from */
+        FileSet view;                   /* view_fd as a set of one file: the builder's base view */
+        FileSetFile view_file;
         int copy_src;
         FileCopy copy;
         Seal source;                    /* what fd holds before staging */
@@ -187,10 +189,12 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
                 return r;
         sw->view_fd = safe_close(sw->view_fd);
         sw->view_fd = open(m->files[from].path, O_RDONLY | O_CLOEXEC);
-        if (sw->view_fd < 0)
+        struct stat st;
+        if (sw->view_fd < 0 || fstat(sw->view_fd, &st) < 0)
                 return tp_error(&op->err, negative_errno(), "%s: %s", m->files[from].path, strerror(errno));
+        one_file(&sw->view, &sw->view_file, sw->view_fd, (uint64_t) st.st_size);
         StageSource src = { .seal = &sw->source, .undo = sw->undo };
-        if ((r = builder_new(sw->view_fd, &src, &sw->target, m->ps.base.size, m->files[sw->slot].undo, &sw->builder,
+        if ((r = builder_new(&sw->view, &src, &sw->target, m->ps.base.size, m->files[sw->slot].undo, &sw->builder,
                              &op->err)) < 0) {
                 op->err_code = r == -EBADMSG ? "refused" : NULL;
                 return r;
@@ -209,7 +213,10 @@ static int start_build(Operation *op, Switch *sw) {
 
         if (r < 0)
                 return r;
-        builder_output(sw->builder, sw->fd);
+        /* Empty now; the builder writes it up to the target's size. */
+        one_file(&sw->dest, &sw->dest_file, sw->fd, sw->target.size);
+        if ((r = builder_output(sw->builder, &sw->dest, &op->err)) < 0)
+                return r;
         sw->stage = SWITCH_STAGE;
         return 0;
 }

@@ -34,7 +34,8 @@ typedef enum BuildPhase {
 } BuildPhase;
 
 struct Builder {
-        int view_fd, out_fd;
+        const FileSet *view_files;      /* borrowed: the base view's files */
+        const FileSet *out;             /* borrowed: the result's files, once builder_output() names them */
         StageSource view;
         StageTarget tgt;
         const Manifest *m;              /* NULL: the base */
@@ -53,7 +54,7 @@ struct Builder {
 
         HashPipe *pipe;
         Buffers bufs[HASH_PIPE_SLOTS];
-        Sha256 full;
+        SetHash full;                   /* every file of the result, then the set's digest */
 
         UndoSpan *rec;                  /* the new record's table */
         uint64_t n_rec, rec_idx, rec_done, rec_stored, rec_written;
@@ -63,7 +64,8 @@ struct Builder {
         uint8_t undo_sha256[SHA256_DIGEST_SIZE];
 
         StageProgress progress;
-        uint64_t unkicked;
+        uint64_t unkicked;              /* bytes written since writeback was last started */
+        uint64_t kick_from;             /* where the first of them went (the result is written in order) */
 };
 
 Builder *builder_free(Builder *b) {
@@ -80,6 +82,7 @@ Builder *builder_free(Builder *b) {
         free(b->undo_path);
         free(b->ref);
         free(b->rec);
+        set_hash_done(&b->full);
         free(b);
         return NULL;
 }
@@ -124,14 +127,14 @@ static int plan_relocated_record(Builder *b, size_t n_copies) {
         return 0;
 }
 
-int builder_new(int view_fd, const StageSource *view, const StageTarget *tgt, uint64_t base_size,
+int builder_new(const FileSet *view_files, const StageSource *view, const StageTarget *tgt, uint64_t base_size,
                 const char *undo_path, Builder **ret, TpError *err) {
         _cleanup_(builder_freep) Builder *b = calloc(1, sizeof(*b));
         int r;
 
         if (!b)
                 return -ENOMEM;
-        *b = (Builder) { .view_fd = view_fd, .out_fd = -1, .view = *view, .tgt = *tgt, .base_size = base_size };
+        *b = (Builder) { .view_files = view_files, .view = *view, .tgt = *tgt, .base_size = base_size };
         b->m = tgt->bundle ? tgt->bundle->manifest : NULL;
         b->v2 = b->m && b->m->format == MANIFEST_FORMAT_RELOCATING;
         const UndoRecord *u = view->undo;
@@ -186,11 +189,11 @@ int builder_new(int view_fd, const StageSource *view, const StageTarget *tgt, ui
         }
         if ((r = hash_pipe_new(&b->pipe)) < 0)
                 return tp_error(err, r, "cannot start the hashing thread: %s", strerror(-r));
-        sha256_init(&b->full);
         /* Span digests on this thread: the hashing thread's one job is the whole-file stream. */
         if (b->m && (r = span_decoder_new(tgt->bundle, base_size, NULL, &b->decoder, err)) < 0)
                 return r;
-        (void) posix_fadvise(view_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        for (size_t i = 0; i < view_files->n_files; i++)
+                (void) posix_fadvise(view_files->files[i].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         *ret = TAKE_PTR(b);
         return 0;
 }
@@ -200,25 +203,52 @@ uint64_t builder_space(const Builder *b) {
         return b->tgt.size + (b->n_rec ? table + b->rec_stored + SHA256_DIGEST_SIZE : 0);
 }
 
-void builder_output(Builder *b, int out_fd) {
-        b->out_fd = out_fd;
+int builder_output(Builder *b, const FileSet *out, TpError *err) {
+        if (b->out)
+                return tp_error(err, -EBUSY, "builder: the output is already chosen");
+        if (out->size != b->tgt.size)
+                return tp_error(err, -EINVAL, "builder: an output of %" PRIu64 " bytes for a %" PRIu64 "-byte target",
+                                out->size, b->tgt.size);
+        if (set_hash_init(&b->full, out) < 0)
+                return -ENOMEM;
+        b->out = out;
+        return 0;
 }
 
-/* Count bytes written into the result; now and then start their writeback without waiting for it. */
-static void written(Builder *b, uint64_t n) {
+/* Count bytes written into the result at [pos, pos + n); now and then start their writeback without waiting for it. */
+static void written(Builder *b, uint64_t pos, uint64_t n) {
         b->progress.slot_bytes += n;
+        if (b->unkicked == 0)
+                b->kick_from = pos;
         b->unkicked += n;
         if (b->unkicked >= WRITEBACK_KICK) {
-                (void) sync_file_range(b->out_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+                fileset_start_writeback(b->out, b->kick_from, pos + n - b->kick_from);
                 b->unkicked = 0;
         }
 }
 
 static int read_base(Builder *b, uint64_t at, size_t n, uint8_t *buf, TpError *err) {
-        int r = undo_read_base(b->view.undo, &FILESET_ONE(b->view_fd, b->view.seal->size), at, n, buf, err);
+        int r = undo_read_base(b->view.undo, b->view_files, at, n, buf, err);
         if (r >= 0)
                 b->progress.read_bytes += n;
         return r;
+}
+
+/*
+ * Feed result bytes [pos, pos + n) (in pipeline slot @slot) into the digests of the output files
+ * they lie in: each file has its own, so no piece fed crosses a file's end. The pass never goes
+ * past the target's size, which is the output's (builder_output()), so every piece has room.
+ */
+static void hash_out(Builder *b, unsigned slot, uint64_t pos, const uint8_t *data, size_t n) {
+        while (n > 0) {
+                uint64_t room;
+                Sha256 *h = set_hash_at(&b->full, pos, &room);
+                size_t k = room < n ? (size_t) room : n;
+                hash_pipe_feed(b->pipe, slot, h, NULL, data, k);
+                pos += k;
+                data += k;
+                n -= k;
+        }
 }
 
 /* Read result bytes [pos, pos + n) back and hash them (a copy the kernel made). */
@@ -226,16 +256,26 @@ static int hash_back(Builder *b, uint64_t pos, uint64_t n, TpError *err) {
         while (n > 0) {
                 unsigned slot = hash_pipe_slot(b->pipe);
                 size_t k = n < BUILD_WINDOW ? (size_t) n : BUILD_WINDOW;
-                int r = pread_full(b->out_fd, b->bufs[slot].base, k, pos);
+                int r = fileset_pread(b->out, b->bufs[slot].base, k, pos);
                 if (r < 0)
                         return tp_error(err, r == -ENODATA ? -EIO : r, "the new slot file: reading back at offset %" PRIu64
                                         ": %s", pos, strerror(r == -ENODATA ? EIO : -r));
                 b->progress.read_bytes += k;
-                hash_pipe_feed(b->pipe, slot, &b->full, NULL, b->bufs[slot].base, k);
+                hash_out(b, slot, pos, b->bufs[slot].base, k);
                 pos += k;
                 n -= k;
         }
         return 0;
+}
+
+/* The file of @s holding byte @off, with *@len cut to the bytes of that file from there (0 past the set's end). */
+static const FileSetFile *file_run(const FileSet *s, uint64_t off, uint64_t *len) {
+        const FileSetFile *f = &s->files[fileset_locate(s, off)];
+        uint64_t room = off < s->size ? f->offset + f->size - off : 0;
+
+        if (*len > room)
+                *len = room;
+        return f;
 }
 
 /* One piece of a copy: base bytes [copy_from, ...) to the result at pos, from one place of the base view. */
@@ -247,8 +287,12 @@ static int copy_piece(Builder *b, TpError *err) {
         if (run == 0)
                 return tp_error(err, -EBADMSG, "base offset %" PRIu64 " lies outside the base view", b->copy_from);
         if (at != UNDO_STORED && !b->plain) {
-                loff_t in = (loff_t) at, out = (loff_t) b->pos;
-                ssize_t k = copy_file_range(b->view_fd, &in, b->out_fd, &out, run, 0);
+                /* copy_file_range goes from one file into one file: the run stops where a file of either set ends. */
+                const FileSetFile *from = file_run(b->view_files, at, &run), *into = file_run(b->out, b->pos, &run);
+                if (run == 0)
+                        return tp_error(err, -EIO, "the slot file ends before offset %" PRIu64, at);
+                loff_t in = (loff_t) (at - from->offset), out = (loff_t) (b->pos - into->offset);
+                ssize_t k = copy_file_range(from->fd, &in, into->fd, &out, run, 0);
                 if (k < 0 && errno != EINTR && errno != EXDEV && errno != EINVAL && errno != ENOSYS &&
                     errno != EOPNOTSUPP)
                         return tp_error(err, negative_errno(), "copying base offset %" PRIu64 " into the new slot file: %s",
@@ -258,7 +302,7 @@ static int copy_piece(Builder *b, TpError *err) {
                 if (k > 0) {
                         if ((r = hash_back(b, b->pos, (uint64_t) k, err)) < 0)
                                 return r;
-                        written(b, (uint64_t) k);
+                        written(b, b->pos, (uint64_t) k);
                         b->copy_from += (uint64_t) k;
                         b->pos += (uint64_t) k;
                         return 0;
@@ -272,10 +316,10 @@ static int copy_piece(Builder *b, TpError *err) {
         size_t k = run < BUILD_WINDOW ? (size_t) run : BUILD_WINDOW;
         if ((r = read_base(b, b->copy_from, k, b->bufs[slot].base, err)) < 0)
                 return r;
-        if ((r = pwrite_full(b->out_fd, b->bufs[slot].base, k, b->pos)) < 0)
+        if ((r = fileset_pwrite(b->out, b->bufs[slot].base, k, b->pos)) < 0)
                 return tp_error(err, r, "the new slot file: writing at offset %" PRIu64 ": %s", b->pos, strerror(-r));
-        hash_pipe_feed(b->pipe, slot, &b->full, NULL, b->bufs[slot].base, k);
-        written(b, k);
+        hash_out(b, slot, b->pos, b->bufs[slot].base, k);
+        written(b, b->pos, k);
         b->copy_from += k;
         b->pos += k;
         return 0;
@@ -300,10 +344,10 @@ static int span_piece(Builder *b, TpError *err) {
         }
         if ((r = span_decoder_read(b->decoder, slot, buf->frame, buf->out, n, NULL, &bytes, err)) < 0)
                 return r;
-        if ((r = pwrite_full(b->out_fd, bytes, n, b->pos)) < 0)
+        if ((r = fileset_pwrite(b->out, bytes, n, b->pos)) < 0)
                 return tp_error(err, r, "the new slot file: writing at offset %" PRIu64 ": %s", b->pos, strerror(-r));
-        hash_pipe_feed(b->pipe, slot, &b->full, NULL, bytes, n);
-        written(b, n);
+        hash_out(b, slot, b->pos, bytes, n);
+        written(b, b->pos, n);
         b->pos += n;
         if (b->pos == s->offset + s->length) {
                 b->span = NULL;
@@ -386,14 +430,14 @@ static int check(Builder *b, TpError *err) {
         hash_pipe_sync(b->pipe);
         if (b->decoder && (r = span_decoder_finish(b->decoder, err)) < 0)
                 return r;
-        sha256_final(&b->full, d);
+        set_hash_final(&b->full, d);
         if (memcmp(d, b->tgt.sha256, SHA256_DIGEST_SIZE) != 0) {
                 sha256_to_hex(d, got);
                 sha256_to_hex(b->tgt.sha256, want);
                 return tp_error(err, -EBADMSG, "the built slot's SHA-256 %s is not the target's %s", got, want);
         }
-        if (fdatasync(b->out_fd) < 0)
-                return tp_error(err, negative_errno(), "the new slot file: fdatasync: %s", strerror(errno));
+        if ((r = fileset_fdatasync(b->out, "the new slot file", err)) < 0)
+                return r;
         if (b->n_rec) {
                 r = b->rec_relocated ? undo_writer_new_relocated(b->undo_path, b->rec, b->n_rec, b->base_size,
                                                                  &b->undo_out, err)
@@ -446,7 +490,7 @@ int builder_step(Builder *b, uint64_t budget, TpError *err) {
         uint64_t start = b->progress.done;
         int r;
 
-        if (b->out_fd < 0)
+        if (!b->out)
                 return tp_error(err, -EINVAL, "builder: no output file");
         while (b->phase != BUILD_DONE) {
                 if (b->progress.done - start >= budget)

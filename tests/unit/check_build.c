@@ -156,18 +156,19 @@ typedef struct View {
         char undo[128];
 } View;
 
-/* Build @b (NULL: the base) from @from into the file @out; 0 or the builder's error. @to describes it after. */
-static int build(View *from, Bundle *b, const char *out, View *to, TpError *err) {
+/*
+ * Build @b (NULL: the base) from @from, whose files are @view, into the files @out, held to the
+ * digest @sha256 (NULL: the one-file digest, the bundle's or the base's); its record goes beside
+ * @out_name. 0 or the builder's error; @to describes the result after.
+ */
+static int build_into(View *from, const FileSet *view, Bundle *b, const FileSet *out, const char *out_name,
+                      const uint8_t *sha256, View *to, TpError *err) {
         _cleanup_(undo_record_freep) UndoRecord *u = NULL;
         _cleanup_(builder_freep) Builder *bd = NULL;
-        _cleanup_close_ int vfd = open(path_of(from->file), O_RDONLY | O_CLOEXEC);
-        _cleanup_close_ int ofd = open(path_of(out), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         uint64_t base_size = file_size("base.gguf");
         StageTarget t = { .bundle = b, .size = b ? b->manifest->target.size : base_size };
         int r;
 
-        ck_assert_int_ge(vfd, 0);
-        ck_assert_int_ge(ofd, 0);
         if (b)
                 memcpy(t.sha256, b->manifest->target.sha256, 32);
         else {
@@ -175,16 +176,18 @@ static int build(View *from, Bundle *b, const char *out, View *to, TpError *err)
                 sha256_digest(bytes, base_size, t.sha256);
                 free(bytes);
         }
+        if (sha256)
+                memcpy(t.sha256, sha256, 32);
         if (from->seal.undo_spans &&
             (r = undo_record_open(from->undo, from->seal.undo_spans, from->seal.undo_sha256, from->seal.size, &u, err)) < 0)
                 return r;
         StageSource src = { .seal = &from->seal, .undo = u };
-        *to = (View) { .file = out };
-        snprintf(to->undo, sizeof(to->undo), "%s.undo", path_of(out));
-        if ((r = builder_new(vfd, &src, &t, base_size, to->undo, &bd, err)) < 0)
+        *to = (View) { .file = out_name };
+        snprintf(to->undo, sizeof(to->undo), "%s.undo", path_of(out_name));
+        if ((r = builder_new(view, &src, &t, base_size, to->undo, &bd, err)) < 0)
                 return r;
         ck_assert_uint_ge(builder_space(bd), t.size);
-        builder_output(bd, ofd);
+        ck_assert_int_eq(builder_output(bd, out, err), 0);
         while ((r = builder_step(bd, 100000, err)) > 0)
                 ;
         if (r < 0)
@@ -195,6 +198,18 @@ static int build(View *from, Bundle *b, const char *out, View *to, TpError *err)
         builder_result(bd, &to->seal.undo_spans, to->seal.undo_sha256, &to->seal.relocated);
         to->seal.size = t.size;
         return 0;
+}
+
+/* Build @b (NULL: the base) from the one file @from into the file @out; 0 or the builder's error. */
+static int build(View *from, Bundle *b, const char *out, View *to, TpError *err) {
+        _cleanup_close_ int vfd = open(path_of(from->file), O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int ofd = open(path_of(out), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        uint64_t size = b ? b->manifest->target.size : file_size("base.gguf");
+
+        ck_assert_int_ge(vfd, 0);
+        ck_assert_int_ge(ofd, 0);
+        return build_into(from, &FILESET_ONE(vfd, file_size(from->file)), b, &FILESET_ONE(ofd, size), out, NULL, to,
+                          err);
 }
 
 static void assert_same(const char *got, const char *want) {
@@ -305,6 +320,102 @@ START_TEST(test_refusals) {
 }
 END_TEST
 
+/* ---- a slot of several files: the same bytes, the set's digest ---- */
+
+/* Two files @name-1 and @name-2, cut at @cut, holding @bytes (NULL: empty, to be written up to @size). */
+typedef struct TwoFiles {
+        char names[2][32];
+        FileSetFile f[2];
+        FileSet set;
+} TwoFiles;
+
+static void two_files_open(TwoFiles *t, const char *name, const uint8_t *bytes, uint64_t size, uint64_t cut) {
+        t->set = (FileSet) { .files = t->f, .n_files = 2, .size = size, .directory = true };
+        for (int i = 0; i < 2; i++) {
+                snprintf(t->names[i], sizeof(t->names[i]), "%s-%d", name, i + 1);
+                t->f[i] = (FileSetFile) { .path = t->names[i], .offset = i ? cut : 0, .size = i ? size - cut : cut };
+                t->f[i].fd = open(path_of(t->names[i]), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                ck_assert_int_ge(t->f[i].fd, 0);
+                if (bytes)
+                        ck_assert_int_eq(pwrite_full(t->f[i].fd, bytes + t->f[i].offset, t->f[i].size, 0), 0);
+        }
+}
+
+static void two_files_close(TwoFiles *t) {
+        for (int i = 0; i < 2; i++)
+                close(t->f[i].fd);
+}
+
+/* The set's digest of @bytes laid out as @t: each file's SHA-256, then fileset_digest(). */
+static void two_files_digest(const TwoFiles *t, const uint8_t *bytes, uint8_t ret[32]) {
+        uint8_t per[2][32];
+        for (int i = 0; i < 2; i++)
+                sha256_digest(bytes + t->f[i].offset, t->f[i].size, per[i]);
+        fileset_digest(&t->set, (const uint8_t (*)[32]) per, ret);
+}
+
+/* Each file holds its part of @want, and no more. */
+static void assert_files_are(const TwoFiles *t, const uint8_t *want) {
+        uint8_t *got = malloc(t->set.size);
+        for (int i = 0; i < 2; i++) {
+                struct stat st;
+                ck_assert_int_eq(fstat(t->f[i].fd, &st), 0);
+                ck_assert_uint_eq((uint64_t) st.st_size, t->f[i].size);
+                ck_assert_int_eq(pread_full(t->f[i].fd, got + t->f[i].offset, t->f[i].size, 0), 0);
+        }
+        ck_assert_msg(memcmp(got, want, t->set.size) == 0, "%s, %s do not hold the expected bytes", t->names[0],
+                      t->names[1]);
+        free(got);
+}
+
+/*
+ * A base view of two files into a result of two, each cut inside a tensor (so copies cross both
+ * cuts), then from that relocated pair and its record back to the base; each is held to the set
+ * digest, and the one file's SHA-256 (what a one-file target's manifest says) is refused.
+ */
+START_TEST(test_two_files) {
+        _cleanup_(bundle_freep) Bundle *r1 = open_bundle("r1.tpb");
+        uint64_t base_size = file_size("base.gguf"), r1_size = file_size("r1.gguf");
+        uint8_t *base_bytes = read_all("base.gguf"), *r1_bytes = read_all("r1.gguf");
+        View base = { .file = "base.gguf", .seal = { .size = base_size } }, a, c;
+        TwoFiles view, out;
+        uint8_t want[32];
+        char hex[SHA256_HEX_SIZE], msg[256];
+        TpError err = {};
+
+        two_files_open(&view, "view", base_bytes, base_size, base_size / 2 + 1001);
+        two_files_open(&out, "s1", NULL, r1_size, r1_size / 3 + 517);
+        two_files_digest(&out, r1_bytes, want);
+        ck_assert_int_ne(memcmp(want, r1->manifest->target.sha256, 32), 0);
+        ck_assert_msg(build_into(&base, &view.set, r1, &out.set, "s1", want, &a, &err) == 0, "%s", err.message);
+        assert_files_are(&out, r1_bytes);
+        ck_assert(a.seal.relocated);
+
+        /* From the relocated pair through its TPUNDO2 record: the base, cut elsewhere. */
+        TwoFiles back;
+        two_files_open(&back, "s2", NULL, base_size, base_size - 4096 - 3);
+        two_files_digest(&back, base_bytes, want);
+        ck_assert_msg(build_into(&a, &out.set, NULL, &back.set, "s2", want, &c, &err) == 0, "%s", err.message);
+        assert_files_are(&back, base_bytes);
+        ck_assert_uint_eq(c.seal.undo_spans, 0);
+        two_files_close(&back);
+        two_files_close(&out);
+
+        /* Held to the manifest's one-file SHA-256, the pair's own digest is what the refusal reports. */
+        two_files_open(&out, "s3", NULL, r1_size, r1_size / 3 + 517);
+        two_files_digest(&out, r1_bytes, want);
+        ck_assert_int_eq(build_into(&base, &view.set, r1, &out.set, "s3", NULL, &a, &err), -EBADMSG);
+        sha256_to_hex(want, hex);
+        snprintf(msg, sizeof(msg), "the built slot's SHA-256 %s is not the target's", hex);
+        ck_assert_msg(strstr(err.message, msg), "%s", err.message);
+        ck_assert_int_eq(access(a.undo, F_OK), -1);
+        two_files_close(&out);
+        two_files_close(&view);
+        free(base_bytes);
+        free(r1_bytes);
+}
+END_TEST
+
 static Suite *build_suite(void) {
         Suite *s = suite_create("build");
         TCase *tc = tcase_create("build");
@@ -314,6 +425,7 @@ static Suite *build_suite(void) {
         tcase_add_test(tc, test_chain);
         tcase_add_test(tc, test_damaged_view);
         tcase_add_test(tc, test_refusals);
+        tcase_add_test(tc, test_two_files);
         suite_add_tcase(s, tc);
         return s;
 }
