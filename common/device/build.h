@@ -58,9 +58,9 @@ DEFINE_POINTER_CLEANUP(Builder, builder_free)
 uint64_t builder_space(const Builder *b);
 /*
  * The files the result goes into, once, before the first builder_step(): empty, open read-write,
- * laid out as the target (@out->size is the target's size, else -EINVAL); borrowed until
- * builder_free(). A set of one file grows as it is written; a directory's files are written in
- * place, each up to its size.
+ * laid out as the target (@out->size is the target's size, else -EINVAL; -EBUSY a second time);
+ * borrowed until builder_free(). A set of one file grows as it is written; a directory's files
+ * are written in place, each up to its size.
  */
 _warn_unused_result_ int builder_output(Builder *b, const FileSet *out, TpError *err);
 
