@@ -222,20 +222,15 @@ ssize_t fileset_find(const FileSet *s, const char *path) {
         return -1;
 }
 
-int fileset_pread(const FileSet *s, void *buf, size_t n, uint64_t off) {
-        uint8_t *p = buf;
-
-        if (s->n_files == 1)
-                return pread_full(s->files[0].fd, buf, n, off);
-        if (n > 0 && (off >= s->size || n > s->size - off))
-                return -ENODATA;
+/* Read or write @n bytes at @off of a directory's space, file by file. */
+static int set_io(const FileSet *s, uint8_t *p, size_t n, uint64_t off, bool write) {
         for (size_t i = n > 0 ? fileset_locate(s, off) : 0; n > 0; i++) {
                 const FileSetFile *f = &s->files[i];
                 uint64_t rel = off - f->offset;
                 size_t k = f->size - rel < n ? (size_t) (f->size - rel) : n;
                 if (k == 0)
                         continue;
-                int r = pread_full(f->fd, p, k, rel);
+                int r = write ? pwrite_full(f->fd, p, k, rel) : pread_full(f->fd, p, k, rel);
                 if (r < 0)
                         return r;
                 p += k;
@@ -245,27 +240,20 @@ int fileset_pread(const FileSet *s, void *buf, size_t n, uint64_t off) {
         return 0;
 }
 
-int fileset_pwrite(const FileSet *s, const void *buf, size_t n, uint64_t off) {
-        const uint8_t *p = buf;
+int fileset_pread(const FileSet *s, void *buf, size_t n, uint64_t off) {
+        if (s->n_files == 1)
+                return pread_full(s->files[0].fd, buf, n, off);
+        if (n > 0 && (off >= s->size || n > s->size - off))
+                return -ENODATA;
+        return set_io(s, buf, n, off, false);
+}
 
+int fileset_pwrite(const FileSet *s, const void *buf, size_t n, uint64_t off) {
         if (s->n_files == 1)
                 return pwrite_full(s->files[0].fd, buf, n, off);
         if (n > 0 && (off >= s->size || n > s->size - off))
                 return -EFBIG;
-        for (size_t i = n > 0 ? fileset_locate(s, off) : 0; n > 0; i++) {
-                const FileSetFile *f = &s->files[i];
-                uint64_t rel = off - f->offset;
-                size_t k = f->size - rel < n ? (size_t) (f->size - rel) : n;
-                if (k == 0)
-                        continue;
-                int r = pwrite_full(f->fd, p, k, rel);
-                if (r < 0)
-                        return r;
-                p += k;
-                off += k;
-                n -= k;
-        }
-        return 0;
+        return set_io(s, (uint8_t *) buf, n, off, true);
 }
 
 int fileset_fdatasync(const FileSet *s, const char *what, TpError *err) {
