@@ -74,14 +74,7 @@ static int probe(const FileSetFile *f, ArtifactKind *ret, TpError *err) {
         if (r < 0)
                 return tp_error(err, r == -ENODATA ? -EIO : r, "%s: reading its first bytes: %s", f->path,
                                 strerror(r == -ENODATA ? EIO : -r));
-        if (n >= 4 && memcmp(head, "GGUF", 4) == 0)
-                *ret = ARTIFACT_GGUF;
-        else if (onnx_probe(head, n))
-                *ret = ARTIFACT_ONNX;
-        else if (safetensors_probe(head, n, f->size))
-                *ret = ARTIFACT_SAFETENSORS;
-        else
-                *ret = ARTIFACT_RAW;
+        *ret = artifact_probe(head, n, f->size);
         return 0;
 }
 

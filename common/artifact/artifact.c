@@ -141,6 +141,16 @@ static int from_safetensors(int fd, Artifact *a, TpError *err) {
         return 0;
 }
 
+ArtifactKind artifact_probe(const uint8_t *head, size_t n, uint64_t size) {
+        if (n >= 4 && memcmp(head, "GGUF", 4) == 0)
+                return ARTIFACT_GGUF;
+        if (onnx_probe(head, n))
+                return ARTIFACT_ONNX;
+        if (safetensors_probe(head, n, size))
+                return ARTIFACT_SAFETENSORS;
+        return ARTIFACT_RAW;
+}
+
 int artifact_finish(Artifact *a, const FileSet *set, TpError *err) {
         if (a->n_sites > 1)
                 qsort(a->sites, a->n_sites, sizeof(Site), site_cmp);
@@ -180,17 +190,13 @@ int artifact_open(int fd, Artifact **ret, TpError *err) {
         if (r < 0)
                 return tp_error(err, r, "reading the file's first bytes: %s", strerror(-r));
 
-        if (n >= 4 && memcmp(head, "GGUF", 4) == 0) {
-                a->kind = ARTIFACT_GGUF;
+        a->kind = artifact_probe(head, n, a->size);
+        if (a->kind == ARTIFACT_GGUF)
                 r = from_gguf(fd, a, err);
-        } else if (onnx_probe(head, n)) {
-                a->kind = ARTIFACT_ONNX;
+        else if (a->kind == ARTIFACT_ONNX)
                 r = from_onnx(fd, a, err);
-        } else if (safetensors_probe(head, n, a->size)) {
-                a->kind = ARTIFACT_SAFETENSORS;
+        else if (a->kind == ARTIFACT_SAFETENSORS)
                 r = from_safetensors(fd, a, err);
-        } else
-                a->kind = ARTIFACT_RAW;
         if (r < 0)
                 return tp_error_prefix(err, r, "%s", format_name[a->kind]);
 
