@@ -110,6 +110,33 @@ static int next_file(AtomicDir *d) {
         return d->fd < 0 ? negative_errno() : 0;
 }
 
+int atomic_dir_create_files(AtomicDir *d, FileSet *ret) {
+        FileSet s = FILESET_NULL;
+        int r = 0;
+
+        if (d->fd >= 0 || d->pos > 0 || d->file > 0)
+                return -EBUSY;          /* already being written as a stream */
+        s.directory = true;
+        s.owns_fds = true;
+        for (size_t i = 0; r >= 0 && i < d->layout->n_files; i++) {
+                const FileSetFile *f = &d->layout->files[i];
+                if ((r = fileset_add(&s, f->path, f->size)) < 0 || (r = make_parents(d, f->path)) < 0)
+                        break;
+                s.files[i].fd = openat(d->dirfd, f->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+                if (s.files[i].fd < 0)
+                        r = negative_errno();
+        }
+        if (r < 0) {
+                fileset_done(&s);
+                return r;
+        }
+        /* Written through the set now: the stream's bookkeeping says every file is there. */
+        d->file = d->layout->n_files;
+        d->pos = d->layout->size;
+        *ret = s;
+        return 0;
+}
+
 int atomic_dir_write(AtomicDir *d, const void *buf, size_t n) {
         const uint8_t *p = buf;
         int r;
@@ -199,4 +226,56 @@ void atomic_dir_abort(AtomicDir *d) {
         free(d->tmp_path);
         free(d->path);
         *d = ATOMIC_DIR_NULL;
+}
+
+int atomic_model_open(const char *path, const FileSet *layout, uint64_t size, AtomicModel *ret) {
+        AtomicModel m = ATOMIC_MODEL_NULL;
+        int r;
+
+        m.directory = layout && layout->directory;
+        if (m.directory) {
+                if ((r = atomic_dir_open(path, layout, false, &m.dir)) < 0)
+                        return r;
+                if ((r = atomic_dir_create_files(&m.dir, &m.set)) < 0) {
+                        atomic_dir_abort(&m.dir);
+                        return r;
+                }
+        } else {
+                if ((r = atomic_file_open(path, &m.file)) < 0)
+                        return r;
+                if ((r = fileset_init_one(&m.set, m.file.fd, NULL, size)) < 0) {
+                        atomic_file_abort(&m.file);
+                        return r;
+                }
+        }
+        *ret = m;
+        return 0;
+}
+
+int atomic_model_commit(AtomicModel *m) {
+        TpError ignored = {};
+        int r = fileset_fdatasync(&m->set, "model", &ignored);
+
+        /* The set's fds are the AtomicFile's or about to be done with: only the set's names go. */
+        if (!m->directory)
+                m->set.files[0].fd = -1;
+        fileset_done(&m->set);
+        if (r < 0) {
+                atomic_model_abort(m);
+                return r;
+        }
+        r = m->directory ? atomic_dir_commit(&m->dir) : atomic_file_commit(&m->file);
+        atomic_model_abort(m);
+        return r;
+}
+
+void atomic_model_abort(AtomicModel *m) {
+        if (!m->directory && m->set.n_files)
+                m->set.files[0].fd = -1;        /* the AtomicFile's, closed by its abort */
+        fileset_done(&m->set);
+        atomic_file_abort(&m->file);
+        atomic_dir_abort(&m->dir);
+        bool directory = m->directory;
+        *m = ATOMIC_MODEL_NULL;
+        m->directory = directory;
 }

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fileio.h"
 #include "fileset.h"
 #include "macro.h"
 
@@ -38,6 +39,12 @@ typedef struct AtomicDir {
 _warn_unused_result_ int atomic_dir_open(const char *path, const FileSet *layout, bool no_sync, AtomicDir *ret);
 /* The next @n bytes of the stream: -EFBIG past the set's size. */
 _warn_unused_result_ int atomic_dir_write(AtomicDir *d, const void *buf, size_t n);
+/*
+ * Instead of a stream: create every file of the layout, empty, and give them as a set open
+ * read-write (sizes from the layout; the caller writes them at any offset, fdatasyncs them,
+ * then commits). For a slot staged into a fresh directory.
+ */
+_warn_unused_result_ int atomic_dir_create_files(AtomicDir *d, FileSet *ret);
 /* Every byte written (else -EBADMSG): fsync, rename or exchange into place, remove the old tree. */
 _warn_unused_result_ int atomic_dir_commit(AtomicDir *d);
 /* Remove the temporary tree (if still there) and free; safe after commit and on ATOMIC_DIR_NULL. */
@@ -45,3 +52,27 @@ void atomic_dir_abort(AtomicDir *d);
 
 /* Remove the tree at @path (not following symlinks): for a temporary or a replaced model. */
 _warn_unused_result_ int remove_tree(const char *path);
+
+/*
+ * A model written in place of @path whatever its shape: one file (an AtomicFile) or a directory
+ * (an AtomicDir whose files are created up front). Either way the caller gets the files as a
+ * set open read-write, writes them at any offset, and commits: fdatasync of every file, then
+ * the rename (or exchange) that makes the new model appear whole.
+ */
+typedef struct AtomicModel {
+        bool directory;
+        AtomicFile file;
+        AtomicDir dir;
+        FileSet set;            /* the files being written (owned; a single file: the AtomicFile's fd) */
+} AtomicModel;
+
+#define ATOMIC_MODEL_NULL ((AtomicModel) { .file = ATOMIC_FILE_NULL, .dir = ATOMIC_DIR_NULL })
+
+/*
+ * @layout: the files to make (a directory's paths and sizes, borrowed until commit or abort), or
+ * one file of @size bytes when NULL or not a directory. atomic_file_open()'s and
+ * atomic_dir_open()'s errors.
+ */
+_warn_unused_result_ int atomic_model_open(const char *path, const FileSet *layout, uint64_t size, AtomicModel *ret);
+_warn_unused_result_ int atomic_model_commit(AtomicModel *m);
+void atomic_model_abort(AtomicModel *m);

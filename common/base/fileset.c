@@ -83,7 +83,7 @@ void fileset_done(FileSet *s) {
 }
 
 /* One directory level: its regular files added (unsorted), its subdirectories walked. */
-static int walk(FileSet *s, int dirfd, const char *prefix, unsigned depth, TpError *err) {
+static int walk(FileSet *s, int dirfd, const char *prefix, unsigned depth, int access, TpError *err) {
         _cleanup_close_ int dup_fd = dup(dirfd);
         DIR *d;
         struct dirent *e;
@@ -107,7 +107,9 @@ static int walk(FileSet *s, int dirfd, const char *prefix, unsigned depth, TpErr
                         r = tp_error(err, -EINVAL, "%.64s...: path longer than %u bytes", path, FILESET_MAX_PATH);
                         break;
                 }
-                fd = openat(dirfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+                fd = openat(dirfd, e->d_name, access | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+                if (fd < 0 && errno == EISDIR)  /* a directory is never opened for writing: walked read-only */
+                        fd = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
                 if (fd < 0) {
                         r = tp_error(err, negative_errno(), "%s: %s", path,
                                      errno == ELOOP ? "a symbolic link (a model directory holds only regular files "
@@ -122,7 +124,7 @@ static int walk(FileSet *s, int dirfd, const char *prefix, unsigned depth, TpErr
                         if (depth + 1 > FILESET_MAX_DEPTH)
                                 r = tp_error(err, -E2BIG, "%s: more than %u directory levels", path, FILESET_MAX_DEPTH);
                         else
-                                r = walk(s, fd, path, depth + 1, err);
+                                r = walk(s, fd, path, depth + 1, access, err);
                         continue;
                 }
                 if (!S_ISREG(st.st_mode)) {
@@ -149,12 +151,14 @@ static int path_cmp(const void *a, const void *b) {
         return strcmp(((const FileSetFile *) a)->path, ((const FileSetFile *) b)->path);
 }
 
-int fileset_open_dir(int dirfd, FileSet *ret, TpError *err) {
+int fileset_open_dir_access(int dirfd, int access, FileSet *ret, TpError *err) {
         FileSet s = FILESET_NULL;
 
+        if (access != O_RDONLY && access != O_RDWR)
+                return -EINVAL;
         s.directory = true;
         s.owns_fds = true;
-        int r = walk(&s, dirfd, "", 0, err);
+        int r = walk(&s, dirfd, "", 0, access, err);
         if (r >= 0 && s.n_files == 0)
                 r = tp_error(err, -ENOENT, "the directory holds no files");
         if (r < 0) {
@@ -171,6 +175,28 @@ int fileset_open_dir(int dirfd, FileSet *ret, TpError *err) {
                 s.size += s.files[i].size;
         }
         *ret = s;
+        return 0;
+}
+
+int fileset_open_dir(int dirfd, FileSet *ret, TpError *err) {
+        return fileset_open_dir_access(dirfd, O_RDONLY, ret, err);
+}
+
+int fileset_same_files(const FileSet *have, const FileSet *want, TpError *err) {
+        size_t n = have->n_files < want->n_files ? have->n_files : want->n_files;
+
+        for (size_t i = 0; i < n; i++) {
+                int c = strcmp(have->files[i].path, want->files[i].path);
+                if (c != 0)
+                        return tp_error(err, -EBADMSG, "'%s' %s", c < 0 ? have->files[i].path : want->files[i].path,
+                                        c < 0 ? "is not one of the model's files" : "is missing");
+                if (have->files[i].size != want->files[i].size)
+                        return tp_error(err, -EBADMSG, "'%s' is %" PRIu64 " bytes, expected %" PRIu64,
+                                        have->files[i].path, have->files[i].size, want->files[i].size);
+        }
+        if (have->n_files != want->n_files)
+                return tp_error(err, -EBADMSG, "'%s' %s", have->n_files > n ? have->files[n].path : want->files[n].path,
+                                have->n_files > n ? "is not one of the model's files" : "is missing");
         return 0;
 }
 
@@ -341,10 +367,10 @@ Sha256 *set_hash_at(const SetHash *h, uint64_t pos, uint64_t *ret_room) {
         return &h->files[i];
 }
 
-void set_hash_final(SetHash *h, uint8_t ret[SHA256_DIGEST_SIZE]) {
+void set_hash_final_files(SetHash *h, uint8_t (*ret_files)[SHA256_DIGEST_SIZE], uint8_t ret[SHA256_DIGEST_SIZE]) {
         const FileSet *s = h->set;
         size_t n = s->n_files ? s->n_files : 1;
-        uint8_t (*d)[SHA256_DIGEST_SIZE] = calloc(n, sizeof(*d));
+        uint8_t (*d)[SHA256_DIGEST_SIZE] = ret_files ? ret_files : calloc(n, sizeof(*d));
 
         if (!d) {
                 memset(ret, 0, SHA256_DIGEST_SIZE);     /* matches no digest: reported as a mismatch */
@@ -356,7 +382,12 @@ void set_hash_final(SetHash *h, uint8_t ret[SHA256_DIGEST_SIZE]) {
                 memcpy(ret, d[0], SHA256_DIGEST_SIZE);
         else
                 fileset_digest(s, (const uint8_t (*)[SHA256_DIGEST_SIZE]) d, ret);
-        free(d);
+        if (d != ret_files)
+                free(d);
+}
+
+void set_hash_final(SetHash *h, uint8_t ret[SHA256_DIGEST_SIZE]) {
+        set_hash_final_files(h, NULL, ret);
 }
 
 void set_hash_done(SetHash *h) {

@@ -69,6 +69,14 @@ _warn_unused_result_ int fileset_init_one(FileSet *s, int fd, const char *name, 
  * (O_NOFOLLOW, so a symlink is refused, not followed). @err names the path that was refused.
  */
 _warn_unused_result_ int fileset_open_dir(int dirfd, FileSet *ret, TpError *err);
+/* The same with every file opened @access (O_RDONLY or O_RDWR): a slot staged into. */
+_warn_unused_result_ int fileset_open_dir_access(int dirfd, int access, FileSet *ret, TpError *err);
+
+/*
+ * Does @have list the files of @want, by name and size? -EBADMSG naming the first file that
+ * differs: "'x.bin' is missing", "'y' is not one of the model's files", "'z' is 10 bytes, expected 12".
+ */
+_warn_unused_result_ int fileset_same_files(const FileSet *have, const FileSet *want, TpError *err);
 
 /*
  * The model on @fd, which this takes (closed on failure too): a regular file is a set of one
@@ -129,6 +137,8 @@ _warn_unused_result_ int set_hash_init(SetHash *h, const FileSet *set);
 Sha256 *set_hash_at(const SetHash *h, uint64_t pos, uint64_t *ret_room);
 /* Every file's digest, then the set's (fileset_digest()); a single file's is its own. */
 void set_hash_final(SetHash *h, uint8_t ret[SHA256_DIGEST_SIZE]);
+/* The same, and each file's own digest into @ret_files (one per file; one for a single file). */
+void set_hash_final_files(SetHash *h, uint8_t (*ret_files)[SHA256_DIGEST_SIZE], uint8_t ret[SHA256_DIGEST_SIZE]);
 void set_hash_done(SetHash *h);
 
 /* The set's digest from its files' SHA-256s (@file_sha256[i] for files[i]); see above. */

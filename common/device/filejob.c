@@ -58,10 +58,38 @@ int file_copy_step(FileCopy *c, uint64_t budget) {
         return c->pos < c->size;
 }
 
+void set_copy_init(SetCopy *c, const FileSet *src, const FileSet *dst) {
+        *c = (SetCopy) { .src = src, .dst = dst };
+        if (src->n_files > 0)
+                file_copy_init(&c->cur, src->files[0].fd, dst->files[0].fd, src->files[0].size);
+}
+
+int set_copy_step(SetCopy *c, uint64_t budget) {
+        while (c->file < c->src->n_files) {
+                uint64_t before = c->cur.pos;
+                int r = file_copy_step(&c->cur, budget);
+                if (r < 0)
+                        return r;
+                c->pos += c->cur.pos - before;
+                budget -= budget < c->cur.pos - before ? budget : c->cur.pos - before;
+                if (r > 0)
+                        return 1;
+                if (++c->file < c->src->n_files)
+                        file_copy_init(&c->cur, c->src->files[c->file].fd, c->dst->files[c->file].fd,
+                                       c->src->files[c->file].size);
+                if (budget == 0)
+                        return c->file < c->src->n_files;
+        }
+        return 0;
+}
+
 struct FileHash {
-        int fd;
+        FileSetFile one_file;           /* file_hash_new(): its fd as a set of one */
+        FileSet one;
+        const FileSet *set;
+        SetHash files;
         uint64_t size, pos, chunk_size;
-        Sha256 full, chunk;
+        Sha256 chunk;
         uint8_t *chunks;
         uint8_t *buf;
 };
@@ -69,52 +97,79 @@ struct FileHash {
 FileHash *file_hash_free(FileHash *h) {
         if (!h)
                 return NULL;
+        set_hash_done(&h->files);
         free(h->chunks);
         free(h->buf);
         free(h);
         return NULL;
 }
 
-int file_hash_new(int fd, uint64_t size, uint64_t chunk_size, FileHash **ret) {
-        _cleanup_(file_hash_freep) FileHash *h = calloc(1, sizeof(*h));
+static int hash_new(FileHash *h, uint64_t chunk_size, FileHash **ret) {
+        _cleanup_(file_hash_freep) FileHash *owned = h;
 
-        if (!h)
-                return -ENOMEM;
-        *h = (FileHash) { .fd = fd, .size = size, .chunk_size = chunk_size };
+        h->size = h->set->size;
+        h->chunk_size = chunk_size;
         h->buf = malloc(FILEJOB_BUFFER);
         if (!h->buf)
                 return -ENOMEM;
         if (chunk_size) {
-                if (chunk_size < CHUNK_MIN_SIZE || chunk_count(size, chunk_size) > CHUNK_MAX_ENTRIES)
+                if (chunk_size < CHUNK_MIN_SIZE || chunk_count(h->size, chunk_size) > CHUNK_MAX_ENTRIES)
                         return -EINVAL;
-                h->chunks = malloc(chunk_count(size, chunk_size) * SHA256_DIGEST_SIZE + 1);
+                h->chunks = malloc(chunk_count(h->size, chunk_size) * SHA256_DIGEST_SIZE + 1);
                 if (!h->chunks)
                         return -ENOMEM;
         }
-        sha256_init(&h->full);
+        int r = set_hash_init(&h->files, h->set);
+        if (r < 0)
+                return r;
         sha256_init(&h->chunk);
-        (void) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        *ret = TAKE_PTR(h);
+        for (size_t i = 0; i < h->set->n_files; i++)
+                (void) posix_fadvise(h->set->files[i].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        *ret = TAKE_PTR(owned);
         return 0;
+}
+
+int file_hash_new(int fd, uint64_t size, uint64_t chunk_size, FileHash **ret) {
+        FileHash *h = calloc(1, sizeof(*h));
+
+        if (!h)
+                return -ENOMEM;
+        h->one_file = (FileSetFile) { .path = (char *) "model", .fd = fd, .size = size };
+        h->one = (FileSet) { .files = &h->one_file, .n_files = 1, .size = size };
+        h->set = &h->one;
+        return hash_new(h, chunk_size, ret);
+}
+
+int file_hash_new_set(const FileSet *set, uint64_t chunk_size, FileHash **ret) {
+        FileHash *h = calloc(1, sizeof(*h));
+
+        if (!h)
+                return -ENOMEM;
+        h->set = set;
+        return hash_new(h, chunk_size, ret);
 }
 
 int file_hash_step(FileHash *h, uint64_t budget) {
         uint64_t end = h->size - h->pos < budget ? h->size : h->pos + budget;
 
         while (h->pos < end) {
+                uint64_t room;
+                Sha256 *file = set_hash_at(&h->files, h->pos, &room);
                 size_t n = end - h->pos < FILEJOB_BUFFER ? (size_t) (end - h->pos) : FILEJOB_BUFFER;
-                int r = pread_full(h->fd, h->buf, n, h->pos);
+                if (n > room)
+                        n = (size_t) room;      /* no read across a file's end: each file has its own digest */
+                int r = fileset_pread(h->set, h->buf, n, h->pos);
                 if (r < 0)
                         return r == -ENODATA ? -EIO : r;
                 if (!h->chunks) {
-                        sha256_update(&h->full, h->buf, n);
+                        sha256_update(file, h->buf, n);
                         h->pos += n;
                         continue;
                 }
                 for (size_t i = 0; i < n;) {
                         uint64_t c = h->chunk_size, stop = (h->pos / c + 1) * c;
                         size_t k = stop - h->pos < n - i ? (size_t) (stop - h->pos) : n - i;
-                        sha256_update2(&h->full, &h->chunk, h->buf + i, k);
+                        sha256_update2(file, &h->chunk, h->buf + i, k);
                         h->pos += k;
                         i += k;
                         if (h->pos % c == 0 || h->pos == h->size) {
@@ -130,8 +185,13 @@ uint64_t file_hash_done(const FileHash *h) {
         return h->pos;
 }
 
-void file_hash_result(FileHash *h, uint8_t ret_sha256[SHA256_DIGEST_SIZE], uint8_t **ret_chunks) {
-        sha256_final(&h->full, ret_sha256);
+void file_hash_result_files(FileHash *h, uint8_t (*ret_files)[SHA256_DIGEST_SIZE], uint8_t ret_sha256[SHA256_DIGEST_SIZE],
+                            uint8_t **ret_chunks) {
+        set_hash_final_files(&h->files, ret_files, ret_sha256);
         if (ret_chunks)
                 *ret_chunks = TAKE_PTR(h->chunks);
+}
+
+void file_hash_result(FileHash *h, uint8_t ret_sha256[SHA256_DIGEST_SIZE], uint8_t **ret_chunks) {
+        file_hash_result_files(h, NULL, ret_sha256, ret_chunks);
 }

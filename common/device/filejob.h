@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fileset.h"
 #include "macro.h"
 #include "sha256.h"
 
@@ -25,10 +26,30 @@ typedef struct FileCopy {
 void file_copy_init(FileCopy *c, int src, int dst, uint64_t size);
 _warn_unused_result_ int file_copy_step(FileCopy *c, uint64_t budget);
 
+/*
+ * The same for a model of several files: every file of @src into the empty file of the same
+ * index in @dst (both borrowed; the caller has checked they list the same files and sizes).
+ * pos counts the bytes of the space copied so far.
+ */
+typedef struct SetCopy {
+        const FileSet *src, *dst;
+        size_t file;                    /* the file being copied */
+        FileCopy cur;
+        uint64_t pos;
+} SetCopy;
+
+void set_copy_init(SetCopy *c, const FileSet *src, const FileSet *dst);
+_warn_unused_result_ int set_copy_step(SetCopy *c, uint64_t budget);
+
 typedef struct FileHash FileHash;
 
 /* Hash the first @size bytes of @fd; with @chunk_size > 0 also the chunk table (slot.h). */
 _warn_unused_result_ int file_hash_new(int fd, uint64_t size, uint64_t chunk_size, FileHash **ret);
+/*
+ * Hash the files of @set (borrowed until freed) file by file: the result is fileset_digest()'s
+ * (a single file's own SHA-256), and the chunk table runs over the set's space.
+ */
+_warn_unused_result_ int file_hash_new_set(const FileSet *set, uint64_t chunk_size, FileHash **ret);
 FileHash *file_hash_free(FileHash *h);
 DEFINE_POINTER_CLEANUP(FileHash, file_hash_free)
 /* -EIO when the file ends early. */
@@ -36,3 +57,6 @@ _warn_unused_result_ int file_hash_step(FileHash *h, uint64_t budget);
 uint64_t file_hash_done(const FileHash *h);
 /* After the last step: the digest, and the chunk table (ownership passes; NULL without chunks). */
 void file_hash_result(FileHash *h, uint8_t ret_sha256[SHA256_DIGEST_SIZE], uint8_t **ret_chunks);
+/* The same, and each file's SHA-256 into @ret_files (set->n_files entries). */
+void file_hash_result_files(FileHash *h, uint8_t (*ret_files)[SHA256_DIGEST_SIZE], uint8_t ret_sha256[SHA256_DIGEST_SIZE],
+                            uint8_t **ret_chunks);

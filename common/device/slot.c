@@ -47,6 +47,12 @@ int seal_save(const char *path, const Seal *s, uint64_t *ret_bytes, TpError *err
                 json_decref(o);
                 return -ENOMEM;
         }
+        /* Only a directory slot has files: a one-file slot's seal is as it always was. */
+        if (s->n_files && json_object_set_new(o, "files", json_pack("{s:I, s:o}", "count", (json_int_t) s->n_files,
+                                                                    "identity", json_sha256(s->files_identity))) < 0) {
+                json_decref(o);
+                return -ENOMEM;
+        }
         text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(o);
         if (!text)
@@ -126,6 +132,21 @@ int seal_load(const char *path, Seal *ret, TpError *err) {
                 goto out;
         }
         s.relocated = json_is_true(relocated);
+        json_t *files = json_object_get(o, "files");
+        if (files) {
+                uint64_t count = 0;
+                if (!json_is_object(files) || (r = get_u64(files, "count", path, &count, err)) < 0 ||
+                    (r = get_digest(files, "identity", path, s.files_identity, err)) < 0) {
+                        r = r < 0 ? r : tp_error(err, -EBADMSG, "%s: 'files': expected count and identity", path);
+                        goto out;
+                }
+                if (count == 0 || count > FILESET_MAX_FILES) {
+                        r = tp_error(err, -EBADMSG, "%s: 'files': %" PRIu64 " files, expected 1 to %u", path, count,
+                                     FILESET_MAX_FILES);
+                        goto out;
+                }
+                s.n_files = (uint32_t) count;
+        }
         if (json_is_string(task)) {
                 if (!task_name_valid(json_string_value(task))) {
                         r = tp_error(err, -EBADMSG, "%s: 'task': not a valid task name", path);
@@ -176,6 +197,53 @@ bool seal_identity_matches(const Seal *s, const struct stat *st) {
         return s->dev == (uint64_t) st->st_dev && s->ino == (uint64_t) st->st_ino &&
                s->size == (uint64_t) st->st_size &&
                s->mtime_ns == (int64_t) st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static void hash_le64(Sha256 *h, uint64_t v) {
+        uint8_t b[8];
+        for (unsigned i = 0; i < 8; i++)
+                b[i] = (uint8_t) (v >> (8 * i));
+        sha256_update(h, b, sizeof(b));
+}
+
+/* The identity digest of a directory slot's files as they are now. */
+static int files_identity(const struct stat *dir_st, const FileSet *set, uint8_t ret[SHA256_DIGEST_SIZE]) {
+        static const char tag[] = "taskpatch-slot-identity-v1";
+        Sha256 h;
+
+        sha256_init(&h);
+        sha256_update(&h, tag, sizeof(tag));
+        hash_le64(&h, (uint64_t) dir_st->st_dev);
+        hash_le64(&h, (uint64_t) dir_st->st_ino);
+        for (size_t i = 0; i < set->n_files; i++) {
+                struct stat st;
+                if (fstat(set->files[i].fd, &st) < 0)
+                        return negative_errno();
+                sha256_update(&h, set->files[i].path, strlen(set->files[i].path) + 1);
+                hash_le64(&h, (uint64_t) st.st_size);
+                hash_le64(&h, (uint64_t) st.st_dev);
+                hash_le64(&h, (uint64_t) st.st_ino);
+                hash_le64(&h, (uint64_t) st.st_mtim.tv_sec * 1000000000 + (uint64_t) st.st_mtim.tv_nsec);
+        }
+        sha256_final(&h, ret);
+        return 0;
+}
+
+int seal_set_identity_files(Seal *s, const struct stat *dir_st, const FileSet *set) {
+        int r = files_identity(dir_st, set, s->files_identity);
+        if (r < 0)
+                return r;
+        seal_set_identity(s, dir_st);
+        s->size = set->size;
+        s->n_files = (uint32_t) set->n_files;
+        return 0;
+}
+
+bool seal_identity_matches_files(const Seal *s, const struct stat *dir_st, const FileSet *set) {
+        uint8_t d[SHA256_DIGEST_SIZE];
+        return s->n_files == set->n_files && s->size == set->size && s->dev == (uint64_t) dir_st->st_dev &&
+               s->ino == (uint64_t) dir_st->st_ino && files_identity(dir_st, set, d) == 0 &&
+               memcmp(d, s->files_identity, SHA256_DIGEST_SIZE) == 0;
 }
 
 /* ---- chunk tables ---- */

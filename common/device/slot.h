@@ -81,8 +81,11 @@ typedef struct Seal {
         bool relocated;                         /* the file has the task's own layout (TPUNDO2 record) */
         uint64_t undo_spans;                    /* 0: the slot holds the base, no undo record */
         uint8_t undo_sha256[SHA256_DIGEST_SIZE];
-        uint64_t dev, ino;                      /* file identity when sealed */
+        uint64_t dev, ino;                      /* file identity when sealed (a directory slot: the directory's) */
         int64_t mtime_ns;
+        /* A directory slot: how many files, and a digest of each one's path, size, dev, ino and mtime. */
+        uint32_t n_files;                       /* 0: the slot is one file */
+        uint8_t files_identity[SHA256_DIGEST_SIZE];
 } Seal;
 
 #define SEAL_MAX_BYTES (16u << 10)
@@ -95,6 +98,13 @@ _warn_unused_result_ int seal_save(const char *path, const Seal *s, uint64_t *re
 void seal_set_identity(Seal *s, const struct stat *st);
 /* Does @st still look like the file that was sealed? */
 bool seal_identity_matches(const Seal *s, const struct stat *st);
+/*
+ * A directory slot: the directory (@dir_st) and every file of @set (its fds fstat'ed) as the
+ * sealed identity; matching compares the same, so a file changed, replaced, added or removed
+ * breaks the seal. -errno when a file cannot be stat'ed.
+ */
+_warn_unused_result_ int seal_set_identity_files(Seal *s, const struct stat *dir_st, const FileSet *set);
+bool seal_identity_matches_files(const Seal *s, const struct stat *dir_st, const FileSet *set);
 
 /* ---- chunk tables ---- */
 

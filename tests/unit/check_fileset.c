@@ -2,7 +2,8 @@
 /*
  * common/base/fileset.c and atomicdir.c: a model directory as one space (the walk and what it
  * refuses, reads across files and empty files, the digest) and writing one atomically (a new
- * path, a replaced directory, a failed write that leaves nothing).
+ * path, a replaced directory, a failed write that leaves nothing), or as files made up front
+ * (AtomicModel: a directory or one file, written at any offset, committed whole).
  */
 
 #include <check.h>
@@ -300,6 +301,88 @@ START_TEST(test_pwrite_and_sync) {
 }
 END_TEST
 
+START_TEST(test_same_files) {
+        FileSet want, have = FILESET_NULL;
+        TpError err = {};
+
+        describe(&want);        /* a: 2, e: 0, w/x: 3 */
+        ck_assert_int_eq(fileset_add(&have, "a", 2), 0);
+        ck_assert_int_eq(fileset_add(&have, "e", 0), 0);
+        ck_assert_int_eq(fileset_same_files(&have, &want, &err), -EBADMSG);
+        ck_assert_str_eq(err.message, "'w/x' is missing");
+        ck_assert_int_eq(fileset_add(&have, "w/x", 4), 0);
+        ck_assert_int_eq(fileset_same_files(&have, &want, &err), -EBADMSG);
+        ck_assert_str_eq(err.message, "'w/x' is 4 bytes, expected 3");
+        have.files[2].size = 3;
+        ck_assert_int_eq(fileset_same_files(&have, &want, &err), 0);
+        ck_assert_int_eq(fileset_add(&have, "z", 1), 0);
+        ck_assert_int_eq(fileset_same_files(&have, &want, &err), -EBADMSG);
+        ck_assert_str_eq(err.message, "'z' is not one of the model's files");
+        fileset_done(&have);
+        have = FILESET_NULL;
+        ck_assert_int_eq(fileset_add(&have, "a", 2), 0);
+        ck_assert_int_eq(fileset_add(&have, "b", 0), 0);
+        ck_assert_int_eq(fileset_add(&have, "w/x", 3), 0);
+        ck_assert_int_eq(fileset_same_files(&have, &want, &err), -EBADMSG);
+        ck_assert_str_eq(err.message, "'b' is not one of the model's files");
+        fileset_done(&have);
+        fileset_done(&want);
+}
+END_TEST
+
+START_TEST(test_atomic_model) {
+        FileSet layout, s = FILESET_NULL;
+        AtomicModel m = ATOMIC_MODEL_NULL;
+        TpError err = {};
+        struct stat st;
+
+        /* A directory: every file made up front, written through the set, nothing at the path before the commit. */
+        describe(&layout);
+        ck_assert_int_eq(mkdir(at("out"), 0755), 0);
+        put("out/stale", "old");
+        ck_assert_int_eq(atomic_model_open(at("out"), &layout, layout.size, &m), 0);
+        ck_assert_uint_eq(m.set.n_files, 3);
+        ck_assert(m.set.directory);
+        ck_assert_int_eq(fileset_pwrite(&m.set, "xyz", 3, 2), 0);
+        ck_assert_int_eq(fileset_pwrite(&m.set, "ab", 2, 0), 0);
+        read_back("out/stale", "old");
+        ck_assert_int_eq(atomic_model_commit(&m), 0);
+        read_back("out/a", "ab");
+        read_back("out/e", "");
+        read_back("out/w/x", "xyz");
+        ck_assert_int_eq(stat(at("out/stale"), &st), -1);
+
+        /* Its files open read-write through the walk: a write lands in the file. */
+        int fd = open(at("out"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(fileset_open_dir_access(fd, O_RDWR, &s, &err), 0);
+        close(fd);
+        ck_assert_int_eq(fileset_pwrite(&s, "Q", 1, 4), 0);
+        fileset_done(&s);
+        read_back("out/w/x", "xyQ");
+
+        /* Aborted: the old directory stays, no temporary is left. */
+        ck_assert_int_eq(atomic_model_open(at("out"), &layout, layout.size, &m), 0);
+        ck_assert_int_eq(fileset_pwrite(&m.set, "12345", 5, 0), 0);
+        atomic_model_abort(&m);
+        read_back("out/a", "ab");
+        fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_eq(fileset_open(fd, "root", &s, &err), 0);
+        for (size_t i = 0; i < s.n_files; i++)
+                ck_assert_msg(strncmp(s.files[i].path, "out/", 4) == 0, "left behind: %s", s.files[i].path);
+        fileset_done(&s);
+
+        /* One file: the AtomicFile's fd as a set of one, of the size given. */
+        ck_assert_int_eq(atomic_model_open(at("one"), NULL, 3, &m), 0);
+        ck_assert(!m.set.directory);
+        ck_assert_uint_eq(m.set.size, 3);
+        ck_assert_int_eq(fileset_pwrite(&m.set, "one", 3, 0), 0);
+        ck_assert_int_eq(atomic_model_commit(&m), 0);
+        read_back("one", "one");
+        fileset_done(&layout);
+}
+END_TEST
+
 static Suite *fileset_suite(void) {
         Suite *s = suite_create("fileset");
         TCase *tc = tcase_create("core");
@@ -311,6 +394,8 @@ static Suite *fileset_suite(void) {
         tcase_add_test(tc, test_atomic_dir);
         tcase_add_test(tc, test_set_hash);
         tcase_add_test(tc, test_pwrite_and_sync);
+        tcase_add_test(tc, test_same_files);
+        tcase_add_test(tc, test_atomic_model);
         suite_add_tcase(s, tc);
         return s;
 }

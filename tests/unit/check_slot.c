@@ -2,13 +2,17 @@
 /* common/device/slot.c: the caps of the daemon's per-slot files (seal, chunk table, undo record) and their messages. */
 
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check-main.h"
+#include "fileio.h"
+#include "filejob.h"
 #include "slot.h"
 
 static char dir[64];
@@ -33,6 +37,7 @@ static void cleanup(void) {
                 return;
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         ck_assert_int_eq(system(cmd), 0);
+        dir[0] = '\0';         /* the next test (CK_FORK=no: in this process) makes its own */
 }
 
 static Seal sample(void) {
@@ -252,6 +257,119 @@ START_TEST(test_seal_relocated) {
 }
 END_TEST
 
+/* A directory of two files, "m/a" (3 bytes) and "m/sub/b" (5), walked read-only into @set. */
+static void two_files(FileSet *set, struct stat *dir_st) {
+        TpError err = {};
+        ck_assert_int_eq(mkdir(path_of("m"), 0755) == 0 || errno == EEXIST, 1);
+        ck_assert_int_eq(mkdir(path_of("m/sub"), 0755) == 0 || errno == EEXIST, 1);
+        ck_assert_int_eq(atomic_file_write(path_of("m/a"), "abc", 3), 0);
+        ck_assert_int_eq(atomic_file_write(path_of("m/sub/b"), "defgh", 5), 0);
+        int fd = open(path_of("m"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(fstat(fd, dir_st), 0);
+        ck_assert_int_eq(fileset_open_dir(fd, set, &err), 0);
+        close(fd);
+}
+
+static void reopen(FileSet *set, struct stat *dir_st) {
+        TpError err = {};
+        fileset_done(set);
+        int fd = open(path_of("m"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(fstat(fd, dir_st), 0);
+        ck_assert_int_eq(fileset_open_dir(fd, set, &err), 0);
+        close(fd);
+}
+
+START_TEST(test_seal_files) {
+        FileSet set;
+        struct stat st;
+        Seal s = sample(), back;
+        TpError err = {};
+
+        two_files(&set, &st);
+        ck_assert_int_eq(seal_set_identity_files(&s, &st, &set), 0);
+        ck_assert_uint_eq(s.n_files, 2);
+        ck_assert_uint_eq(s.size, 8);
+        ck_assert_int_eq(seal_save(path_of("seal"), &s, NULL, &err), 0);
+        ck_assert_int_eq(seal_load(path_of("seal"), &back, &err), 0);
+        ck_assert_uint_eq(back.n_files, 2);
+        ck_assert(seal_identity_matches_files(&back, &st, &set));
+
+        /* A file replaced (a new inode), then one added: neither matches. */
+        ck_assert_int_eq(atomic_file_write(path_of("m/a"), "abc", 3), 0);
+        reopen(&set, &st);
+        ck_assert(!seal_identity_matches_files(&back, &st, &set));
+        ck_assert_int_eq(seal_set_identity_files(&back, &st, &set), 0);
+        ck_assert(seal_identity_matches_files(&back, &st, &set));
+        ck_assert_int_eq(atomic_file_write(path_of("m/sub/c"), "", 0), 0);
+        reopen(&set, &st);
+        ck_assert(!seal_identity_matches_files(&back, &st, &set));
+        fileset_done(&set);
+
+        /* A one-file seal has no files key, and a bad one is refused. */
+        s = sample();
+        ck_assert_int_eq(seal_save(path_of("seal"), &s, NULL, &err), 0);
+        ck_assert_int_eq(seal_load(path_of("seal"), &back, &err), 0);
+        ck_assert_uint_eq(back.n_files, 0);
+        const char *bad = "{\"format\": 1, \"dirty\": false, \"task\": null, \"files\": {\"count\": 0}}";
+        ck_assert_int_eq(atomic_file_write(path_of("seal"), bad, strlen(bad)), 0);
+        ck_assert_int_lt(seal_load(path_of("seal"), &back, &err), 0);
+        cleanup();
+}
+END_TEST
+
+START_TEST(test_set_jobs) {
+        FileSet src, dst = FILESET_NULL;
+        struct stat st;
+        SetCopy c;
+        FileHash *h = NULL;
+        uint8_t d[SHA256_DIGEST_SIZE], files[2][SHA256_DIGEST_SIZE], want[SHA256_DIGEST_SIZE];
+        uint8_t *chunks = NULL;
+
+        two_files(&src, &st);
+        /* Copied file by file into empty files, in slices smaller than a file. */
+        for (size_t i = 0; i < src.n_files; i++) {
+                char name[32];
+                snprintf(name, sizeof(name), "copy%zu", i);
+                ck_assert_int_eq(fileset_add(&dst, name, src.files[i].size), 0);
+                dst.files[i].fd = open(path_of(name), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                ck_assert_int_ge(dst.files[i].fd, 0);
+        }
+        dst.owns_fds = true;
+        set_copy_init(&c, &src, &dst);
+        int r;
+        unsigned steps = 0;
+        while ((r = set_copy_step(&c, 2)) > 0)
+                steps++;
+        ck_assert_int_eq(r, 0);
+        ck_assert_uint_eq(c.pos, 8);
+        char buf[8];
+        ck_assert_int_eq(fileset_pread(&dst, buf, 8, 0), 0);
+        ck_assert_int_eq(memcmp(buf, "abcdefgh", 8), 0);
+
+        /* Hashed file by file: each file's own digest, and the set's from them. */
+        ck_assert_int_eq(file_hash_new_set(&src, CHUNK_MIN_SIZE, &h), 0);
+        while ((r = file_hash_step(h, 3)) > 0)
+                ;
+        ck_assert_int_eq(r, 0);
+        file_hash_result_files(h, files, d, &chunks);
+        file_hash_free(h);
+        sha256_digest("abc", 3, want);
+        ck_assert_int_eq(memcmp(files[0], want, sizeof(want)), 0);
+        sha256_digest("defgh", 5, want);
+        ck_assert_int_eq(memcmp(files[1], want, sizeof(want)), 0);
+        fileset_digest(&src, (const uint8_t (*)[SHA256_DIGEST_SIZE]) files, want);
+        ck_assert_int_eq(memcmp(d, want, sizeof(want)), 0);
+        sha256_digest("abcdefgh", 8, want);     /* the one chunk runs across both files */
+        ck_assert_int_eq(memcmp(chunks, want, sizeof(want)), 0);
+        free(chunks);
+        fileset_done(&src);
+        fileset_done(&dst);
+        cleanup();
+}
+END_TEST
+
 static Suite *slot_suite(void) {
         Suite *s = suite_create("slot");
         TCase *tc = tcase_create("caps");
@@ -261,6 +379,8 @@ static Suite *slot_suite(void) {
         tcase_add_test(tc, test_undo_span_cap);
         tcase_add_test(tc, test_undo_relocated);
         tcase_add_test(tc, test_seal_relocated);
+        tcase_add_test(tc, test_seal_files);
+        tcase_add_test(tc, test_set_jobs);
         suite_add_tcase(s, tc);
         return s;
 }
