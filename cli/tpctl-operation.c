@@ -126,12 +126,10 @@ static int open_input(const char *command, const char *path, int *ret_fd) {
                 close(fd);
                 return tpctl_fail(TPCTL_FAILURE_USAGE, "%s: '%s': %s", command, path, strerror(e));
         }
-        if (S_ISDIR(st.st_mode)) {
+        /* A model of several files is provisioned as its directory: the daemon walks the descriptor itself. */
+        if (S_ISDIR(st.st_mode) && strcmp(command, "provision") != 0) {
                 close(fd);
-                return tpctl_fail(TPCTL_FAILURE_USAGE, "%s: '%s' is a directory%s", command, path,
-                                  strcmp(command, "provision") == 0 ?
-                                  " (a model of several files: this taskpatchd manages one-file models; "
-                                  "'taskpatch apply' rebuilds model directories offline)" : "");
+                return tpctl_fail(TPCTL_FAILURE_USAGE, "%s: '%s' is a directory, not a bundle", command, path);
         }
         *ret_fd = fd;
         return TPCTL_GO_ON;

@@ -50,12 +50,24 @@ static void print_base(json_t *base) {
 
         if (!json_is_object(base))
                 return;
+        json_t *files = json_object_get(base, "files");
         printf(LABEL "%s", "Base:", get_str(base, "kind") ?: "?");
+        if (json_is_array(files))
+                printf(", a directory of %zu file%s", json_array_size(files), json_array_size(files) == 1 ? "" : "s");
         if (get_u64(base, "size", &v))
                 printf(", %s", format_bytes(v, size, sizeof(size)));
         if (get_str(base, "sha256"))
-                printf(", sha256 %s", get_str(base, "sha256"));
+                printf(", %s %s", json_is_array(files) ? "set digest" : "sha256", get_str(base, "sha256"));
         printf("\n");
+        /* The files a slot directory holds, as the service finds them under model_path/. */
+        size_t n = json_array_size(files), shown = n > 12 ? 10 : n;
+        for (size_t i = 0; i < shown; i++) {
+                json_t *f = json_array_get(files, i);
+                printf(LABEL "%s (%s)\n", "", get_str(f, "path") ?: "?",
+                       get_u64(f, "size", &v) ? format_bytes(v, size, sizeof(size)) : "?");
+        }
+        if (shown < n)
+                printf(LABEL "... and %zu more (tpctl --json status lists them all)\n", "", n - shown);
 }
 
 static void print_tasks(json_t *tasks) {

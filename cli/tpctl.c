@@ -25,11 +25,14 @@ static const struct {
           "Print a table of the task bundles the daemon has installed: '*' marks the active one,\n"
           "then task, version, the slot holding it (or -), bundle size, signer (its CN) and the\n"
           "task model's SHA-256.\n" },
-        { "provision", cmd_provision, "FILE [--sha256 HEX]", "install FILE as the base model",
+        { "provision", cmd_provision, "FILE|DIR [--sha256 HEX]", "install FILE (or a model directory) as the base model",
           "Pass FILE (opened by tpctl, handed over as a descriptor) to the daemon as the base\n"
-          "model, and wait until it is provisioned.\n"
+          "model, and wait until it is provisioned. A model of several files (split GGUF, sharded\n"
+          "safetensors, ONNX with external data) is passed as its directory DIR: the daemon walks\n"
+          "the open directory itself and copies every regular file; the slots are directories.\n"
           "\n"
-          "  --sha256 HEX   the expected SHA-256 of FILE (64 hex digits); refused when it differs\n" },
+          "  --sha256 HEX   the expected SHA-256 of FILE, or the set digest of DIR as\n"
+          "                 'taskpatch hash DIR' prints it (64 hex digits); refused when it differs\n" },
         { "install", cmd_install, "BUNDLE [--switch] [--allow-downgrade]", "install a task bundle (.tpb)",
           "Pass BUNDLE (opened by tpctl, handed over as a descriptor) to the daemon, and wait\n"
           "until it is installed.\n"

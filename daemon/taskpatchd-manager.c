@@ -157,8 +157,71 @@ int manager_save_seal(Manager *m, SlotId slot, TpError *err) {
         return r;
 }
 
-void manager_check_slot(Manager *m, SlotId slot) {
+void manager_use_slot_kind(Manager *m, bool directory) {
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                m->files[s].path = directory ? m->files[s].dir_path : m->files[s].file_path;
+}
+
+int manager_open_slot(Manager *m, SlotId slot, int access, FileSet *ret, struct stat *ret_st, TpError *err) {
+        const char *path = m->files[slot].path;
         struct stat st;
+        int r;
+
+        int fd = open(path, (m->ps.base.directory ? O_RDONLY | O_DIRECTORY : access) | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                r = tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
+                safe_close(fd);
+                return r;
+        }
+        if (m->ps.base.directory) {
+                r = fileset_open_dir_access(fd, access, ret, err);
+                safe_close(fd);
+                if (r < 0)
+                        return tp_error_prefix(err, r, "%s", path);
+        } else if ((r = fileset_init_one(ret, fd, NULL, (uint64_t) st.st_size)) < 0) {
+                safe_close(fd);
+                return r;
+        } else
+                ret->owns_fds = true;
+        if (ret_st)
+                *ret_st = st;
+        return 0;
+}
+
+int manager_seal_identity(Manager *m, SlotId slot, Seal *seal, TpError *err) {
+        _cleanup_(fileset_done) FileSet set = FILESET_NULL;
+        struct stat st;
+        int r;
+
+        if (!m->ps.base.directory) {
+                if (stat(m->files[slot].path, &st) < 0)
+                        return tp_error(err, negative_errno(), "%s: %s", m->files[slot].path, strerror(errno));
+                seal_set_identity(seal, &st);
+                seal->n_files = 0;
+                return 0;
+        }
+        if ((r = manager_open_slot(m, slot, O_RDONLY, &set, &st, err)) < 0)
+                return r;
+        if ((r = seal_set_identity_files(seal, &st, &set)) < 0)
+                return tp_error(err, r, "%s: %s", m->files[slot].path, strerror(-r));
+        return 0;
+}
+
+/* Are slot @slot's files still the ones its seal describes? */
+static bool slot_identity_holds(Manager *m, SlotId slot) {
+        _cleanup_(fileset_done) FileSet set = FILESET_NULL;
+        TpError err = {};
+        struct stat st;
+
+        if (m->seals[slot].n_files == 0)
+                return !m->ps.base.directory && stat(m->files[slot].path, &st) == 0 &&
+                       seal_identity_matches(&m->seals[slot], &st);
+        if (!m->ps.base.directory || manager_open_slot(m, slot, O_RDONLY, &set, &st, &err) < 0)
+                return false;
+        return seal_identity_matches_files(&m->seals[slot], &st, &set);
+}
+
+void manager_check_slot(Manager *m, SlotId slot) {
         TpError err = {};
 
         m->sealed[slot] = false;
@@ -170,9 +233,9 @@ void manager_check_slot(Manager *m, SlotId slot) {
         }
         if (m->seals[slot].dirty)
                 return;
-        if (stat(m->files[slot].path, &st) < 0 || !seal_identity_matches(&m->seals[slot], &st)) {
-                log_warning("slot %s: the file is not the one sealed (changed or replaced): it will be rebuilt",
-                            slot_id_to_string(slot));
+        if (!slot_identity_holds(m, slot)) {
+                log_warning("slot %s: the %s not the one sealed (changed or replaced): it will be rebuilt",
+                            slot_id_to_string(slot), m->ps.base.directory ? "directory's files are" : "file is");
                 return;
         }
         if (m->ps.provisioned && memcmp(m->seals[slot].base_sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0)

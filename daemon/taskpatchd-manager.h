@@ -67,7 +67,10 @@ struct Operation {
 };
 
 typedef struct SlotFiles {
-        char *path, *seal, *undo, *chunks;
+        const char *path;               /* the slot: file_path, or dir_path for a directory model */
+        char *file_path;                /* <state_dir>/slots/<id><model_path's extension> */
+        char *dir_path;                 /* <state_dir>/slots/<id>.dir */
+        char *seal, *undo, *chunks;
 } SlotFiles;
 
 typedef struct Counters {
@@ -104,6 +107,8 @@ struct Manager {
         char *floor_written;            /* its text as last written (floor_text()) */
         PersistentState ps;
         SlotFiles files[_SLOT_ID_MAX];
+        char *base_files_path;          /* <state_dir>/base-files.json */
+        ManifestFiles base_files;       /* a directory base's files; an empty list for a one-file base */
         Seal seals[_SLOT_ID_MAX];
         bool sealed[_SLOT_ID_MAX];      /* seal loaded, clean, and the file is the one sealed */
         SlotId active;                  /* what model_path points at (valid once provisioned) */
@@ -180,6 +185,17 @@ void manager_progress(Manager *m, Operation *op, const char *event_name);
 /* floor.json (when the floor changed), then state.json. */
 _warn_unused_result_ int manager_save_state(Manager *m, TpError *err);
 _warn_unused_result_ int manager_save_seal(Manager *m, SlotId slot, TpError *err);
+/* Slot paths for a one-file model or a directory model (files[].path). */
+void manager_use_slot_kind(Manager *m, bool directory);
+/*
+ * Slot @slot's files as a set, each opened @access (O_RDONLY or O_RDWR): its one file, or the
+ * files of its directory (walked as fileset_open_dir() does: no symlinks, nothing special).
+ * *@ret_st (may be NULL): the stat of the file or the directory.
+ */
+_warn_unused_result_ int manager_open_slot(Manager *m, SlotId slot, int access, FileSet *ret, struct stat *ret_st,
+                                           TpError *err);
+/* Record what slot @slot's files are now as its seal's identity (the seal itself is not saved). */
+_warn_unused_result_ int manager_seal_identity(Manager *m, SlotId slot, Seal *seal, TpError *err);
 /* Reload a slot's seal and check it against the file: sets m->sealed[slot]. */
 void manager_check_slot(Manager *m, SlotId slot);
 /* Point model_path at @slot: a symlink renamed over it, then an fsync of its directory. */

@@ -9,6 +9,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "atomicdir.h"
 #include "bundle.h"
 #include "clock.h"
 #include "create.h"
@@ -24,7 +25,7 @@
 /* ---- provision ---- */
 
 typedef enum ProvisionStage {
-        PROVISION_COPY,                 /* the client's file into slot b's temporary */
+        PROVISION_COPY,                 /* the client's model into slot b's temporary */
         PROVISION_HASH,                 /* ... and hash what landed on our disk */
         PROVISION_CLONE,                /* slot b's temporary into slot a's */
         PROVISION_VERIFY,               /* ... and check it hashes the same */
@@ -33,33 +34,45 @@ typedef enum ProvisionStage {
 
 typedef struct Provision {
         ProvisionStage stage;
-        int src;
+        FileSet src;                    /* the client's file, or the files of its directory */
         uint64_t size;
         bool has_expected;
         uint8_t expected[SHA256_DIGEST_SIZE];
-        AtomicFile tmp[_SLOT_ID_MAX];
-        FileCopy copy;
+        AtomicModel tmp[_SLOT_ID_MAX];  /* each slot's new file or directory */
+        SetCopy copy;
         FileHash *hash;
         uint8_t sha256[SHA256_DIGEST_SIZE];
+        uint8_t (*file_sha256)[SHA256_DIGEST_SIZE];     /* each file's, for base-files.json */
         uint8_t *chunks;
         Artifact *artifact;
 } Provision;
 
 static void provision_free(void *data) {
         Provision *p = data;
-        safe_close(p->src);
+        fileset_done(&p->src);
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
-                atomic_file_abort(&p->tmp[s]);
+                atomic_model_abort(&p->tmp[s]);
         file_hash_free(p->hash);
+        free(p->file_sha256);
         free(p->chunks);
         artifact_free(p->artifact);
         free(p);
+}
+
+/* A model of the other shape than the last one: the old slots (a file where a directory goes, or the reverse) go. */
+static int remove_other_kind(Manager *m, SlotId s, TpError *err) {
+        const char *other = m->ps.base.directory ? m->files[s].file_path : m->files[s].dir_path;
+        int r = remove_tree(other);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", other, strerror(-r));
+        return 0;
 }
 
 static int provision_commit(Operation *op, Provision *p) {
         Manager *m = op->m;
         uint64_t n_chunks = chunk_count(p->size, CREATE_DEFAULT_CHUNK);
         Seal seal = { .size = p->size, .chunk_size = CREATE_DEFAULT_CHUNK };
+        bool directory = p->src.directory;
         int r;
 
         memcpy(seal.sha256, p->sha256, SHA256_DIGEST_SIZE);
@@ -74,27 +87,36 @@ static int provision_commit(Operation *op, Provision *p) {
         m->ps.trial = (TrialInfo) { 0 };        /* the accepted versions stay: rollback protection outlives a base */
         m->ps.n_history = m->ps.n_failed = 0;   /* what ran on the old base is no place to roll back to */
         state_committed(&m->ps, NULL, 0);
-        m->ps.base = (BaseInfo) { .size = p->size, .kind = p->artifact->kind, .chunk_size = CREATE_DEFAULT_CHUNK };
+        m->ps.base = (BaseInfo) { .size = p->size, .kind = p->artifact->kind, .chunk_size = CREATE_DEFAULT_CHUNK,
+                                  .directory = directory };
         memcpy(m->ps.base.sha256, p->sha256, SHA256_DIGEST_SIZE);
         memcpy(m->ps.base.layout, p->artifact->layout, SHA256_DIGEST_SIZE);
         memcpy(m->ps.base.chunk_root, seal.chunk_root, SHA256_DIGEST_SIZE);
+        manifest_files_done(&m->base_files);
+        if (directory) {
+                /* The list of files first: the state that names this base is useless without it. */
+                if ((r = manifest_files_set(&m->base_files, &p->src, (const uint8_t (*)[SHA256_DIGEST_SIZE]) p->file_sha256)) < 0)
+                        return tp_error(&op->err, r, "provision: %s", strerror(-r));
+                if ((r = base_files_save(m->base_files_path, &m->base_files, &op->err)) < 0)
+                        return r;
+        }
         if ((r = manager_save_state(m, &op->err)) < 0)
                 return r;
+        manager_use_slot_kind(m, directory);
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++) {
-                struct stat st;
                 uint64_t bytes = 0;
-                if ((r = atomic_file_commit(&p->tmp[s])) < 0)
+                if ((r = atomic_model_commit(&p->tmp[s])) < 0)
                         return tp_error(&op->err, r, "%s: %s", m->files[s].path, strerror(-r));
-                if (stat(m->files[s].path, &st) < 0)
-                        return tp_error(&op->err, negative_errno(), "%s: %s", m->files[s].path, strerror(errno));
+                if ((r = remove_other_kind(m, s, &op->err)) < 0)
+                        return r;
                 if (unlink(m->files[s].undo) < 0 && errno != ENOENT)
                         return tp_error(&op->err, negative_errno(), "%s: %s", m->files[s].undo, strerror(errno));
                 if ((r = chunk_table_save(m->files[s].chunks, p->chunks, n_chunks, &bytes, &op->err)) < 0)
                         return r;
                 m->counters.state_bytes += bytes;
                 m->seals[s] = seal;
-                seal_set_identity(&m->seals[s], &st);
-                if ((r = manager_save_seal(m, s, &op->err)) < 0)
+                if ((r = manager_seal_identity(m, s, &m->seals[s], &op->err)) < 0 ||
+                    (r = manager_save_seal(m, s, &op->err)) < 0)
                         return r;
                 m->sealed[s] = true;
         }
@@ -121,8 +143,12 @@ static int provision_commit(Operation *op, Provision *p) {
         }
         char h[SHA256_HEX_SIZE];
         sha256_to_hex(p->sha256, h);
-        log_info("provisioned %s base (%" PRIu64 " bytes, SHA-256 %s) into slots a and b",
-                 artifact_kind_to_string(p->artifact->kind), p->size, h);
+        if (directory)
+                log_info("provisioned %s base (%zu files, %" PRIu64 " bytes, set digest %s) into slots a and b",
+                         artifact_kind_to_string(p->artifact->kind), p->src.n_files, p->size, h);
+        else
+                log_info("provisioned %s base (%" PRIu64 " bytes, SHA-256 %s) into slots a and b",
+                         artifact_kind_to_string(p->artifact->kind), p->size, h);
         manager_record(m, "provisioned", NULL, false, "the base model is in both slots");
         return 0;
 }
@@ -137,19 +163,22 @@ static int provision_step(Operation *op) {
         switch (p->stage) {
         case PROVISION_COPY:
         case PROVISION_CLONE: {
+                SlotId s = p->stage == PROVISION_COPY ? SLOT_B : SLOT_A;
                 op->phase = "copy";
-                r = file_copy_step(&p->copy, OPERATION_SLICE);
-                if (r < 0)
-                        return tp_error(&op->err, r, "copying the model into %s: %s",
-                                        p->stage == PROVISION_COPY ? p->tmp[SLOT_B].path : p->tmp[SLOT_A].path,
+                r = set_copy_step(&p->copy, OPERATION_SLICE);
+                if (r < 0) {
+                        const FileSet *dst = &p->tmp[s].set;
+                        size_t f = p->copy.file < dst->n_files ? p->copy.file : 0;
+                        return tp_error(&op->err, r, "copying the model into %s%s%s: %s", m->files[s].path,
+                                        dst->directory ? "/" : "", dst->directory ? dst->files[f].path : "",
                                         strerror(-r));
+                }
                 op->done = p->copy.pos;
                 op->total = p->size;
                 manager_progress(m, op, "staging");
                 if (r > 0)
                         return 1;
-                SlotId s = p->stage == PROVISION_COPY ? SLOT_B : SLOT_A;
-                if ((r = file_hash_new(p->tmp[s].fd, p->size, CREATE_DEFAULT_CHUNK, &p->hash)) < 0)
+                if ((r = file_hash_new_set(&p->tmp[s].set, CREATE_DEFAULT_CHUNK, &p->hash)) < 0)
                         return tp_error(&op->err, r, "hashing: %s", strerror(-r));
                 p->stage = p->stage == PROVISION_COPY ? PROVISION_HASH : PROVISION_VERIFY;
                 return 1;
@@ -166,20 +195,21 @@ static int provision_step(Operation *op) {
                 if (r > 0)
                         return 1;
                 if (p->stage == PROVISION_HASH) {
-                        file_hash_result(p->hash, p->sha256, &p->chunks);
+                        file_hash_result_files(p->hash, p->file_sha256, p->sha256, &p->chunks);
                         p->hash = file_hash_free(p->hash);
                         if (p->has_expected && memcmp(p->sha256, p->expected, SHA256_DIGEST_SIZE) != 0) {
                                 sha256_to_hex(p->sha256, got);
                                 sha256_to_hex(p->expected, want);
                                 op->err_code = "refused";
-                                return tp_error(&op->err, -EBADMSG, "the model's SHA-256 is %s, expected %s", got, want);
+                                return tp_error(&op->err, -EBADMSG, "the model's %s is %s, expected %s",
+                                                p->src.directory ? "set digest" : "SHA-256", got, want);
                         }
-                        /* The format is read from our copy: the client's file may change under us. */
-                        if ((r = artifact_open(p->tmp[SLOT_B].fd, &p->artifact, &op->err)) < 0) {
+                        /* The format is read from our copy: the client's files may change under us. */
+                        if ((r = artifact_open_set(&p->tmp[SLOT_B].set, &p->artifact, &op->err)) < 0) {
                                 op->err_code = "refused";
                                 return r;
                         }
-                        file_copy_init(&p->copy, p->tmp[SLOT_B].fd, p->tmp[SLOT_A].fd, p->size);
+                        set_copy_init(&p->copy, &p->tmp[SLOT_B].set, &p->tmp[SLOT_A].set);
                         p->stage = PROVISION_CLONE;
                         return 1;
                 }
@@ -203,10 +233,21 @@ static void provision_freep(Provision **p) {
                 provision_free(*p);
 }
 
+/* The slots' temporaries: a directory's files copied one for one, beside each slot. */
+static int open_temporaries(Manager *m, Provision *p, TpError *err) {
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++) {
+                const char *path = p->src.directory ? m->files[s].dir_path : m->files[s].file_path;
+                int r = atomic_model_open(path, &p->src, p->size, &p->tmp[s]);
+                if (r < 0)
+                        return tp_error(err, r, "%s: cannot create a temporary beside it: %s", path,
+                                        atomic_file_strerror(r));
+        }
+        return 0;
+}
+
 int provision_new(Manager *m, int fd, const uint8_t *expected_sha256, Operation **ret, TpError *err) {
         _cleanup_free_ Operation *op = calloc(1, sizeof(Operation));
         _cleanup_(provision_freep) Provision *p = calloc(1, sizeof(Provision));
-        struct stat st;
         int64_t avail;
         int r;
 
@@ -214,24 +255,30 @@ int provision_new(Manager *m, int fd, const uint8_t *expected_sha256, Operation 
                 safe_close(fd);
                 return -ENOMEM;
         }
-        *p = (Provision) { .src = fd, .tmp = { ATOMIC_FILE_NULL, ATOMIC_FILE_NULL } };
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
-                return tp_error(err, -EINVAL, "provision: the descriptor passed is not a non-empty regular file");
-        p->size = (uint64_t) st.st_size;
+        *p = (Provision) { .src = FILESET_NULL, .tmp = { ATOMIC_MODEL_NULL, ATOMIC_MODEL_NULL } };
+        /* A file, or a directory the daemon walks itself: it never opens a path the client names. */
+        TpError why = {};
+        if ((r = fileset_open(fd, "model", &p->src, &why)) < 0)
+                return tp_error(err, r == -ENOENT ? -EINVAL : r, "provision: the model passed: %s", why.message);
+        p->size = p->src.size;
+        if (p->size == 0)
+                return tp_error(err, -EINVAL, "provision: the model passed is empty");
+        p->file_sha256 = calloc(p->src.n_files, SHA256_DIGEST_SIZE);
+        if (!p->file_sha256)
+                return -ENOMEM;
         if (expected_sha256) {
                 p->has_expected = true;
                 memcpy(p->expected, expected_sha256, SHA256_DIGEST_SIZE);
         }
         avail = manager_free_space(m);
         if (avail >= 0 && (uint64_t) avail < 2 * p->size + SPACE_MARGIN)
-                return tp_error(err, -ENOSPC, "provision: two slots of %" PRIu64 " bytes need %" PRIu64
-                                " bytes free in %s, %" PRId64 " are", p->size, 2 * p->size + SPACE_MARGIN,
-                                m->config->state_dir, avail);
-        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
-                if ((r = atomic_file_open(m->files[s].path, &p->tmp[s])) < 0)
-                        return tp_error(err, r, "%s: cannot create a temporary beside it: %s", m->files[s].path,
-                                        strerror(-r));
-        file_copy_init(&p->copy, p->src, p->tmp[SLOT_B].fd, p->size);
+                return tp_error(err, -ENOSPC, "provision: two slots of %" PRIu64 " bytes%s need %" PRIu64
+                                " bytes free in %s, %" PRId64 " are", p->size,
+                                p->src.directory ? " (the directory's files, twice)" : "",
+                                2 * p->size + SPACE_MARGIN, m->config->state_dir, avail);
+        if ((r = open_temporaries(m, p, err)) < 0)
+                return r;
+        set_copy_init(&p->copy, &p->src, &p->tmp[SLOT_B].set);
         op->cmd = "provision";
         op->start = EVENT_PROVISION;
         op->step = provision_step;

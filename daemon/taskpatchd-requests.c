@@ -93,6 +93,8 @@ static json_t *slot_json(Manager *m, SlotId s) {
                               (json_int_t) seal->version, "sha256", m->sealed[s] ? json_sha256(seal->sha256) : json_null(),
                               "relocated", m->sealed[s] && seal->relocated, "size",
                               (json_int_t) (m->sealed[s] ? seal->size : 0));
+        if (m->ps.base.directory)
+                json_object_set_new(o, "files", json_integer(m->sealed[s] ? (json_int_t) seal->n_files : 0));
         return o;
 }
 
@@ -106,6 +108,17 @@ static json_t *last_event_json(const LastEvent *l) {
         if (l->code[0])
                 json_object_set_new(o, "code", json_string(l->code));
         return o;
+}
+
+/* A directory base's files, each with its path and size: what a slot directory holds. */
+static json_t *base_files_json(Manager *m) {
+        const FileSet *set = &m->base_files.set;
+        json_t *a = json_array();
+
+        for (size_t i = 0; a && i < set->n_files; i++)
+                json_array_append_new(a, json_pack("{s:s, s:I}", "path", set->files[i].path, "size",
+                                                   (json_int_t) set->files[i].size));
+        return a;
 }
 
 json_t *manager_status(Manager *m) {
@@ -126,6 +139,8 @@ json_t *manager_status(Manager *m) {
                                     json_pack("{s:o, s:I, s:s}", "sha256", json_sha256(m->ps.base.sha256), "size",
                                               (json_int_t) m->ps.base.size, "kind",
                                               artifact_kind_to_string(m->ps.base.kind)));
+                if (m->ps.base.directory)
+                        json_object_set_new(json_object_get(o, "base"), "files", base_files_json(m));
         } else {
                 json_object_set_new(o, "active", json_null());
                 json_object_set_new(o, "base", json_null());

@@ -28,7 +28,8 @@
 
 typedef struct Scrub {
         SlotId slot;                    /* the one being hashed */
-        int fd;
+        FileSet set;                    /* its files */
+        struct stat st;                 /* of its file or directory, when opened */
         FileHash *hash;
         unsigned bad;
         bool active_damaged;
@@ -36,8 +37,8 @@ typedef struct Scrub {
 
 static void scrub_free(void *data) {
         Scrub *sc = data;
-        safe_close(sc->fd);
         file_hash_free(sc->hash);
+        fileset_done(&sc->set);
         free(sc);
 }
 
@@ -50,11 +51,13 @@ static int scrub_judge(Operation *op, Scrub *sc, const uint8_t digest[SHA256_DIG
         int r;
 
         if (memcmp(digest, seal->sha256, SHA256_DIGEST_SIZE) == 0) {
-                if (fstat(sc->fd, &st) == 0 && !seal_identity_matches(seal, &st)) {
-                        log_notice("slot %s: its bytes match the seal but the file was touched: sealing it again",
-                                   slot_id_to_string(s));
-                        seal_set_identity(seal, &st);
-                        if ((r = manager_save_seal(m, s, &op->err)) < 0)
+                bool touched = seal->n_files ? !seal_identity_matches_files(seal, &sc->st, &sc->set)
+                                             : fstat(sc->set.files[0].fd, &st) == 0 && !seal_identity_matches(seal, &st);
+                if (touched) {
+                        log_notice("slot %s: its bytes match the seal but the %s touched: sealing it again",
+                                   slot_id_to_string(s), seal->n_files ? "files were" : "file was");
+                        if ((r = manager_seal_identity(m, s, seal, &op->err)) < 0 ||
+                            (r = manager_save_seal(m, s, &op->err)) < 0)
                                 return r;
                 }
                 m->sealed[s] = true;
@@ -73,6 +76,20 @@ static int scrub_judge(Operation *op, Scrub *sc, const uint8_t digest[SHA256_DIG
         log_error("%s", msg);
         manager_report_error(m, op->transaction, "io", msg, "scrub");
         sc->active_damaged = true;
+        return 0;
+}
+
+/* Open slot sc->slot's files and start hashing them. */
+static int scrub_open(Manager *m, Scrub *sc, const Seal *seal, TpError *err) {
+        int r = manager_open_slot(m, sc->slot, O_RDONLY, &sc->set, &sc->st, err);
+
+        if (r < 0)
+                return r;
+        if (sc->set.size != seal->size)
+                return tp_error(err, -EIO, "%s: %" PRIu64 " bytes, its seal says %" PRIu64, m->files[sc->slot].path,
+                                sc->set.size, seal->size);
+        if ((r = file_hash_new_set(&sc->set, 0, &sc->hash)) < 0)
+                return tp_error(err, r, "hashing: %s", strerror(-r));
         return 0;
 }
 
@@ -97,11 +114,10 @@ static int scrub_step(Operation *op) {
                         sc->slot++;             /* nothing is promised about a dirty slot */
                         continue;
                 }
-                sc->fd = open(m->files[sc->slot].path, O_RDONLY | O_CLOEXEC);
-                if (sc->fd < 0 || file_hash_new(sc->fd, seal->size, 0, &sc->hash) < 0) {
-                        log_error("slot %s: cannot read %s: %s", slot_id_to_string(sc->slot), m->files[sc->slot].path,
-                                  strerror(errno));
-                        sc->fd = safe_close(sc->fd);
+                TpError why = {};
+                if (scrub_open(m, sc, seal, &why) < 0) {
+                        log_error("slot %s: cannot read it: %s", slot_id_to_string(sc->slot), why.message);
+                        fileset_done(&sc->set);
                         sc->slot++;
                         sc->bad++;
                         continue;
@@ -121,7 +137,7 @@ static int scrub_step(Operation *op) {
         sc->hash = file_hash_free(sc->hash);
         if ((r = scrub_judge(op, sc, d)) < 0)
                 return r;
-        sc->fd = safe_close(sc->fd);
+        fileset_done(&sc->set);
         sc->slot++;
         return 1;
 }
@@ -135,7 +151,7 @@ int scrub_new(Operation **ret) {
                 free(sc);
                 return -ENOMEM;
         }
-        sc->fd = -1;
+        sc->set = FILESET_NULL;
         op->data = sc;
         op->free_data = scrub_free;
         op->cmd = "scrub";

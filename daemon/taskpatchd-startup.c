@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "artifact.h"
+#include "atomicdir.h"
 #include "fileio.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
@@ -24,9 +25,11 @@ static int slot_files_init(Manager *m, SlotId s) {
         const char *id = slot_id_to_string(s), *dir = m->config->state_dir;
         SlotFiles *f = &m->files[s];
 
-        if (asprintf(&f->path, "%s/slots/%s%s", dir, id, ext) < 0 || asprintf(&f->seal, "%s/slots/%s.seal", dir, id) < 0 ||
+        if (asprintf(&f->file_path, "%s/slots/%s%s", dir, id, ext) < 0 ||
+            asprintf(&f->dir_path, "%s/slots/%s.dir", dir, id) < 0 || asprintf(&f->seal, "%s/slots/%s.seal", dir, id) < 0 ||
             asprintf(&f->undo, "%s/slots/%s.undo", dir, id) < 0 || asprintf(&f->chunks, "%s/slots/%s.chunks", dir, id) < 0)
                 return -ENOMEM;
+        f->path = f->file_path;
         return 0;
 }
 
@@ -47,7 +50,12 @@ static void remove_litter(const char *dir, bool temporaries, const char *link) {
                             (link && strcmp(de->d_name, link) == 0);
                 if (!ours)
                         continue;
-                if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+                /* A directory model's temporary is a tree. */
+                bool tree = de->d_type == DT_DIR;
+                _cleanup_free_ char *path = NULL;
+                if (tree && asprintf(&path, "%s/%s", dir, de->d_name) < 0)
+                        continue;
+                if (tree ? remove_tree(path) == 0 : unlinkat(dirfd(d), de->d_name, 0) == 0) {
                         log_info("removed %s/%s, left by an interrupted write", dir, de->d_name);
                         removed++;
                 }
@@ -115,6 +123,12 @@ static int rebuild_state(Manager *m) {
         PersistentState ps = { 0 };
 
         /* Unprovisioned as far as memory knows: manager_check_slot() compares no base yet. */
+        struct stat st;
+        for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                if (lstat(m->files[s].dir_path, &st) == 0 && S_ISDIR(st.st_mode))
+                        ps.base.directory = true;       /* slots of a directory model */
+        m->ps.base.directory = ps.base.directory;
+        manager_use_slot_kind(m, ps.base.directory);
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
                 manager_check_slot(m, s);
         if (read_model_path(m, &link) < 0 || !m->sealed[link])
@@ -122,7 +136,7 @@ static int rebuild_state(Manager *m) {
         const Seal *a = &m->seals[link];
         ps.provisioned = true;
         ps.committed = link;
-        ps.base = (BaseInfo) { .size = a->size };
+        ps.base = (BaseInfo) { .size = a->size, .directory = ps.base.directory };
         memcpy(ps.base.sha256, a->base_sha256, SHA256_DIGEST_SIZE);
         memcpy(ps.base.layout, a->base_layout, SHA256_DIGEST_SIZE);
         /* A slot that holds the base itself gives its chunk table; otherwise switches back verify in full. */
@@ -133,11 +147,21 @@ static int rebuild_state(Manager *m) {
                         memcpy(ps.base.chunk_root, m->seals[s].chunk_root, SHA256_DIGEST_SIZE);
                 }
         _cleanup_(artifact_freep) Artifact *art = NULL;
-        _cleanup_close_ int fd = open(m->files[link].path, O_RDONLY | O_CLOEXEC);
+        _cleanup_(fileset_done) FileSet set = FILESET_NULL;
         TpError ignored = {};
-        if (fd < 0 || artifact_open(fd, &art, &ignored) < 0)
+        if (manager_open_slot(m, link, O_RDONLY, &set, NULL, &ignored) < 0 || artifact_open_set(&set, &art, &ignored) < 0)
                 return 0;
         ps.base.kind = art->kind;
+        /* A directory base's size and files: base-files.json outlives state.json (it is checked against the seal). */
+        if (ps.base.directory) {
+                manifest_files_done(&m->base_files);
+                ps.base.size = 0;
+                for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
+                        if (m->sealed[s] && !m->seals[s].task[0])
+                                ps.base.size = m->seals[s].size;
+                if (ps.base.size == 0 || base_files_load(m->base_files_path, &ps.base, &m->base_files, &ignored) < 0)
+                        return 0;
+        }
         state_committed(&ps, a->task, a->version);
         m->ps = ps;
         return 1;
@@ -311,7 +335,8 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         m->config = config;
         machine_init(&m->machine, STATE_UNPROVISIONED, NULL, NULL);
         if (asprintf(&m->state_path, "%s/state.json", config->state_dir) < 0 ||
-            asprintf(&m->floor_path, "%s/floor.json", config->state_dir) < 0)
+            asprintf(&m->floor_path, "%s/floor.json", config->state_dir) < 0 ||
+            asprintf(&m->base_files_path, "%s/base-files.json", config->state_dir) < 0)
                 return -ENOMEM;
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
                 if ((r = slot_files_init(m, s)) < 0)
@@ -373,6 +398,16 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                         log_info("no state yet in %s: waiting to be provisioned", config->state_dir);
         } else if (r < 0)
                 return r;
+        manager_use_slot_kind(m, m->ps.base.directory);
+        if ((m->ps.provisioned || m->ps.provisioning) && m->ps.base.directory && !m->base_files.set.n_files &&
+            (r = base_files_load(m->base_files_path, &m->ps.base, &m->base_files, err)) < 0) {
+                /* The slots cannot be checked without it: what they hold is provisioned again. */
+                log_error("%s: provision the base model again", err->message);
+                manager_record(m, "error", "io", true, err->message);
+                m->ps.provisioned = false;
+                m->ps.provisioning = true;
+                *err = (TpError) { 0 };
+        }
         r = floor_load(m->floor_path, &m->ps, err);
         if (r < 0 && r != -ENOENT)
                 log_warning("%s (the floor in state.json is used)", err->message);
@@ -450,13 +485,16 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->notify_source);
         store_done(&m->store);
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++) {
-                free(m->files[s].path);
+                free(m->files[s].file_path);
+                free(m->files[s].dir_path);
                 free(m->files[s].seal);
                 free(m->files[s].undo);
                 free(m->files[s].chunks);
         }
         free(m->state_path);
         free(m->floor_path);
+        free(m->base_files_path);
+        manifest_files_done(&m->base_files);
         free(m->floor_written);
         sd_event_source_disable_unref(m->retry_timer);
         safe_close(m->lock_fd);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bundle.h"
 #include "fileio.h"
@@ -43,6 +44,9 @@ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, 
                                               artifact_kind_to_string(s->base.kind), "chunk_size",
                                               (json_int_t) s->base.chunk_size, "chunk_root",
                                               json_sha256(s->base.chunk_root)));
+        /* Only a directory model says so: a one-file device's state reads as it always did. */
+        if ((s->provisioned || s->provisioning) && s->base.directory)
+                json_object_set_new(json_object_get(o, "base"), "directory", json_true());
         if (s->n_accepted > 0) {
                 json_t *acc = json_object();
                 for (size_t i = 0; i < s->n_accepted; i++)
@@ -150,6 +154,10 @@ static int parse_state(json_t *o, PersistentState *s) {
                 s->base.kind = artifact_kind_from_string(json_string_value(json_object_get(base, "kind")));
                 if (s->base.kind < 0)
                         return -EBADMSG;
+                json_t *dir = json_object_get(base, "directory");
+                if (dir && !json_is_boolean(dir))
+                        return -EBADMSG;
+                s->base.directory = json_is_true(dir);
         }
         if (json_is_object(trial)) {
                 json_t *task = json_object_get(trial, "task");
@@ -503,4 +511,78 @@ int store_gc(Store *s, const char *task, uint64_t keep, bool (*keep_also)(void *
                 removed++;
         }
         return removed;
+}
+
+/* ---- the base's files ---- */
+
+#define BASE_FILES_FORMAT 1
+
+int base_files_save(const char *path, const ManifestFiles *f, TpError *err) {
+        json_t *list = json_array(), *o = NULL;
+        _cleanup_free_ char *text = NULL;
+        char h[SHA256_HEX_SIZE];
+
+        for (size_t i = 0; list && i < f->set.n_files; i++) {
+                sha256_to_hex(f->sha256[i], h);
+                if (json_array_append_new(list, json_pack("{s:s, s:I, s:s}", "path", f->set.files[i].path, "size",
+                                                          (json_int_t) f->set.files[i].size, "sha256", h)) < 0) {
+                        json_decref(list);
+                        return -ENOMEM;
+                }
+        }
+        o = list ? json_pack("{s:i, s:o}", "format", BASE_FILES_FORMAT, "files", list) : NULL;
+        text = o ? json_dumps(o, JSON_INDENT(1)) : NULL;
+        json_decref(o);
+        if (!text)
+                return -ENOMEM;
+        size_t len = strlen(text);
+        text[len] = '\n';       /* json_dumps' NUL becomes the final newline */
+        int r = atomic_file_write(path, text, len + 1);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", path, strerror(-r));
+        return 0;
+}
+
+int base_files_load(const char *path, const BaseInfo *base, ManifestFiles *ret, TpError *err) {
+        _cleanup_(manifest_files_done) ManifestFiles f = { .set = FILESET_NULL };
+        json_error_t je;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        int r = 0;
+
+        json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+        if (!o)
+                return tp_error(err, access(path, F_OK) < 0 ? -ENOENT : -EBADMSG, "%s: %s", path, je.text);
+        json_t *list = json_object_get(o, "files");
+        json_int_t format = json_integer_value(json_object_get(o, "format"));
+        size_t n = json_array_size(list);
+        if (format != BASE_FILES_FORMAT || n == 0 || n > FILESET_MAX_FILES) {
+                r = tp_error(err, -EBADMSG, "%s: not a list of the base's files (format %d)", path, BASE_FILES_FORMAT);
+                goto out;
+        }
+        f.sha256 = calloc(n, SHA256_DIGEST_SIZE);
+        if (!f.sha256) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+                json_t *e = json_array_get(list, i), *size = json_object_get(e, "size");
+                const char *p = json_string_value(json_object_get(e, "path"));
+                if (!p || !json_is_integer(size) || json_integer_value(size) < 0 ||
+                    get_hex(e, "sha256", f.sha256[i]) < 0 || fileset_add(&f.set, p, (uint64_t) json_integer_value(size)) < 0) {
+                        r = tp_error(err, -EBADMSG, "%s: file #%zu: expected a path (in order), a size and a sha256",
+                                     path, i);
+                        goto out;
+                }
+        }
+        /* The list must be the base the state names: its set digest binds every path, size and byte. */
+        fileset_digest(&f.set, (const uint8_t (*)[SHA256_DIGEST_SIZE]) f.sha256, d);
+        if (f.set.size != base->size || memcmp(d, base->sha256, SHA256_DIGEST_SIZE) != 0) {
+                r = tp_error(err, -EBADMSG, "%s: these files are not the provisioned base", path);
+                goto out;
+        }
+        *ret = f;
+        f = (ManifestFiles) { .set = FILESET_NULL };
+out:
+        json_decref(o);
+        return r;
 }

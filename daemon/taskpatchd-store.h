@@ -6,6 +6,8 @@
  *
  *   <state_dir>/state.json                 the persistent state (below)
  *   <state_dir>/floor.json                 the anti-rollback floor again (accepted versions, channel serial)
+ *   <state_dir>/base-files.json            a directory model's files (path, size, SHA-256), whose set
+ *                                          digest is the base's sha256: what a slot directory holds
  *   <state_dir>/tasks/<task>/<version>.tpb installed bundles
  *
  * The state file says which base is provisioned, which slot is committed
@@ -31,6 +33,7 @@ typedef struct BaseInfo {
         ArtifactKind kind;
         uint64_t chunk_size;            /* 0: no chunk table kept */
         uint8_t chunk_root[SHA256_DIGEST_SIZE];
+        bool directory;                 /* a model of several files: slots are directories (base-files.json lists them) */
 } BaseInfo;
 
 typedef struct TrialInfo {
@@ -155,3 +158,10 @@ char *store_bundle_path(const Store *s, const char *task, uint64_t version);
  */
 int store_gc(Store *s, const char *task, uint64_t keep, bool (*keep_also)(void *userdata, const char *task,
                                                                           uint64_t version), void *userdata);
+
+/*
+ * A directory base's files: written at provisioning, loaded at start and checked against
+ * @base (their set digest is its sha256, their sizes add up to its size).
+ */
+_warn_unused_result_ int base_files_save(const char *path, const ManifestFiles *f, TpError *err);
+_warn_unused_result_ int base_files_load(const char *path, const BaseInfo *base, ManifestFiles *ret, TpError *err);

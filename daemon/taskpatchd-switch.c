@@ -8,6 +8,11 @@
  * the slot's (a relocating bundle, or leaving a slot that holds one) is
  * built into a fresh file from base bytes instead (build.h): from the
  * inactive slot when its seal holds, else from the active one.
+ *
+ * A directory model's slot is a directory of files, staged as one space
+ * (fileset.h): in place only when every file can be leased (one busy file
+ * means a fresh copy of the whole directory), and a fresh copy or a build
+ * is a temporary directory swapped in with one rename (atomicdir.h).
  */
 
 #include <fcntl.h>
@@ -18,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomicdir.h"
 #include "build.h"
 #include "fileio.h"
 #include "filejob.h"
@@ -43,17 +49,15 @@ typedef struct Switch {
         Bundle *bundle;                 /* NULL: back to the base */
         StageTarget target;
         SlotId slot;
-        int fd;                         /* what is staged into: the slot (leased) or the fresh temporary */
-        FileSet dest;                   /* fd as a set of one file: the stager's slot or the builder's output */
-        FileSetFile dest_file;
+        const ManifestFiles *layout;    /* the target's files (the bundle's or the base's); none for one file */
+        FileSet slot_set;               /* the slot's files: open read-write and leased (in place), or read-only (check) */
+        const FileSet *dest;            /* what is staged into: &slot_set, or the fresh temporary's files */
         bool fresh;
-        AtomicFile fresh_tmp;
+        AtomicModel fresh_tmp;          /* a fresh copy or a build: a file or directory beside the slot */
         Builder *builder;               /* a build from base bytes into fresh_tmp, instead of the stager */
-        int view_fd;                    /* the slot it reads base bytes from */
-        FileSet view;                   /* view_fd as a set of one file: the builder's base view */
-        FileSetFile view_file;
-        int copy_src;
-        FileCopy copy;
+        FileSet view;                   /* the slot the builder reads base bytes from */
+        FileSet copy_src;               /* the active slot, copied into fresh_tmp */
+        SetCopy copy;
         Seal source;                    /* what fd holds before staging */
         UndoRecord *undo;
         uint8_t *chunks;
@@ -91,26 +95,16 @@ static void switch_free(void *data) {
         if (!sw)
                 return;
         bundle_free(sw->bundle);
-        safe_close(sw->fd);             /* releases the lease */
-        atomic_file_abort(&sw->fresh_tmp);
-        safe_close(sw->copy_src);
-        undo_record_free(sw->undo);
-        free(sw->chunks);
         stager_free(sw->stager);
         builder_free(sw->builder);
-        safe_close(sw->view_fd);
         file_hash_free(sw->check);
+        fileset_done(&sw->slot_set);    /* releases the leases */
+        atomic_model_abort(&sw->fresh_tmp);
+        fileset_done(&sw->copy_src);
+        undo_record_free(sw->undo);
+        free(sw->chunks);
+        fileset_done(&sw->view);
         free(sw);
-}
-
-/*
- * @fd (@size bytes) as a set of one file, in @set and @file that the Switch holds: the stager and
- * the builder keep a pointer to their sets from one slice to the next, which a FILESET_ONE()
- * compound literal (gone with its block) would not survive. Nothing is allocated: no fileset_done().
- */
-static void one_file(FileSet *set, FileSetFile *file, int fd, uint64_t size) {
-        *file = (FileSetFile) { .path = (char *) "model", .fd = fd, .size = size };
-        *set = (FileSet) { .files = file, .n_files = 1, .size = size };
 }
 
 /* Load what the stager needs to know about @from's content: its undo record and chunk table. */
@@ -140,17 +134,30 @@ static uint64_t undo_size(const Switch *sw) {
         return n;
 }
 
+/* "3 files: a.gguf, b.gguf, c.gguf" (the first few) for a message about a directory model. */
+static void name_files(const FileSet *set, char *buf, size_t size) {
+        int n = snprintf(buf, size, "%zu file%s: ", set->n_files, set->n_files == 1 ? "" : "s");
+        for (size_t i = 0; i < set->n_files && n >= 0 && (size_t) n < size; i++)
+                n += snprintf(buf + n, size - (size_t) n, "%s%s", i ? ", " : "", i < 3 ? set->files[i].path : "...");
+}
+
 /* Refused before anything is written: what staging (or a planned build) takes in state_dir. */
 static int check_space(Manager *m, Switch *sw, TpError *err) {
         uint64_t need = SPACE_MARGIN + (sw->builder ? builder_space(sw->builder)
                                                     : undo_size(sw) + (sw->fresh ? sw->target.size : 0));
-        const char *what = sw->builder ? "a slot file built from base bytes and its undo record"
+        char files[160] = "";
+        if (sw->layout->set.directory) {
+                files[0] = ';';
+                files[1] = ' ';
+                name_files(&sw->layout->set, files + 2, sizeof(files) - 2);
+        }
+        const char *what = sw->builder ? "a slot built from base bytes and its undo record"
                            : sw->fresh ? "a fresh slot copy and an undo record"
                                        : "an undo record";
         int64_t avail = manager_free_space(m);
         if (avail >= 0 && (uint64_t) avail < need)
-                return tp_error(err, -ENOSPC, "staging needs %" PRIu64 " bytes in %s (%s), %" PRId64 " are free",
-                                need, m->config->state_dir, what, avail);
+                return tp_error(err, -ENOSPC, "staging needs %" PRIu64 " bytes in %s (%s%s), %" PRId64 " are free",
+                                need, m->config->state_dir, what, files, avail);
         return 0;
 }
 
@@ -158,20 +165,47 @@ static int check_space(Manager *m, Switch *sw, TpError *err) {
 static void reset_to_fresh(Switch *sw) {
         sw->stager = stager_free(sw->stager);
         sw->builder = builder_free(sw->builder);
-        sw->fd = safe_close(sw->fd);
-        atomic_file_abort(&sw->fresh_tmp);
+        fileset_done(&sw->slot_set);
+        atomic_model_abort(&sw->fresh_tmp);
+        sw->dest = NULL;
         sw->fresh = true;
 }
 
-/* The temporary beside the slot that a fresh copy or a build writes, renamed over the slot when sealed. */
-static int open_fresh_tmp(Operation *op, Switch *sw) {
+/*
+ * The temporary beside the slot that a fresh copy or a build writes, renamed over the slot when
+ * sealed: a file of @size bytes, or a directory of @files' files.
+ */
+static int open_fresh_tmp(Operation *op, Switch *sw, const FileSet *files, uint64_t size) {
         const char *path = op->m->files[sw->slot].path;
-        int r = atomic_file_open(path, &sw->fresh_tmp);
+        int r = atomic_model_open(path, files, size, &sw->fresh_tmp);
 
         if (r < 0)
-                return tp_error(&op->err, r, "%s: cannot create a temporary beside it: %s", path, strerror(-r));
-        sw->fd = TAKE_FD(sw->fresh_tmp.fd);     /* the stager's or builder's descriptor; the AtomicFile keeps the name */
-        sw->fresh_tmp.no_sync = false;
+                return tp_error(&op->err, r, "%s: cannot create a temporary beside it: %s", path,
+                                atomic_file_strerror(r));
+        sw->dest = &sw->fresh_tmp.set;
+        return 0;
+}
+
+/*
+ * The inactive slot's files, open read-write and each leased: 0, -EBUSY when another process
+ * has one of them open or mapped (a directory's every file counts), another -errno when the
+ * slot cannot be opened or leased, -EBADMSG when its files are not the target's.
+ */
+static int open_in_place(Manager *m, Switch *sw, TpError *err) {
+        int r = manager_open_slot(m, sw->slot, O_RDWR, &sw->slot_set, NULL, err);
+
+        if (r >= 0 && sw->layout->set.directory)
+                r = fileset_same_files(&sw->slot_set, &sw->layout->set, err);
+        for (size_t i = 0; r >= 0 && i < sw->slot_set.n_files; i++)
+                if ((r = file_lease_take(sw->slot_set.files[i].fd, m->lease_signal)) < 0)
+                        tp_error(err, r, "%s%s%s: %s", m->files[sw->slot].path, sw->slot_set.directory ? "/" : "",
+                                 sw->slot_set.directory ? sw->slot_set.files[i].path : "",
+                                 r == -EBUSY ? "another process has it open or mapped" : strerror(-r));
+        if (r < 0) {
+                fileset_done(&sw->slot_set);    /* closing the files releases the leases taken */
+                return r;
+        }
+        sw->dest = &sw->slot_set;
         return 0;
 }
 
@@ -187,12 +221,9 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
         reset_to_fresh(sw);
         if ((r = load_source(m, sw, from, &op->err)) < 0)
                 return r;
-        sw->view_fd = safe_close(sw->view_fd);
-        sw->view_fd = open(m->files[from].path, O_RDONLY | O_CLOEXEC);
-        struct stat st;
-        if (sw->view_fd < 0 || fstat(sw->view_fd, &st) < 0)
-                return tp_error(&op->err, negative_errno(), "%s: %s", m->files[from].path, strerror(errno));
-        one_file(&sw->view, &sw->view_file, sw->view_fd, (uint64_t) st.st_size);
+        fileset_done(&sw->view);
+        if ((r = manager_open_slot(m, from, O_RDONLY, &sw->view, NULL, &op->err)) < 0)
+                return r;
         StageSource src = { .seal = &sw->source, .undo = sw->undo };
         if ((r = builder_new(&sw->view, &src, &sw->target, m->ps.base.size, m->files[sw->slot].undo, &sw->builder,
                              &op->err)) < 0) {
@@ -207,15 +238,14 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
         return 0;
 }
 
-/* After plan_build() and the slot marked dirty: the fresh file the build writes. */
+/* After plan_build() and the slot marked dirty: the fresh file (or files) the build writes. */
 static int start_build(Operation *op, Switch *sw) {
-        int r = open_fresh_tmp(op, sw);
+        /* Empty now; the builder writes them up to the target's sizes. */
+        int r = open_fresh_tmp(op, sw, &sw->layout->set, sw->target.size);
 
         if (r < 0)
                 return r;
-        /* Empty now; the builder writes it up to the target's size. */
-        one_file(&sw->dest, &sw->dest_file, sw->fd, sw->target.size);
-        if ((r = builder_output(sw->builder, &sw->dest, &op->err)) < 0)
+        if ((r = builder_output(sw->builder, sw->dest, &op->err)) < 0)
                 return r;
         sw->stage = SWITCH_STAGE;
         return 0;
@@ -236,13 +266,18 @@ static int start_fresh(Operation *op, Switch *sw) {
         reset_to_fresh(sw);
         if ((r = load_source(m, sw, m->active, &op->err)) < 0)
                 return r;
-        sw->copy_src = safe_close(sw->copy_src);
-        sw->copy_src = open(m->files[m->active].path, O_RDONLY | O_CLOEXEC);
-        if (sw->copy_src < 0)
-                return tp_error(&op->err, negative_errno(), "%s: %s", m->files[m->active].path, strerror(errno));
-        if ((r = open_fresh_tmp(op, sw)) < 0)
+        fileset_done(&sw->copy_src);
+        if ((r = manager_open_slot(m, m->active, O_RDONLY, &sw->copy_src, NULL, &op->err)) < 0)
                 return r;
-        file_copy_init(&sw->copy, sw->copy_src, sw->fd, sw->source.size);
+        if (sw->copy_src.size != sw->source.size)
+                return tp_error(&op->err, -EIO, "%s: %" PRIu64 " bytes, its seal says %" PRIu64,
+                                m->files[m->active].path, sw->copy_src.size, sw->source.size);
+        /* A task in the base's layout has the base's files: the copy is the new slot's every file. */
+        if (sw->layout->set.directory && (r = fileset_same_files(&sw->copy_src, &sw->layout->set, &op->err)) < 0)
+                return tp_error_prefix(&op->err, r, "%s", m->files[m->active].path);
+        if ((r = open_fresh_tmp(op, sw, &sw->layout->set, sw->source.size)) < 0)
+                return r;
+        set_copy_init(&sw->copy, &sw->copy_src, sw->dest);
         sw->stage = SWITCH_COPY;
         return 0;
 }
@@ -266,10 +301,9 @@ static int prepare(Operation *op, Switch *sw) {
                         sw->stage = SWITCH_ACTIVATE;
                         return 0;
                 }
-                sw->fd = open(m->files[sw->slot].path, O_RDONLY | O_CLOEXEC);
-                if (sw->fd < 0)
-                        return tp_error(&op->err, negative_errno(), "%s: %s", m->files[sw->slot].path, strerror(errno));
-                if ((r = file_hash_new(sw->fd, sw->target.size, 0, &sw->check)) < 0)
+                if ((r = manager_open_slot(m, sw->slot, O_RDONLY, &sw->slot_set, NULL, &op->err)) < 0)
+                        return r;
+                if ((r = file_hash_new_set(&sw->slot_set, 0, &sw->check)) < 0)
                         return tp_error(&op->err, r, "hashing: %s", strerror(-r));
                 op->total = sw->target.size;
                 sw->stage = SWITCH_CHECK;
@@ -294,20 +328,18 @@ static int prepare(Operation *op, Switch *sw) {
 
         bool in_place = m->sealed[sw->slot] && !build;
         if (in_place) {
-                sw->fd = open(m->files[sw->slot].path, O_RDWR | O_CLOEXEC);
-                r = sw->fd < 0 ? negative_errno() : file_lease_take(sw->fd, m->lease_signal);
+                TpError why = {};
+                r = open_in_place(m, sw, &why);
                 if (r < 0) {
-                        log_notice("slot %s: %s: staging into a fresh copy so its users keep the old file",
-                                   slot_id_to_string(sw->slot),
-                                   r == -EBUSY ? "another process has it open or mapped" : strerror(-r));
-                        sw->fd = safe_close(sw->fd);
+                        log_notice("slot %s: %s: staging into a fresh copy so its users keep the old %s",
+                                   slot_id_to_string(sw->slot), why.message, sw->layout->set.directory ? "files" : "file");
                         in_place = false;
                 }
         }
         /* Refused before anything is written: the slot stays as it was. */
         sw->fresh = !in_place;
         if (!build && (r = check_space(m, sw, &op->err)) < 0) {
-                sw->fd = safe_close(sw->fd);
+                fileset_done(&sw->slot_set);
                 return r;
         }
         /* In place, the slot's own seal, undo record and chunk table describe what it holds. */
@@ -364,12 +396,8 @@ static int stage_step(Operation *op, Switch *sw) {
                 StageSource src = { .seal = &sw->source, .undo = sw->undo, .chunks = sw->chunks };
                 /* A fresh copy is a new file: verified in full before its seal is first trusted. */
                 VerifyMode mode = sw->fresh ? VERIFY_FULL : m->config->verify;
-                struct stat st;
-                /* The slot's size as it is on disk: the stager refuses one that is not the target's. */
-                if (fstat(sw->fd, &st) < 0)
-                        return tp_error(&op->err, negative_errno(), "slot: %s", strerror(errno));
-                one_file(&sw->dest, &sw->dest_file, sw->fd, (uint64_t) st.st_size);
-                if ((r = stager_new(&sw->dest, &src, &sw->target, mode, m->files[sw->slot].undo, &sw->stager,
+                /* The stager refuses a slot whose size (its files' sizes as opened) is not the target's. */
+                if ((r = stager_new(sw->dest, &src, &sw->target, mode, m->files[sw->slot].undo, &sw->stager,
                                     &op->err)) < 0)
                         return r;
         }
@@ -395,18 +423,15 @@ static int seal_slot(Operation *op, Switch *sw) {
         const StageProgress *p = sw->builder ? builder_progress(sw->builder) : stager_progress(sw->stager);
         const uint8_t *chunks = NULL;
         Seal seal = { .size = sw->target.size, .version = sw->bundle ? sw->bundle->manifest->version : 0 };
-        struct stat st;
         uint64_t bytes = 0;
         char h[SHA256_HEX_SIZE];
         int r;
 
-        if (sw->fresh) {
-                sw->fresh_tmp.fd = TAKE_FD(sw->fd);
-                if ((r = atomic_file_commit(&sw->fresh_tmp)) < 0)
-                        return tp_error(&op->err, r, "%s: %s", m->files[sw->slot].path, strerror(-r));
-        }
-        if (stat(m->files[sw->slot].path, &st) < 0)
-                return tp_error(&op->err, negative_errno(), "%s: %s", m->files[sw->slot].path, strerror(errno));
+        /* Staged, synced: the fresh file or directory goes in, or the leases on the slot's files go. */
+        sw->dest = NULL;
+        if (sw->fresh && (r = atomic_model_commit(&sw->fresh_tmp)) < 0)
+                return tp_error(&op->err, r, "%s: %s", m->files[sw->slot].path, strerror(-r));
+        fileset_done(&sw->slot_set);
         if (sw->bundle) {
                 snprintf(seal.task, sizeof(seal.task), "%s", sw->bundle->manifest->task);
                 memcpy(seal.sites_fingerprint, sw->bundle->manifest->sites_fingerprint, SHA256_DIGEST_SIZE);
@@ -426,7 +451,8 @@ static int seal_slot(Operation *op, Switch *sw) {
                         return r;
                 m->counters.state_bytes += bytes;
         }
-        seal_set_identity(&seal, &st);
+        if ((r = manager_seal_identity(m, sw->slot, &seal, &op->err)) < 0)
+                return r;
         Seal dirty = m->seals[sw->slot];
         m->seals[sw->slot] = seal;
         if ((r = manager_save_seal(m, sw->slot, &op->err)) < 0) {
@@ -434,8 +460,7 @@ static int seal_slot(Operation *op, Switch *sw) {
                 return r;
         }
         m->sealed[sw->slot] = true;
-        sw->fd = safe_close(sw->fd);    /* releases the lease */
-        sw->view_fd = safe_close(sw->view_fd);
+        fileset_done(&sw->view);
 
         m->counters.slot_bytes += p->slot_bytes + sw->copied;
         m->counters.undo_bytes += p->undo_bytes;
@@ -473,7 +498,7 @@ static int switch_step(Operation *op) {
                 break;
         case SWITCH_COPY:
                 op->phase = "copy";
-                r = file_copy_step(&sw->copy, OPERATION_SLICE);
+                r = set_copy_step(&sw->copy, OPERATION_SLICE);
                 if (r < 0)
                         return tp_error(&op->err, r, "copying slot %s: %s", slot_id_to_string(m->active), strerror(-r));
                 sw->copied = sw->copy.pos;
@@ -481,7 +506,7 @@ static int switch_step(Operation *op) {
                 op->total = sw->source.size;
                 manager_progress(m, op, "staging");
                 if (r == 0) {
-                        sw->copy_src = safe_close(sw->copy_src);
+                        fileset_done(&sw->copy_src);
                         sw->stage = SWITCH_STAGE;
                 }
                 r = 0;
@@ -500,7 +525,7 @@ static int switch_step(Operation *op) {
                         return 1;
                 file_hash_result(sw->check, d, NULL);
                 sw->check = file_hash_free(sw->check);
-                sw->fd = safe_close(sw->fd);
+                fileset_done(&sw->slot_set);
                 if (memcmp(d, sw->target.sha256, SHA256_DIGEST_SIZE) != 0) {
                         log_error("slot %s does not hash to what its seal says: rebuilding it", slot_id_to_string(sw->slot));
                         m->sealed[sw->slot] = false;
@@ -535,7 +560,8 @@ static int switch_setup(Manager *m, const char *task, uint64_t version, Switch *
 
         if (!sw)
                 return -ENOMEM;
-        *sw = (Switch) { .fd = -1, .copy_src = -1, .view_fd = -1, .fresh_tmp = ATOMIC_FILE_NULL };
+        *sw = (Switch) { .slot_set = FILESET_NULL, .fresh_tmp = ATOMIC_MODEL_NULL, .view = FILESET_NULL,
+                         .copy_src = FILESET_NULL, .layout = &m->base_files };
         sw->target = (StageTarget) { .size = m->ps.base.size };
         if (!task) {
                 memcpy(sw->target.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE);
@@ -564,6 +590,14 @@ static int switch_setup(Manager *m, const char *task, uint64_t version, Switch *
                         return r;
                 }
                 const Manifest *mf = sw->bundle->manifest;
+                sw->layout = &mf->target.files;
+                if (sw->layout->set.directory != m->ps.base.directory) {
+                        switch_free(sw);
+                        *ret_code = "refused";
+                        return tp_error(err, -EBADMSG, "%s v%" PRIu64 " makes %s, this device's model is %s",
+                                        task, mf->version, mf->target.files.set.directory ? "a model directory" : "one file",
+                                        m->ps.base.directory ? "a directory" : "one file");
+                }
                 sw->target.size = mf->target.size;
                 memcpy(sw->target.sha256, mf->target.sha256, SHA256_DIGEST_SIZE);
                 if (m->config->verify == VERIFY_INCREMENTAL) {
