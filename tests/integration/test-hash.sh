@@ -32,12 +32,35 @@ check "escaped file names match sha256sum" cmp -s <(tp hash -- *) <(sha256sum --
 cd - > /dev/null || exit 1
 
 # Unreadable inputs: reported, the others still hashed, exit 1.
-tp hash "$TMP/nonexistent" "$TMP/len/3" "$TMP" > "$TMP/out" 2> "$TMP/err"
+mkdir -p "$TMP/evil"
+ln -s /etc/passwd "$TMP/evil/link"
+tp hash "$TMP/nonexistent" "$TMP/len/3" "$TMP/evil" > "$TMP/out" 2> "$TMP/err"
 rc=$?
 check "errors give exit 1" test "$rc" -eq 1
 check "missing file named on stderr" grep -q "nonexistent: No such file or directory" "$TMP/err"
-check "directory named on stderr" grep -q "$TMP: Is a directory" "$TMP/err"
+check "a directory holding a symlink: refused, the link named" grep -q "evil: link: a symbolic link" "$TMP/err"
 check "the good file is still hashed" cmp -s "$TMP/out" <(sha256sum "$TMP/len/3")
+
+# A model directory: its set digest (SHA-256 of "taskpatch-set-v1\0", then per file in byte order
+# of its path: the path, NUL, its size as 8 bytes little-endian, its SHA-256), computed here
+# independently.
+mkdir -p "$TMP/mdir/sub"
+printf 'abc' > "$TMP/mdir/a.bin"
+printf 'defgh' > "$TMP/mdir/sub/b.bin"
+: > "$TMP/mdir/empty"
+want=$(python3 - "$TMP/mdir" << 'PY'
+import hashlib, os, sys
+d = sys.argv[1]
+files = sorted((os.path.relpath(os.path.join(t, f), d) for t, _, fs in os.walk(d) for f in fs), key=os.fsencode)
+h = hashlib.sha256(b"taskpatch-set-v1\0")
+for r in files:
+    b = open(os.path.join(d, r), "rb").read()
+    h.update(r.encode() + b"\0" + len(b).to_bytes(8, "little") + hashlib.sha256(b).digest())
+print(h.hexdigest())
+PY
+)
+check "a model directory hashes to its set digest" test "$(tp hash "$TMP/mdir")" = "$want  $TMP/mdir"
+check "... --json counts its files" test "$(tp hash --json "$TMP/mdir" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["files"])')" = 3
 tp hash --bogus > /dev/null 2>&1
 check "unknown option gives exit 2" test $? -eq 2
 
