@@ -220,8 +220,13 @@ void atomic_dir_abort(AtomicDir *d) {
                 safe_close(d->fd);
         if (d->dirfd >= 0)
                 safe_close(d->dirfd);
-        if (d->tmp_path && remove_tree(d->tmp_path) < 0) {
-                /* Best effort: a temporary left behind is recognisable (atomic_file_is_temporary()). */
+        /*
+         * After an exchange this is the old model: a whole tree, so one failed unlink must not
+         * leave it all. A second pass retries what the first could not remove; whatever still
+         * stays is recognisable (atomic_file_is_temporary()) and removed at the daemon's next start.
+         */
+        if (d->tmp_path && remove_tree(d->tmp_path) < 0 && remove_tree(d->tmp_path) < 0) {
+                /* Left for the next start. */
         }
         free(d->tmp_path);
         free(d->path);

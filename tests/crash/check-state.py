@@ -31,7 +31,26 @@ import sys
 KEYS = ("state", "model_path", "active", "slots", "base", "tasks", "trial")
 
 
+def dir_files(d):
+    """A model directory's files as the daemon orders them: relative paths, bytewise."""
+    out = []
+    for top, _, files in os.walk(d):
+        out += [os.path.relpath(os.path.join(top, f), d) for f in files]
+    return sorted(out, key=os.fsencode)
+
+
+def le64(v):
+    return (v & (2**64 - 1)).to_bytes(8, "little")
+
+
 def sha(path):
+    """A file's SHA-256, or a directory's set digest (common/base/fileset.h)."""
+    if os.path.isdir(path):
+        h = hashlib.sha256(b"taskpatch-set-v1\0")
+        for r in dir_files(path):
+            p = os.path.join(path, r)
+            h.update(os.fsencode(r) + b"\0" + le64(os.path.getsize(p)) + bytes.fromhex(sha(p)))
+        return h.hexdigest()
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for b in iter(lambda: f.read(1 << 20), b""):
@@ -41,8 +60,9 @@ def sha(path):
 
 def check(status_path, model, state_dir, fix):
     problems = []
-    fixtures = {sha(os.path.join(fix, n + ".gguf")): n for n in ("base", "json", "shout", "grow")
-                if os.path.exists(os.path.join(fix, n + ".gguf"))}
+    ext = ".d" if os.path.isdir(os.path.join(fix, "base.d")) else ".gguf"  # CRASH_MODEL=dir
+    fixtures = {sha(os.path.join(fix, n + ext)): n for n in ("base", "json", "shout", "grow")
+                if os.path.exists(os.path.join(fix, n + ext))}
     try:
         st = json.load(open(status_path))
     except (OSError, ValueError) as e:
@@ -177,11 +197,20 @@ def reseal(state_dir):
             continue
         sp = os.path.join(slots, n)
         seal = json.load(open(sp))
-        data = [f for f in os.listdir(slots) if f.startswith(n[:-5] + ".") and f.endswith(".gguf")]
+        data = [f for f in os.listdir(slots) if f.startswith(n[:-5] + ".") and f.endswith((".gguf", ".dir"))]
         if seal.get("dirty") or len(data) != 1:
             continue
-        st = os.stat(os.path.join(slots, data[0]))
+        path = os.path.join(slots, data[0])
+        st = os.stat(path)
         seal["file"] = {"dev": st.st_dev, "ino": st.st_ino, "mtime_ns": st.st_mtime_ns}
+        if "files" in seal:
+            # A directory slot: the identity digest over the directory and each file (slot.c).
+            h = hashlib.sha256(b"taskpatch-slot-identity-v1\0" + le64(st.st_dev) + le64(st.st_ino))
+            for r in dir_files(path):
+                f = os.lstat(os.path.join(path, r))
+                h.update(os.fsencode(r) + b"\0" + le64(f.st_size) + le64(f.st_dev) + le64(f.st_ino) +
+                         le64(f.st_mtime_ns))
+            seal["files"]["identity"] = h.hexdigest()
         with open(sp, "w") as f:
             f.write(json.dumps(seal, indent=2, sort_keys=True) + "\n")
     return 0

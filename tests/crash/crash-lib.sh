@@ -14,6 +14,11 @@ SYSCALLS=write,pwrite64,pwritev,fsync,fdatasync,rename,renameat,renameat2,unlink
 # relocate: a switch to a relocating bundle (built into a fresh file); leave: a switch away from
 # a slot that holds one (built from that slot's base bytes).
 read -ra OPS <<< "${CRASH_OPS:-provision install switch relocate leave rollback mark-good}"
+# CRASH_MODEL=dir: the same operations on a model of several files (each fixture split into a
+# three-way split GGUF, its bundles made from the directories): slots are directories, model_path
+# links to one, a fresh copy or a build is a directory swapped in by RENAME_EXCHANGE.
+DIRMODE=0
+[ "${CRASH_MODEL:-file}" = dir ] && DIRMODE=1
 SPID=      # strace (or the daemon itself when started without strace)
 MAIN=      # the daemon's main thread id (= its pid)
 declare -A START COUNT  # per "op.syscall": the main thread's calls before the operation, during it
@@ -31,6 +36,11 @@ crash_init() {
     command -v strace > /dev/null || { echo "strace is needed" >&2; exit 1; }
     . "$CRASH_LIB/../integration/lib.sh"
     . "$CRASH_LIB/../integration/daemon-lib.sh"
+    if [ "$DIRMODE" = 1 ]; then
+        name+=-dir
+        MODEL="$STATE/llm"
+        same() { diff -r "$MODEL/" "$1/" > /dev/null 2>&1; }
+    fi
     TPL="$TMP/templates"
     OUT="$BUILD_DIR/$name"
     rm -rf "$OUT"
@@ -117,6 +127,24 @@ count_in() {
     sed -n "$(($2 + 1)),$3p" "$1" | grep -c "^$MAIN  *$4("
 }
 
+# fixture NAME: the fixture model NAME (base, json, shout, grow): its file, or its directory.
+fixture() { if [ "$DIRMODE" = 1 ]; then echo "$TMP/$1.d"; else echo "$TMP/$1.gguf"; fi; }
+# slot_path ID: slot ID's file or directory.
+slot_path() { if [ "$DIRMODE" = 1 ]; then echo "$STATE/slots/$1.dir"; else echo "$STATE/slots/$1.gguf"; fi; }
+
+# make_dir_fixtures: each fixture as a three-way split GGUF directory, and the bundles again,
+# made from the directories under the same names.
+make_dir_fixtures() {
+    local n
+    for n in base json shout grow; do
+        python3 "$CRASH_LIB/../tools/gguf-split.py" --shards 3 --prefix llm "$TMP/$n.gguf" "$TMP/$n.d" > /dev/null || return 1
+    done
+    for n in json shout grow; do
+        "$BIN/taskpatch" create "$TMP/base.d" "$TMP/$n.d" -o "$TMP/$n.tpb" --task "$n" --version 1 \
+            --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3 > /dev/null || return 1
+    done
+}
+
 # Per operation: its template, its set-up within the same daemon run, the operation, and the
 # fixture model_path holds before it and after it.
 template_of() { case $1 in provision) echo empty ;; install) echo provisioned ;; *) echo sibling ;; esac; }
@@ -129,7 +157,7 @@ setup_of() {
 }
 run_op() {
     case $1 in
-    provision) tpc provision "$TMP/base.gguf" ;;
+    provision) tpc provision "$(fixture base)" ;;
     install) tpc install "$TMP/json.tpb" ;;
     switch) tpc switch shout ;;
     relocate) tpc switch grow ;;
@@ -154,14 +182,15 @@ models_of() {
 # provisioned, sibling), and a check that the state checker sees a planted fault.
 make_templates() {
     echo "$(basename "$0" .sh): fixtures and templates in $TMP"
-    { make_gguf_fixtures && make_relocated_fixture; } > "$TMP/fixtures.log" 2>&1 ||
+    { make_gguf_fixtures && make_relocated_fixture && { [ "$DIRMODE" = 0 ] || make_dir_fixtures; }; } \
+        > "$TMP/fixtures.log" 2>&1 ||
         { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; return 1; }
     write_config "trial:
   timeout: 120"
     mkdir -p "$TPL/empty"
     rm -rf "$STATE"
     dstart || return 1
-    tpc provision "$TMP/base.gguf" > /dev/null || { echo "template: provision failed"; return 1; }
+    tpc provision "$(fixture base)" > /dev/null || { echo "template: provision failed"; return 1; }
     dstop
     cp -a "$STATE" "$TPL/provisioned"
     dstart || return 1
@@ -175,7 +204,7 @@ make_templates() {
     restore sibling
     dstart || return 1
     settle "$TMP/st.json"
-    if [ "$(readlink "$MODEL")" != "$STATE/slots/a.gguf" ] || ! same "$TMP/base.gguf" ||
+    if [ "$(readlink "$MODEL")" != "$(slot_path a)" ] || ! same "$(fixture base)" ||
         grep -q "rebuilt\|verifying it in full" "$TMP/daemon.log"; then
         echo "template: the restored sibling state is not as expected:"
         cat "$TMP/daemon.log" "$TMP/st.json"
@@ -184,7 +213,7 @@ make_templates() {
     dstop
     # The checker must see a bad state: a planted temporary, model_path moved behind the status.
     touch "$STATE/slots/.a.seal.taskpatch.Xy12Zq"
-    ln -sfn "$STATE/slots/b.gguf" "$MODEL"
+    ln -sfn "$(slot_path b)" "$MODEL"
     if "$PY" "$CHECK" check "$TMP/st.json" "$MODEL" "$STATE" "$TMP" > "$TMP/check.out" ||
         [ "$(grep -c "temporary left\|active.sha256\|active.task" "$TMP/check.out")" -ne 3 ]; then
         echo "the state checker missed a planted fault:"
@@ -262,7 +291,7 @@ next_switch() {
     local st=$1 want state task
     read -r state task <<< "$("$PY" -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["state"], (s["active"] or {}).get("task"))' "$st")"
     if [ "$state" = unprovisioned ]; then
-        tpc provision "$TMP/base.gguf" > /dev/null || { echo "re-provision failed"; return 1; }
+        tpc provision "$(fixture base)" > /dev/null || { echo "re-provision failed"; return 1; }
     fi
     tpc --json list > "$TMP/list.json" 2> /dev/null || { echo "list failed"; return 1; }
     case $task in
@@ -273,7 +302,7 @@ next_switch() {
         tpc install "$TMP/$want.tpb" > /dev/null || { echo "install $want failed"; return 1; }
     fi
     tpc switch "$want" > "$TMP/next.out" 2>&1 || { echo "next switch $want failed: $(tr '\n' ' ' < "$TMP/next.out")"; return 1; }
-    same "$TMP/$want.gguf" || { echo "next switch $want: model_path is not $want.gguf"; return 1; }
+    same "$(fixture "$want")" || { echo "next switch $want: model_path is not $(basename "$(fixture "$want")")"; return 1; }
     return 0
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The crash tests (make check-crash, make check-crash-full): kills at each write, rename and
 # fsync (crash-points.sh), EIO and ENOSPC at each of them (error-points.sh), kills at random
-# moments of a switch (random-kill.sh).
+# moments of a switch (random-kill.sh); the first two again on a directory model (CRASH_MODEL=dir).
 # Usage: tests/crash/run.sh BUILD_DIR [--quick]; ends with "crash: N passed, N failed".
 set -u
 here=$(dirname "$0")
@@ -13,10 +13,13 @@ trap 'rm -f "$log"' EXIT
 limit=3600
 [ "${2:-}" = --quick ] && limit=900
 start=$(date +%s)
-for t in crash-points error-points random-kill; do
+# The same kills and errors on a model of several files (directory slots): CRASH_MODEL=dir.
+for t in crash-points error-points random-kill dir:crash-points dir:error-points; do
     t0=$(date +%s)
-    timeout -k 10 "$limit" bash "$here/$t.sh" "$@" 2>&1 | tee "$log"
-    echo "($t: $(($(date +%s) - t0)) s)"
+    model="file"
+    case $t in dir:*) model=dir t=${t#dir:} ;; esac
+    CRASH_MODEL=$model timeout -k 10 "$limit" bash "$here/$t.sh" "$@" 2>&1 | tee "$log"
+    echo "($t, $model model: $(($(date +%s) - t0)) s)"
     tally "$(cat "$log")"
 done
 echo "crash tests: $(($(date +%s) - start)) s"
