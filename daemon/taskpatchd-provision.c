@@ -92,16 +92,19 @@ static int provision_commit(Operation *op, Provision *p) {
         memcpy(m->ps.base.sha256, p->sha256, SHA256_DIGEST_SIZE);
         memcpy(m->ps.base.layout, p->artifact->layout, SHA256_DIGEST_SIZE);
         memcpy(m->ps.base.chunk_root, seal.chunk_root, SHA256_DIGEST_SIZE);
+        if ((r = manager_save_state(m, &op->err)) < 0)
+                return r;
+        /*
+         * The list of files only now: while the state says "provisioning" nothing trusts it, and
+         * a crash before this point leaves the old base's list beside the old state.
+         */
         manifest_files_done(&m->base_files);
         if (directory) {
-                /* The list of files first: the state that names this base is useless without it. */
                 if ((r = manifest_files_set(&m->base_files, &p->src, (const uint8_t (*)[SHA256_DIGEST_SIZE]) p->file_sha256)) < 0)
                         return tp_error(&op->err, r, "provision: %s", strerror(-r));
                 if ((r = base_files_save(m->base_files_path, &m->base_files, &op->err)) < 0)
                         return r;
         }
-        if ((r = manager_save_state(m, &op->err)) < 0)
-                return r;
         manager_use_slot_kind(m, directory);
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++) {
                 uint64_t bytes = 0;
