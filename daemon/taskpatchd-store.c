@@ -33,7 +33,6 @@ static json_t *task_refs_json(const TaskRef *refs, size_t n) {
 int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, TpError *err) {
         json_t *o = json_pack("{s:i, s:b, s:b, s:s}", "format", STATE_FORMAT, "provisioned", s->provisioned,
                               "provisioning", s->provisioning, "committed", slot_id_to_string(s->committed));
-        _cleanup_free_ char *text = NULL;
 
         if (!o)
                 return -ENOMEM;
@@ -70,18 +69,7 @@ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, 
                 json_object_set_new(o, "history", task_refs_json(s->history, s->n_history));
         if (s->n_failed > 0)
                 json_object_set_new(o, "failed", task_refs_json(s->failed, s->n_failed));
-        text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
-        json_decref(o);
-        if (!text)
-                return -ENOMEM;
-        size_t len = strlen(text);
-        text[len] = '\n';
-        int r = atomic_file_write(path, text, len + 1);
-        if (r < 0)
-                return tp_error(err, r, "%s: %s", path, strerror(-r));
-        if (ret_bytes)
-                *ret_bytes = len + 1;
-        return 0;
+        return json_save_atomic(path, o, JSON_INDENT(2) | JSON_SORT_KEYS, ret_bytes, err);
 }
 
 static int get_hex(json_t *o, const char *key, uint8_t ret[SHA256_DIGEST_SIZE]) {
@@ -519,7 +507,6 @@ int store_gc(Store *s, const char *task, uint64_t keep, bool (*keep_also)(void *
 
 int base_files_save(const char *path, const ManifestFiles *f, TpError *err) {
         json_t *list = json_array(), *o = NULL;
-        _cleanup_free_ char *text = NULL;
         char h[SHA256_HEX_SIZE];
 
         for (size_t i = 0; list && i < f->set.n_files; i++) {
@@ -531,16 +518,7 @@ int base_files_save(const char *path, const ManifestFiles *f, TpError *err) {
                 }
         }
         o = list ? json_pack("{s:i, s:o}", "format", BASE_FILES_FORMAT, "files", list) : NULL;
-        text = o ? json_dumps(o, JSON_INDENT(1)) : NULL;
-        json_decref(o);
-        if (!text)
-                return -ENOMEM;
-        size_t len = strlen(text);
-        text[len] = '\n';       /* json_dumps' NUL becomes the final newline */
-        int r = atomic_file_write(path, text, len + 1);
-        if (r < 0)
-                return tp_error(err, r, "%s: %s", path, strerror(-r));
-        return 0;
+        return json_save_atomic(path, o, JSON_INDENT(1), NULL, err);
 }
 
 int base_files_load(const char *path, const BaseInfo *base, ManifestFiles *ret, TpError *err) {

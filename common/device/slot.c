@@ -28,7 +28,6 @@ SlotId slot_id_from_string(const char *s) {
 #define SEAL_FORMAT 1
 
 int seal_save(const char *path, const Seal *s, uint64_t *ret_bytes, TpError *err) {
-        _cleanup_free_ char *text = NULL;
         json_t *o = json_pack("{s:i, s:b, s:o, s:I, s:o, s:o, s:I, s:I, s:o, s:{s:o, s:o}, s:{s:I, s:o}, s:{s:I, s:I, s:I}}",
                               "format", SEAL_FORMAT, "dirty", s->dirty,
                               "task", s->task[0] ? json_string(s->task) : json_null(),
@@ -53,18 +52,7 @@ int seal_save(const char *path, const Seal *s, uint64_t *ret_bytes, TpError *err
                 json_decref(o);
                 return -ENOMEM;
         }
-        text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
-        json_decref(o);
-        if (!text)
-                return -ENOMEM;
-        size_t len = strlen(text);
-        text[len] = '\n';       /* json_dumps' NUL becomes the final newline */
-        int r = atomic_file_write(path, text, len + 1);
-        if (r < 0)
-                return tp_error(err, r, "%s: %s", path, strerror(-r));
-        if (ret_bytes)
-                *ret_bytes = len + 1;
-        return 0;
+        return json_save_atomic(path, o, JSON_INDENT(2) | JSON_SORT_KEYS, ret_bytes, err);
 }
 
 static int get_digest(json_t *o, const char *key, const char *path, uint8_t ret[SHA256_DIGEST_SIZE], TpError *err) {

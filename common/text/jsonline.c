@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "fileio.h"
 #include "jsonline.h"
 #include "sha256.h"
 
@@ -342,4 +343,21 @@ json_t *json_sha256(const uint8_t digest[32]) {
         char h[SHA256_HEX_SIZE];
         sha256_to_hex(digest, h);
         return json_string(h);
+}
+
+int json_save_atomic(const char *path, json_t *o, size_t flags, uint64_t *ret_bytes, TpError *err) {
+        char *text = o ? json_dumps(o, flags) : NULL;
+
+        json_decref(o);
+        if (!text)
+                return -ENOMEM;
+        size_t len = strlen(text);
+        text[len] = '\n';       /* json_dumps' NUL becomes the final newline */
+        int r = atomic_file_write(path, text, len + 1);
+        free(text);
+        if (r < 0)
+                return tp_error(err, r, "%s: %s", path, strerror(-r));
+        if (ret_bytes)
+                *ret_bytes = len + 1;
+        return 0;
 }

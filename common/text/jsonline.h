@@ -56,6 +56,14 @@ _warn_unused_result_ int jsonline_dump(const json_t *obj, size_t max, char **ret
 /* A SHA-256 digest as a JSON string of 64 hex digits; NULL when out of memory (a json_pack() using it then fails too). */
 json_t *json_sha256(const uint8_t digest[32]);
 
+/*
+ * Write @o (a reference stolen, NULL = out of memory) to @path atomically (atomic_file_write():
+ * temporary, fsync, rename, fsync of the directory) as JSON dumped with @flags and a final
+ * newline; *@ret_bytes (may be NULL) = bytes written. Errors name the path.
+ */
+_warn_unused_result_ int json_save_atomic(const char *path, json_t *o, size_t flags, uint64_t *ret_bytes,
+                                          TpError *err);
+
 /* sendmsg() all @n bytes; the first sendmsg carries @fd with SCM_RIGHTS when @fd >= 0. */
 _warn_unused_result_ int jsonline_send(int sock, const void *data, size_t n, int fd);
 /*
