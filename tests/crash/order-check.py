@@ -29,9 +29,16 @@ a rename moves the object to its new name, a replaced or unlinked object leaves 
      directory other than the rename's own has an entry change not yet fsynced (a commit must
      not overtake what it names; this includes the state directory's own entry).
   R5 write-temp or leased slot only: a write into the tree goes to a temporary, or to a slot
-     file (slots/{a,b}<model ext>) under a granted write lease (fcntl F_SETLEASE F_WRLCK = 0,
-     not yet released); a file whose lease was refused (another process has it open) is never
-     written; no MAP_SHARED writable mapping of a tree file (its writes would be invisible).
+     file (slots/{a,b}<model ext>, or a file under slots/{a,b}.dir/) under a granted write lease
+     (fcntl F_SETLEASE F_WRLCK = 0, not yet released); a file whose lease was refused (another
+     process has it open) is never written; no MAP_SHARED writable mapping of a tree file (its
+     writes would be invisible).
+
+Directory slots (a model of several files): a slot is slots/{a,b}.dir and model_path links to
+one. A name inside a temporary directory (any component starting with '.') is a temporary;
+renaming a directory moves every file under it, RENAME_EXCHANGE swaps the two trees. The rules
+then apply to the files under a directory: R1 when the directory is renamed into place, R3 to
+every file under the active directory, R4 at the swap to it and at a clean seal of it.
 
 Usage: order-check.py [--state-dir D --model-path P] TRACE...   (defaults: '# state_dir=D',
        '# model_path=P' lines at the top of a trace)
@@ -72,6 +79,7 @@ class Checker:
         ext = os.path.splitext(self.model)[1]
         self.slotdir = self.state + "/slots"
         self.slots = {self.slotdir + "/a" + ext, self.slotdir + "/b" + ext}
+        self.slot_dirs = {self.slotdir + "/a.dir", self.slotdir + "/b.dir"}
         self.paths, self.fds, self.pending, self.socks = {}, {}, {}, {}
         self.count = dict.fromkeys(RULES, 0)
         self.changes = self.calls = 0
@@ -83,6 +91,26 @@ class Checker:
     def in_tree(self, p):
         return p is not None and (p == self.state or p.startswith(self.state + "/") or
                                   os.path.dirname(p) == os.path.dirname(self.model))
+
+    def hidden(self, p):
+        """A temporary name in the tree: a component below the tree's top starting with '.'."""
+        if not self.in_tree(p):
+            return False
+        top = self.state if p == self.state or p.startswith(self.state + "/") else os.path.dirname(self.model)
+        return any(c.startswith(".") for c in os.path.relpath(p, top).split("/"))
+
+    def is_slot(self, p):
+        """A slot file: slots/{a,b}<ext>, or a file under a directory slot."""
+        return p in self.slots or os.path.dirname(p) in self.slot_dirs or \
+            any(p.startswith(d + "/") for d in self.slot_dirs)
+
+    def under(self, p):
+        """The objects at p and below it (a file, or a directory's files)."""
+        return [o for q, o in self.paths.items() if q == p or q.startswith(p + "/")]
+
+    def unsynced_under(self, p):
+        """The first object at or below p with a write not yet fsynced, or None."""
+        return next((o for o in self.under(p) if o.unsynced), None)
 
     def lookup(self, p, kind="file"):
         o = self.paths.get(p)
@@ -120,6 +148,12 @@ class Checker:
         link = self.paths.get(self.model)
         return self.lookup(link.target) if link and link.kind == "link" and link.target else None
 
+    def is_active(self, o):
+        """o is the active model, or a file under the active model directory."""
+        act = self.active()
+        return o is not None and act is not None and (o is act or (o.path is not None and act.path is not None and
+                                                                      o.path.startswith(act.path + "/")))
+
     def report(self, rule, ln, text, path, why, once=None):
         """One line per violation; with @once, only the first of that key (a file's writes)."""
         self.violations.append(rule)
@@ -133,7 +167,7 @@ class Checker:
 
     def change(self, p, ln, text, temp=False):
         """A directory entry change: pending until its directory is fsynced."""
-        if not self.in_tree(p) or temp or os.path.basename(p).startswith("."):
+        if not self.in_tree(p) or temp or self.hidden(p):
             return
         self.changes += 1
         self.pending.setdefault(os.path.dirname(p), []).append([ln, text, p, set()])
@@ -151,12 +185,12 @@ class Checker:
             return
         self.count["R3"] += 1
         self.count["R5"] += 1
-        if o is self.active():
+        if self.is_active(o):
             self.report("R3", ln, text, o.path, "writes the active model (model_path points at it)", id(o))
         if o.refused:
             self.report("R5", ln, text, o.path, f"written although its write lease was refused at line {o.refused} "
                         "(another process has it open)", id(o))
-        elif not o.temp and not (o.path in self.slots and o.lease_fd is not None):
+        elif not o.temp and not (self.is_slot(o.path) and o.lease_fd is not None):
             self.report("R5", ln, text, o.path, "written in place: neither a temporary nor a slot under a write lease",
                         id(o))
         if o.unsynced is None:
@@ -164,39 +198,60 @@ class Checker:
         if len(o.content) < 4096:
             o.content += data
 
-    def synced(self, o, what, ln, text):
+    def synced(self, p, what, ln, text):
+        """R4: the file at p, or every file under the directory p, has no unsynced write."""
         self.count["R4"] += 1
-        if o is not None and o.unsynced:
+        o = self.unsynced_under(p) if p else None
+        if o is not None:
             self.report("R4", ln, text, o.path, f"{what}, but its write at line {o.unsynced} was never fsynced")
+
+    def move(self, old, new):
+        """Re-key the objects at and below old to new (a rename; a directory's files with it)."""
+        moved = {q: o for q, o in self.paths.items() if q == old or q.startswith(old + "/")}
+        for q in moved:
+            del self.paths[q]
+        return {new + q[len(old):]: o for q, o in moved.items()}
+
+    def place(self, moved):
+        for q, o in moved.items():
+            self.paths[q], o.path = o, q
+            o.temp = o.temp and self.hidden(q) if o.kind == "file" else False
 
     def rename(self, old, new, ln, text, exchange=False):
         o, gone = self.lookup(old), self.paths.get(new)
         tree = self.in_tree(old) or self.in_tree(new)
-        if tree and o.kind == "file":
+        if tree and o.kind in ("file", "dir"):
             self.count["R1"] += 1
-            if o.unsynced:
-                self.report("R1", ln, text, new, f"renamed into place with its write at line {o.unsynced} not fsynced")
-        act = self.active()
-        if tree and act is not None:
+            bad = self.unsynced_under(old)
+            if bad is not None:
+                what = "renamed into place" if bad is o else f"its directory renamed into place as {new}"
+                self.report("R1", ln, text, bad.path, f"{what} with its write at line {bad.unsynced} not fsynced")
+        if tree and self.active() is not None and not self.provisioning:
             self.count["R3"] += 1
-            if act in (gone, o if exchange else None) and not self.provisioning:
-                self.report("R3", ln, text, new, "replaces the active model by rename")
-        del self.paths[old]
-        if exchange and gone is not None:
-            self.paths[old], gone.path = gone, old
-        elif gone is not None:
-            gone.path = None
-        self.paths[new], o.path, o.temp = o, new, False
+            # Replaced (at or under new), or moved away (under old; old itself only by an exchange).
+            hit = [x for x in (self.under(new) if gone is not None else []) + self.under(old)
+                   if self.is_active(x) and (exchange or x is not o)]
+            if hit:
+                self.report("R3", ln, text, new, f"replaces the active model by rename ({hit[0].path})")
+        moved = self.move(old, new)
+        back = self.move(new, old) if exchange and gone is not None else {}
+        if gone is not None and not back:
+            for x in self.move(new, new).values():
+                x.path = None
+        self.place(moved)
+        self.place(back)
+        o.temp = False
         if not tree:
             return
         self.count["R4"] += 1
         for d, c in self.unreported("R4", [d for d in self.pending if d not in (os.path.dirname(old), os.path.dirname(new))]):
             self.report("R4", ln, text, new, f"renamed while line {c[0]} ({c[2]}) is not yet durable: {d} was not fsynced")
         if new == self.model and o.kind == "link":
-            self.synced(self.paths.get(o.target), f"model_path now points at {o.target}", ln, text)
+            self.synced(o.target, f"model_path now points at {o.target}", ln, text)
         if os.path.dirname(new) == self.slotdir and new.endswith(".seal") and not re.search(r'"dirty":\s*true', o.content):
-            slot = [p for p in self.slots if os.path.basename(p).split(".")[0] == os.path.basename(new)[:-5]]
-            self.synced(self.paths.get(slot[0]) if slot else None, "a clean seal vouches for it", ln, text)
+            for p in self.slots | self.slot_dirs:
+                if os.path.basename(p).split(".")[0] == os.path.basename(new)[:-5]:
+                    self.synced(p, "a clean seal vouches for it", ln, text)
         self.change(new, ln, text)
         if os.path.dirname(old) != os.path.dirname(new):
             self.change(old, ln, text)
@@ -249,7 +304,7 @@ class Checker:
             self.fds[ret] = o
             if ("O_WRONLY" in flags or "O_RDWR" in flags) and self.in_tree(p):
                 self.count["R3"] += 1
-                if o is self.active():
+                if self.is_active(o):
                     self.report("R3", ln, text, p, "the active model is opened for writing")
             if "O_TRUNC" in flags and not new:
                 self.write(o, ln, text)
@@ -310,16 +365,17 @@ class Checker:
             o = self.paths.pop(p, None)
             if p == self.model:
                 self.report("R4", ln, text, p, "model_path unlinked: activation must be one rename")
-            if self.in_tree(p) and o is not None and o is self.active():
+            if self.in_tree(p) and self.is_active(o):
                 self.count["R3"] += 1
                 if not self.provisioning:
-                    self.report("R3", ln, text, p, "unlinks the active model")
+                    what = "the active model" if o is self.active() else "a file of the active model directory"
+                    self.report("R3", ln, text, p, f"unlinks {what}")
             if o is not None:
                 o.path = None
             self.change(p, ln, text, temp=o is not None and o.temp)
         elif name in ("symlink", "symlinkat") and ok:
             p = self.path(a[1] if name == "symlinkat" else None, a[-1])
-            o = self.paths[p] = Obj("link", p, temp=os.path.basename(p).startswith("."))
+            o = self.paths[p] = Obj("link", p, temp=self.hidden(p))
             s = STR.match(a[0])
             o.target = os.path.normpath(os.path.join(os.path.dirname(p), unescape(s.group(1)))) if s else None
             self.change(p, ln, text)

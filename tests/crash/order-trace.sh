@@ -12,7 +12,10 @@
 #
 # First the checker's self-test (tests/crash/order-cases/: each rule broken once, and correct
 # traces it must accept); then one trace per scenario below, each with a subscriber connected
-# so that the daemon's events are in the trace. Traces: BUILD_DIR/order-trace/NAME.strace.
+# so that the daemon's events are in the trace; then most scenarios again on a model of several
+# files (a three-way split GGUF: slots are directories, model_path links to one, a fresh copy
+# or a build is a directory swapped in by RENAME_EXCHANGE), traces NAME-dir.strace.
+# Traces: BUILD_DIR/order-trace/NAME.strace.
 # Ends with "order: N passed, N failed" (self-test cases + scenarios); exit 1 on any failure.
 # shellcheck disable=SC2034  # SOCK, MODEL, CONF, STATE are read by daemon-lib.sh
 set -u
@@ -58,33 +61,21 @@ trap 'exit 130' INT TERM
 
 tpc() { timeout 60 "$BIN/tpctl" --socket "$SOCK" --no-progress "$@"; }
 
-# reseal DIR: 'cp -a' gave the slot files new inodes; point each clean seal at its copy, or
-# every scenario would start by rebuilding a slot its seal no longer matches.
-reseal() {
-    python3 - "$1" <<'EOF'
-import json, os, sys
-slots = os.path.join(sys.argv[1], "slots")
-for n in sorted(os.listdir(slots)):
-    if not n.endswith(".seal"):
-        continue
-    seal = json.load(open(os.path.join(slots, n)))
-    data = os.path.join(slots, n[:-5] + ".gguf")
-    if seal.get("dirty") or not os.path.exists(data):
-        continue
-    st = os.stat(data)
-    seal["file"] = {"dev": st.st_dev, "ino": st.st_ino, "mtime_ns": st.st_mtime_ns}
-    with open(os.path.join(slots, n), "w") as f:
-        f.write(json.dumps(seal, indent=2, sort_keys=True) + "\n")
-EOF
-}
-
 # restore TEMPLATE: a fresh state dir from a template; "none": no state dir at all; "keep": as is.
+# 'cp -a' gives the slot files new inodes: check-state.py reseal points each clean seal at the
+# copy, or every scenario would start by rebuilding a slot its seal no longer matches.
 restore() {
     [ "$1" = keep ] && return 0
     rm -rf "$STATE"
     [ "$1" = none ] && return 0
-    cp -a "$TPL/$1" "$STATE" && reseal "$STATE"
+    cp -a "$TPL/$1$SUFFIX" "$STATE" && python3 "$here/check-state.py" reseal "$STATE"
 }
+
+# The model of the scenarios: one file (DIRMODE=0) or a directory of three shards (DIRMODE=1).
+DIRMODE=0 SUFFIX=''
+# fixture NAME: the fixture model NAME's file or directory; slot_file ID: a file of slot ID.
+fixture() { if [ "$DIRMODE" = 1 ]; then echo "$TMP/$1.d"; else echo "$TMP/$1.gguf"; fi; }
+slot_file() { if [ "$DIRMODE" = 1 ]; then echo "$STATE/slots/$1.dir/llm-00002-of-00003.gguf"; else echo "$STATE/slots/$1.gguf"; fi; }
 
 # tstart NAME: taskpatchd under strace into $OUT/NAME.strace, up, with a subscriber whose
 # subscribe request the trace already shows (so no event of the scenario goes unsent).
@@ -131,8 +122,8 @@ s = json.load(sys.stdin); sys.exit(s["operation"] is not None or s["state"] != "
 }
 
 # ---- the scenarios: sc_NAME runs the operations, pre_NAME (if any) prepares the state ----
-sc_provision() { tpc provision "$TMP/base.gguf"; }
-sc_reprovision() { tpc provision "$TMP/base.gguf"; }
+sc_provision() { tpc provision "$(fixture base)"; }
+sc_reprovision() { tpc provision "$(fixture base)"; }
 sc_install() { tpc install "$TMP/json.tpb"; }
 # keep_versions: 1, so committing json v2 removes json v1.
 sc_install_gc() {
@@ -146,10 +137,11 @@ sc_switch_in_place() {
 sc_switch_incremental() { tpc switch shout && tpc mark-good && tpc switch json && tpc mark-good; }
 # Slot b already holds json: verified and activated, nothing written.
 sc_switch_back() { tpc switch json && tpc mark-good; }
-# A reader holds slot b open: the write lease is refused, the switch stages into a fresh copy.
+# A reader holds slot b (one of its files) open: the write lease is refused, the switch stages
+# into a fresh copy (of the whole directory).
 sc_switch_leased() {
     # shellcheck disable=SC2217  # sleep does not read: it only holds the slot open
-    sleep 600 < "$STATE/slots/b.gguf" &
+    sleep 600 < "$(slot_file b)" &
     RPID=$!
     tpc switch shout && tpc mark-good && grep -q "staging into a fresh copy" "$TMP/daemon.log"
     local r=$?
@@ -185,18 +177,19 @@ sc_restart_in_trial() { settle; }
 # The active slot touched (same bytes) and the inactive one damaged: the start-up scrub
 # re-seals the first and marks the second dirty.
 pre_scrub() {
-    touch "$STATE/slots/a.gguf"
-    printf 'X' | dd of="$STATE/slots/b.gguf" bs=1 seek=5000 conv=notrunc status=none
+    touch "$(slot_file a)"
+    printf 'X' | dd of="$(slot_file b)" bs=1 seek=5000 conv=notrunc status=none
 }
 sc_scrub() {
     for _ in $(seq 100); do grep -q "scrub done" "$TMP/daemon.log" && break; sleep 0.05; done
     settle && grep -q "scrub done" "$TMP/daemon.log"
 }
 
-# scenario NAME TEMPLATE [EXTRA-YAML]: one traced daemon run; its trace joins TRACES.
-TRACES=()
+# scenario NAME TEMPLATE [EXTRA-YAML]: one traced daemon run (NAME-dir on a directory model);
+# its trace joins TRACES, its model_path MODELS.
+TRACES=() MODELS=()
 scenario() {
-    local name=$1 fn=${1//-/_}
+    local name=$1$SUFFIX fn=${1//-/_}
     restore "$2" || { echo "$name: cannot restore $2"; failed=$((failed + 1)); return; }
     write_config "${3:-$TRIAL}"
     : > "$TMP/daemon.log"
@@ -211,6 +204,7 @@ scenario() {
     tstop
     cp "$TMP/daemon.log" "$OUT/$name.log"
     TRACES+=("$OUT/$name.strace")
+    MODELS+=("$MODEL")
 }
 
 # ---- the checker's self-test ----
@@ -226,24 +220,28 @@ if [ "$failed" -gt 0 ]; then
 fi
 
 # ---- fixtures and templates ----
+# make_templates: the templates provisioned and sibling (slot a = the base, active and
+# committed; slot b = json; json v1, shout and grow installed) of the current model kind.
+make_templates() {
+    write_config "$TRIAL"
+    rm -rf "$STATE"
+    if ! start_daemon > /dev/null || ! tpctl provision "$(fixture base)" > /dev/null; then
+        echo "template: provision failed"
+        exit 1
+    fi
+    stop_daemon
+    mkdir -p "$TPL"
+    cp -a "$STATE" "$TPL/provisioned$SUFFIX"
+    start_daemon > /dev/null || exit 1
+    { tpctl install "$TMP/json.tpb" && tpctl install "$TMP/shout.tpb" && tpctl install "$TMP/grow.tpb" &&
+        tpctl switch json && tpctl mark-good &&
+        tpctl switch --base && tpctl mark-good; } > /dev/null || { echo "template: sibling set-up failed"; exit 1; }
+    stop_daemon
+    cp -a "$STATE" "$TPL/sibling$SUFFIX"
+}
 { make_gguf_fixtures && make_relocated_fixture; } > "$TMP/fixtures.log" 2>&1 ||
     { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; exit 1; }
-write_config "$TRIAL"
-rm -rf "$STATE"
-if ! start_daemon > /dev/null || ! tpctl provision "$TMP/base.gguf" > /dev/null; then
-    echo "template: provision failed"
-    exit 1
-fi
-stop_daemon
-mkdir -p "$TPL"
-cp -a "$STATE" "$TPL/provisioned"
-# sibling: slot a = the base (active, committed), slot b = json; json v1, shout and grow installed.
-start_daemon > /dev/null || exit 1
-{ tpctl install "$TMP/json.tpb" && tpctl install "$TMP/shout.tpb" && tpctl install "$TMP/grow.tpb" &&
-    tpctl switch json && tpctl mark-good &&
-    tpctl switch --base && tpctl mark-good; } > /dev/null || { echo "template: sibling set-up failed"; exit 1; }
-stop_daemon
-cp -a "$STATE" "$TPL/sibling"
+make_templates
 
 # ---- the scenarios ----
 scenario provision none
@@ -268,10 +266,35 @@ scenario restart-after-kill keep
 scenario restart-in-trial sibling
 scenario scrub sibling
 
+# ---- the same on directory slots ----
+# Each fixture split in three shards (llm-0000N-of-00003.gguf), the bundles made again from the
+# directories under the same names; model_path without an extension: a link to a directory.
+DIRMODE=1 SUFFIX=-dir MODEL="$STATE/llm"
+for n in base json shout grow; do
+    python3 "$here/../tools/gguf-split.py" --shards 3 --prefix llm "$TMP/$n.gguf" "$TMP/$n.d" &&
+        { [ "$n" = base ] || "$BIN/taskpatch" create "$TMP/base.d" "$TMP/$n.d" -o "$TMP/$n.tpb" --task "$n" \
+            --version 1 --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3; }
+done > "$TMP/fixtures.log" 2>&1 || { echo "directory fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; exit 1; }
+make_templates
+scenario provision none
+scenario reprovision provisioned
+scenario install provisioned
+scenario switch-in-place sibling
+scenario switch-back sibling
+scenario switch-leased sibling
+scenario switch-relocated sibling
+scenario rollback-trial sibling
+STRACE_EXTRA=(-e inject=fdatasync:signal=KILL:when=1)
+scenario killed-switch sibling
+STRACE_EXTRA=()
+scenario restart-after-kill keep
+scenario scrub sibling
+
 # ---- the check ----
 echo "order-trace: the durability rules on ${#TRACES[@]} traces (state dir $STATE)"
-for t in "${TRACES[@]}"; do
-    if python3 "$CHECK" --state-dir "$STATE" --model-path "$MODEL" "$t" > "$t.check"; then
+for i in "${!TRACES[@]}"; do
+    t=${TRACES[i]}
+    if python3 "$CHECK" --state-dir "$STATE" --model-path "${MODELS[i]}" "$t" > "$t.check"; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1))
