@@ -33,6 +33,9 @@ static void help(void) {
                "  -o, --output FILE        the bundle to write (replaced atomically)\n"
                "  --task NAME              task name, [a-z0-9][a-z0-9._-]{0,63}\n"
                "  --version N              monotonic task version (default 1)\n"
+               "  --model NAME             the device model it is for (taskpatchd.yaml's models:),\n"
+               "                           [a-z0-9][a-z0-9._-]{0,63}; default 'default', the model\n"
+               "                           of a one-model device (the manifest then names none)\n"
                "  --key FILE, --cert FILE  ECDSA P-256 signing key and certificate chain (PEM)\n"
                "  --unsigned               no signature (tests only: devices refuse it)\n"
                "  --expires DAYS           the bundle expires DAYS days from now\n"
@@ -141,12 +144,13 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
 }
 
 int verb_create(int argc, char *argv[]) {
-        enum { OPT_TASK = 256, OPT_VERSION, OPT_KEY, OPT_CERT, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
+        enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_KEY, OPT_CERT, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
                OPT_LEVEL, OPT_JSON, OPT_DRY_RUN };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
                 { "task", required_argument, NULL, OPT_TASK },
+                { "model", required_argument, NULL, OPT_MODEL },
                 { "version", required_argument, NULL, OPT_VERSION },
                 { "key", required_argument, NULL, OPT_KEY },
                 { "cert", required_argument, NULL, OPT_CERT },
@@ -178,6 +182,13 @@ int verb_create(int argc, char *argv[]) {
                         break;
                 case OPT_TASK:
                         o.task = optarg;
+                        break;
+                case OPT_MODEL:
+                        if (!task_name_valid(optarg)) {
+                                cli_error("--model '%s': expected [a-z0-9][a-z0-9._-]{0,63}", optarg);
+                                return EXIT_USAGE;
+                        }
+                        o.model = optarg;
                         break;
                 case OPT_VERSION:
                         if (cli_parse_u64("version", optarg, &o.version) < 0)
@@ -336,6 +347,7 @@ int verb_create(int argc, char *argv[]) {
                 json_object_set_new(enc, "copy", json_integer((json_int_t) res.n_copy));
                 json_object_set_new(enc, "ref", json_integer((json_int_t) res.n_ref));
                 json_object_set_new(j, "format", json_integer(res.format));
+                json_object_set_new(j, "model", json_string(o.model ? o.model : MANIFEST_DEFAULT_MODEL));
                 json_object_set_new(j, "manifest_bytes", json_integer((json_int_t) res.manifest_bytes));
                 json_object_set_new(j, "copied_bytes", json_integer((json_int_t) res.copied_bytes));
                 json_object_set_new(j, "whole_file", json_boolean(res.whole_file));

@@ -37,8 +37,8 @@ static json_t *verify_json(const Bundle *b, const BundleTrust *trust, size_t raw
         sha256_to_hex(m->base.sha256, base);
         sha256_to_hex(m->target.sha256, target);
         format_time_utc(m->expires, expires);
-        return json_pack("{s:s, s:s, s:I, s:I, s:o, s:b, s:o, s:{s:s, s:I}, s:{s:s, s:I}, s:I, s:I, s:I, s:b}",
-                         "bundle", b->what, "task", m->task, "version", (json_int_t) m->version, "format",
+        return json_pack("{s:s, s:s, s:s, s:I, s:I, s:o, s:b, s:o, s:{s:s, s:I}, s:{s:s, s:I}, s:I, s:I, s:I, s:b}",
+                         "bundle", b->what, "task", m->task, "model", m->model, "version", (json_int_t) m->version, "format",
                          (json_int_t) b->header.format, "signer",
                          trust->signature_checked ? json_string(trust->signer) : json_null(), "signature_checked",
                          trust->signature_checked, "expires", m->expires ? json_string(expires) : json_null(),

@@ -99,6 +99,7 @@ typedef struct LastEvent {
 struct Manager {
         sd_event *event;
         const DaemonConfig *config;
+        const char *model;              /* the model's name: bundles name it (MANIFEST_DEFAULT_MODEL on a one-model device) */
         Server *server;
         Machine machine;                /* the state: manager_fire() changes it */
 

@@ -345,6 +345,9 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
         if ((r = bundle_open_verified_fd(fd, what, &trust, &b, err)) < 0)
                 return r;
         const Manifest *mf = b->manifest;
+        if (strcmp(mf->model, m->model) != 0)
+                return tp_error(err, -EBADMSG, "%s: made for model '%s'; this device's model is '%s' (taskpatch create "
+                                "--model names it)", what, mf->model, m->model);
         if (memcmp(mf->base.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0) {
                 sha256_to_hex(mf->base.sha256, got);
                 sha256_to_hex(m->ps.base.sha256, want);

@@ -341,13 +341,16 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
 
         if (!task_name_valid(o->task))
                 return tp_error(err, -EINVAL, "invalid task name '%s' (expected [a-z0-9][a-z0-9._-]{0,63})", o->task);
+        if (o->model && !task_name_valid(o->model))
+                return tp_error(err, -EINVAL, "invalid model name '%s' (expected [a-z0-9][a-z0-9._-]{0,63})", o->model);
 
         m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
         m->format = MANIFEST_FORMAT;
         m->task = strdup(o->task);
-        if (!m->task)
+        m->model = strdup(o->model ? o->model : MANIFEST_DEFAULT_MODEL);
+        if (!m->task || !m->model)
                 return -ENOMEM;
         m->version = o->version;
         m->created = o->created;

@@ -28,6 +28,7 @@ typedef struct Signer Signer;
 
 typedef struct CreateOptions {
         const char *task;
+        const char *model;              /* the device model it is for; NULL: MANIFEST_DEFAULT_MODEL */
         uint64_t version;
         int64_t created;                /* seconds since the epoch */
         int64_t expires;                /* 0: never */

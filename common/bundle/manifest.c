@@ -84,6 +84,7 @@ Manifest *manifest_free(Manifest *m) {
         manifest_files_done(&m->base.files);
         manifest_files_done(&m->target.files);
         free(m->task);
+        free(m->model);
         for (size_t i = 0; i < m->n_sites; i++)
                 free(m->sites[i]);
         free(m->sites);
@@ -127,6 +128,8 @@ static void write_manifest(YamlWriter *w, const Manifest *m) {
         yaml_writer_map_start(w, false);
         yaml_writer_kv_u64(w, "format", m->format);
         yaml_writer_kv(w, "task", m->task);
+        if (m->model && strcmp(m->model, MANIFEST_DEFAULT_MODEL) != 0)
+                yaml_writer_kv(w, "model", m->model);
         yaml_writer_kv_u64(w, "version", m->version);
         yaml_writer_kv_time(w, "created", m->created);
         if (m->expires != 0)
@@ -203,6 +206,8 @@ int manifest_write(const Manifest *m, char **ret_text, size_t *ret_len, TpError 
 
         if (!task_name_valid(m->task))
                 return tp_error(err, -EINVAL, "manifest: invalid task name '%s'", m->task ? m->task : "");
+        if (m->model && !task_name_valid(m->model))
+                return tp_error(err, -EINVAL, "manifest: invalid model name '%s'", m->model);
         if (m->version > MANIFEST_MAX_VERSION)
                 return tp_error(err, -EINVAL, "manifest: version %" PRIu64 " exceeds the cap of %" PRId64, m->version,
                                 MANIFEST_MAX_VERSION);
@@ -488,15 +493,15 @@ static int parse_sites(const YamlNode *sites, Manifest *m, TpError *err) {
 }
 
 int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
-        static const char *const keys[] = { "format", "task", "version", "created", "expires", "kind", "base",
-                                            "target", "sites", "payload", "spans", NULL };
+        static const char *const keys[] = { "format", "task", "model", "version", "created", "expires", "kind",
+                                            "base", "target", "sites", "payload", "spans", NULL };
         static const char *const base_keys[] = { "sha256", "size", "layout", "files", NULL };
         static const char *const target_keys[] = { "sha256", "size", "chunk_size", "chunk_root", "files", NULL };
         static const char *const payload_keys[] = { "size", "sha256", NULL };
         _cleanup_(yaml_node_freep) YamlNode *root = NULL;
         _cleanup_(manifest_freep) Manifest *m = NULL;
         const YamlNode *base, *target, *sites, *payload, *spans;
-        const char *task, *kind;
+        const char *task, *model = MANIFEST_DEFAULT_MODEL, *kind;
         int r;
 
         r = yaml_doc_parse(text, len, MANIFEST_MAX_BYTES, W, &root, err);
@@ -513,6 +518,7 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
                 return tp_error(err, -EPROTONOSUPPORT, W ": format %" PRIu64 " is not supported (this build reads 1 and %d)",
                                 m->format, MANIFEST_FORMAT_MAX);
         if ((r = yaml_get_str(root, "task", true, W, &task, err)) < 0 ||
+            (r = yaml_get_str(root, "model", false, W, &model, err)) < 0 ||
             (r = yaml_get_u64(root, "version", true, W, &m->version, err)) < 0 ||
             (r = yaml_get_time(root, "created", true, W, &m->created, err)) < 0 ||
             (r = yaml_get_time(root, "expires", false, W, &m->expires, err)) < 0 ||
@@ -529,7 +535,10 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
         if (!task_name_valid(task))
                 return tp_error(err, -EBADMSG, W ": invalid task name '%.80s' (expected [a-z0-9][a-z0-9._-]{0,63})",
                                 task);
-        if (!(m->task = strdup(task)))
+        if (!task_name_valid(model))
+                return tp_error(err, -EBADMSG, W ": invalid model name '%.80s' (expected [a-z0-9][a-z0-9._-]{0,63})",
+                                model);
+        if (!(m->task = strdup(task)) || !(m->model = strdup(model)))
                 return -ENOMEM;
         m->kind = artifact_kind_from_string(kind);
         if (m->kind < 0)

@@ -20,6 +20,8 @@
 #define MANIFEST_FORMAT 1               /* in place: the target keeps the base's layout */
 #define MANIFEST_FORMAT_RELOCATING 2    /* the spans tile the target; each names its base bytes */
 #define MANIFEST_FORMAT_MAX 2
+/* A manifest without a "model" key is for this model (so bundles of one-model devices stay as they were). */
+#define MANIFEST_DEFAULT_MODEL "default"
 /* A ref span's reference: the base bytes a device holds in memory while decoding it. */
 #define SPAN_REF_MAX (1u << 20)
 #define MANIFEST_MAX_BYTES (64u << 20)
@@ -70,6 +72,7 @@ typedef struct ManifestSpan {
 typedef struct Manifest {
         uint64_t format;                        /* MANIFEST_FORMAT or MANIFEST_FORMAT_RELOCATING */
         char *task;
+        char *model;                            /* the device model it is for; MANIFEST_DEFAULT_MODEL when absent */
         uint64_t version;
         int64_t created;                        /* seconds since the epoch, UTC */
         int64_t expires;                        /* 0: never */

@@ -11,7 +11,8 @@
 #                           TASKPATCH_TEST_NOW); a clock before the build date does not lock out
 #   endless data            bytes past the declared payload
 #   mix-and-match           one release's manifest with another release's payload
-#   wrong target            a bundle for another base, an ONNX bundle on a GGUF device
+#   wrong target            a bundle for another base, an ONNX bundle on a GGUF device, a bundle
+#                           made for another model (taskpatch create --model)
 #   partial installation    killed in the middle of a span: never active, redone next time
 # Network-side attacks (slow retrieval, drop-request, eavesdropping, bad mirror) come with the
 # fleet's fetcher.
@@ -180,6 +181,10 @@ echo "# wrong target"
 "$BIN/taskpatch" create "$TMP/json.gguf" "$TMP/shout.gguf" -o "$TMP/other-base.tpb" --task shout --version 3 \
     --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 1 > /dev/null
 refused "$TMP/other-base.tpb" "a bundle for another base" "another base"
+# The right base, the right bytes, but made for another model of a fleet (a camera's detector).
+make_bundle shout.gguf other-model.tpb shout 3 --model detector
+check "taskpatch inspect names a bundle's model" sh -c "'$BIN/taskpatch' inspect '$TMP/other-model.tpb' | grep -q '^model     detector'"
+refused "$TMP/other-model.tpb" "a bundle made for another model" "made for model 'detector'; this device's model is 'default'"
 if python3 "$(dirname "$0")/../tools/make-onnx.py" --layers 4 --channels 8 -o "$TMP/base.onnx" --task-out "$TMP/task.onnx" \
     --change-layers 1 > "$TMP/onnx.log" 2>&1; then
     "$BIN/taskpatch" create "$TMP/base.onnx" "$TMP/task.onnx" -o "$TMP/onnx.tpb" --task shout \

@@ -179,6 +179,47 @@ START_TEST(test_text_refusals) {
 }
 END_TEST
 
+/* The model a bundle is for: absent means "default" (and is written so); any other name round trips. */
+START_TEST(test_model) {
+        Manifest *m = sample(), *p = NULL;
+        TpError err = {};
+        size_t len;
+        char *text = write_text(m, &len);
+
+        ck_assert_ptr_null(strstr(text, "model:"));
+        ck_assert_msg(manifest_parse(text, len, &p, &err) == 0, "%s", err.message);
+        ck_assert_str_eq(p->model, MANIFEST_DEFAULT_MODEL);
+        free(text);
+        text = write_text(p, &len);                     /* the default is not spelt out */
+        ck_assert_ptr_null(strstr(text, "model:"));
+        free(text);
+        manifest_free(p);
+        p = NULL;
+
+        m->model = strdup("detector");
+        text = write_text(m, &len);
+        ck_assert_ptr_nonnull(strstr(text, "model: detector\n"));
+        ck_assert_msg(manifest_parse(text, len, &p, &err) == 0, "%s", err.message);
+        ck_assert_str_eq(p->model, "detector");
+        manifest_free(p);
+        p = NULL;
+
+        /* A name that is no name, by hand, is refused by the parser; the writer refuses it too. */
+        char *t = strstr(text, "model: detector");
+        memcpy(t, "model: ../tector", 15);
+        ck_assert_int_lt(manifest_parse(text, len, &p, &err), 0);
+        ck_assert_ptr_nonnull(strstr(err.message, "invalid model name '../tecto"));
+        ck_assert_ptr_null(p);
+        free(m->model);
+        m->model = strdup("Cam");
+        char *bad = NULL;
+        ck_assert_int_lt(manifest_write(m, &bad, &len, &err), 0);
+        ck_assert_ptr_nonnull(strstr(err.message, "invalid model name 'Cam'"));
+        free(text);
+        manifest_free(m);
+}
+END_TEST
+
 START_TEST(test_task_names) {
         ck_assert(task_name_valid("json"));
         ck_assert(task_name_valid("a"));
@@ -578,6 +619,7 @@ static Suite *manifest_suite(void) {
         tcase_add_loop_test(tc, test_refusals, 0, (int) (sizeof(bad_cases) / sizeof(bad_cases[0])));
         tcase_add_test(tc, test_text_refusals);
         tcase_add_test(tc, test_task_names);
+        tcase_add_test(tc, test_model);
         tcase_add_test(tc, test_section_round_trip);
         tcase_add_test(tc, test_section_refusals);
         suite_add_tcase(s, tc);
