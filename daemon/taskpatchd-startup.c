@@ -333,7 +333,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         m->lock_fd = -1;
         m->event = sd_event_ref(e);
         m->config = config;
-        m->model = MANIFEST_DEFAULT_MODEL;
+        m->model = config->model ? config->model : MANIFEST_DEFAULT_MODEL;
         machine_init(&m->machine, STATE_UNPROVISIONED, NULL, NULL);
         if (asprintf(&m->state_path, "%s/state.json", config->state_dir) < 0 ||
             asprintf(&m->floor_path, "%s/floor.json", config->state_dir) < 0 ||

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "dispatch.h"
+#include "fileio.h"
 #include "taskpatchd-curl.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
@@ -107,12 +108,20 @@ int main(int argc, char *argv[]) {
                 config_done(&config);
                 return 1;
         }
+        if (config.n_models > 1) {
+                log_error("%s: models: names %zu models; this version of taskpatchd manages one", config_path,
+                          config.n_models);
+                config_done(&config);
+                return 1;
+        }
+        /* The one model's settings (the top level's, or those of the one entry of models:). */
+        DaemonConfig view = config_model_view(&config, 0);
         if (trust_missing)
                 log_warning("%s: trust.ca %s does not exist: every bundle and channel will be refused until it does",
                             config_path, config.trust.ca);
         if (check_only) {
-                printf("%s: OK (state_dir %s, socket %s, model_path %s, verify %s)%s\n", config_path, config.state_dir,
-                       config.socket, config.model_path, verify_mode_to_string(config.verify),
+                printf("%s: OK (state_dir %s, socket %s, model_path %s, verify %s, model %s)%s\n", config_path,
+                       view.state_dir, view.socket, view.model_path, verify_mode_to_string(view.verify), view.model,
                        trust_missing ? "; warning: trust.ca does not exist" : "");
                 config_done(&config);
                 return 0;
@@ -137,7 +146,22 @@ int main(int argc, char *argv[]) {
         (void) sd_event_add_signal(e, NULL, SIGHUP, on_hangup, NULL);
         (void) sd_event_set_watchdog(e, true);  /* WATCHDOG=1 when WATCHDOG_USEC is set */
 
-        r = manager_new(e, &config, &m, &err);
+        /* A model other than "default" keeps its state in state_dir/models/NAME. */
+        if (strcmp(view.state_dir, config.state_dir) != 0) {
+                _cleanup_free_ char *models = NULL;
+                if (asprintf(&models, "%s/models", config.state_dir) < 0) {
+                        log_error("out of memory");
+                        r = -ENOMEM;
+                        goto out;
+                }
+                const char *dirs[] = { config.state_dir, models };
+                for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
+                        if ((r = mkdir_durable(dirs[i], 0750)) < 0) {
+                                log_error("%s: %s", dirs[i], strerror(-r));
+                                goto out;
+                        }
+        }
+        r = manager_new(e, &view, &m, &err);
         if (r < 0) {
                 log_error("%s", tp_error_message(&err, r));
                 goto out;
@@ -155,12 +179,12 @@ int main(int argc, char *argv[]) {
         if (r >= 0)
                 r = manager_add_sources(m, glue, &err);
         if (r >= 0)
-                r = notifier_new(e, &config, &m->notifier, &err);
+                r = notifier_new(e, &view, &m->notifier, &err);
         if (r < 0) {
                 log_error("%s", tp_error_message(&err, r));
                 goto out;
         }
-        log_info("taskpatchd %s ready (state %s, kernel %s)", TASKPATCH_VERSION, config.state_dir,
+        log_info("taskpatchd %s ready (model %s, state %s, kernel %s)", TASKPATCH_VERSION, view.model, view.state_dir,
                  kernel_active(KERNEL_SHA256));
         (void) sd_notify(false, "READY=1");
         manager_send_status(m);

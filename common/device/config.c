@@ -9,6 +9,7 @@
 #include <sys/un.h>
 
 #include "config.h"
+#include "config-values.h"
 #include "manifest.h"
 #include "yaml-doc.h"
 
@@ -31,6 +32,8 @@ VerifyMode verify_mode_from_string(const char *s) {
         return _VERIFY_MODE_INVALID;
 }
 
+static int default_model(DaemonConfig *c);
+
 int config_init(DaemonConfig *c) {
         DaemonConfig d = {
                 .state_dir = strdup("/var/lib/taskpatch"),
@@ -49,7 +52,8 @@ int config_init(DaemonConfig *c) {
                 .channel.low_speed_time = 60,
         };
 
-        if (!d.state_dir || !d.socket || !d.admin_group || !d.model_path || !d.trust.ca || !d.hawkbit.tenant) {
+        if (!d.state_dir || !d.socket || !d.admin_group || !d.model_path || !d.trust.ca || !d.hawkbit.tenant ||
+            default_model(&d) < 0) {
                 config_done(&d);
                 return -ENOMEM;
         }
@@ -57,177 +61,73 @@ int config_init(DaemonConfig *c) {
         return 0;
 }
 
+static void trial_done(TrialConfig *t) {
+        free(t->health_command);
+        free(t->health_url);
+}
+
+static void notify_done(NotifyConfig *n) {
+        for (size_t i = 0; i < n->n_restart_units; i++)
+                free(n->restart_units[i]);
+        for (size_t i = 0; i < n->n_reload_units; i++)
+                free(n->reload_units[i]);
+        free(n->exec);
+}
+
+static int strdup_or_null(char **ret, const char *s) {
+        *ret = NULL;
+        return s && !(*ret = strdup(s)) ? -ENOMEM : 0;
+}
+
+/* Deep copies for a model's settings, which start as the top-level ones. */
+static int trial_copy(TrialConfig *to, const TrialConfig *from) {
+        *to = *from;
+        int a = strdup_or_null(&to->health_command, from->health_command);
+        int b = strdup_or_null(&to->health_url, from->health_url);
+        return a < 0 || b < 0 ? -ENOMEM : 0;
+}
+
+static int notify_copy(NotifyConfig *to, const NotifyConfig *from) {
+        int r = 0;
+
+        *to = (NotifyConfig) {};
+        for (size_t i = 0; i < from->n_restart_units; i++, to->n_restart_units++)
+                r |= strdup_or_null(&to->restart_units[i], from->restart_units[i]);
+        for (size_t i = 0; i < from->n_reload_units; i++, to->n_reload_units++)
+                r |= strdup_or_null(&to->reload_units[i], from->reload_units[i]);
+        r |= strdup_or_null(&to->exec, from->exec);
+        return r < 0 ? -ENOMEM : 0;
+}
+
+static void model_done(ModelConfig *m) {
+        free(m->name);
+        free(m->state_dir);
+        free(m->model_path);
+        trial_done(&m->trial);
+        notify_done(&m->notify);
+}
+
 void config_done(DaemonConfig *c) {
         if (!c)
                 return;
+        for (size_t i = 0; i < c->n_models; i++)
+                model_done(&c->models[i]);
         free(c->state_dir);
         free(c->socket);
         free(c->admin_group);
         free(c->model_path);
         free(c->trust.ca);
-        free(c->trial.health_command);
-        free(c->trial.health_url);
+        trial_done(&c->trial);
         for (size_t i = 0; i < c->channel.n_urls; i++)
                 free(c->channel.urls[i]);
         free(c->tls.ca);
         free(c->spool);
-        for (size_t i = 0; i < c->notify.n_restart_units; i++)
-                free(c->notify.restart_units[i]);
-        for (size_t i = 0; i < c->notify.n_reload_units; i++)
-                free(c->notify.reload_units[i]);
-        free(c->notify.exec);
+        notify_done(&c->notify);
         free(c->hawkbit.url);
         free(c->hawkbit.tenant);
         free(c->hawkbit.controller_id);
         free(c->hawkbit.token_file);
         *c = (DaemonConfig) {};
-}
-
-/* ---- typed values ---------------------------------------------------------- */
-
-/* The plain scalars YAML reads as null: "key:" with nothing after it, "~", "null". */
-static bool node_is_null(const YamlNode *v) {
-        return v->kind == YAML_SCALAR && !v->quoted &&
-               (strcmp(v->scalar, "") == 0 || strcmp(v->scalar, "~") == 0 || strcmp(v->scalar, "null") == 0 ||
-                strcmp(v->scalar, "Null") == 0 || strcmp(v->scalar, "NULL") == 0);
-}
-
-/* The first 64 bytes of @s for a message, control characters escaped (\n, \t, \xNN), "..." if cut. */
-static const char *shown(const char *s, char buf[static 96]) {
-        size_t o = 0, i;
-
-        /* Room for one more escape (4 bytes) and "..." with its NUL (4 bytes). */
-        for (i = 0; i < 64 && s[i] && o + 8 <= 96; i++) {
-                unsigned char ch = (unsigned char) s[i];
-                if (ch == '\n' || ch == '\t') {
-                        buf[o++] = '\\';
-                        buf[o++] = ch == '\n' ? 'n' : 't';
-                } else if (ch < 0x20 || ch == 0x7f)
-                        o += (size_t) snprintf(buf + o, 96 - o, "\\x%02x", ch);
-                else
-                        buf[o++] = (char) ch;
-        }
-        memcpy(buf + o, s[i] ? "..." : "", s[i] ? 4 : 1);
-        return buf;
-}
-
-/* "taskpatchd.yaml: line 4: 'timeout': expected an integer from 1 to 604800, found 'soon'" */
-static int bad_value(const YamlNode *v, const char *key, const char *what, const char *expected, TpError *err) {
-        char buf[96];
-
-        if (v->kind == YAML_SEQUENCE)
-                return tp_error(err, -EBADMSG, "%s: line %u: '%s': expected %s, found a list", what, v->line, key,
-                                expected);
-        if (v->kind == YAML_MAPPING)
-                return tp_error(err, -EBADMSG, "%s: line %u: '%s': expected %s, found a mapping", what, v->line, key,
-                                expected);
-        if (v->quoted)
-                return tp_error(err, -EBADMSG, "%s: line %u: '%s': expected %s, found the quoted string \"%s\"", what,
-                                v->line, key, expected, shown(v->scalar, buf));
-        return tp_error(err, -EBADMSG, "%s: line %u: '%s': expected %s, found '%s'", what, v->line, key, expected,
-                        shown(v->scalar, buf));
-}
-
-/* A nested mapping; absent or null (every child commented out) reads as empty: *ret = NULL. */
-static int get_section(const YamlNode *map, const char *key, const char *what, const YamlNode **ret, TpError *err) {
-        const YamlNode *v = yaml_map_get(map, key);
-
-        *ret = NULL;
-        if (!v || node_is_null(v))
-                return 0;
-        if (v->kind != YAML_MAPPING)
-                return bad_value(v, key, what, "a mapping", err);
-        *ret = v;
-        return 0;
-}
-
-static int get_uint(const YamlNode *map, const char *key, uint64_t min, uint64_t max, const char *what, uint64_t *ret,
-                    TpError *err) {
-        const YamlNode *v = yaml_map_get(map, key);
-        uint64_t u;
-
-        if (!v)
-                return 0;
-        if (v->kind != YAML_SCALAR || v->quoted || parse_u64(v->scalar, &u) < 0 || u < min || u > max) {
-                char expected[80];
-                snprintf(expected, sizeof(expected), "an integer from %" PRIu64 " to %" PRIu64, min, max);
-                return bad_value(v, key, what, expected, err);
-        }
-        *ret = u;
-        return 0;
-}
-
-static int get_verify(const YamlNode *map, const char *key, const char *what, VerifyMode *ret, TpError *err) {
-        const YamlNode *v = yaml_map_get(map, key);
-        VerifyMode m;
-
-        if (!v)
-                return 0;
-        m = v->kind == YAML_SCALAR ? verify_mode_from_string(v->scalar) : _VERIFY_MODE_INVALID;
-        if (m < 0)
-                return bad_value(v, key, what, "full or incremental", err);
-        *ret = m;
-        return 0;
-}
-
-static int set_string(char **field, const char *value) {
-        char *s = NULL;
-
-        if (value) {
-                s = strdup(value);
-                if (!s)
-                        return -ENOMEM;
-        }
-        free(*field);
-        *field = s;
-        return 0;
-}
-
-/* NULL when @p is an absolute path without ".." components, shorter than @max (with the NUL), and
- * (for @file) without a trailing "/"; else what was expected instead. */
-static const char *path_problem(const char *p, size_t max, bool file) {
-        size_t n = strlen(p);
-
-        if (p[0] != '/')
-                return "an absolute path";
-        if (strstr(p, "/../") || (n >= 3 && strcmp(p + n - 3, "/..") == 0))
-                return "a path without '..' components";
-        if (file && p[n - 1] == '/')
-                return "a file path (no trailing '/')";
-        for (size_t i = 0; i < n; i++)
-                if ((unsigned char) p[i] < 0x20 || p[i] == 0x7f)
-                        return "a path without control characters";
-        if (n >= max)
-                return max == PATH_MAX ? "a path shorter than PATH_MAX (4096 bytes)"
-                                       : "a socket path of at most 107 bytes (sun_path)";
-        return NULL;
-}
-
-static int get_path(const YamlNode *map, const char *key, size_t max, bool file, const char *what, char **field,
-                    TpError *err) {
-        const YamlNode *v = yaml_map_get(map, key);
-        const char *problem;
-
-        if (!v)
-                return 0;
-        problem = v->kind == YAML_SCALAR ? path_problem(v->scalar, max, file) : "an absolute path";
-        if (problem)
-                return bad_value(v, key, what, problem, err);
-        return set_string(field, v->scalar);
-}
-
-/* A string where "" (or a YAML null) means unset: *field = NULL. */
-static int get_optional(const YamlNode *map, const char *key, bool (*valid)(const char *), const char *expected,
-                        const char *what, char **field, TpError *err) {
-        const YamlNode *v = yaml_map_get(map, key);
-
-        if (!v)
-                return 0;
-        if (v->kind == YAML_SCALAR && (node_is_null(v) || v->scalar[0] == '\0'))
-                return set_string(field, NULL);
-        if (v->kind != YAML_SCALAR || !valid(v->scalar))
-                return bad_value(v, key, what, expected, err);
-        return set_string(field, v->scalar);
 }
 
 /* Blank would be "sh -c ' '": healthy at once, which is never what was meant. */
@@ -290,22 +190,22 @@ static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, T
         int r;
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
-            (r = get_path(map, "ca", PATH_MAX, false, what, &c->trust.ca, err)) < 0)
+            (r = config_get_path(map, "ca", PATH_MAX, false, what, &c->trust.ca, err)) < 0)
                 return r;
         return 0;
 }
 
-static int parse_trial(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+static int parse_trial(const YamlNode *map, const char *what, TrialConfig *t, TpError *err) {
         static const char *const keys[] = { "timeout", "health_command", "health_url", "health_interval", NULL };
         int r;
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
-            (r = get_uint(map, "timeout", 1, 604800, what, &c->trial.timeout, err)) < 0 ||
-            (r = get_optional(map, "health_command", command_valid, "a shell command or \"\"", what,
-                              &c->trial.health_command, err)) < 0 ||
-            (r = get_optional(map, "health_url", url_valid, "an http:// or https:// URL or \"\"", what,
-                              &c->trial.health_url, err)) < 0 ||
-            (r = get_uint(map, "health_interval", 1, 3600, what, &c->trial.health_interval, err)) < 0)
+            (r = config_get_uint(map, "timeout", 1, 604800, what, &t->timeout, err)) < 0 ||
+            (r = config_get_optional(map, "health_command", command_valid, "a shell command or \"\"", what,
+                              &t->health_command, err)) < 0 ||
+            (r = config_get_optional(map, "health_url", url_valid, "an http:// or https:// URL or \"\"", what,
+                              &t->health_url, err)) < 0 ||
+            (r = config_get_uint(map, "health_interval", 1, 3600, what, &t->health_interval, err)) < 0)
                 return r;
         return 0;
 }
@@ -315,52 +215,9 @@ static int parse_limits(const YamlNode *map, const char *what, DaemonConfig *c, 
         int r;
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
-            (r = get_uint(map, "manifest_bytes", 4096, MANIFEST_MAX_BYTES, what, &c->limits.manifest_bytes, err)) < 0 ||
-            (r = get_uint(map, "manifest_spans", 1, MANIFEST_MAX_SPANS, what, &c->limits.manifest_spans, err)) < 0)
+            (r = config_get_uint(map, "manifest_bytes", 4096, MANIFEST_MAX_BYTES, what, &c->limits.manifest_bytes, err)) < 0 ||
+            (r = config_get_uint(map, "manifest_spans", 1, MANIFEST_MAX_SPANS, what, &c->limits.manifest_spans, err)) < 0)
                 return r;
-        return 0;
-}
-
-static int get_bool(const YamlNode *map, const char *key, const char *what, bool *ret, TpError *err) {
-        const YamlNode *v = yaml_map_get(map, key);
-
-        if (!v)
-                return 0;
-        if (v->kind == YAML_SCALAR && !v->quoted && strcmp(v->scalar, "true") == 0)
-                *ret = true;
-        else if (v->kind == YAML_SCALAR && !v->quoted && strcmp(v->scalar, "false") == 0)
-                *ret = false;
-        else
-                return bad_value(v, key, what, "true or false", err);
-        return 0;
-}
-
-/*
- * @key: one string, or a list of @min to @max of them, each passing @valid (given @c, for
- * settings that depend on others); absent or "" is none. Appended to @out (@n_out of them).
- */
-static int get_list(const YamlNode *map, const char *key, size_t min, size_t max, const char *count,
-                    bool (*valid)(const char *s, const DaemonConfig *c), const char *expected, const char *what,
-                    DaemonConfig *c, char **out, size_t *n_out, TpError *err) {
-        const YamlNode *v = yaml_map_get(map, key);
-        const YamlNode *const *items = &v;
-        size_t n = 1;
-
-        if (!v || (v->kind == YAML_SCALAR && (node_is_null(v) || v->scalar[0] == '\0')))
-                return 0;
-        if (v->kind == YAML_SEQUENCE) {
-                items = (const YamlNode *const *) v->items;
-                n = v->n;
-                if (n < min || n > max)
-                        return bad_value(v, key, what, count, err);
-        }
-        for (size_t i = 0; i < n; i++) {
-                if (items[i]->kind != YAML_SCALAR || !valid(items[i]->scalar, c))
-                        return bad_value(items[i], key, what, expected, err);
-                if (!(out[*n_out] = strdup(items[i]->scalar)))
-                        return -ENOMEM;
-                (*n_out)++;
-        }
         return 0;
 }
 
@@ -374,23 +231,23 @@ static int parse_channel(const YamlNode *map, const char *what, DaemonConfig *c,
         int r;
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
-            (r = get_bool(map, "allow_http", what, &c->channel.allow_http, err)) < 0 ||
-            (r = get_list(map, "url", 1, CONFIG_MAX_MIRRORS, "a URL or a list of 1 to 8 URLs", channel_url_valid,
+            (r = config_get_bool(map, "allow_http", what, &c->channel.allow_http, err)) < 0 ||
+            (r = config_get_list(map, "url", 1, CONFIG_MAX_MIRRORS, "a URL or a list of 1 to 8 URLs", channel_url_valid,
                           "an https:// URL (plain http:// needs allow_http: true)", what, c, c->channel.urls,
                           &c->channel.n_urls, err)) < 0 ||
-            (r = get_uint(map, "interval", 1, 604800, what, &c->channel.interval, err)) < 0 ||
-            (r = get_uint(map, "max_download_rate", 0, UINT32_MAX, what, &c->channel.max_download_rate, err)) < 0 ||
-            (r = get_uint(map, "low_speed_time", 1, 3600, what, &c->channel.low_speed_time, err)) < 0)
+            (r = config_get_uint(map, "interval", 1, 604800, what, &c->channel.interval, err)) < 0 ||
+            (r = config_get_uint(map, "max_download_rate", 0, UINT32_MAX, what, &c->channel.max_download_rate, err)) < 0 ||
+            (r = config_get_uint(map, "low_speed_time", 1, 3600, what, &c->channel.low_speed_time, err)) < 0)
                 return r;
         return 0;
 }
 
 static bool path_valid(const char *s) {
-        return path_problem(s, PATH_MAX, true) == NULL;
+        return config_path_problem(s, PATH_MAX, true) == NULL;
 }
 
 static bool dir_valid(const char *s) {
-        return path_problem(s, PATH_MAX, false) == NULL;
+        return config_path_problem(s, PATH_MAX, false) == NULL;
 }
 
 static int parse_tls(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
@@ -398,7 +255,7 @@ static int parse_tls(const YamlNode *map, const char *what, DaemonConfig *c, TpE
         int r;
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
-            (r = get_optional(map, "ca", path_valid, "an absolute path, or \"\" for the system store", what,
+            (r = config_get_optional(map, "ca", path_valid, "an absolute path, or \"\" for the system store", what,
                               &c->tls.ca, err)) < 0)
                 return r;
         return 0;
@@ -418,17 +275,28 @@ static bool unit_name_valid(const char *s, const DaemonConfig *c _unused_) {
         return true;
 }
 
-static int parse_notify(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+/* A model's notify section replaces the lists it names (not appended to the top-level ones). */
+static void clear_units(char **units, size_t *n, const YamlNode *map, const char *key) {
+        if (!yaml_map_get(map, key))
+                return;
+        for (size_t i = 0; i < *n; i++)
+                free(units[i]);
+        *n = 0;
+}
+
+static int parse_notify(const YamlNode *map, const char *what, DaemonConfig *c, NotifyConfig *n, TpError *err) {
         static const char *const keys[] = { "restart_units", "reload_units", "exec", NULL };
         const char *units = "systemd unit names such as llama-server.service";
         int r;
 
+        clear_units(n->restart_units, &n->n_restart_units, map, "restart_units");
+        clear_units(n->reload_units, &n->n_reload_units, map, "reload_units");
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
-            (r = get_list(map, "restart_units", 0, CONFIG_MAX_UNITS, "a list of at most 16 unit names", unit_name_valid,
-                          units, what, c, c->notify.restart_units, &c->notify.n_restart_units, err)) < 0 ||
-            (r = get_list(map, "reload_units", 0, CONFIG_MAX_UNITS, "a list of at most 16 unit names", unit_name_valid,
-                          units, what, c, c->notify.reload_units, &c->notify.n_reload_units, err)) < 0 ||
-            (r = get_optional(map, "exec", command_valid, "a shell command or \"\"", what, &c->notify.exec, err)) < 0)
+            (r = config_get_list(map, "restart_units", 0, CONFIG_MAX_UNITS, "a list of at most 16 unit names", unit_name_valid,
+                          units, what, c, n->restart_units, &n->n_restart_units, err)) < 0 ||
+            (r = config_get_list(map, "reload_units", 0, CONFIG_MAX_UNITS, "a list of at most 16 unit names", unit_name_valid,
+                          units, what, c, n->reload_units, &n->n_reload_units, err)) < 0 ||
+            (r = config_get_optional(map, "exec", command_valid, "a shell command or \"\"", what, &n->exec, err)) < 0)
                 return r;
         return 0;
 }
@@ -451,15 +319,15 @@ static int parse_hawkbit(const YamlNode *map, const char *what, DaemonConfig *c,
         int r;
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
-            (r = get_optional(map, "url", url_valid, "an https:// URL or \"\"", what, &c->hawkbit.url, err)) < 0 ||
-            (r = get_optional(map, "tenant", ddi_name_valid, names, what, &c->hawkbit.tenant, err)) < 0 ||
-            (r = get_optional(map, "controller_id", ddi_name_valid, names, what, &c->hawkbit.controller_id, err)) <
+            (r = config_get_optional(map, "url", url_valid, "an https:// URL or \"\"", what, &c->hawkbit.url, err)) < 0 ||
+            (r = config_get_optional(map, "tenant", ddi_name_valid, names, what, &c->hawkbit.tenant, err)) < 0 ||
+            (r = config_get_optional(map, "controller_id", ddi_name_valid, names, what, &c->hawkbit.controller_id, err)) <
                     0 ||
-            (r = get_optional(map, "token_file", path_valid, "an absolute path or \"\"", what, &c->hawkbit.token_file,
+            (r = config_get_optional(map, "token_file", path_valid, "an absolute path or \"\"", what, &c->hawkbit.token_file,
                               err)) < 0)
                 return r;
         if (c->hawkbit.url && strncmp(c->hawkbit.url, "http://", 7) == 0 && !c->channel.allow_http)
-                return bad_value(yaml_map_get(map, "url"), "url", what,
+                return config_bad_value(yaml_map_get(map, "url"), "url", what,
                                  "an https:// URL (plain http:// needs channel.allow_http: true)", err);
         if (c->hawkbit.url && (!c->hawkbit.controller_id || !c->hawkbit.tenant))
                 return tp_error(err, -EBADMSG, "%s: line %u: hawkbit: 'url' needs 'controller_id' (and 'tenant')",
@@ -497,35 +365,35 @@ static bool path_at_or_below(const char *path, const char *dir) {
 }
 
 const char *const config_state_entries[] = { "state.json", "floor.json", "taskpatchd.lock", "slots", "tasks",
-                                             "downloads", NULL };
+                                             "downloads", "models", NULL };
 
 /*
  * model_path is replaced by a symlink at every switch: it must not name anything else the
  * daemon keeps (provisioning into "slots/a.gguf" would destroy slot a, into "state.json" the
  * state), nor the state directory, the socket or the spool folder.
  */
-static int check_model_path(const DaemonConfig *c, const char *what, TpError *err) {
-        _cleanup_free_ char *mp = path_normalize(c->model_path), *sd = path_normalize(c->state_dir);
+static int check_model_path(const DaemonConfig *c, const char *model_path, const char *what, TpError *err) {
+        _cleanup_free_ char *mp = path_normalize(model_path), *sd = path_normalize(c->state_dir);
         _cleanup_free_ char *sock = path_normalize(c->socket), *spool = c->spool ? path_normalize(c->spool) : NULL;
 
         if (!mp || !sd || !sock || (c->spool && !spool))
                 return -ENOMEM;
         if (path_at_or_below(sd, mp))
                 return tp_error(err, -EBADMSG, "%s: model_path %s is the state directory %s or holds it", what,
-                                c->model_path, c->state_dir);
+                                model_path, c->state_dir);
         for (size_t i = 0; config_state_entries[i]; i++) {
                 _cleanup_free_ char *e = NULL;
                 if (asprintf(&e, "%s/%s", strcmp(sd, "/") == 0 ? "" : sd, config_state_entries[i]) < 0)
                         return -ENOMEM;
                 if (path_at_or_below(mp, e))
                         return tp_error(err, -EBADMSG, "%s: model_path %s lies in %s, which the daemon owns: "
-                                        "choose a path outside it (for example %s/model.gguf)", what, c->model_path,
+                                        "choose a path outside it (for example %s/model.gguf)", what, model_path,
                                         e, sd);
         }
         if (strcmp(mp, sock) == 0)
-                return tp_error(err, -EBADMSG, "%s: model_path and socket are the same path (%s)", what, c->model_path);
+                return tp_error(err, -EBADMSG, "%s: model_path and socket are the same path (%s)", what, model_path);
         if (spool && path_at_or_below(mp, spool))
-                return tp_error(err, -EBADMSG, "%s: model_path %s lies in the spool folder %s", what, c->model_path,
+                return tp_error(err, -EBADMSG, "%s: model_path %s lies in the spool folder %s", what, model_path,
                                 c->spool);
         return 0;
 }
@@ -560,49 +428,175 @@ int config_check_files(const DaemonConfig *c, bool *ret_trust_missing, TpError *
         return 0;
 }
 
+/* A model's entry of the "models:" map, over the top-level trial and notify. */
+static int parse_model(const YamlNode *key, const YamlNode *map, const char *what, DaemonConfig *c, ModelConfig *m,
+                       TpError *err) {
+        static const char *const keys[] = { "model_path", "trial", "notify", NULL };
+        const YamlNode *trial, *notify;
+        int r;
+
+        if (key->kind != YAML_SCALAR || !task_name_valid(key->scalar))
+                return tp_error(err, -EBADMSG, "%s: line %u: models: '%.80s' is no model name (expected "
+                                "[a-z0-9][a-z0-9._-]{0,63})", what, key->line,
+                                key->kind == YAML_SCALAR ? key->scalar : "(not a scalar)");
+        if (config_find_model(c, key->scalar))
+                return tp_error(err, -EBADMSG, "%s: line %u: models: '%s' appears twice", what, key->line, key->scalar);
+        if (!(m->name = strdup(key->scalar)) || trial_copy(&m->trial, &c->trial) < 0 ||
+            notify_copy(&m->notify, &c->notify) < 0)
+                return -ENOMEM;
+        if (strcmp(m->name, CONFIG_DEFAULT_MODEL) == 0)
+                m->state_dir = strdup(c->state_dir);
+        else if (asprintf(&m->state_dir, "%s/models/%s", strcmp(c->state_dir, "/") == 0 ? "" : c->state_dir,
+                          m->name) < 0)
+                m->state_dir = NULL;
+        if (!m->state_dir)
+                return -ENOMEM;
+        if (map->kind != YAML_MAPPING)
+                return tp_error(err, -EBADMSG, "%s: line %u: models: '%s': expected a mapping (model_path, trial, "
+                                "notify)", what, map->line, m->name);
+        if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
+            (r = config_get_path(map, "model_path", PATH_MAX, true, what, &m->model_path, err)) < 0 ||
+            (r = config_get_section(map, "trial", what, &trial, err)) < 0 ||
+            (trial && (r = parse_trial(trial, what, &m->trial, err)) < 0) ||
+            (r = config_get_section(map, "notify", what, &notify, err)) < 0 ||
+            (notify && (r = parse_notify(notify, what, c, &m->notify, err)) < 0))
+                return r;
+        if (!m->model_path)
+                return tp_error(err, -EBADMSG, "%s: line %u: models: '%s' has no model_path", what, map->line, m->name);
+        return 0;
+}
+
+static int parse_models(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
+        int r;
+
+        if (map->n == 0)
+                return tp_error(err, -EBADMSG, "%s: line %u: models: an empty map (name at least one model)", what,
+                                map->line);
+        if (map->n > CONFIG_MAX_MODELS)
+                return tp_error(err, -EBADMSG, "%s: line %u: models: %zu models, at most %d", what, map->line, map->n,
+                                CONFIG_MAX_MODELS);
+        for (size_t i = 0; i < c->n_models; i++)
+                model_done(&c->models[i]);
+        c->n_models = 0;
+        for (size_t i = 0; i < map->n; i++) {
+                /* Counted first, so that config_done() frees what a failure left half made. */
+                ModelConfig *m = &c->models[c->n_models++];
+                *m = (ModelConfig) {};
+                if ((r = parse_model(map->items[2 * i], map->items[2 * i + 1], what, c, m, err)) < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Every model's model_path is its own: not another's, not inside another's (a directory model). */
+static int check_models(const DaemonConfig *c, const char *what, TpError *err) {
+        int r;
+
+        for (size_t i = 0; i < c->n_models; i++) {
+                _cleanup_free_ char *a = path_normalize(c->models[i].model_path);
+                if (!a)
+                        return -ENOMEM;
+                char where[256];
+                snprintf(where, sizeof(where), c->models_map ? "%s: model '%s'" : "%s", what, c->models[i].name);
+                if ((r = check_model_path(c, c->models[i].model_path, where, err)) < 0)
+                        return r;
+                for (size_t j = 0; j < i; j++) {
+                        _cleanup_free_ char *b = path_normalize(c->models[j].model_path);
+                        if (!b)
+                                return -ENOMEM;
+                        if (path_at_or_below(a, b) || path_at_or_below(b, a))
+                                return tp_error(err, -EBADMSG, "%s: models '%s' and '%s': model_path %s and %s overlap "
+                                                "(each model needs a path of its own)", what, c->models[j].name,
+                                                c->models[i].name, c->models[j].model_path, c->models[i].model_path);
+                }
+        }
+        return 0;
+}
+
 static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
                                             "keep_versions", "verify", "scrub_interval", "limits", "channel", "tls", "spool",
-                                            "hawkbit", "notify", NULL };
-        const YamlNode *trust, *trial, *limits, *channel, *tls, *hawkbit, *notify;
+                                            "hawkbit", "notify", "models", NULL };
+        const YamlNode *trust, *trial, *limits, *channel, *tls, *hawkbit, *notify, *models;
         int r;
 
-        if (node_is_null(root))
+        if (config_node_is_null(root))
                 return 0;  /* "---" and nothing else */
         if (root->kind != YAML_MAPPING)
                 return tp_error(err, -EBADMSG, "%s: line %u: expected a mapping of settings, found %s", what,
                                 root->line, root->kind == YAML_SEQUENCE ? "a list" : "a scalar");
         if ((r = yaml_check_keys(root, keys, what, err)) < 0 ||
-            (r = get_path(root, "state_dir", PATH_MAX, false, what, &c->state_dir, err)) < 0 ||
-            (r = get_path(root, "socket", SOCKET_PATH_MAX, true, what, &c->socket, err)) < 0 ||
-            (r = get_optional(root, "admin_group", group_name_valid,
+            (r = config_get_path(root, "state_dir", PATH_MAX, false, what, &c->state_dir, err)) < 0 ||
+            (r = config_get_path(root, "socket", SOCKET_PATH_MAX, true, what, &c->socket, err)) < 0 ||
+            (r = config_get_optional(root, "admin_group", group_name_valid,
                               "a group name (no blanks, ':' or '/'; at most 255 bytes) or \"\"", what, &c->admin_group,
                               err)) < 0 ||
-            (r = get_path(root, "model_path", PATH_MAX, true, what, &c->model_path, err)) < 0 ||
-            (r = get_section(root, "trust", what, &trust, err)) < 0 ||
+            (r = config_get_path(root, "model_path", PATH_MAX, true, what, &c->model_path, err)) < 0 ||
+            (r = config_get_section(root, "trust", what, &trust, err)) < 0 ||
             (trust && (r = parse_trust(trust, what, c, err)) < 0) ||
-            (r = get_section(root, "trial", what, &trial, err)) < 0 ||
-            (trial && (r = parse_trial(trial, what, c, err)) < 0) ||
-            (r = get_uint(root, "keep_versions", 1, 1000, what, &c->keep_versions, err)) < 0 ||
-            (r = get_verify(root, "verify", what, &c->verify, err)) < 0 ||
-            (r = get_uint(root, "scrub_interval", 0, 8760, what, &c->scrub_interval, err)) < 0 ||
-            (r = get_section(root, "limits", what, &limits, err)) < 0 ||
+            (r = config_get_section(root, "trial", what, &trial, err)) < 0 ||
+            (trial && (r = parse_trial(trial, what, &c->trial, err)) < 0) ||
+            (r = config_get_uint(root, "keep_versions", 1, 1000, what, &c->keep_versions, err)) < 0 ||
+            (r = config_get_verify(root, "verify", what, &c->verify, err)) < 0 ||
+            (r = config_get_uint(root, "scrub_interval", 0, 8760, what, &c->scrub_interval, err)) < 0 ||
+            (r = config_get_section(root, "limits", what, &limits, err)) < 0 ||
             (limits && (r = parse_limits(limits, what, c, err)) < 0) ||
-            (r = get_section(root, "channel", what, &channel, err)) < 0 ||
+            (r = config_get_section(root, "channel", what, &channel, err)) < 0 ||
             (channel && (r = parse_channel(channel, what, c, err)) < 0) ||
-            (r = get_section(root, "tls", what, &tls, err)) < 0 ||
+            (r = config_get_section(root, "tls", what, &tls, err)) < 0 ||
             (tls && (r = parse_tls(tls, what, c, err)) < 0) ||
-            (r = get_optional(root, "spool", dir_valid, "an absolute path, or \"\" for none", what, &c->spool,
+            (r = config_get_optional(root, "spool", dir_valid, "an absolute path, or \"\" for none", what, &c->spool,
                               err)) < 0 ||
-            (r = get_section(root, "hawkbit", what, &hawkbit, err)) < 0 ||
+            (r = config_get_section(root, "hawkbit", what, &hawkbit, err)) < 0 ||
             (hawkbit && (r = parse_hawkbit(hawkbit, what, c, err)) < 0) ||
-            (r = get_section(root, "notify", what, &notify, err)) < 0 ||
-            (notify && (r = parse_notify(notify, what, c, err)) < 0))
+            (r = config_get_section(root, "notify", what, &notify, err)) < 0 ||
+            (notify && (r = parse_notify(notify, what, c, &c->notify, err)) < 0) ||
+            (r = config_get_section(root, "models", what, &models, err)) < 0)
                 return r;
         if (c->hawkbit.url && c->channel.n_urls > 0)
                 return tp_error(err, -EBADMSG, "%s: a device follows a channel or a hawkBit server, not both "
                                 "(channel.url and hawkbit.url are set)", what);
-        return check_model_path(c, what, err);
+        if (models && yaml_map_get(root, "model_path"))
+                return tp_error(err, -EBADMSG, "%s: line %u: model_path and models: both set: with a models: map, "
+                                "each model names its own model_path", what, yaml_map_get(root, "model_path")->line);
+        c->models_map = models != NULL;
+        if (models && (r = parse_models(models, what, c, err)) < 0)
+                return r;
+        return 0;
+}
+
+/* Without a "models:" map: the one model, "default", of the top-level settings. */
+static int default_model(DaemonConfig *c) {
+        ModelConfig *m = &c->models[0];
+
+        for (size_t i = 0; i < c->n_models; i++)
+                model_done(&c->models[i]);
+        c->n_models = 1;
+        *m = (ModelConfig) {};
+        if (!(m->name = strdup(CONFIG_DEFAULT_MODEL)) || !(m->state_dir = strdup(c->state_dir)) ||
+            !(m->model_path = strdup(c->model_path)) || trial_copy(&m->trial, &c->trial) < 0 ||
+            notify_copy(&m->notify, &c->notify) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+const ModelConfig *config_find_model(const DaemonConfig *c, const char *name) {
+        for (size_t i = 0; i < c->n_models; i++)
+                if (c->models[i].name && strcmp(c->models[i].name, name) == 0)
+                        return &c->models[i];
+        return NULL;
+}
+
+DaemonConfig config_model_view(const DaemonConfig *c, size_t i) {
+        DaemonConfig v = *c;
+        const ModelConfig *m = &c->models[i];
+
+        v.state_dir = m->state_dir;
+        v.model_path = m->model_path;
+        v.trial = m->trial;
+        v.notify = m->notify;
+        v.model = m->name;
+        return v;
 }
 
 int config_parse(const char *text, size_t len, const char *what, DaemonConfig *ret, TpError *err) {
@@ -622,6 +616,10 @@ int config_parse(const char *text, size_t len, const char *what, DaemonConfig *r
                 if (r < 0)
                         return r;
                 r = parse_root(root, what, &c, err);
+                if (r >= 0 && !c.models_map)
+                        r = default_model(&c);
+                if (r >= 0)
+                        r = check_models(&c, what, err);
                 if (r == -ENOMEM)
                         return tp_error(err, r, "%s: out of memory", what);
                 if (r < 0)

@@ -17,6 +17,9 @@
 #define CONFIG_MAX_BYTES (256u << 10)
 #define CONFIG_MAX_MIRRORS 8
 #define CONFIG_MAX_UNITS 16
+#define CONFIG_MAX_MODELS 16
+/* The model of a configuration without "models:": its state is state_dir itself. */
+#define CONFIG_DEFAULT_MODEL "default"
 
 typedef enum VerifyMode {
         VERIFY_FULL,            /* full SHA-256 of the staged slot on every switch (the default) */
@@ -24,6 +27,35 @@ typedef enum VerifyMode {
         _VERIFY_MODE_MAX,
         _VERIFY_MODE_INVALID = -EINVAL,
 } VerifyMode;
+
+typedef struct TrialConfig {
+        uint64_t timeout;               /* seconds, 1..604800; default 120 */
+        char *health_command;           /* NULL when "" or absent; run with /bin/sh -c */
+        char *health_url;               /* NULL when "" or absent; http:// or https:// */
+        uint64_t health_interval;       /* seconds between probes, 1..3600; default 2 */
+} TrialConfig;
+
+typedef struct NotifyConfig {
+        char *restart_units[CONFIG_MAX_UNITS];  /* restarted after every activation and rollback */
+        size_t n_restart_units;
+        char *reload_units[CONFIG_MAX_UNITS];   /* reloaded (or restarted when they cannot reload) */
+        size_t n_reload_units;
+        char *exec;                     /* run with /bin/sh -c, the event in its environment; NULL: none */
+} NotifyConfig;
+
+/*
+ * One model the daemon manages: its own slots, tasks, trial and notifications. Without a
+ * "models:" map the configuration has one, named CONFIG_DEFAULT_MODEL, made of the top-level
+ * model_path, trial and notify; with one, each model starts from the top-level trial and
+ * notify and overrides what it sets. (A disk budget per model is still to come.)
+ */
+typedef struct ModelConfig {
+        char *name;                     /* [a-z0-9][a-z0-9._-]{0,63} (bundles name it: taskpatch create --model) */
+        char *state_dir;                /* state_dir for "default", else <state_dir>/models/<name> */
+        char *model_path;               /* absolute; required for each model of a "models:" map */
+        TrialConfig trial;
+        NotifyConfig notify;
+} ModelConfig;
 
 typedef struct DaemonConfig {
         char *state_dir;                /* "/var/lib/taskpatch"; absolute */
@@ -33,12 +65,7 @@ typedef struct DaemonConfig {
         struct {
                 char *ca;               /* "/etc/taskpatch/ca.pem"; absolute */
         } trust;
-        struct {
-                uint64_t timeout;       /* seconds, 1..604800; default 120 */
-                char *health_command;   /* NULL when "" or absent; run with /bin/sh -c */
-                char *health_url;       /* NULL when "" or absent; http:// or https:// */
-                uint64_t health_interval; /* seconds between probes, 1..3600; default 2 */
-        } trial;
+        TrialConfig trial;
         uint64_t keep_versions;         /* installed bundles kept per task, 1..1000; default 2 */
         VerifyMode verify;              /* "verify: full|incremental"; default full */
         uint64_t scrub_interval;        /* hours between full scrubs of both slots, 0 = never; default 168 */
@@ -58,19 +85,17 @@ typedef struct DaemonConfig {
                 char *ca;               /* server certificates' trust for HTTPS; NULL: the system store */
         } tls;
         char *spool;                    /* a folder whose dropped bundles are installed; NULL when "" or absent */
-        struct {
-                char *restart_units[CONFIG_MAX_UNITS];  /* restarted after every activation and rollback */
-                size_t n_restart_units;
-                char *reload_units[CONFIG_MAX_UNITS];   /* reloaded (or restarted when they cannot reload) */
-                size_t n_reload_units;
-                char *exec;             /* run with /bin/sh -c, the event in its environment; NULL: none */
-        } notify;
+        NotifyConfig notify;
         struct {
                 char *url;              /* the server's base URL (https://host:port); NULL: no hawkBit */
                 char *tenant;           /* default "DEFAULT" */
                 char *controller_id;    /* this device's controllerId; required with url */
                 char *token_file;       /* a file holding the target security token; NULL: none sent */
         } hawkbit;
+        ModelConfig models[CONFIG_MAX_MODELS];  /* at least one after config_parse(); in the file's order */
+        size_t n_models;
+        bool models_map;                /* the file has a "models:" map (else models[0] is "default") */
+        const char *model;              /* a view's model (config_model_view()); NULL in the file's configuration */
 } DaemonConfig;
 
 const char *verify_mode_to_string(VerifyMode m);       /* "full", "incremental" */
@@ -93,6 +118,15 @@ _warn_unused_result_ int config_parse(const char *text, size_t len, const char *
                                       TpError *err);
 /* Read @path (a regular file, at most CONFIG_MAX_BYTES) and parse it. */
 _warn_unused_result_ int config_load(const char *path, DaemonConfig *ret, TpError *err);
+
+/* The model named @name, or NULL. */
+const ModelConfig *config_find_model(const DaemonConfig *c, const char *name);
+
+/*
+ * @c as model @i sees it: state_dir, model_path, trial and notify are the model's (borrowed
+ * from @c, which must outlive it: never config_done() a view).
+ */
+DaemonConfig config_model_view(const DaemonConfig *c, size_t i);
 
 /* The entries of state_dir the daemon owns; model_path may name none of them or anything in them (NULL-ended). */
 extern const char *const config_state_entries[];

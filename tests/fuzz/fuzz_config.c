@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -52,6 +53,17 @@ static void check(const DaemonConfig *c) {
             c->trial.health_interval > 3600 || c->keep_versions < 1 || c->keep_versions > 1000 ||
             c->scrub_interval > 8760 || !verify_mode_to_string(c->verify))
                 abort();
+        /* Models: at least one, each named, with its own state directory and model_path. */
+        if (c->n_models < 1 || c->n_models > CONFIG_MAX_MODELS)
+                abort();
+        for (size_t i = 0; i < c->n_models; i++) {
+                const ModelConfig *m = &c->models[i];
+                if (!m->name || !task_name_valid(m->name) || !m->state_dir || config_find_model(c, m->name) != m)
+                        abort();
+                check_path(m->model_path, PATH_MAX, true);
+                if (m->trial.timeout < 1 || m->trial.timeout > 604800)
+                        abort();
+        }
 }
 
 /* Field by field: a failed parse must not have touched a single pointer or value. */

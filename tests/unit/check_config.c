@@ -56,6 +56,14 @@ static void config_assert_eq(const DaemonConfig *a, const DaemonConfig *b) {
         for (size_t i = 0; i < a->notify.n_reload_units; i++)
                 str_eq_or_null(a->notify.reload_units[i], b->notify.reload_units[i], "notify.reload_units");
         str_eq_or_null(a->notify.exec, b->notify.exec, "notify.exec");
+        ck_assert_int_eq(a->models_map, b->models_map);
+        ck_assert_uint_eq(a->n_models, b->n_models);
+        for (size_t i = 0; i < a->n_models; i++) {
+                str_eq_or_null(a->models[i].name, b->models[i].name, "models[].name");
+                str_eq_or_null(a->models[i].state_dir, b->models[i].state_dir, "models[].state_dir");
+                str_eq_or_null(a->models[i].model_path, b->models[i].model_path, "models[].model_path");
+                ck_assert_uint_eq(a->models[i].trial.timeout, b->models[i].trial.timeout);
+        }
 }
 
 static void parse_ok(const char *text, DaemonConfig *c) {
@@ -347,7 +355,93 @@ static const struct {
         { "state_dir: /s/m\nmodel_path: /s\n", { "is the state directory /s/m or holds it" } },
         { "state_dir: /s\nmodel_path: /run/x.sock\nsocket: /run/x.sock\n", { "model_path and socket" } },
         { "model_path: /in/a.gguf\nspool: /in\n", { "lies in the spool folder /in" } },
+        /* models: */
+        { "models:\n  llm:\n    trial:\n      timeout: 5\n", { "line 3", "models: 'llm' has no model_path" } },
+        { "models:\n  LLM:\n    model_path: /m/llm.gguf\n", { "line 2", "'LLM' is no model name" } },
+        { "models:\n  ../x:\n    model_path: /m/llm.gguf\n", { "line 2", "'../x' is no model name" } },
+        { "models: {}\n", { "line 1", "an empty map" } },
+        { "models: [a, b]\n", { "line 1", "'models'", "expected a mapping" } },
+        { "models:\n  llm: /m/llm.gguf\n", { "line 2", "models: 'llm': expected a mapping" } },
+        { "models:\n  llm:\n    model_path: /m/llm.gguf\n    weights: 3\n", { "line 4", "unknown key 'weights'" } },
+        { "models:\n  llm:\n    model_path: m.gguf\n", { "line 3", "'model_path'", "an absolute path" } },
+        { "models:\n  llm:\n    model_path: /m/a.gguf\n    trial:\n      timeout: 0\n",
+          { "line 5", "'timeout'", "from 1 to 604800" } },
+        { "model_path: /m/a.gguf\nmodels:\n  llm:\n    model_path: /m/b.gguf\n",
+          { "line 1", "model_path and models: both set" } },
+        { "models:\n  llm:\n    model_path: /m/a\n  cam:\n    model_path: /m/a/cam.onnx\n",
+          { "models 'llm' and 'cam'", "model_path /m/a and /m/a/cam.onnx overlap" } },
+        { "models:\n  llm:\n    model_path: /m/a.gguf\n  cam:\n    model_path: /m//a.gguf\n", { "overlap" } },
+        { "state_dir: /s\nmodels:\n  cam:\n    model_path: /s/models/x/cam.onnx\n",
+          { "model 'cam'", "lies in /s/models", "which the daemon owns" } },
+        { "models:\n  a0: {model_path: /m/0}\n  a1: {model_path: /m/1}\n  a2: {model_path: /m/2}\n"
+          "  a3: {model_path: /m/3}\n  a4: {model_path: /m/4}\n  a5: {model_path: /m/5}\n  a6: {model_path: /m/6}\n"
+          "  a7: {model_path: /m/7}\n  a8: {model_path: /m/8}\n  a9: {model_path: /m/9}\n  b0: {model_path: /m/10}\n"
+          "  b1: {model_path: /m/11}\n  b2: {model_path: /m/12}\n  b3: {model_path: /m/13}\n"
+          "  b4: {model_path: /m/14}\n  b5: {model_path: /m/15}\n  b6: {model_path: /m/16}\n",
+          { "line 2", "17 models, at most 16" } },
 };
+
+/* A models: map: each model's state directory, model_path, and the top-level trial and notify
+ * as defaults a model overrides key by key; the view a model's manager reads. */
+START_TEST(test_models) {
+        DaemonConfig c = {};
+
+        ck_assert_int_eq(config_init(&c), 0);
+        ck_assert_uint_eq(c.n_models, 1);             /* without the map: "default", of the top level */
+        ck_assert_str_eq(c.models[0].name, CONFIG_DEFAULT_MODEL);
+        ck_assert_str_eq(c.models[0].state_dir, c.state_dir);
+        ck_assert_str_eq(c.models[0].model_path, c.model_path);
+        ck_assert(!c.models_map);
+        parse_ok("state_dir: /s\nmodel_path: /m/x.gguf\ntrial:\n  timeout: 9\n", &c);
+        ck_assert_uint_eq(c.n_models, 1);
+        ck_assert_str_eq(c.models[0].model_path, "/m/x.gguf");
+        ck_assert_str_eq(c.models[0].state_dir, "/s");
+        ck_assert_uint_eq(c.models[0].trial.timeout, 9);
+
+        parse_ok("state_dir: /s\n"
+                 "trial:\n  timeout: 30\n  health_url: http://127.0.0.1:8080/health\n"
+                 "notify:\n  restart_units: [llm.service]\n  exec: logger x\n"
+                 "models:\n"
+                 "  default:\n    model_path: /m/llm.gguf\n"
+                 "  detector:\n    model_path: /m/detector\n"
+                 "    trial:\n      timeout: 10\n      health_url: \"\"\n"
+                 "    notify:\n      restart_units: [cam.service, cam-ui.service]\n"
+                 , &c);
+        ck_assert(c.models_map);
+        ck_assert_uint_eq(c.n_models, 2);
+        const ModelConfig *llm = config_find_model(&c, "default"), *det = config_find_model(&c, "detector");
+        ck_assert_ptr_eq(llm, &c.models[0]);
+        ck_assert_ptr_eq(det, &c.models[1]);
+        ck_assert_ptr_null(config_find_model(&c, "camera"));
+        ck_assert_str_eq(llm->state_dir, "/s");                       /* "default" keeps the top level's state */
+        ck_assert_str_eq(det->state_dir, "/s/models/detector");
+        ck_assert_uint_eq(llm->trial.timeout, 30);
+        ck_assert_str_eq(llm->trial.health_url, "http://127.0.0.1:8080/health");
+        ck_assert_uint_eq(det->trial.timeout, 10);
+        ck_assert_ptr_null(det->trial.health_url);                     /* "" unsets the inherited one */
+        ck_assert_uint_eq(llm->notify.n_restart_units, 1);
+        ck_assert_uint_eq(det->notify.n_restart_units, 2);            /* a list is replaced, not appended to */
+        ck_assert_str_eq(det->notify.restart_units[1], "cam-ui.service");
+        ck_assert_str_eq(det->notify.exec, "logger x");
+
+        DaemonConfig v = config_model_view(&c, 1);
+        ck_assert_str_eq(v.state_dir, "/s/models/detector");
+        ck_assert_str_eq(v.model_path, "/m/detector");
+        ck_assert_uint_eq(v.trial.timeout, 10);
+        ck_assert_uint_eq(v.notify.n_restart_units, 2);
+        ck_assert_str_eq(v.socket, c.socket);                          /* the rest is the daemon's */
+
+        /* A refused document leaves the map as it was. */
+        TpError err = {};
+        ck_assert_int_lt(config_parse("models:\n  x: {}\n", 16, "t", &c, &err), 0);
+        ck_assert_uint_eq(c.n_models, 2);
+        ck_assert_str_eq(c.models[1].name, "detector");
+        /* A state_dir of "/": the models' directories are still /models/NAME. */
+        parse_ok("state_dir: /\nmodels:\n  cam:\n    model_path: /m/cam.onnx\n", &c);
+        ck_assert_str_eq(c.models[0].state_dir, "/models/cam");
+        config_done(&c);
+}
+END_TEST
 
 /* Where model_path may be: beside the daemon's own entries, or anywhere else. */
 START_TEST(test_model_path_allowed) {
@@ -565,7 +659,7 @@ START_TEST(test_example_has_every_key) {
                                             "\n  low_speed_time: ", "\n  allow_http: ", "\ntls:\n", "\nspool: ",
                                             "\nhawkbit:\n", "\n  tenant: ", "\n  controller_id: ",
                                             "\n  token_file: ", "\nnotify:\n", "\n  restart_units: ",
-                                            "\n  reload_units: ", "\n  exec: " };
+                                            "\n  reload_units: ", "\n  exec: ", "\n# models:\n" };
         char text[16384];
         FILE *f = fopen(EXAMPLE_PATH, "re");
 
@@ -626,6 +720,7 @@ static Suite *config_suite(void) {
         tcase_add_loop_test(tc, test_refusals, 0, (int) ELEMENTSOF(bad_cases));
         tcase_add_test(tc, test_truncations);
         tcase_add_test(tc, test_model_path_allowed);
+        tcase_add_test(tc, test_models);
         tcase_add_test(tc, test_done);
         tcase_add_test(tc, test_verify_mode_names);
         suite_add_tcase(s, tc);
