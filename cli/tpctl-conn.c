@@ -10,11 +10,12 @@
 #include "cli.h"
 #include "tpctl.h"
 
-int conn_open(Conn *c, const char *path) {
+int conn_open(Conn *c, const Tpctl *t) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        const char *path = t->socket_path;
         int r;
 
-        *c = (Conn) { .fd = -1, .path = path, .reader = LINE_READER_INIT(JSONLINE_MAX_MESSAGE) };
+        *c = (Conn) { .fd = -1, .path = path, .model = t->model, .reader = LINE_READER_INIT(JSONLINE_MAX_MESSAGE) };
         if (strlen(path) >= sizeof(sa.sun_path)) {
                 tpctl_fail(TPCTL_FAILURE_UNREACHABLE,
                            "cannot connect to %s: the path is longer than a socket address holds (%zu bytes)", path,
@@ -50,9 +51,19 @@ void conn_close(Conn *c) {
 
 int conn_send(Conn *c, const json_t *req, int fd) {
         _cleanup_free_ char *line = NULL;
+        _cleanup_(json_decrefp) json_t *named = NULL;
         size_t len;
         int r;
 
+        if (c->model) {
+                /* The request names the model (--model): a copy, the caller's stays as it was. */
+                named = json_copy((json_t *) req);
+                if (!named || json_object_set_new(named, "model", json_string(c->model)) < 0) {
+                        tpctl_fail(TPCTL_FAILURE_INTERNAL, "out of memory");
+                        return -ENOMEM;
+                }
+                req = named;
+        }
         r = jsonline_dump(req, JSONLINE_MAX_REQUEST, &line, &len);
         if (r < 0) {
                 tpctl_fail(r == -EMSGSIZE ? TPCTL_FAILURE_USAGE : TPCTL_FAILURE_INTERNAL, "cannot encode the request: %s",
@@ -239,7 +250,7 @@ int tpctl_simple_call(const Tpctl *t, const json_t *req, json_t **ret_resp) {
         json_t *resp = NULL;
         int r, ex;
 
-        if (conn_open(&c, t->socket_path) < 0)
+        if (conn_open(&c, t) < 0)
                 return TPCTL_EXIT_FAILED;
         r = conn_call(&c, req, -1, NULL, NULL, NULL, &resp);
         conn_close(&c);

@@ -96,7 +96,7 @@ static int operation_run(Tpctl *t, const char *command, json_t *req, int fd) {
         Conn c;
         int r, ex;
 
-        if (conn_open(&c, t->socket_path) < 0)
+        if (conn_open(&c, t) < 0)
                 return TPCTL_EXIT_FAILED;
         progress_init(&w.progress, !t->no_progress);
         r = conn_call(&c, req, fd, on_event, on_idle, &w, &resp);
@@ -175,7 +175,7 @@ static int parse(Tpctl *t, const char *command, int argc, char *argv[], const st
                  int (*own)(int c, void *userdata), void *userdata) {
         int c, ex;
 
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, ":hm:", options, NULL)) >= 0) {
                 ex = tpctl_common_option(t, command, c, argv);
                 if (ex == TPCTL_NOT_MINE)
                         ex = own(c, userdata);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "manifest.h"
 #include "tpctl.h"
 
 #define LABEL "%-12s"
@@ -209,6 +210,12 @@ static void print_last(json_t *s) {
         }
 }
 
+/* "== model NAME ==" before a model's section (a blank line before all but the first). */
+static void print_model_heading(json_t *models, const char *name) {
+        bool first = name == json_object_iter_key(json_object_iter(models));
+        printf("%s== model %s ==\n", first ? "" : "\n", task_name_valid(name) ? name : "(a bad name)");
+}
+
 static void print_status(json_t *s) {
         const char *state = get_str(s, "state");
 
@@ -243,8 +250,22 @@ int cmd_status(Tpctl *t, int argc, char *argv[]) {
         if (!req)
                 return tpctl_fail(TPCTL_FAILURE_INTERNAL, "out of memory");
         ex = tpctl_simple_call(t, req, &resp);
-        if (ex == TPCTL_EXIT_OK && !t->json)
+        if (ex != TPCTL_EXIT_OK || t->json)
+                return ex;
+        /* A device of several models answers for each: one section per model. */
+        json_t *models = json_object_get(resp, "models"), *s;
+        const char *name;
+        if (!json_is_object(models)) {
                 print_status(resp);
+                return ex;
+        }
+        json_object_foreach(models, name, s) {
+                print_model_heading(models, name);
+                json_object_del(s, "version");          /* said once, at the end */
+                print_status(s);
+        }
+        if (get_str(resp, "version"))
+                printf("\n" LABEL "taskpatchd %s\n", "Daemon:", get_str(resp, "version"));
         return ex;
 }
 
@@ -391,7 +412,16 @@ int cmd_list(Tpctl *t, int argc, char *argv[]) {
         if (!req)
                 return tpctl_fail(TPCTL_FAILURE_INTERNAL, "out of memory");
         ex = tpctl_simple_call(t, req, &resp);
-        if (ex == TPCTL_EXIT_OK && !t->json)
-                ex = print_list(json_object_get(resp, "tasks"));
+        if (ex != TPCTL_EXIT_OK || t->json)
+                return ex;
+        json_t *models = json_object_get(resp, "models"), *l;
+        const char *name;
+        if (!json_is_object(models))
+                return print_list(json_object_get(resp, "tasks"));
+        json_object_foreach(models, name, l) {
+                print_model_heading(models, name);
+                if ((ex = print_list(json_object_get(l, "tasks"))) != TPCTL_EXIT_OK)
+                        return ex;
+        }
         return ex;
 }

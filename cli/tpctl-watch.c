@@ -112,6 +112,7 @@ static int exec_env(json_t *ev, const char *line) {
                 { "TASKPATCH_TASK", "task" },
                 { "TASKPATCH_SHA256", "sha256" },
                 { "TASKPATCH_MODEL_PATH", "model_path" },
+                { "TASKPATCH_MODEL", "model" },
                 { "TASKPATCH_REASON", "reason" },
         };
         char version[24] = "";
@@ -171,8 +172,12 @@ static int exec_option(int c, const char **exec) {
 
 /* Handle one event line: print it, run --exec on slot-changed. TPCTL_GO_ON, or the exit code. */
 static int watch_event(const Tpctl *t, const char *exec, json_t *ev, const char *line) {
-        const char *name = get_str(ev, "event");
+        const char *name = get_str(ev, "event"), *model = get_str(ev, "model");
         bool run = exec && name && strcmp(name, "slot-changed") == 0;
+
+        /* --model: that model's events only (a subscription hears every model's). */
+        if (t->model && model && strcmp(model, t->model) != 0)
+                return TPCTL_GO_ON;
 
         if (run) {
                 int r = exec_env(ev, line);     /* before print_event() sanitizes the values */
@@ -207,7 +212,7 @@ int cmd_watch(Tpctl *t, int argc, char *argv[]) {
         int c, ex;
         Conn conn;
 
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, ":hm:", options, NULL)) >= 0) {
                 ex = tpctl_common_option(t, "watch", c, argv);
                 if (ex == TPCTL_NOT_MINE)
                         ex = exec_option(c, &exec);
@@ -220,7 +225,7 @@ int cmd_watch(Tpctl *t, int argc, char *argv[]) {
         req = json_pack("{s:s}", "cmd", "subscribe");
         if (!req)
                 return tpctl_fail(TPCTL_FAILURE_INTERNAL, "out of memory");
-        if (conn_open(&conn, t->socket_path) < 0)
+        if (conn_open(&conn, t) < 0)
                 return TPCTL_EXIT_FAILED;
         if (conn_send(&conn, req, -1) < 0) {
                 conn_close(&conn);

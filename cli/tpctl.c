@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "manifest.h"      /* task_name_valid(): model names follow the same rule */
 #include "tpctl.h"
 
 static const struct {
@@ -62,13 +63,16 @@ static const struct {
           "\n"
           "  --exec CMD   on every slot-changed event, run '/bin/sh -c CMD' and wait for it, with\n"
           "               TASKPATCH_EVENT, TASKPATCH_SLOT, TASKPATCH_TASK (empty for the base),\n"
-          "               TASKPATCH_VERSION, TASKPATCH_SHA256, TASKPATCH_MODEL_PATH,\n"
+          "               TASKPATCH_VERSION, TASKPATCH_SHA256, TASKPATCH_MODEL_PATH, TASKPATCH_MODEL,\n"
           "               TASKPATCH_REASON and TASKPATCH_EVENT_JSON (the whole line) set\n" },
 };
 
 static const char global_help[] =
         "Global options (before or after the command):\n"
         "  --socket PATH   the daemon's socket (default: $TASKPATCH_SOCKET, else " TPCTL_DEFAULT_SOCKET ")\n"
+        "  -m, --model NAME  the model a command is for, on a device of several (taskpatchd.yaml's\n"
+        "                  models:); a command that changes state needs it there, status and list\n"
+        "                  without it show every model, watch every model's events\n"
         "  --json          print the daemon's final answer as one JSON line; a failure always\n"
         "                  prints one {\"ok\":false,\"error\":{\"code\",\"message\"}} object (tpctl's\n"
         "                  own codes: usage, unreachable, io, internal)\n"
@@ -81,7 +85,7 @@ static const char exit_help[] =
         "4 rolled back.\n";
 
 static void help(void) {
-        printf("Usage: tpctl [--socket PATH] [--json] [--no-progress] COMMAND [ARGS...]\n"
+        printf("Usage: tpctl [--socket PATH] [--model NAME] [--json] [--no-progress] COMMAND [ARGS...]\n"
                "\n"
                "Client of taskpatchd, the on-device update daemon.\n"
                "\n"
@@ -139,6 +143,12 @@ int tpctl_common_option(Tpctl *t, const char *command, int c, char *argv[]) {
         case OPT_NO_PROGRESS:
                 t->no_progress = true;
                 return TPCTL_GO_ON;
+        case OPT_MODEL:
+                if (!task_name_valid(optarg))
+                        return tpctl_usage_error(cmd, "--model '%s': expected a model name, [a-z0-9][a-z0-9._-]{0,63}",
+                                                 optarg);
+                t->model = optarg;
+                return TPCTL_GO_ON;
         case '?':
                 /* opterr is 0: say it ourselves, naming the option as typed. */
                 if (optopt > 0 && optopt < 0x100)
@@ -158,7 +168,7 @@ int tpctl_parse_options(Tpctl *t, const char *command, int argc, char *argv[]) {
         };
         int c, ex;
 
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, ":hm:", options, NULL)) >= 0) {
                 ex = tpctl_common_option(t, command, c, argv);
                 if (ex == TPCTL_NOT_MINE)       /* cannot happen: no options of its own */
                         return TPCTL_EXIT_USAGE;
@@ -188,7 +198,7 @@ static int run(Tpctl *t, int argc, char *argv[]) {
 
         /* '+': stop at the command; its own options are parsed by the command. ':': we report. */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+:h", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "+:hm:", options, NULL)) >= 0) {
                 if (c == 'V') {
                         printf("tpctl %s\n", TASKPATCH_VERSION);
                         return TPCTL_EXIT_OK;
@@ -224,7 +234,7 @@ static int run(Tpctl *t, int argc, char *argv[]) {
  * one after the command only (switch).
  */
 static bool wants_json(int argc, char *argv[]) {
-        static const char *const with_argument[] = { "--socket", "--sha256", "--exec" };
+        static const char *const with_argument[] = { "--socket", "--sha256", "--exec", "--model", "-m" };
         bool command = false;
 
         for (int i = 1; i < argc; i++) {

@@ -44,6 +44,7 @@ typedef enum TpctlFailure {
 /* The global options. */
 typedef struct Tpctl {
         const char *socket_path;
+        const char *model;              /* --model: every request names it; NULL: none */
         bool json;
         bool no_progress;
 } Tpctl;
@@ -51,6 +52,7 @@ typedef struct Tpctl {
 /* Options every command accepts too (after its name): getopt_long() values and table entries. */
 enum {
         OPT_HELP = 'h',
+        OPT_MODEL = 'm',
         OPT_SOCKET = 0x100,
         OPT_JSON,
         OPT_NO_PROGRESS,
@@ -60,7 +62,8 @@ enum {
         { "help", no_argument, NULL, OPT_HELP },                        \
         { "socket", required_argument, NULL, OPT_SOCKET },              \
         { "json", no_argument, NULL, OPT_JSON },                        \
-        { "no-progress", no_argument, NULL, OPT_NO_PROGRESS }
+        { "no-progress", no_argument, NULL, OPT_NO_PROGRESS },          \
+        { "model", required_argument, NULL, OPT_MODEL }
 
 /*
  * Handle @c (from getopt_long) when it is a global option, --help of @command (NULL: tpctl's
@@ -106,14 +109,15 @@ int tpctl_finish(const Tpctl *t, int ex);
 typedef struct Conn {
         int fd;
         const char *path;
+        const char *model;      /* added to every request sent (--model), NULL: none */
         LineReader reader;
         bool eof;               /* the daemon closed its end */
         bool overflow;          /* a line over JSONLINE_MAX_MESSAGE came: nothing more is read */
         char buf[16384];
 } Conn;
 
-/* Connect to @path; prints why not (a TPCTL_FAILURE_UNREACHABLE) and returns -errno. */
-int conn_open(Conn *c, const char *path);
+/* Connect to @t's socket; prints why not (a TPCTL_FAILURE_UNREACHABLE) and returns -errno. */
+int conn_open(Conn *c, const Tpctl *t);
 void conn_close(Conn *c);
 /* Send @req as one line, with @fd (SCM_RIGHTS) when >= 0; prints and returns -errno on failure. */
 int conn_send(Conn *c, const json_t *req, int fd);

@@ -16,7 +16,8 @@
 /* ---- the host ---- */
 
 bool manager_can_start(Manager *m) {
-        return !m->op && manager_state(m) == STATE_IDLE && m->ps.provisioned && !m->write_error;
+        return !m->op && manager_state(m) == STATE_IDLE && m->ps.provisioned && !m->write_error &&
+               !manager_peer_busy(m);
 }
 
 int manager_submit(Manager *m, Operation *op, UpdateOrigin origin, char ret_transaction[TRANSACTION_ID_SIZE],
@@ -28,6 +29,13 @@ int manager_submit(Manager *m, Operation *op, UpdateOrigin origin, char ret_tran
                                   m->op ? m->op->cmd : manager_state_to_string(manager_state(m));
                 r = tp_error(err, -EBUSY, "%s cannot start: %s%s", op->cmd, why,
                              !m->write_error && m->op ? " is running" : "");
+                operation_free(op);
+                return r;
+        }
+        const Manager *peer = op->start >= 0 ? manager_peer_busy(m) : NULL;
+        if (peer) {
+                r = tp_error(err, -EBUSY, "%s cannot start: model %s is running %s", op->cmd, peer->model,
+                             peer->op->cmd);
                 operation_free(op);
                 return r;
         }

@@ -79,6 +79,7 @@ void manager_emit(Manager *m, const char *transaction, json_t *ev) {
                 return;
         now_utc(t);
         json_object_set_new(ev, "time", json_string(t));
+        json_object_set_new(ev, "model", json_string(m->model));
         if (transaction && transaction[0])
                 json_object_set_new(ev, "transaction", json_string(transaction));
         if (m->server)
@@ -283,7 +284,7 @@ void manager_seal_event_fields(json_t *ev, const Seal *s) {
 }
 
 json_t *manager_slot_changed_event(Manager *m, const char *reason) {
-        json_t *ev = json_pack("{s:s, s:s, s:s, s:s}", "event", "slot-changed", "slot",
+        json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s}", "event", "slot-changed", "model", m->model, "slot",
                                slot_id_to_string(m->active), "model_path", m->config->model_path, "reason", reason);
         manager_seal_event_fields(ev, &m->seals[m->active]);
         return ev;
@@ -383,11 +384,26 @@ void manager_reply_unwritable(Manager *m, Client *c, const char *cmd) {
                            "serves status only until it can", cmd, m->config->state_dir, strerror(-m->write_error));
 }
 
+const Manager *manager_peer_busy(const Manager *m) {
+        for (size_t i = 0; i < m->n_peers; i++)
+                if (m->peers[i] != m && m->peers[i]->op && m->peers[i]->op->start >= 0)
+                        return m->peers[i];
+        return NULL;
+}
+
 void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
+        const Manager *peer = op->start >= 0 ? manager_peer_busy(m) : NULL;
         sd_id128_t id;
         int r;
 
         op->m = m;
+        if (peer) {
+                if (c)
+                        client_reply_error(c, "busy", "%s cannot start: model %s is running %s (operations run one at "
+                                           "a time across models)", op->cmd, peer->model, peer->op->cmd);
+                operation_free(op);
+                return;
+        }
         if (m->write_error && op->start >= 0) {
                 if (c)
                         manager_reply_unwritable(m, c, op->cmd);

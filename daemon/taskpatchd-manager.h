@@ -100,6 +100,8 @@ struct Manager {
         sd_event *event;
         const DaemonConfig *config;
         const char *model;              /* the model's name: bundles name it (MANIFEST_DEFAULT_MODEL on a one-model device) */
+        Manager *const *peers;          /* every model's manager (this one too): operations run one at a time */
+        size_t n_peers;
         Server *server;
         Machine machine;                /* the state: manager_fire() changes it */
 
@@ -203,6 +205,8 @@ void manager_check_slot(Manager *m, SlotId slot);
 _warn_unused_result_ int manager_point_model_path(Manager *m, SlotId slot, TpError *err);
 /* After staging: activate @slot and start its trial (or commit at once with @trial false). */
 _warn_unused_result_ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError *err);
+/* Another model's manager running an operation (its scrubs aside), or NULL. */
+const Manager *manager_peer_busy(const Manager *m);
 /* Free space in the state directory in bytes, or -errno. */
 int64_t manager_free_space(Manager *m);
 
@@ -234,6 +238,14 @@ int manager_mark_good(Manager *m, Client *c);
 void manager_rollback(Manager *m, Client *c, bool allow_downgrade, bool wait);
 /* The status object (without "ok"). */
 json_t *manager_status(Manager *m);
+/* The list reply: {"tasks": [...]} (without "ok"). */
+json_t *manager_list(Manager *m);
+/*
+ * A subscription starts with a snapshot of what is true now, so that a service that
+ * (re)connects never has to guess what it missed; then what happened at start-up before
+ * anyone could listen (a rollback), once. Sends both to @c (subscribed already).
+ */
+void manager_send_snapshot(Manager *m, Client *c);
 
 /*
  * Open and verify a bundle (takes @fd): signature to the CA, manifest, made

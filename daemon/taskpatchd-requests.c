@@ -46,7 +46,7 @@ static int check_keys(const Command *cmd, json_t *req, TpError *err) {
         json_t *v;
 
         json_object_foreach(req, key, v) {
-                bool known = strcmp(key, "cmd") == 0;
+                bool known = strcmp(key, "cmd") == 0 || strcmp(key, "model") == 0;
                 for (size_t i = 0; !known && cmd->keys[i]; i++)
                         known = strcmp(key, cmd->keys[i]) == 0;
                 if (!known)
@@ -57,7 +57,7 @@ static int check_keys(const Command *cmd, json_t *req, TpError *err) {
                         ok = json_is_boolean(v);
                 else if (strcmp(key, "version") == 0)
                         ok = json_is_integer(v) && json_integer_value(v) > 0;
-                else if (strcmp(key, "sha256") == 0 || strcmp(key, "task") == 0)
+                else if (strcmp(key, "sha256") == 0 || strcmp(key, "task") == 0 || strcmp(key, "model") == 0)
                         ok = json_is_string(v) || (strcmp(key, "task") == 0 && json_is_null(v));
                 if (!ok)
                         return tp_error(err, -EINVAL, "%s: field '%s' has the wrong type", cmd->name, key);
@@ -122,8 +122,9 @@ static json_t *base_files_json(Manager *m) {
 }
 
 json_t *manager_status(Manager *m) {
-        json_t *o = json_pack("{s:s, s:s, s:s}", "state", manager_state_to_string(manager_state(m)), "model_path",
-                              m->config->model_path, "version", TASKPATCH_VERSION);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "model", m->model, "state",
+                              manager_state_to_string(manager_state(m)), "model_path", m->config->model_path, "version",
+                              TASKPATCH_VERSION);
         json_t *tasks = json_array(), *slots = json_object();
 
         if (m->ps.provisioned) {
@@ -191,7 +192,7 @@ json_t *manager_status(Manager *m) {
         return o;
 }
 
-static json_t *list_json(Manager *m) {
+json_t *manager_list(Manager *m) {
         json_t *a = json_array();
         for (size_t i = 0; i < m->store.n; i++) {
                 const InstalledTask *t = &m->store.tasks[i];
@@ -214,9 +215,16 @@ static json_t *list_json(Manager *m) {
 }
 
 static bool refuse_busy(Manager *m, Client *c, bool trial_too) {
+        const Manager *peer;
+
         (void) manager_stop_scrub(m);
         if (m->op) {
                 client_reply_error(c, "busy", "%s is running (transaction %s)", m->op->cmd, m->op->transaction);
+                return true;
+        }
+        if ((peer = manager_peer_busy(m))) {
+                client_reply_error(c, "busy", "model %s: %s is running (transaction %s): operations run one at a time "
+                                   "across models", peer->model, peer->op->cmd, peer->op->transaction);
                 return true;
         }
         if (trial_too && manager_on_trial(m)) {
@@ -312,18 +320,16 @@ static void handle_switch(Manager *m, Client *c, json_t *req, bool wait) {
  * service that (re)connects never has to guess what it missed; then what
  * happened at start-up before anyone could listen (a rollback), once.
  */
-static void handle_subscribe(Manager *m, Client *c) {
+void manager_send_snapshot(Manager *m, Client *c) {
         json_t *st = manager_status(m);
-        json_t *ev = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O}", "event", "snapshot", "state",
-                               json_object_get(st, "state"), "model_path", json_object_get(st, "model_path"),
-                               "active", json_object_get(st, "active"), "trial", json_object_get(st, "trial"),
-                               "last_event", json_object_get(st, "last_event"));
+        json_t *ev = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:O}", "event", "snapshot", "model",
+                               json_object_get(st, "model"), "state", json_object_get(st, "state"), "model_path",
+                               json_object_get(st, "model_path"), "active", json_object_get(st, "active"), "trial",
+                               json_object_get(st, "trial"), "last_event", json_object_get(st, "last_event"));
         char t[21];
         size_t i;
 
         json_decref(st);
-        client_subscribe(c);
-        client_reply(c, NULL);
         format_time_utc((int64_t) clock_wall(), t);
         json_object_set_new(ev, "time", json_string(t));
         client_send_event(c, ev);
@@ -346,9 +352,12 @@ static void handle(Manager *m, Client *c, const Command *cmd, json_t *req, int f
         else if (strcmp(cmd->name, "status") == 0)
                 client_reply(c, manager_status(m));
         else if (strcmp(cmd->name, "list") == 0)
-                client_reply(c, list_json(m));
-        else if (strcmp(cmd->name, "subscribe") == 0)
-                handle_subscribe(m, c);
+                client_reply(c, manager_list(m));
+        else if (strcmp(cmd->name, "subscribe") == 0) {
+                client_subscribe(c);
+                client_reply(c, NULL);
+                manager_send_snapshot(m, c);
+        }
         else if (strcmp(cmd->name, "mark-good") == 0)
                 (void) manager_mark_good(m, c);
         else if (strcmp(cmd->name, "rollback") == 0)

@@ -364,7 +364,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         if (r < 0)
                 return tp_error(err, r, "%s/slots: %s", config->state_dir, strerror(-r));
 
-        m->lease_signal = SIGRTMIN + 4;
+        m->lease_signal = SIGRTMIN + 4 + (int) config->model_index;    /* one per model: 4 + 16 <= 30 */
         sigset_t mask;
         sigemptyset(&mask);
         sigaddset(&mask, m->lease_signal);

@@ -10,10 +10,10 @@
 
 #include "config.h"
 #include "dispatch.h"
-#include "fileio.h"
 #include "taskpatchd-curl.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
+#include "taskpatchd-models.h"
 #include "taskpatchd-server.h"
 
 static void help(void) {
@@ -61,7 +61,7 @@ int main(int argc, char *argv[]) {
         bool check_only = false;
         DaemonConfig config = { 0 };
         sd_event *e = NULL;
-        Manager *m = NULL;
+        Models *models = NULL;
         Server *server = NULL;
         CurlGlue *glue = NULL;
         TpError err = {};
@@ -108,21 +108,23 @@ int main(int argc, char *argv[]) {
                 config_done(&config);
                 return 1;
         }
-        if (config.n_models > 1) {
-                log_error("%s: models: names %zu models; this version of taskpatchd manages one", config_path,
-                          config.n_models);
-                config_done(&config);
-                return 1;
-        }
-        /* The one model's settings (the top level's, or those of the one entry of models:). */
+        /* The first model's settings (the top level's without models:): what --check prints of one model. */
         DaemonConfig view = config_model_view(&config, 0);
         if (trust_missing)
                 log_warning("%s: trust.ca %s does not exist: every bundle and channel will be refused until it does",
                             config_path, config.trust.ca);
-        if (check_only) {
+        if (check_only && config.n_models == 1)
                 printf("%s: OK (state_dir %s, socket %s, model_path %s, verify %s, model %s)%s\n", config_path,
                        view.state_dir, view.socket, view.model_path, verify_mode_to_string(view.verify), view.model,
                        trust_missing ? "; warning: trust.ca does not exist" : "");
+        else if (check_only) {
+                printf("%s: OK (state_dir %s, socket %s, verify %s, %zu models:", config_path, config.state_dir,
+                       config.socket, verify_mode_to_string(config.verify), config.n_models);
+                for (size_t i = 0; i < config.n_models; i++)
+                        printf("%s %s model_path %s", i ? "," : "", config.models[i].name, config.models[i].model_path);
+                printf(")%s\n", trust_missing ? "; warning: trust.ca does not exist" : "");
+        }
+        if (check_only) {
                 config_done(&config);
                 return 0;
         }
@@ -146,54 +148,43 @@ int main(int argc, char *argv[]) {
         (void) sd_event_add_signal(e, NULL, SIGHUP, on_hangup, NULL);
         (void) sd_event_set_watchdog(e, true);  /* WATCHDOG=1 when WATCHDOG_USEC is set */
 
-        /* A model other than "default" keeps its state in state_dir/models/NAME. */
-        if (strcmp(view.state_dir, config.state_dir) != 0) {
-                _cleanup_free_ char *models = NULL;
-                if (asprintf(&models, "%s/models", config.state_dir) < 0) {
-                        log_error("out of memory");
-                        r = -ENOMEM;
-                        goto out;
-                }
-                const char *dirs[] = { config.state_dir, models };
-                for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
-                        if ((r = mkdir_durable(dirs[i], 0750)) < 0) {
-                                log_error("%s: %s", dirs[i], strerror(-r));
-                                goto out;
-                        }
-        }
-        r = manager_new(e, &view, &m, &err);
+        r = models_new(e, &config, &models, &err);
         if (r < 0) {
                 log_error("%s", tp_error_message(&err, r));
                 goto out;
         }
-        r = server_new(e, config.socket, config.admin_group, manager_handle_request, m, &server, &err);
+        r = server_new(e, config.socket, config.admin_group, models_handle_request, models, &server, &err);
         if (r < 0) {
                 log_error("%s", tp_error_message(&err, r));
                 goto out;
         }
-        manager_set_server(m, server);
-        /* One libcurl multi handle for every update source's transfers. */
+        models_set_server(models, server);
+        /*
+         * One libcurl multi handle for every update source's transfers. The sources (channel,
+         * spool, hawkBit) serve the first model; each model tells its own services.
+         */
         r = curl_glue_new(e, &glue);
         if (r < 0)
                 (void) tp_error(&err, r, "cannot set up libcurl: %s", strerror(-r));
         if (r >= 0)
-                r = manager_add_sources(m, glue, &err);
-        if (r >= 0)
-                r = notifier_new(e, &view, &m->notifier, &err);
+                r = manager_add_sources(models->managers[0], glue, &err);
+        for (size_t i = 0; r >= 0 && i < models->n; i++)
+                r = notifier_new(e, &models->views[i], &models->managers[i]->notifier, &err);
         if (r < 0) {
                 log_error("%s", tp_error_message(&err, r));
                 goto out;
         }
-        log_info("taskpatchd %s ready (model %s, state %s, kernel %s)", TASKPATCH_VERSION, view.model, view.state_dir,
-                 kernel_active(KERNEL_SHA256));
+        for (size_t i = 0; i < models->n; i++)
+                log_info("taskpatchd %s ready (model %s, state %s, kernel %s)", TASKPATCH_VERSION,
+                         models->views[i].model, models->views[i].state_dir, kernel_active(KERNEL_SHA256));
         (void) sd_notify(false, "READY=1");
-        manager_send_status(m);
+        manager_send_status(models->managers[0]);
         r = sd_event_loop(e);
         if (r < 0)
                 log_error("event loop: %s", strerror(-r));
 out:
         server_free(server);
-        manager_free(m);        /* the sources first: their transfers leave the glue */
+        models_free(models);    /* the sources first: their transfers leave the glue */
         curl_glue_free(glue);
         sd_event_unref(e);
         config_done(&config);

@@ -596,6 +596,7 @@ DaemonConfig config_model_view(const DaemonConfig *c, size_t i) {
         v.trial = m->trial;
         v.notify = m->notify;
         v.model = m->name;
+        v.model_index = i;
         return v;
 }
 

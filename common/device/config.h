@@ -96,6 +96,7 @@ typedef struct DaemonConfig {
         size_t n_models;
         bool models_map;                /* the file has a "models:" map (else models[0] is "default") */
         const char *model;              /* a view's model (config_model_view()); NULL in the file's configuration */
+        size_t model_index;             /* a view's index in models[] */
 } DaemonConfig;
 
 const char *verify_mode_to_string(VerifyMode m);       /* "full", "incremental" */

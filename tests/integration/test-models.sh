@@ -1,10 +1,13 @@
 #!/bin/bash
-# Models by name (taskpatchd.yaml's models: map, taskpatch create --model): a device whose one
-# model is "detector" keeps its state in state_dir/models/detector, takes bundles made for
-# detector and refuses those made for "default", and the other way round; a configuration
-# naming several models is refused at start with a clear error (this version runs one), and
-# so are the map's mistakes (a model without model_path, model_path beside models:).
-# shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
+# Models by name (taskpatchd.yaml's models: map, taskpatch create --model, tpctl --model): a
+# device whose one model is "detector" keeps its state in state_dir/models/detector, takes
+# bundles made for detector and refuses those made for "default", and the other way round.
+# A device of two models (a GGUF language model, an ONNX detector) behind one socket: each is
+# provisioned, installed, switched and rolled back on its own; a command that changes state
+# without --model is a usage error listing the models; status and list show both; events name
+# their model (watch --model shows one); an operation of one model makes another's wait (busy);
+# a restart finds both. The map's mistakes are refused at start.
+# shellcheck disable=SC2034,SC2154  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh; root is set there
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 
@@ -56,6 +59,101 @@ check "the default model refuses a bundle made for detector" grep -q "made for m
 check "... and takes its own" tpctl install "$TMP/shout.tpb"
 stop_daemon
 
+# ---- two models behind one socket ----------------------------------------------------------
+
+python3 "$root/tests/tools/make-onnx.py" --layers 4 --channels 8 -o "$TMP/det-base.onnx" --task-out "$TMP/det.onnx" \
+    --change-layers 1 > "$TMP/onnx.log" 2>&1 || { fail "ONNX fixtures: $(tail -n 2 "$TMP/onnx.log")"; daemon_finish; exit 1; }
+"$BIN/taskpatch" create "$TMP/det-base.onnx" "$TMP/det.onnx" -o "$TMP/det.tpb" --task det --model detector \
+    --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 1 > /dev/null
+rm -rf "$STATE"
+MODEL="$STATE/model.gguf"
+DET="$TMP/detector.onnx"
+{
+    printf 'state_dir: %s\nsocket: %s\ntrust:\n  ca: %s\n%s\nmodels:\n' "$STATE" "$SOCK" "$TMP/pki/ca.pem" "$LONG_TRIAL"
+    printf '  default:\n    model_path: %s\n  detector:\n    model_path: %s\n' "$MODEL" "$DET"
+} > "$CONF"
+check "taskpatchd --check lists both models" sh -c "'$BIN/taskpatchd' --config '$CONF' --check | grep -q '2 models: default model_path $MODEL, detector model_path $DET)'"
+need_daemon
+tpctl provision "$TMP/base.gguf" > "$TMP/out" 2>&1
+check "provision without --model: a usage error (exit 2)" test $? -eq 2
+check "... listing the models" grep -q "provision: this device has 2 models (default, detector): name one" "$TMP/out"
+tpctl -m camera status > "$TMP/out" 2>&1
+check "--model of no such model: not-found, naming the models" grep -q "no model 'camera' on this device (default, detector)" "$TMP/out"
+check "provision default (GGUF)" tpctl --model default provision "$TMP/base.gguf"
+check "provision detector (ONNX)" tpctl -m detector provision "$TMP/det-base.onnx"
+check "detector's slots are in state_dir/models/detector" test "$(readlink "$DET")" = "$STATE/models/detector/slots/a.onnx"
+check "install json for default" tpctl -m default install "$TMP/json.tpb"
+tpctl -m detector install "$TMP/json.tpb" > "$TMP/out" 2>&1
+check "json (made for default) refused by detector" grep -q "made for model 'default'; this device's model is 'detector'" "$TMP/out"
+check "install det for detector" tpctl -m detector install "$TMP/det.tpb"
+
+tpctl --json status > "$TMP/st.json"
+check "status without --model: both models" python3 -c "
+import json, sys
+s = json.load(open(sys.argv[1]))['models']
+sys.exit(not (sorted(s) == ['default', 'detector'] and s['default']['model'] == 'default' and
+              s['detector']['model_path'] == sys.argv[2] and s['detector']['base']['kind'] == 'onnx'))" "$TMP/st.json" "$DET"
+tpctl status > "$TMP/st.txt"
+check "... and tpctl status prints a section for each" test "$(grep -c '^== model ' "$TMP/st.txt")" = 2
+tpctl list > "$TMP/list.txt"
+check "tpctl list: each model's tasks under its heading" sh -c "sed -n '/== model detector/,\$p' '$TMP/list.txt' | grep -q ' det ' && ! sed -n '/== model detector/,\$p' '$TMP/list.txt' | grep -q ' json '"
+
+comp="$root/packaging/completion/tpctl"
+check "bash completion: --model offers the device's models" bash -c "
+. '$comp'
+words=('$BIN/tpctl' --socket '$SOCK' --model '')
+test \"\$(_tpctl_models | tr '\n' ' ')\" = 'default detector '"
+check "bash completion: 'tpctl -m detector switch' offers detector's tasks" bash -c "
+. '$comp'
+words=('$BIN/tpctl' --socket '$SOCK' -m detector switch '')
+test \"\$(_tpctl_tasks | tr '\n' ' ')\" = 'det '"
+
+# Events name their model; watch --model shows that model's only.
+tpctl --json watch > "$TMP/all.events" 2>&1 &
+W1=$!
+tpctl --json -m default watch > "$TMP/default.events" 2>&1 &
+W2=$!
+for _ in $(seq 200); do [ "$(grep -c '"snapshot"' "$TMP/all.events" 2> /dev/null)" = 2 ] && [ -s "$TMP/default.events" ] && break; sleep 0.05; done
+check "a subscription without --model gets a snapshot of each model" test "$(grep -c '"event":"snapshot"' "$TMP/all.events")" = 2
+check "switch detector to det" tpctl -m detector switch det
+check "... detector's model_path is det's bytes" cmp -s "$DET" "$TMP/det.onnx"
+check "... default's still the base" same "$TMP/base.gguf"
+for _ in $(seq 200); do grep -q '"slot-changed"' "$TMP/all.events" && break; sleep 0.05; done
+check "the slot-changed event names model detector" grep -q '"event":"slot-changed","model":"detector"' "$TMP/all.events"
+check "status of default: idle (its trial is its own)" test "$(tpctl -m default --json status | jget state)" = idle
+check "switch default to json while detector is on trial" tpctl -m default switch json
+check "... default's model_path is json's bytes" same "$TMP/json.gguf"
+check "rollback detector" tpctl -m detector rollback
+check "... detector's model_path is its base again" cmp -s "$DET" "$TMP/det-base.onnx"
+check "... default untouched: json, still on trial" test "$(tpctl -m default --json status | jget trial.task)" = json
+check "mark-good default" tpctl -m default mark-good
+kill "$W1" "$W2" 2> /dev/null
+wait "$W1" "$W2" 2> /dev/null
+check "watch --model default printed none of detector's events" sh -c "! grep -q '\"model\":\"detector\"' '$TMP/default.events' && grep -q '\"model\":\"default\"' '$TMP/default.events'"
+stop_daemon
+
+# One operation at a time across models: detector's switch while default's runs is busy. The
+# daemon's fdatasyncs are slowed (strace) so that default's switch is still running when asked.
+start_daemon_traced -e trace=fdatasync -e inject=fdatasync:delay_enter=2000000 || fail "daemon under strace"
+tpctl -m default install "$TMP/shout.tpb" > /dev/null
+tpctl -m default switch shout > "$TMP/sw.out" 2>&1 &
+SW=$!
+for _ in $(seq 400); do [ "$(tpctl -m default --json status | jget operation.cmd 2> /dev/null)" = switch ] && break; sleep 0.05; done
+tpctl -m detector switch det > "$TMP/out" 2>&1
+rc=$?
+check "detector's switch while default's runs: busy (exit 3, got $rc)" test "$rc" -eq 3
+check "... saying model default is running switch" grep -q "model default: switch is running" "$TMP/out"
+wait "$SW"
+check "default's switch finished: shout on trial" grep -q "shout v1 active" "$TMP/sw.out"
+check "... mark-good default" tpctl -m default mark-good
+check "... and detector's switch works now" tpctl -m detector switch det
+stop_daemon
+
+need_daemon
+check "after a restart: detector's det (on trial) rolled back, default's shout (committed) kept" test "$(tpctl -m detector --json status | jget active.task) $(tpctl -m default --json status | jget active.task)" = "null shout"
+check "... the files agree" sh -c "cmp -s '$DET' '$TMP/det-base.onnx' && cmp -s '$MODEL' '$TMP/shout.gguf'"
+stop_daemon
+
 # refused_config WHAT PATTERN: taskpatchd does not start on $CONF, and says PATTERN.
 refused_config() {
     "$BIN/taskpatchd" --config "$CONF" > "$TMP/out" 2>&1
@@ -63,8 +161,6 @@ refused_config() {
     check "$1: taskpatchd exits 1 (got $rc)" test "$rc" -eq 1
     check "... saying '$2'" grep -q "$2" "$TMP/out"
 }
-models_config default detector
-refused_config "two models" "models: names 2 models; this version of taskpatchd manages one"
 printf 'state_dir: %s\nsocket: %s\nmodel_path: %s\nmodels:\n  llm:\n    model_path: /m/x.gguf\n' "$STATE" "$SOCK" "$MODEL" > "$CONF"
 refused_config "model_path beside models:" "model_path and models: both set"
 printf 'state_dir: %s\nsocket: %s\nmodels:\n  llm:\n    trial:\n      timeout: 5\n' "$STATE" "$SOCK" > "$CONF"
