@@ -12,9 +12,13 @@
 #     rebuilt by a daemon; the output tensor's raw bytes equal the direct task model's and
 #     differ from the base's; make-onnx.py's external-data layouts (one data file, a file per
 #     tensor) of the conv stack and of a float32 MatMul stack load and give the inline models'
-#     outputs bit for bit, and so do the task directories taskpatch apply rebuilds from bundles;
+#     outputs bit for bit, and so do the task directories taskpatch apply rebuilds from bundles
+#     and the ones a daemon in directory mode rebuilds into its slot directories (model_path a
+#     link to the slot; ONNX Runtime given model_path/model.onnx), each layout, both stacks;
 #   - llama.cpp loads a split GGUF (three shards) rebuilt by taskpatch apply and decodes the
-#     task's tokens bit for bit;
+#     task's tokens bit for bit; and given the first shard under the model_path of a daemon in
+#     directory mode, the split base provisioned: json, then shout (a sibling switch between
+#     directory tasks), then the base again, each its directly made model's tokens bit for bit;
 #   - the example service (tests/runtime/service.mjs) behind the trial's health_url: a switch
 #     changes its answers and is committed by health; a broken task (random bytes, NaN logits)
 #     is rolled back, and the answers are the previous task's again.
@@ -188,6 +192,7 @@ onnx_external() {
         else
             fail "ONNX Runtime, $name rebuilt ($layout): output $(short "$(field "$rebuilt" bytes)"), the task's $(short "${out[2]}")"
         fi
+        onnx_daemon "$name" "$d" "$layout" "${out[2]}" "${out[1]}"
     done
     # The weights really are outside: the per-tensor files hold most of the inline model's bytes,
     # and both external models are smaller by at least half of that.
@@ -207,32 +212,109 @@ onnx_external() {
         fail "ONNX Runtime, $name: outputs inline $(short "${out[1]}")/$(short "${out[2]}"), one file $(short "${out[3]}")/$(short "${out[4]}"), per tensor $(short "${out[5]}")/$(short "${out[6]}")"
     fi
 }
+# onnx_daemon NAME D LAYOUT TASK-OUT BASE-OUT: a daemon in directory mode provisioned with the
+# base directory D/LAYOUT/base, the bundle D/LAYOUT.tpb installed, switched to and marked good:
+# model_path links to the slot directory the daemon rebuilt, and ONNX Runtime, given
+# model_path/model.onnx, reads the data files beside it and outputs the task's bytes.
+onnx_daemon() {
+    local name=$1 d=$2 layout=$3 want=$4 base=$5 st path slot got
+    SOCK=$d/$layout.sock STATE=$d/$layout-state MODEL=$d/$layout-state/model CONF=$d/$layout.yaml
+    write_config
+    if ! start_daemon > /dev/null || ! tpctl provision "$d/$layout/base" > /dev/null ||
+        ! tpctl install "$d/$layout.tpb" > /dev/null || ! tpctl switch ext > /dev/null || ! tpctl mark-good > /dev/null; then
+        fail "ONNX Runtime, $name ($layout) in the daemon: start, provision, install, switch: $(tail -n 2 "$TMP/daemon.log")"
+        stop_daemon
+        return
+    fi
+    st=$(tpctl --json status)
+    path=$(jget model_path <<< "$st")
+    slot=$(jget active.slot <<< "$st")
+    got=$(node "$here/onnx-run.mjs" "$path/model.onnx" 2> "$TMP/ext.err") ||
+        got="(ONNX Runtime failed: $(grep -m 1 Error "$TMP/ext.err"))"
+    if [ "$(readlink "$path")" != "$STATE/slots/$slot.dir" ]; then
+        fail "ONNX Runtime, $name ($layout) in the daemon: model_path $path links to $(readlink "$path"), not slots/$slot.dir"
+    elif [ "$(field "$got" bytes 2> /dev/null)" = "$want" ] && [ "$want" != "$base" ]; then
+        ok "ONNX Runtime: $name rebuilt by the daemon into slot $slot.dir from the $(stat -c %s "$d/$layout.tpb")-byte bundle ($layout, set digest $(short "$(jget active.sha256 <<< "$st")")), model_path/model.onnx and its $(find "$path/" -type f ! -name model.onnx | wc -l) data file(s): output bit-identical to the task's, not the base's"
+    else
+        fail "ONNX Runtime, $name ($layout) in the daemon: output $(short "$(field "$got" bytes 2> /dev/null || echo "$got")"), the task's $(short "$want"), the base's $(short "$base")"
+    fi
+    stop_daemon
+}
 # The conv stack with onnx's default threshold (scales and zero points stay inline); the MatMul
 # stack's biases, "onnx::Add_<l>", are no file names: their files are named by a UUID.
 onnx_external "INT8 conv" --layers 16 --channels 16 --seed 5 --change 3 --mode lowrank --size-threshold 1024
 onnx_external "float32 MatMul" --kind matmul --dim 512 --layers 6 --seed 5 --change 2 --mode lowrank
 
-# ---- llama.cpp loads a split GGUF that taskpatch rebuilt -----------------------------------------
+# ---- llama.cpp loads a split GGUF that taskpatch or the daemon rebuilt ---------------------------
 
-# The base and json split in three (llama-gguf-split's layout, tests/tools/gguf-split.py); a
-# bundle of the shard directories, applied offline; llama.cpp, given the first shard, finds the
-# others beside it and decodes json's tokens and probabilities bit for bit.
+# The base, json and shout split in three (llama-gguf-split's layout, tests/tools/gguf-split.py);
+# bundles of the shard directories. json's is applied offline; llama.cpp, given the first shard,
+# finds the others beside it and decodes json's tokens and probabilities bit for bit.
 split=(python3 "$root/tests/tools/gguf-split.py")
+shard=model-00001-of-00003.gguf
+# split_bundle TASK: TASK's shard directory and its bundle against the base's, $TMP/split-TASK.tpb.
+split_bundle() {
+    "${split[@]}" "$TMP/$1.gguf" "$TMP/split/$1" --shards 3 --prefix model &&
+        "$BIN/taskpatch" create "$TMP/split/base" "$TMP/split/$1" -o "$TMP/split-$1.tpb" --task "$1" --version 1 \
+            --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt"
+}
 if "${split[@]}" "$TMP/base.gguf" "$TMP/split/base" --shards 3 --prefix model > "$TMP/split.log" 2>&1 &&
-    "${split[@]}" "$TMP/json.gguf" "$TMP/split/json" --shards 3 --prefix model > "$TMP/split.log" 2>&1 &&
-    "$BIN/taskpatch" create "$TMP/split/base" "$TMP/split/json" -o "$TMP/split.tpb" --task json --version 1 \
-        --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > "$TMP/split.log" 2>&1 &&
-    "$BIN/taskpatch" apply "$TMP/split/base" "$TMP/split.tpb" --ca "$TMP/pki/ca.pem" -o "$TMP/split/rebuilt" \
+    split_bundle json > "$TMP/split.log" 2>&1 && split_bundle shout > "$TMP/split.log" 2>&1 &&
+    "$BIN/taskpatch" apply "$TMP/split/base" "$TMP/split-json.tpb" --ca "$TMP/pki/ca.pem" -o "$TMP/split/rebuilt" \
         > "$TMP/split.log" 2>&1; then
-    line=$(decode "$TMP/split/rebuilt/model-00001-of-00003.gguf" 2> "$TMP/decode.err") ||
+    line=$(decode "$TMP/split/rebuilt/$shard" 2> "$TMP/decode.err") ||
         line="(llama.cpp failed: $(tail -n 1 "$TMP/decode.err"))"
     if [ "$(decoded "$line")" = "$direct_json" ]; then
-        ok "llama.cpp: json split in 3 shards and rebuilt by taskpatch apply ($(stat -c %s "$TMP/split.tpb")-byte bundle) decodes json's tokens and probabilities bit for bit"
+        ok "llama.cpp: json split in 3 shards and rebuilt by taskpatch apply ($(stat -c %s "$TMP/split-json.tpb")-byte bundle) decodes json's tokens and probabilities bit for bit"
     else
         fail "llama.cpp: the rebuilt split json decodes $(short "$line"), not json's"
     fi
+    split_ok=1
 else
     fail "split GGUF: $(tail -n 2 "$TMP/split.log")"
+    split_ok=
+fi
+
+# The daemon in directory mode (model_path without an extension): the split base provisioned,
+# both bundles installed; each switch rebuilds a slot directory and model_path links to it. The
+# first shard under model_path decodes the active model's tokens and probabilities bit for bit.
+# rebuilt_dir TASK EXPECTED HOW: switch to TASK ("base": back to the base), mark it good, decode.
+rebuilt_dir() {
+    local task=$1 expected=$2 how=$3 st path slot got what args=("$1") unlike=", not the base's"
+    [ $# -lt 4 ] || unlike=$4
+    [ "$task" = base ] && args=(--base)
+    tpctl switch "${args[@]}" > /dev/null && tpctl mark-good > /dev/null ||
+        { fail "llama.cpp, split $task in the daemon: switch: $(tail -n 2 "$TMP/daemon.log")"; return; }
+    st=$(tpctl --json status)
+    path=$(jget model_path <<< "$st")
+    slot=$(jget active.slot <<< "$st")
+    if [ "$path" != "$MODEL" ] || [ "$(readlink "$path")" != "$STATE/slots/$slot.dir" ]; then
+        fail "llama.cpp, split $task in the daemon: model_path $path links to $(readlink "$path"), not slots/$slot.dir"
+        return
+    fi
+    got=$(decode "$path/$shard" 2> "$TMP/decode.err") ||
+        { fail "llama.cpp cannot load the daemon's split $task: $(tail -n 2 "$TMP/decode.err")"; return; }
+    got=$(decoded "$got")
+    if [ "$task" = base ]; then what=base; else what="$task from a $(stat -c %s "$TMP/split-$task.tpb")-byte bundle"; fi
+    if [ "$got" = "$expected" ] && { [ "$task" = base ] || [ "$got" != "$direct_base" ]; }; then
+        ok "llama.cpp: the daemon's split $what ($how, slot $slot.dir, set digest $(short "$(jget active.sha256 <<< "$st")")), its first shard under model_path: 3x16 tokens and probabilities identical to the directly made model's$unlike"
+    else
+        fail "llama.cpp: the daemon's split $task decodes $(cut -c1-120 <<< "$got"), the direct one $(cut -c1-120 <<< "$expected")"
+    fi
+}
+if [ -n "$split_ok" ]; then
+    SOCK=$TMP/split.sock STATE=$TMP/split-state MODEL=$TMP/split-state/llm CONF=$TMP/split.yaml
+    write_config
+    need_daemon
+    if tpctl provision "$TMP/split/base" > /dev/null && tpctl install "$TMP/split-json.tpb" > /dev/null &&
+        tpctl install "$TMP/split-shout.tpb" > /dev/null; then
+        rebuilt_dir json "$direct_json" "switch from the base"
+        rebuilt_dir shout "$direct_shout" "sibling switch from json"
+        rebuilt_dir base "$direct_base" "switch back to the base" ", not json's or shout's"
+    else
+        fail "split GGUF in the daemon: provision, install: $(tail -n 3 "$TMP/daemon.log")"
+    fi
+    stop_daemon
 fi
 
 # ---- the example service: switches, health commits, a broken task rolls back -----------------
