@@ -247,6 +247,8 @@ json_t *manager_list(Manager *m);
  */
 void manager_send_snapshot(Manager *m, Client *c);
 
+/* What a bundle is verified against: the CA, the clock, the manifest caps. */
+BundleTrust manager_bundle_trust(const Manager *m);
 /*
  * Open and verify a bundle (takes @fd): signature to the CA, manifest, made
  * for the provisioned base, same size. *@ret_code is the protocol error code on failure.

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The models of a device, one manager each, and the routing of requests to them. */
 
+#include <fcntl.h>
 #include <string.h>
 
 #include "fileio.h"
@@ -75,6 +76,35 @@ static void model_names(const Models *s, char *buf, size_t size) {
                 o += (size_t) snprintf(buf + o, size - o, "%s%s", i ? ", " : "", s->managers[i]->model);
 }
 
+/*
+ * The model an install is for, read from the bundle @fd holds (its signed manifest names it):
+ * the manager, or NULL with the refusal sent to @c. @fd stays open and is not moved.
+ */
+static Manager *bundle_model(Models *s, Client *c, int fd) {
+        _cleanup_(bundle_freep) Bundle *b = NULL;
+        BundleTrust trust = manager_bundle_trust(s->managers[0]);
+        TpError err = {};
+        char names[1024];
+        int dup, r;
+
+        /* A descriptor of its own: bundle_open_verified_fd() takes it; reads are positioned. */
+        if ((dup = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+                client_reply_error(c, "io", "install: %s", strerror(errno));
+                return NULL;
+        }
+        if ((r = bundle_open_verified_fd(dup, "the bundle", &trust, &b, &err)) < 0) {
+                client_reply_error(c, r == -ENOMEM || r == -EIO ? "io" : "refused", "%s", tp_error_message(&err, r));
+                return NULL;
+        }
+        Manager *m = models_find(s, b->manifest->model);
+        if (!m) {
+                model_names(s, names, sizeof(names));
+                client_reply_error(c, "refused", "the bundle: made for model '%s'; this device's models are %s",
+                                   b->manifest->model, names);
+        }
+        return m;
+}
+
 /* A request without "model" on a device of several: what it can mean, answered for all of them. */
 static void handle_unnamed(Models *s, Client *c, const Command *cmd) {
         char names[1024];
@@ -122,7 +152,15 @@ void models_handle_request(void *userdata, Client *c, json_t *req, int fd) {
                 manager_handle_request(m, c, req, fd);
         } else if (s->n == 1)
                 manager_handle_request(s->managers[0], c, req, fd);
-        else {
+        else if (strcmp(cmd->name, "install") == 0 && fd >= 0) {
+                /* A bundle names its model: it goes to that one (the manager checks it all again).
+                 * A reader gets its permission error first: it may not make the daemon verify. */
+                Manager *m = client_is_admin(c) ? bundle_model(s, c, fd) : s->managers[0];
+                if (m)
+                        manager_handle_request(m, c, req, fd);
+                else
+                        safe_close(fd);
+        } else {
                 safe_close(fd);
                 handle_unnamed(s, c, cmd);
         }

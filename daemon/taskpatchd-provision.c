@@ -325,12 +325,16 @@ static void install_free(void *data) {
         free(in);
 }
 
+BundleTrust manager_bundle_trust(const Manager *m) {
+        return (BundleTrust) { .ca_path = m->config->trust.ca, .now = clock_for_dates(),
+                               .max_manifest_bytes = m->config->limits.manifest_bytes,
+                               .max_spans = m->config->limits.manifest_spans };
+}
+
 int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char signer[256], const char **ret_code,
                          TpError *err) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
-        BundleTrust trust = { .ca_path = m->config->trust.ca, .now = clock_for_dates(),
-                              .max_manifest_bytes = m->config->limits.manifest_bytes,
-                              .max_spans = m->config->limits.manifest_spans };
+        BundleTrust trust = manager_bundle_trust(m);
         char want[SHA256_HEX_SIZE], got[SHA256_HEX_SIZE];
         int r;
 

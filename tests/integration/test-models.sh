@@ -4,7 +4,8 @@
 # bundles made for detector and refuses those made for "default", and the other way round.
 # A device of two models (a GGUF language model, an ONNX detector) behind one socket: each is
 # provisioned, installed, switched and rolled back on its own; a command that changes state
-# without --model is a usage error listing the models; status and list show both; events name
+# without --model is a usage error listing the models, but install, whose bundle names its
+# model, goes to that model; status and list show both; events name
 # their model (watch --model shows one); an operation of one model makes another's wait (busy);
 # a restart finds both. The map's mistakes are refused at start.
 # shellcheck disable=SC2034,SC2154  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh; root is set there
@@ -85,7 +86,13 @@ check "detector's slots are in state_dir/models/detector" test "$(readlink "$DET
 check "install json for default" tpctl -m default install "$TMP/json.tpb"
 tpctl -m detector install "$TMP/json.tpb" > "$TMP/out" 2>&1
 check "json (made for default) refused by detector" grep -q "made for model 'default'; this device's model is 'detector'" "$TMP/out"
-check "install det for detector" tpctl -m detector install "$TMP/det.tpb"
+check "install det without --model: the bundle names detector, so it goes there" tpctl install "$TMP/det.tpb"
+check "... detector lists it" sh -c "'$BIN/tpctl' --socket '$SOCK' -m detector --json list | grep -q '\"task\": *\"det\"'"
+check "... default does not" sh -c "! '$BIN/tpctl' --socket '$SOCK' -m default --json list | grep -q '\"task\": *\"det\"'"
+make_bundle shout.gguf shout-cam.tpb shout 1 --model camera
+tpctl install "$TMP/shout-cam.tpb" > "$TMP/out" 2>&1
+check "a bundle for a model the device does not have: refused (exit 2)" test $? -eq 2
+check "... naming the models it has" grep -q "made for model 'camera'; this device's models are default, detector" "$TMP/out"
 
 tpctl --json status > "$TMP/st.json"
 check "status without --model: both models" python3 -c "
@@ -133,12 +140,16 @@ check "watch --model default printed none of detector's events" sh -c "! grep -q
 stop_daemon
 
 # One operation at a time across models: detector's switch while default's runs is busy. The
-# daemon's fdatasyncs are slowed (strace) so that default's switch is still running when asked.
+# daemon's fdatasyncs are slowed (strace, 2 s each) so that default's switch is still running
+# when detector's is asked for.
 start_daemon_traced -e trace=fdatasync -e inject=fdatasync:delay_enter=2000000 || fail "daemon under strace"
 tpctl -m default install "$TMP/shout.tpb" > /dev/null
 tpctl -m default switch shout > "$TMP/sw.out" 2>&1 &
 SW=$!
 for _ in $(seq 400); do [ "$(tpctl -m default --json status | jget operation.cmd 2> /dev/null)" = switch ] && break; sleep 0.05; done
+# The daemon inside the delayed fdatasync answers nothing: a request sent now is served when it
+# returns, before the switch's next step (requests come before operation slices).
+for _ in $(seq 100); do timeout 0.5 "$BIN/tpctl" --socket "$SOCK" -m default status > /dev/null 2>&1 || break; done
 tpctl -m detector switch det > "$TMP/out" 2>&1
 rc=$?
 check "detector's switch while default's runs: busy (exit 3, got $rc)" test "$rc" -eq 3
