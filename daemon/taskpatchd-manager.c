@@ -268,11 +268,58 @@ int manager_point_model_path(Manager *m, SlotId slot, TpError *err) {
         return 0;
 }
 
+/* The blocks under the directory @fd (taken), not following symlinks; @skip: an entry not counted. */
+static uint64_t dir_usage(int fd, const char *skip) {
+        DIR *d = fdopendir(fd);
+        struct dirent *de;
+        uint64_t n = 0;
+
+        if (!d) {
+                safe_close(fd);
+                return 0;
+        }
+        while ((de = readdir(d))) {
+                struct stat st;
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+                    (skip && strcmp(de->d_name, skip) == 0) ||
+                    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                n += (uint64_t) st.st_blocks * 512;
+                if (S_ISDIR(st.st_mode)) {
+                        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub >= 0)
+                                n += dir_usage(sub, NULL);
+                }
+        }
+        closedir(d);
+        return n;
+}
+
+uint64_t manager_disk_usage(Manager *m) {
+        int fd = open(m->config->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        /* The "default" model's state is state_dir itself: the other models' are not its. */
+        return fd < 0 ? 0 : dir_usage(fd, strcmp(m->model, CONFIG_DEFAULT_MODEL) == 0 ? "models" : NULL);
+}
+
 int64_t manager_free_space(Manager *m) {
         struct statvfs sv;
+
+        m->space_note[0] = '\0';
         if (statvfs(m->config->state_dir, &sv) < 0)
                 return negative_errno();
-        return (int64_t) ((uint64_t) sv.f_bavail * sv.f_frsize);
+        int64_t avail = (int64_t) ((uint64_t) sv.f_bavail * sv.f_frsize);
+        uint64_t budget = m->config->disk_budget;
+        if (budget > 0) {
+                uint64_t used = manager_disk_usage(m);
+                int64_t room = used >= budget ? 0 : (int64_t) (budget - used);
+                if (room < avail) {
+                        avail = room;
+                        snprintf(m->space_note, sizeof(m->space_note),
+                                 " (model %s's disk_budget: %" PRIu64 " bytes, %" PRIu64 " in use)", m->model, budget,
+                                 used);
+                }
+        }
+        return avail;
 }
 
 void manager_seal_event_fields(json_t *ev, const Seal *s) {

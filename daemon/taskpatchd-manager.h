@@ -137,6 +137,7 @@ struct Manager {
         size_t n_sources;
 
         int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
+        char space_note[192];           /* why manager_free_space() said less than the file system has */
         Counters counters;
         LastEvent last;
         /*
@@ -207,8 +208,14 @@ _warn_unused_result_ int manager_point_model_path(Manager *m, SlotId slot, TpErr
 _warn_unused_result_ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError *err);
 /* Another model's manager running an operation (its scrubs aside), or NULL. */
 const Manager *manager_peer_busy(const Manager *m);
-/* Free space in the state directory in bytes, or -errno. */
+/*
+ * Room in the state directory in bytes, or -errno: the file system's free space, or less when
+ * the model's disk_budget leaves less (then m->space_note says so, for the refusal's message;
+ * else it is "").
+ */
 int64_t manager_free_space(Manager *m);
+/* The bytes the model's state takes on disk (its state directory; "default": without models/). */
+uint64_t manager_disk_usage(Manager *m);
 
 /* Shared by the manager's files: an event's task, version and sha256 from a seal; slot-changed
  * for the active slot (subscribers and the notifier); a lifecycle journal entry. */

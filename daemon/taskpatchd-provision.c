@@ -276,9 +276,9 @@ int provision_new(Manager *m, int fd, const uint8_t *expected_sha256, Operation 
         avail = manager_free_space(m);
         if (avail >= 0 && (uint64_t) avail < 2 * p->size + SPACE_MARGIN)
                 return tp_error(err, -ENOSPC, "provision: two slots of %" PRIu64 " bytes%s need %" PRIu64
-                                " bytes free in %s, %" PRId64 " are", p->size,
+                                " bytes free in %s, %" PRId64 " are%s", p->size,
                                 p->src.directory ? " (the directory's files, twice)" : "",
-                                2 * p->size + SPACE_MARGIN, m->config->state_dir, avail);
+                                2 * p->size + SPACE_MARGIN, m->config->state_dir, avail, m->space_note);
         if ((r = open_temporaries(m, p, err)) < 0)
                 return r;
         set_copy_init(&p->copy, &p->src, &p->tmp[SLOT_B].set);
@@ -503,8 +503,8 @@ int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Oper
         *ret_code = "no-space";
         if (avail >= 0 && (uint64_t) avail < in->bundle->file_size + SPACE_MARGIN)
                 return tp_error(err, -ENOSPC, "%s v%" PRIu64 ": the bundle is %" PRIu64 " bytes, %" PRId64
-                                " are free in %s", mf->task, mf->version, in->bundle->file_size, avail,
-                                m->config->state_dir);
+                                " are free in %s%s", mf->task, mf->version, in->bundle->file_size, avail,
+                                m->config->state_dir, m->space_note);
         *ret_code = "io";
         in->path = store_bundle_path(&m->store, mf->task, mf->version);
         if (!in->path)

@@ -184,6 +184,9 @@ json_t *manager_status(Manager *m) {
                                                                "message", m->last.reason));
         else
                 json_object_set_new(o, "last_error", json_null());
+        if (m->config->disk_budget > 0)
+                json_object_set_new(o, "disk", json_pack("{s:I, s:I}", "used", (json_int_t) manager_disk_usage(m),
+                                                         "budget", (json_int_t) m->config->disk_budget));
         json_object_set_new(o, "verify", json_string(verify_mode_to_string(m->config->verify)));
         json_object_set_new(o, "writable", json_boolean(m->write_error == 0));
         json_object_set_new(o, "channel", m->fetcher ? fetcher_status(m->fetcher) : json_null());

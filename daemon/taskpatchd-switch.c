@@ -156,8 +156,8 @@ static int check_space(Manager *m, Switch *sw, TpError *err) {
                                        : "an undo record";
         int64_t avail = manager_free_space(m);
         if (avail >= 0 && (uint64_t) avail < need)
-                return tp_error(err, -ENOSPC, "staging needs %" PRIu64 " bytes in %s (%s%s), %" PRId64 " are free",
-                                need, m->config->state_dir, what, files, avail);
+                return tp_error(err, -ENOSPC, "staging needs %" PRIu64 " bytes in %s (%s%s), %" PRId64 " are free%s",
+                                need, m->config->state_dir, what, files, avail, m->space_note);
         return 0;
 }
 

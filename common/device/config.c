@@ -431,7 +431,7 @@ int config_check_files(const DaemonConfig *c, bool *ret_trust_missing, TpError *
 /* A model's entry of the "models:" map, over the top-level trial and notify. */
 static int parse_model(const YamlNode *key, const YamlNode *map, const char *what, DaemonConfig *c, ModelConfig *m,
                        TpError *err) {
-        static const char *const keys[] = { "model_path", "trial", "notify", NULL };
+        static const char *const keys[] = { "model_path", "trial", "notify", "disk_budget", NULL };
         const YamlNode *trial, *notify;
         int r;
 
@@ -444,6 +444,7 @@ static int parse_model(const YamlNode *key, const YamlNode *map, const char *wha
         if (!(m->name = strdup(key->scalar)) || trial_copy(&m->trial, &c->trial) < 0 ||
             notify_copy(&m->notify, &c->notify) < 0)
                 return -ENOMEM;
+        m->disk_budget = c->disk_budget;
         if (strcmp(m->name, CONFIG_DEFAULT_MODEL) == 0)
                 m->state_dir = strdup(c->state_dir);
         else if (asprintf(&m->state_dir, "%s/models/%s", strcmp(c->state_dir, "/") == 0 ? "" : c->state_dir,
@@ -453,13 +454,14 @@ static int parse_model(const YamlNode *key, const YamlNode *map, const char *wha
                 return -ENOMEM;
         if (map->kind != YAML_MAPPING)
                 return tp_error(err, -EBADMSG, "%s: line %u: models: '%s': expected a mapping (model_path, trial, "
-                                "notify)", what, map->line, m->name);
+                                "notify, disk_budget)", what, map->line, m->name);
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
             (r = config_get_path(map, "model_path", PATH_MAX, true, what, &m->model_path, err)) < 0 ||
             (r = config_get_section(map, "trial", what, &trial, err)) < 0 ||
             (trial && (r = parse_trial(trial, what, &m->trial, err)) < 0) ||
             (r = config_get_section(map, "notify", what, &notify, err)) < 0 ||
-            (notify && (r = parse_notify(notify, what, c, &m->notify, err)) < 0))
+            (notify && (r = parse_notify(notify, what, c, &m->notify, err)) < 0) ||
+            (r = config_get_uint(map, "disk_budget", 0, INT64_MAX, what, &m->disk_budget, err)) < 0)
                 return r;
         if (!m->model_path)
                 return tp_error(err, -EBADMSG, "%s: line %u: models: '%s' has no model_path", what, map->line, m->name);
@@ -516,7 +518,7 @@ static int check_models(const DaemonConfig *c, const char *what, TpError *err) {
 static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
                                             "keep_versions", "verify", "scrub_interval", "limits", "channel", "tls", "spool",
-                                            "hawkbit", "notify", "models", NULL };
+                                            "hawkbit", "notify", "models", "disk_budget", NULL };
         const YamlNode *trust, *trial, *limits, *channel, *tls, *hawkbit, *notify, *models;
         int r;
 
@@ -551,6 +553,7 @@ static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, T
             (hawkbit && (r = parse_hawkbit(hawkbit, what, c, err)) < 0) ||
             (r = config_get_section(root, "notify", what, &notify, err)) < 0 ||
             (notify && (r = parse_notify(notify, what, c, &c->notify, err)) < 0) ||
+            (r = config_get_uint(root, "disk_budget", 0, INT64_MAX, what, &c->disk_budget, err)) < 0 ||
             (r = config_get_section(root, "models", what, &models, err)) < 0)
                 return r;
         if (c->hawkbit.url && c->channel.n_urls > 0)
@@ -572,7 +575,7 @@ static int default_model(DaemonConfig *c) {
         for (size_t i = 0; i < c->n_models; i++)
                 model_done(&c->models[i]);
         c->n_models = 1;
-        *m = (ModelConfig) {};
+        *m = (ModelConfig) { .disk_budget = c->disk_budget };
         if (!(m->name = strdup(CONFIG_DEFAULT_MODEL)) || !(m->state_dir = strdup(c->state_dir)) ||
             !(m->model_path = strdup(c->model_path)) || trial_copy(&m->trial, &c->trial) < 0 ||
             notify_copy(&m->notify, &c->notify) < 0)
@@ -595,6 +598,7 @@ DaemonConfig config_model_view(const DaemonConfig *c, size_t i) {
         v.model_path = m->model_path;
         v.trial = m->trial;
         v.notify = m->notify;
+        v.disk_budget = m->disk_budget;
         v.model = m->name;
         v.model_index = i;
         return v;

@@ -47,7 +47,7 @@ typedef struct NotifyConfig {
  * One model the daemon manages: its own slots, tasks, trial and notifications. Without a
  * "models:" map the configuration has one, named CONFIG_DEFAULT_MODEL, made of the top-level
  * model_path, trial and notify; with one, each model starts from the top-level trial and
- * notify and overrides what it sets. (A disk budget per model is still to come.)
+ * notify (and disk_budget) and overrides what it sets.
  */
 typedef struct ModelConfig {
         char *name;                     /* [a-z0-9][a-z0-9._-]{0,63} (bundles name it: taskpatch create --model) */
@@ -55,6 +55,7 @@ typedef struct ModelConfig {
         char *model_path;               /* absolute; required for each model of a "models:" map */
         TrialConfig trial;
         NotifyConfig notify;
+        uint64_t disk_budget;           /* bytes its state (slots, undo records, bundles, downloads) may take; 0: no cap */
 } ModelConfig;
 
 typedef struct DaemonConfig {
@@ -92,6 +93,7 @@ typedef struct DaemonConfig {
                 char *controller_id;    /* this device's controllerId; required with url */
                 char *token_file;       /* a file holding the target security token; NULL: none sent */
         } hawkbit;
+        uint64_t disk_budget;           /* the models' default disk_budget (a view: its model's); 0: no cap */
         ModelConfig models[CONFIG_MAX_MODELS];  /* at least one after config_parse(); in the file's order */
         size_t n_models;
         bool models_map;                /* the file has a "models:" map (else models[0] is "default") */

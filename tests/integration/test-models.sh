@@ -60,6 +60,40 @@ check "the default model refuses a bundle made for detector" grep -q "made for m
 check "... and takes its own" tpctl install "$TMP/shout.tpb"
 stop_daemon
 
+# ---- disk_budget: a model's state may take this many bytes -------------------------------------
+
+# budget_config BYTES: the one-model device again, its state capped.
+budget_config() { write_config "$LONG_TRIAL
+disk_budget: $1"; }
+rm -rf "$STATE"
+size=$(stat -c %s "$TMP/base.gguf")
+budget_config $((2 * size))
+need_daemon
+tpctl provision "$TMP/base.gguf" > "$TMP/out" 2>&1
+check "provision over the disk_budget (two slots do not fit): refused (exit 3, no-space)" test $? -eq 3
+check "... saying the budget" grep -q "(model default's disk_budget: $((2 * size)) bytes" "$TMP/out"
+check "... nothing provisioned" test "$(tpctl --json status | jget state)" = unprovisioned
+stop_daemon
+budget_config 1000000000000
+need_daemon
+check "provision under a large budget" tpctl provision "$TMP/base.gguf"
+used=$(tpctl --json status | jget disk.used)
+check "status shows the state's use of the budget ($used bytes)" test "$used" -gt $((2 * size))
+stop_daemon
+j=$(stat -c %s "$TMP/json.tpb")
+# Room for all but one block of json's bundle and the 1 MiB margin: refused; a MiB more: taken.
+budget_config $((used + j + 1048576 - 4096))
+need_daemon
+tpctl install "$TMP/json.tpb" > "$TMP/out" 2>&1
+check "install over the budget: refused (exit 3)" test $? -eq 3
+check "... the message names the budget and the use" grep -q "disk_budget: $((used + j + 1048576 - 4096)) bytes, [0-9]* in use" "$TMP/out"
+check "... nothing stored" test "$(tpctl --json list | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["tasks"]))')" = 0
+stop_daemon
+budget_config $((used + j + 2 * 1048576))
+need_daemon
+check "install under a budget a MiB larger" tpctl install "$TMP/json.tpb"
+stop_daemon
+
 # ---- two models behind one socket ----------------------------------------------------------
 
 python3 "$root/tests/tools/make-onnx.py" --layers 4 --channels 8 -o "$TMP/det-base.onnx" --task-out "$TMP/det.onnx" \

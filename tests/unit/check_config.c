@@ -56,6 +56,7 @@ static void config_assert_eq(const DaemonConfig *a, const DaemonConfig *b) {
         for (size_t i = 0; i < a->notify.n_reload_units; i++)
                 str_eq_or_null(a->notify.reload_units[i], b->notify.reload_units[i], "notify.reload_units");
         str_eq_or_null(a->notify.exec, b->notify.exec, "notify.exec");
+        ck_assert_uint_eq(a->disk_budget, b->disk_budget);
         ck_assert_int_eq(a->models_map, b->models_map);
         ck_assert_uint_eq(a->n_models, b->n_models);
         for (size_t i = 0; i < a->n_models; i++) {
@@ -63,6 +64,7 @@ static void config_assert_eq(const DaemonConfig *a, const DaemonConfig *b) {
                 str_eq_or_null(a->models[i].state_dir, b->models[i].state_dir, "models[].state_dir");
                 str_eq_or_null(a->models[i].model_path, b->models[i].model_path, "models[].model_path");
                 ck_assert_uint_eq(a->models[i].trial.timeout, b->models[i].trial.timeout);
+                ck_assert_uint_eq(a->models[i].disk_budget, b->models[i].disk_budget);
         }
 }
 
@@ -360,6 +362,8 @@ static const struct {
         { "models:\n  LLM:\n    model_path: /m/llm.gguf\n", { "line 2", "'LLM' is no model name" } },
         { "models:\n  ../x:\n    model_path: /m/llm.gguf\n", { "line 2", "'../x' is no model name" } },
         { "models: {}\n", { "line 1", "an empty map" } },
+        { "disk_budget: -1\n", { "line 1", "'disk_budget'", "an integer from 0 to 9223372036854775807" } },
+        { "models:\n  llm:\n    model_path: /m/a.gguf\n    disk_budget: 2G\n", { "line 4", "'disk_budget'", "'2G'" } },
         { "models: [a, b]\n", { "line 1", "'models'", "expected a mapping" } },
         { "models:\n  llm: /m/llm.gguf\n", { "line 2", "models: 'llm': expected a mapping" } },
         { "models:\n  llm:\n    model_path: /m/llm.gguf\n    weights: 3\n", { "line 4", "unknown key 'weights'" } },
@@ -392,7 +396,8 @@ START_TEST(test_models) {
         ck_assert_str_eq(c.models[0].state_dir, c.state_dir);
         ck_assert_str_eq(c.models[0].model_path, c.model_path);
         ck_assert(!c.models_map);
-        parse_ok("state_dir: /s\nmodel_path: /m/x.gguf\ntrial:\n  timeout: 9\n", &c);
+        parse_ok("state_dir: /s\nmodel_path: /m/x.gguf\ntrial:\n  timeout: 9\ndisk_budget: 1000\n", &c);
+        ck_assert_uint_eq(c.models[0].disk_budget, 1000);
         ck_assert_uint_eq(c.n_models, 1);
         ck_assert_str_eq(c.models[0].model_path, "/m/x.gguf");
         ck_assert_str_eq(c.models[0].state_dir, "/s");
@@ -401,12 +406,14 @@ START_TEST(test_models) {
         parse_ok("state_dir: /s\n"
                  "trial:\n  timeout: 30\n  health_url: http://127.0.0.1:8080/health\n"
                  "notify:\n  restart_units: [llm.service]\n  exec: logger x\n"
+                 "disk_budget: 5000000000\n"
                  "models:\n"
                  "  default:\n    model_path: /m/llm.gguf\n"
                  "  detector:\n    model_path: /m/detector\n"
                  "    trial:\n      timeout: 10\n      health_url: \"\"\n"
                  "    notify:\n      restart_units: [cam.service, cam-ui.service]\n"
-                 , &c);
+                 "    disk_budget: 200000000\n",
+                 &c);
         ck_assert(c.models_map);
         ck_assert_uint_eq(c.n_models, 2);
         const ModelConfig *llm = config_find_model(&c, "default"), *det = config_find_model(&c, "detector");
@@ -423,12 +430,15 @@ START_TEST(test_models) {
         ck_assert_uint_eq(det->notify.n_restart_units, 2);            /* a list is replaced, not appended to */
         ck_assert_str_eq(det->notify.restart_units[1], "cam-ui.service");
         ck_assert_str_eq(det->notify.exec, "logger x");
+        ck_assert_uint_eq(llm->disk_budget, 5000000000u);             /* the top level's */
+        ck_assert_uint_eq(det->disk_budget, 200000000u);
 
         DaemonConfig v = config_model_view(&c, 1);
         ck_assert_str_eq(v.state_dir, "/s/models/detector");
         ck_assert_str_eq(v.model_path, "/m/detector");
         ck_assert_uint_eq(v.trial.timeout, 10);
         ck_assert_uint_eq(v.notify.n_restart_units, 2);
+        ck_assert_uint_eq(v.disk_budget, 200000000u);
         ck_assert_str_eq(v.socket, c.socket);                          /* the rest is the daemon's */
 
         /* A refused document leaves the map as it was. */
@@ -659,7 +669,8 @@ START_TEST(test_example_has_every_key) {
                                             "\n  low_speed_time: ", "\n  allow_http: ", "\ntls:\n", "\nspool: ",
                                             "\nhawkbit:\n", "\n  tenant: ", "\n  controller_id: ",
                                             "\n  token_file: ", "\nnotify:\n", "\n  restart_units: ",
-                                            "\n  reload_units: ", "\n  exec: ", "\n# models:\n" };
+                                            "\n  reload_units: ", "\n  exec: ", "\n# models:\n",
+                                            "\ndisk_budget: " };
         char text[16384];
         FILE *f = fopen(EXAMPLE_PATH, "re");
 
