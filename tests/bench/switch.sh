@@ -14,7 +14,10 @@
 #  5. part 1 on directory models (issue 17): the ~350 MB model split into three GGUF shards, and a
 #     ~350 MB float32 ONNX model with its data in one external file; slot bytes written vs the
 #     spans undone + written, switch time vs the full-copy alternative (cp -r, fsync, sha256 of
-#     every file).
+#     every file);
+#  6. daemon memory with three models configured (issue 18: models:): RssAnon idle with all
+#     three provisioned (the ~350 MB file, its split, the ONNX directory) and at its peak while
+#     switching the ~350 MB one.
 # Usage: tests/bench/switch.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/switch.json;
 #        SKIP_4G=1 leaves out part 4's 4 GiB models, which need ~30 GB of disk, and carries the
 #        recorded part-4 cases over into switch.json, marked so and with their own conditions)
@@ -48,13 +51,34 @@ start_daemon() {
     mkdir -p "$d"
     printf 'state_dir: %s/state\nsocket: %s/sock\nmodel_path: %s/state/%s\ntrust:\n  ca: %s/pki/ca.pem\ntrial:\n  timeout: 600\n%s\n' \
         "$d" "$d" "$d" "${3:-model.gguf}" "$work" "${2:-}" > "$d/conf.yaml"
-    TASKPATCHD_LOG_LEVEL=notice "$daemon" --config "$d/conf.yaml" 2> "$d/log" &
-    dpid=$!
-    sock="$d/sock"
-    for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+    run_daemon "$1"
     model="$d/state/${3:-model.gguf}"
 }
+# run_daemon NAME: a daemon on $work/NAME/conf.yaml (its socket $work/NAME/sock), up.
+run_daemon() {
+    TASKPATCHD_LOG_LEVEL=notice "$daemon" --config "$work/$1/conf.yaml" 2> "$work/$1/log" &
+    dpid=$!
+    sock="$work/$1/sock"
+    for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+}
 stop_daemon() { kill "$dpid"; wait "$dpid" 2> /dev/null || true; dpid=; }
+# measure_switch TASK WANT [TPCTL-OPTIONS...]: switch to TASK and mark it good, RssAnon sampled
+# every 5 ms (sample_rss below); model_path checked against WANT; then the daemon stopped. Sets
+# t_switch (ns), idle_after (RssAnon after the switch, KB), peak and hwm (KB).
+measure_switch() {
+    local task=$1 want=$2 t0 t1 sampler
+    shift 2
+    sample_rss "$dpid" > "$work/rss.txt" &
+    sampler=$!
+    t0=$(ns); ctl "$@" switch "$task" > /dev/null; t1=$(ns)
+    ctl "$@" mark-good > /dev/null
+    cmp -s "$model" "$want" || { echo "switch.sh: the switch to $task is not byte-identical" >&2; exit 1; }
+    idle_after=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
+    stop_daemon
+    wait "$sampler" 2> /dev/null || true
+    read -r peak hwm < <(tail -n 1 "$work/rss.txt")
+    t_switch=$((t1 - t0))
+}
 ctl() { "$tpctl" --socket "$sock" --no-progress "$@"; }
 st() { ctl --json status | python3 -c "import json,sys; v=json.load(sys.stdin)
 for k in sys.argv[1].split('.'): v = v[k]
@@ -245,20 +269,12 @@ PY
     ctl install "$work/big-a.tpb" > /dev/null
     ctl install "$work/big-b.tpb" > /dev/null
     ctl switch biga > /dev/null; ctl mark-good > /dev/null
-    sample_rss "$dpid" > "$work/rss.txt" &
-    sampler=$!
-    t0=$(ns); ctl switch bigb > /dev/null; t1=$(ns)
-    ctl mark-good > /dev/null
-    cmp -s "$model" "$work/big-b.bin" || { echo "switch.sh: 4 GiB switch is not byte-identical" >&2; exit 1; }
-    idle_after=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
-    stop_daemon
-    wait "$sampler" 2> /dev/null || true
-    read -r peak hwm < <(tail -n 1 "$work/rss.txt")
+    measure_switch bigb "$work/big-b.bin"
     printf '   RssAnon idle %d KB (required <= 4 MB), after the work %d KB; peak while switching %d KB (required <= 16 MB); VmHWM %d KB\n' \
         "$idle" "$idle_after" "$peak" "$hwm"
     printf '   provisioning 4 GiB (copy into two slots and hash both, ext4 has no reflink): %s s; the switch: %s s\n' \
-        "$(secs "$t_prov4")" "$(secs $((t1 - t0)))"
-    emit "{\"case\": \"memory-4GiB\", \"rss_anon_idle_kb\": $idle, \"rss_anon_idle_after_kb\": $idle_after, \"rss_anon_peak_kb\": $peak, \"vmhwm_kb\": $hwm, \"provision_4GiB_s\": $(secs "$t_prov4"), \"switch_4GiB_s\": $(secs $((t1 - t0)))}"
+        "$(secs "$t_prov4")" "$(secs "$t_switch")"
+    emit "{\"case\": \"memory-4GiB\", \"rss_anon_idle_kb\": $idle, \"rss_anon_idle_after_kb\": $idle_after, \"rss_anon_peak_kb\": $peak, \"vmhwm_kb\": $hwm, \"provision_4GiB_s\": $(secs "$t_prov4"), \"switch_4GiB_s\": $(secs "$t_switch")}"
     rm -rf "$work"/big-* "$work/big"
 
     # A relocated 4 GiB task: 16 F16 tensors of 256 MiB, general.name grown (every tensor moves), two changed.
@@ -275,17 +291,11 @@ PY
         openssl dgst -sha256 "$work/big-copy.gguf" > /dev/null; t1=$(ns)
     t_copy_big=$((t1 - t0))
     rm -f "$work/big-copy.gguf"
-    sample_rss "$dpid" > "$work/rss.txt" &
-    sampler=$!
-    t0=$(ns); ctl switch bigmoved > /dev/null; t1=$(ns)
-    ctl mark-good > /dev/null
-    cmp -s "$model" "$work/big-moved.gguf" || { echo "switch.sh: the relocated 4 GiB switch is not byte-identical" >&2; exit 1; }
-    stop_daemon
-    wait "$sampler" 2> /dev/null || true
-    read -r peak_rel hwm_rel < <(tail -n 1 "$work/rss.txt")
+    measure_switch bigmoved "$work/big-moved.gguf"
+    peak_rel=$peak hwm_rel=$hwm
     printf '   relocated 4 GiB task (every tensor moved, 2 of 16 changed): RssAnon peak while switching %d KB (required <= 16 MB); VmHWM %d KB; the switch: %s s (cp + fsync + openssl dgst of it: %s s, %s x)\n' \
-        "$peak_rel" "$hwm_rel" "$(secs $((t1 - t0)))" "$(secs "$t_copy_big")" "$(ratio $((t1 - t0)) "$t_copy_big")"
-    emit "{\"case\": \"memory-4GiB-relocated\", \"rss_anon_peak_kb\": $peak_rel, \"vmhwm_kb\": $hwm_rel, \"switch_4GiB_s\": $(secs $((t1 - t0))), \"full_copy_4GiB_s\": $(secs "$t_copy_big")}"
+        "$peak_rel" "$hwm_rel" "$(secs "$t_switch")" "$(secs "$t_copy_big")" "$(ratio "$t_switch" "$t_copy_big")"
+    emit "{\"case\": \"memory-4GiB-relocated\", \"rss_anon_peak_kb\": $peak_rel, \"vmhwm_kb\": $hwm_rel, \"switch_4GiB_s\": $(secs "$t_switch"), \"full_copy_4GiB_s\": $(secs "$t_copy_big")}"
     rm -rf "$work"/big-* "$work/big"
 fi
 
@@ -407,6 +417,29 @@ for ts in json:1 shout:9 bullet:13; do
     }
 done
 dir_bench onnx "ONNX with external data (float32 MLP, dim 2048, one .data file)"
+
+echo
+echo "6. daemon memory with three models configured (models:): idle, and at its peak while switching one"
+# The ~350 MB q4_0 file of part 1 (model "default"), its split into three shards ("llm") and the
+# ONNX directory of part 5 ("detector"), each provisioned; then a switch of the first.
+d="$work/three"
+rm -rf "$d"
+mkdir -p "$d"
+printf 'state_dir: %s/state\nsocket: %s/sock\ntrust:\n  ca: %s/pki/ca.pem\ntrial:\n  timeout: 600\nmodels:\n  default:\n    model_path: %s/state/model.gguf\n  llm:\n    model_path: %s/llm\n  detector:\n    model_path: %s/detector\n' \
+    "$d" "$d" "$work" "$d" "$d" "$d" > "$d/conf.yaml"
+run_daemon three
+idle_empty=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
+ctl -m default provision "$work/base.gguf" > /dev/null
+ctl -m llm provision "$work/gguf-base.d" > /dev/null
+ctl -m detector provision "$work/onnx-base.d" > /dev/null
+ctl install "$work/json.tpb" > /dev/null          # the bundle names its model: "default"
+idle3=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
+model="$d/state/model.gguf"
+measure_switch json "$work/json.gguf" -m default
+printf '   RssAnon with three models configured: %d KB before provisioning, %d KB idle with all three provisioned (required <= 4 MB), %d KB after a switch; peak while switching the ~350 MB model %d KB (required <= 16 MB); VmHWM %d KB\n' \
+    "$idle_empty" "$idle3" "$idle_after" "$peak" "$hwm"
+emit "{\"case\": \"memory-three-models\", \"models\": 3, \"rss_anon_empty_kb\": $idle_empty, \"rss_anon_idle_kb\": $idle3, \"rss_anon_idle_after_kb\": $idle_after, \"rss_anon_peak_kb\": $peak, \"vmhwm_kb\": $hwm}"
+rm -rf "$d"
 
 # SKIP_4G=1: part 4's cases are carried over from the recorded results, each with the conditions
 # it was measured under, so that a record without them keeps the README's 4 GiB numbers.
