@@ -52,8 +52,11 @@ static void print_event(json_t *ev) {
         uint64_t v;
 
         json_sanitize(ev);
-        const char *label = format_task(ev, task, sizeof(task)) ?: "?";
+        const char *label = format_task(ev, task, sizeof(task)) ?: "?", *model = get_str(ev, "model");
         printf("%s %s:", get_str(ev, "time") ?: "-", name);
+        /* On a device of several models, whose event it is (a one-model device's is "default"). */
+        if (model && strcmp(model, "default") != 0)
+                printf(" [%s]", model);
 
         if (strcmp(name, "update-available") == 0) {
                 printf(" %s", label);

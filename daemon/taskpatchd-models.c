@@ -113,8 +113,8 @@ static void handle_unnamed(Models *s, Client *c, const Command *cmd) {
                 json_t *models = json_object();
                 for (size_t i = 0; i < s->n; i++)
                         json_object_set_new(models, s->managers[i]->model,
-                                            cmd->name[0] == 's' ? manager_status(s->managers[i])
-                                                                : manager_list(s->managers[i]));
+                                            strcmp(cmd->name, "status") == 0 ? manager_status(s->managers[i])
+                                                                             : manager_list(s->managers[i]));
                 client_reply(c, json_pack("{s:o, s:s}", "models", models, "version", TASKPATCH_VERSION));
         } else if (strcmp(cmd->name, "subscribe") == 0) {
                 client_subscribe(c);

@@ -168,8 +168,12 @@ check "rollback detector" tpctl -m detector rollback
 check "... detector's model_path is its base again" cmp -s "$DET" "$TMP/det-base.onnx"
 check "... default untouched: json, still on trial" test "$(tpctl -m default --json status | jget trial.task)" = json
 check "mark-good default" tpctl -m default mark-good
-kill "$W1" "$W2" 2> /dev/null
-wait "$W1" "$W2" 2> /dev/null
+tpctl watch > "$TMP/human.events" 2>&1 &
+W3=$!
+for _ in $(seq 200); do [ "$(grep -c 'snapshot' "$TMP/human.events" 2> /dev/null)" = 2 ] && break; sleep 0.05; done
+check "tpctl watch (human): each line of detector's says [detector]" grep -q "snapshot: \[detector\]" "$TMP/human.events"
+kill "$W1" "$W2" "$W3" 2> /dev/null
+wait "$W1" "$W2" "$W3" 2> /dev/null
 check "watch --model default printed none of detector's events" sh -c "! grep -q '\"model\":\"detector\"' '$TMP/default.events' && grep -q '\"model\":\"default\"' '$TMP/default.events'"
 stop_daemon
 
