@@ -27,19 +27,37 @@ static void now_utc(char buf[21]) {
 
 /* ---- state, events ---- */
 
-void manager_send_status(Manager *m) {
+/* One model's state in a line: "idle: json v3 active in slot a". */
+static void status_text(const Manager *m, char *buf, size_t size) {
         const Seal *a = &m->seals[m->active];
         ManagerState st = manager_state(m);
 
         if (manager_state_on_trial(st))
-                (void) sd_notifyf(false, "STATUS=%s v%" PRIu64 " on trial in slot %s%s",
-                                  m->ps.trial.task[0] ? m->ps.trial.task : "base", m->ps.trial.version,
-                                  slot_id_to_string(m->ps.trial.slot), st == STATE_TRIAL_INSTALLING ? "; installing" : "");
+                snprintf(buf, size, "%s v%" PRIu64 " on trial in slot %s%s",
+                         m->ps.trial.task[0] ? m->ps.trial.task : "base", m->ps.trial.version,
+                         slot_id_to_string(m->ps.trial.slot), st == STATE_TRIAL_INSTALLING ? "; installing" : "");
         else if (st == STATE_IDLE && m->ps.provisioned)
-                (void) sd_notifyf(false, "STATUS=idle: %s v%" PRIu64 " active in slot %s", a->task[0] ? a->task : "base",
-                                  a->version, slot_id_to_string(m->active));
+                snprintf(buf, size, "idle: %s v%" PRIu64 " active in slot %s", a->task[0] ? a->task : "base",
+                         a->version, slot_id_to_string(m->active));
         else
-                (void) sd_notifyf(false, "STATUS=%s", manager_state_to_string(st));
+                snprintf(buf, size, "%s", manager_state_to_string(st));
+}
+
+void manager_send_status(Manager *m) {
+        char line[CONFIG_MAX_MODELS * 160] = "", one[160];
+        size_t o = 0;
+
+        if (m->n_peers <= 1) {
+                status_text(m, one, sizeof(one));
+                (void) sd_notifyf(false, "STATUS=%s", one);
+                return;
+        }
+        /* A device of several models: every model's, "default: idle: ...; detector: ...". */
+        for (size_t i = 0; i < m->n_peers && o < sizeof(line); i++) {
+                status_text(m->peers[i], one, sizeof(one));
+                o += (size_t) snprintf(line + o, sizeof(line) - o, "%s%s: %s", i ? "; " : "", m->peers[i]->model, one);
+        }
+        (void) sd_notifyf(false, "STATUS=%s", line);
 }
 
 static void on_state_changed(void *userdata, ManagerState from, ManagerEvent e, ManagerState to) {

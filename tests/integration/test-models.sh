@@ -198,7 +198,21 @@ check "... mark-good default" tpctl -m default mark-good
 check "... and detector's switch works now" tpctl -m detector switch det
 stop_daemon
 
-need_daemon
+# sd_notify's STATUS= names every model (a listener on NOTIFY_SOCKET writes a line per datagram).
+python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+while True:
+    with open(sys.argv[2], "ab") as f:
+        f.write(s.recv(65536) + b"\n")' "$TMP/notify.sock" "$TMP/notify.log" &
+NL=$!
+for _ in $(seq 200); do [ -S "$TMP/notify.sock" ] && break; sleep 0.05; done
+NOTIFY_SOCKET="$TMP/notify.sock" need_daemon
+status_lists_both() { grep "^STATUS=" "$TMP/notify.log" | tail -n 1 | grep -q "^STATUS=default: idle: shout v1 active in slot [ab]; detector: idle: base v0 active in slot a$"; }
+for _ in $(seq 200); do status_lists_both && break; sleep 0.05; done
+check "sd_notify STATUS= names both models: $(grep "^STATUS=" "$TMP/notify.log" | tail -n 1)" status_lists_both
+kill "$NL" 2> /dev/null
+wait "$NL" 2> /dev/null
 check "after a restart: detector's det (on trial) rolled back, default's shout (committed) kept" test "$(tpctl -m detector --json status | jget active.task) $(tpctl -m default --json status | jget active.task)" = "null shout"
 check "... the files agree" sh -c "cmp -s '$DET' '$TMP/det-base.onnx' && cmp -s '$MODEL' '$TMP/shout.gguf'"
 stop_daemon
