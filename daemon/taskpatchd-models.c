@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "manifest.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-models.h"
 #include "taskpatchd-requests.h"
@@ -140,12 +141,18 @@ void models_handle_request(void *userdata, Client *c, json_t *req, int fd) {
                 client_reply_error(c, "usage", "%s", err.message);
                 return;
         }
+        if (name && !task_name_valid(name)) {
+                /* Not echoed: it may be anything, and the reply must stay valid UTF-8. */
+                safe_close(fd);
+                client_reply_error(c, "usage", "%s: 'model' is no model name ([a-z0-9][a-z0-9._-]{0,63})", cmd->name);
+                return;
+        }
         if (name) {
                 Manager *m = models_find(s, name);
                 if (!m) {
                         safe_close(fd);
                         model_names(s, names, sizeof(names));
-                        client_reply_error(c, "not-found", "%s: no model '%.64s' on this device (%s)", cmd->name, name,
+                        client_reply_error(c, "not-found", "%s: no model '%s' on this device (%s)", cmd->name, name,
                                            names);
                         return;
                 }

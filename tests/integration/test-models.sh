@@ -112,6 +112,11 @@ need_daemon
 tpctl provision "$TMP/base.gguf" > "$TMP/out" 2>&1
 check "provision without --model: a usage error (exit 2)" test $? -eq 2
 check "... listing the models" grep -q "provision: this device has 2 models (default, detector): name one" "$TMP/out"
+python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(b"{\"cmd\":\"status\",\"model\":\"\xc3\xa9\xc3\xa9/../x\"}\n")
+print(s.makefile().readline(), end="")' "$SOCK" > "$TMP/raw.out" 2>&1
+check "a request's model that is no name: usage, not echoed" grep -q '"code":"usage","message":"status: .model. is no model name' "$TMP/raw.out"
 tpctl -m camera status > "$TMP/out" 2>&1
 check "--model of no such model: not-found, naming the models" grep -q "no model 'camera' on this device (default, detector)" "$TMP/out"
 check "provision default (GGUF)" tpctl --model default provision "$TMP/base.gguf"
