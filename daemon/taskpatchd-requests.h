@@ -24,9 +24,10 @@ typedef struct Command {
 
 /*
  * Check a parsed request (a JSON object, borrowed): "cmd" names a known
- * command, every other key is one that command allows, with the right type
- * ("wait", "switch", "allow_downgrade": boolean; "version": integer > 0;
- * "sha256": string; "task": string or null). Returns 0 and the command in
+ * command, every other key is one that command allows or "model" (any command
+ * may name its model), with the right type ("wait", "switch",
+ * "allow_downgrade": boolean; "version": integer > 0; "sha256", "model":
+ * string; "task": string or null). Returns 0 and the command in
  * *@ret_cmd (static), or -EINVAL with the "usage" message the client gets in
  * @err: "a request needs a string field 'cmd'", "unknown command '...'",
  * "<cmd>: unknown field '...'", "<cmd>: field '...' has the wrong type".

@@ -53,7 +53,7 @@ static void check_error_reply(const char *code, const TpError *err, int r) {
 }
 
 static bool allowed(const Command *cmd, const char *key) {
-        if (strcmp(key, "cmd") == 0)
+        if (strcmp(key, "cmd") == 0 || strcmp(key, "model") == 0)      /* every command may name its model */
                 return true;
         for (size_t i = 0; cmd->keys[i]; i++)
                 if (strcmp(key, cmd->keys[i]) == 0)
@@ -78,7 +78,7 @@ static void check_accepted(json_t *req, const Command *cmd) {
                         abort();
                 if (strcmp(key, "version") == 0 && !(json_is_integer(v) && json_integer_value(v) > 0))
                         abort();
-                if (strcmp(key, "sha256") == 0 && !json_is_string(v))
+                if ((strcmp(key, "sha256") == 0 || strcmp(key, "model") == 0) && !json_is_string(v))
                         abort();
                 if (strcmp(key, "task") == 0 && !json_is_string(v) && !json_is_null(v))
                         abort();
