@@ -29,11 +29,10 @@ static json_t *sha_json(const uint8_t d[SHA256_DIGEST_SIZE]) {
         return json_string(hex);
 }
 
-json_t *channel_to_json(const Channel *c) {
+static json_t *model_to_json(const Channel *c, const ChannelModel *cm) {
         json_t *bundles = json_array();
-        char created[21], expires[21];
 
-        for (size_t i = 0; i < c->n_bundles; i++) {
+        for (size_t i = cm->first; i < cm->first + cm->n_bundles; i++) {
                 const ChannelBundle *b = &c->bundles[i];
                 json_array_append_new(bundles, json_pack("{s:s, s:I, s:s, s:I, s:o, s:s, s:o}", "task", b->task,
                                                          "version", (json_int_t) b->version, "path", b->path, "size",
@@ -41,25 +40,69 @@ json_t *channel_to_json(const Channel *c) {
                                                          artifact_kind_to_string(b->kind), "base_sha256",
                                                          sha_json(b->base_sha256)));
         }
+        return json_pack("{s:o, s:o, s:o, s:o}", "base", cm->has_base ? sha_json(cm->base_sha256) : json_null(),
+                         "desired", cm->desired[0] ? json_string(cm->desired) : json_null(), "rollout",
+                         cm->rollout.set ? json_pack("{s:i, s:I}", "percent", (int) cm->rollout.percent, "seed",
+                                                     (json_int_t) cm->rollout.seed) : json_null(),
+                         "bundles", bundles);
+}
+
+/*
+ * Format 1 keeps its shape (desired and bundles at the top, as before); format 2 has
+ * "models", an object by model name.
+ */
+json_t *channel_to_json(const Channel *c) {
+        char created[21], expires[21];
+
         format_time_utc(c->created, created);
         format_time_utc(c->expires, expires);
-        return json_pack("{s:s, s:I, s:s, s:o, s:o, s:o}", "channel", c->name, "serial", (json_int_t) c->serial,
-                         "created", created, "expires", c->expires ? json_string(expires) : json_null(), "desired",
-                         c->desired[0] ? json_string(c->desired) : json_null(), "bundles", bundles);
+        json_t *o = json_pack("{s:i, s:s, s:I, s:s, s:o}", "format", (int) c->format, "channel", c->name, "serial",
+                              (json_int_t) c->serial, "created", created, "expires",
+                              c->expires ? json_string(expires) : json_null());
+        if (c->format == CHANNEL_FORMAT_1) {
+                json_t *m = model_to_json(c, &c->models[0]);
+                json_object_set(o, "desired", json_object_get(m, "desired"));
+                json_object_set(o, "bundles", json_object_get(m, "bundles"));
+                json_decref(m);
+                return o;
+        }
+        json_t *models = json_object();
+        for (size_t i = 0; i < c->n_models; i++)
+                json_object_set_new(models, c->models[i].name, model_to_json(c, &c->models[i]));
+        json_object_set_new(o, "models", models);
+        return o;
+}
+
+static void print_model(const Channel *c, const ChannelModel *cm) {
+        char hex[SHA256_HEX_SIZE];
+        const char *indent = cm->name[0] ? "  " : "";
+
+        if (cm->name[0])
+                printf("model     %s\n", cm->name);
+        if (cm->has_base) {
+                sha256_to_hex(cm->base_sha256, hex);
+                printf("%sbase      %s\n", indent, hex);
+        }
+        printf("%sdesired   %s\n", indent, cm->desired[0] ? cm->desired : "(none)");
+        if (cm->rollout.set)
+                printf("%srollout   %" PRIu32 "%% (seed %" PRIu64 ")\n", indent, cm->rollout.percent,
+                       cm->rollout.seed);
+        printf("%sbundles   %zu\n", indent, cm->n_bundles);
+        for (size_t i = cm->first; i < cm->first + cm->n_bundles; i++)
+                printf("%s  %-20s v%-6" PRIu64 " %-28s %12" PRIu64 " bytes\n", indent, c->bundles[i].task,
+                       c->bundles[i].version, c->bundles[i].path, c->bundles[i].size);
 }
 
 void channel_print(const Channel *c) {
         char when[21];
 
         format_time_utc(c->created, when);
-        printf("channel   %s serial %" PRIu64 ", created %s", c->name, c->serial, when);
+        printf("channel   %s serial %" PRIu64 ", format %" PRIu32 ", created %s", c->name, c->serial, c->format,
+               when);
         format_time_utc(c->expires, when);
         printf("%s%s\n", c->expires ? ", expires " : "", c->expires ? when : "");
-        printf("desired   %s\n", c->desired[0] ? c->desired : "(none)");
-        printf("bundles   %zu\n", c->n_bundles);
-        for (size_t i = 0; i < c->n_bundles; i++)
-                printf("  %-20s v%-6" PRIu64 " %-28s %12" PRIu64 " bytes\n", c->bundles[i].task, c->bundles[i].version,
-                       c->bundles[i].path, c->bundles[i].size);
+        for (size_t i = 0; i < c->n_models; i++)
+                print_model(c, &c->models[i]);
 }
 
 int channel_inspect(const char *path, bool json) {

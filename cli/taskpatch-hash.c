@@ -51,8 +51,7 @@ static void print_line(const char *hex, const char *name) {
         fputc('\n', stdout);
 }
 
-/* The set digest of the model directory @path (fileset.h), and its files' total size. */
-static int hash_dir(const char *path, uint8_t digest[SHA256_DIGEST_SIZE], uint64_t *ret_size, size_t *ret_files) {
+int hash_model_dir(const char *path, uint8_t digest[SHA256_DIGEST_SIZE], uint64_t *ret_size, size_t *ret_files) {
         _cleanup_(fileset_done) FileSet set = FILESET_NULL;
         _cleanup_(file_hash_freep) FileHash *h = NULL;
         TpError err = {};
@@ -122,8 +121,9 @@ int verb_hash(int argc, char *argv[]) {
 
                 if (strcmp(name, "-") == 0)
                         r = hash_fd(STDIN_FILENO, digest, &size);
-                else if ((r = hash_file(name, digest, &size)) == -EISDIR && (r = hash_dir(name, digest, &size, &n_files)) < 0) {
-                        status = EXIT_FAILED;   /* hash_dir() said why */
+                else if ((r = hash_file(name, digest, &size)) == -EISDIR &&
+                         (r = hash_model_dir(name, digest, &size, &n_files)) < 0) {
+                        status = EXIT_FAILED;   /* hash_model_dir() said why */
                         if (json)
                                 json_array_append_new(results, json_pack("{s:s, s:s}", "file", name,
                                                                          "error", strerror(-r)));

@@ -12,24 +12,45 @@
 #include "cli.h"
 #include "fileio.h"
 #include "hashfile.h"
+#include "parse.h"
 #include "taskpatch.h"
 #include "yaml-doc.h"
 
 static void help(void) {
         printf("Usage: taskpatch publish DIR --channel NAME --serial N --key KEY --cert CERT\n"
-               "                         [--desired TASK] [--expires DAYS] [--json]\n"
+               "                         [--expires DAYS] [--json]\n"
+               "                         [--model MODEL] [--desired TASK] [--base BASE]\n"
+               "                         [--rollout PERCENT [--rollout-seed SEED]] ...\n"
                "\n"
-               "List every bundle DIR/*.tpb (task, version, path, size, SHA-256, base) in a channel\n"
-               "index signed like the bundles, written atomically to DIR/NAME.channel. Upload DIR to\n"
-               "any server that serves files (nginx, a CDN); devices poll the channel's URL.\n"
+               "List every bundle DIR/*.tpb (model, task, version, path, size, SHA-256, base) in a\n"
+               "channel index signed like the bundles, written atomically to DIR/NAME.channel.\n"
+               "Upload DIR to any server that serves files (nginx, a CDN); devices poll the\n"
+               "channel's URL. Each model the bundles name (taskpatch create --model) gets its own\n"
+               "section; --model opens one, and the options after it, up to the next --model, are\n"
+               "its own (before any --model they are the model 'default''s).\n"
                "\n"
                "  --channel NAME   the channel, [a-z0-9][a-z0-9._-]{0,63} (e.g. stable)\n"
                "  --serial N       must be higher than the serial of the channel already in DIR:\n"
                "                   devices refuse a channel older than the last one they accepted\n"
-               "  --desired TASK   the task the fleet should run (it must have a bundle in DIR)\n"
                "  --expires DAYS   devices refuse the channel DAYS days from now (republish before)\n"
                "  --key FILE, --cert FILE  ECDSA P-256 signing key and certificate chain (PEM)\n"
-               "  --json           print the summary as JSON\n");
+               "  --json           print the summary as JSON\n"
+               "\n"
+               "For each model:\n"
+               "  --model MODEL    the model the next options are for\n"
+               "  --desired TASK   the task the fleet should run (it must have a bundle in DIR)\n"
+               "  --base BASE      the base the fleet should run for this model: its SHA-256, or the\n"
+               "                   model file or directory itself; the desired task's bundle must be\n"
+               "                   made for it\n"
+               "  --rollout P      only devices whose cohort (0..99, from their device id and the\n"
+               "                   seed) is below P take this model's update; raise P to widen the\n"
+               "                   same cohort, 100 for every device\n"
+               "  --rollout-seed S the seed (0..4294967295); by default derived from the desired\n"
+               "                   bundle, so publishing the same update again keeps the cohort\n"
+               "\n"
+               "Without --model, --base and --rollout, and with every bundle made for the model\n"
+               "'default', the channel is written in format 1, which every daemon reads; else in\n"
+               "format 2.\n");
 }
 
 /* Read DIR/NAME (a .tpb) into @b: manifest fields, size, and the SHA-256 of the whole file. */
@@ -56,6 +77,7 @@ static int describe_bundle(const char *dir, const char *name, ChannelBundle *b) 
         const Manifest *m = bundle->manifest;
         if (!bundle->signature)
                 cli_error("warning: %s is unsigned: devices will refuse it", path);
+        snprintf(b->model, sizeof(b->model), "%s", m->model);
         snprintf(b->task, sizeof(b->task), "%s", m->task);
         snprintf(b->path, sizeof(b->path), "%s", name);
         b->version = m->version;
@@ -111,8 +133,136 @@ static void print_summary(const Channel *c, const char *path, uint64_t bytes, bo
         channel_print(c);
 }
 
+/* What the command line says about one model. */
+typedef struct ModelOptions {
+        const char *name;
+        const char *desired, *base;
+        bool rollout, have_seed;
+        uint64_t percent, seed;
+} ModelOptions;
+
+typedef struct PublishOptions {
+        ModelOptions models[CHANNEL_MAX_MODELS];
+        size_t n_models;
+        bool sections;                  /* --model, --base or --rollout: format 2 */
+} PublishOptions;
+
+static const ModelOptions *model_options_find(const PublishOptions *o, const char *name) {
+        for (size_t i = 0; i < o->n_models; i++)
+                if (strcmp(o->models[i].name, name) == 0)
+                        return &o->models[i];
+        return NULL;
+}
+
+/* The options of @name (added when new); NULL when there are too many. */
+static ModelOptions *model_options(PublishOptions *o, const char *name) {
+        for (size_t i = 0; i < o->n_models; i++)
+                if (strcmp(o->models[i].name, name) == 0)
+                        return &o->models[i];
+        if (o->n_models >= CHANNEL_MAX_MODELS)
+                return NULL;
+        o->models[o->n_models] = (ModelOptions) { .name = name };
+        return &o->models[o->n_models++];
+}
+
+/* The section of @name in @c, added when new. */
+static ChannelModel *channel_section(Channel *c, const char *name) {
+        for (size_t i = 0; i < c->n_models; i++)
+                if (strcmp(c->models[i].name, name) == 0)
+                        return &c->models[i];
+        if (c->n_models >= CHANNEL_MAX_MODELS)
+                return NULL;
+        ChannelModel *p = realloc(c->models, (c->n_models + 1) * sizeof(ChannelModel));
+        if (!p)
+                return NULL;
+        c->models = p;
+        p[c->n_models] = (ChannelModel) {};
+        snprintf(p[c->n_models].name, sizeof(p[c->n_models].name), "%s", name);
+        return &p[c->n_models++];
+}
+
+/* --base: a SHA-256 in hex, or the model (a file or a directory) to hash. */
+static int parse_base(const char *model, const char *value, uint8_t digest[SHA256_DIGEST_SIZE]) {
+        uint64_t size;
+        size_t files;
+        int r;
+
+        if (strlen(value) == 2 * SHA256_DIGEST_SIZE && parse_sha256_hex(value, digest) >= 0)
+                return 0;
+        if ((r = hash_file(value, digest, &size)) == -EISDIR)
+                return hash_model_dir(value, digest, &size, &files);
+        if (r < 0)
+                cli_error("model %s: --base %s: %s (expected a SHA-256 or the base model)", model, value, strerror(-r));
+        return r;
+}
+
+/*
+ * The default seed: the first four bytes of the desired bundle's SHA-256 (of the model's
+ * name when there is no desired task), so publishing the same update again keeps its cohort.
+ */
+static uint64_t default_seed(const Channel *c, const ChannelModel *cm) {
+        const ChannelBundle *b = channel_desired(c, cm, NULL);
+        uint8_t name_sha[SHA256_DIGEST_SIZE];
+        const uint8_t *d = b ? b->sha256 : name_sha;
+
+        if (!b)
+                sha256_digest(cm->name, strlen(cm->name), name_sha);
+        return (uint64_t) d[0] << 24 | (uint64_t) d[1] << 16 | (uint64_t) d[2] << 8 | d[3];
+}
+
+/* The sections: one per model the bundles name or the options set; format 1 when that says all. */
+static int build_sections(Channel *c, const PublishOptions *o) {
+        bool all_default = !o->sections;
+        int r;
+
+        for (size_t i = 0; i < c->n_bundles; i++)
+                all_default = all_default && strcmp(c->bundles[i].model, MANIFEST_DEFAULT_MODEL) == 0;
+        for (size_t i = 0; i < o->n_models; i++)
+                all_default = all_default && strcmp(o->models[i].name, MANIFEST_DEFAULT_MODEL) == 0;
+        c->format = all_default ? CHANNEL_FORMAT_1 : CHANNEL_FORMAT;
+        if (all_default)
+                for (size_t i = 0; i < c->n_bundles; i++)
+                        c->bundles[i].model[0] = '\0';
+        if (all_default && !channel_section(c, ""))
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n_bundles; i++)
+                if (!channel_section(c, c->bundles[i].model)) {
+                        cli_error("more than %u models", CHANNEL_MAX_MODELS);
+                        return -E2BIG;
+                }
+        for (size_t i = 0; i < o->n_models; i++) {
+                const ModelOptions *mo = &o->models[i];
+                ChannelModel *cm = channel_section(c, all_default ? "" : mo->name);
+                if (!cm)
+                        return -ENOMEM;
+                snprintf(cm->desired, sizeof(cm->desired), "%s", mo->desired ? mo->desired : "");
+                if (mo->base && (r = parse_base(mo->name, mo->base, cm->base_sha256)) < 0)
+                        return r;
+                cm->has_base = mo->base != NULL;
+                cm->rollout = (ChannelRollout) { .set = mo->rollout, .percent = (uint32_t) mo->percent,
+                                                 .seed = mo->seed };
+        }
+        /* A default seed needs the desired bundle: found once the writer sorted the bundles into sections. */
+        _cleanup_free_ char *text = NULL;
+        TpError err = {};
+        size_t len;
+        if ((r = channel_index_write(c, &text, &len, &err)) < 0) {
+                cli_error("%s", tp_error_message(&err, r));
+                return r;
+        }
+        for (size_t i = 0; i < c->n_models; i++) {
+                const ModelOptions *mo = model_options_find(o, c->models[i].name);
+                if (mo && mo->rollout && !mo->have_seed)
+                        c->models[i].rollout.seed = default_seed(c, &c->models[i]);
+        }
+        return 0;
+}
+
+static int parse_model_option(PublishOptions *o, ModelOptions **cur, int opt, const char *value);
+
 int verb_publish(int argc, char *argv[]) {
-        enum { OPT_CHANNEL = 256, OPT_SERIAL, OPT_DESIRED, OPT_EXPIRES, OPT_KEY, OPT_CERT, OPT_JSON };
+        enum { OPT_CHANNEL = 256, OPT_SERIAL, OPT_DESIRED, OPT_EXPIRES, OPT_KEY, OPT_CERT, OPT_JSON, OPT_MODEL,
+               OPT_BASE, OPT_ROLLOUT, OPT_SEED };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "channel", required_argument, NULL, OPT_CHANNEL },
@@ -122,14 +272,20 @@ int verb_publish(int argc, char *argv[]) {
                 { "key", required_argument, NULL, OPT_KEY },
                 { "cert", required_argument, NULL, OPT_CERT },
                 { "json", no_argument, NULL, OPT_JSON },
+                { "model", required_argument, NULL, OPT_MODEL },
+                { "base", required_argument, NULL, OPT_BASE },
+                { "rollout", required_argument, NULL, OPT_ROLLOUT },
+                { "rollout-seed", required_argument, NULL, OPT_SEED },
                 {},
         };
         _cleanup_(channel_freep) Channel *c = calloc(1, sizeof(Channel));
         _cleanup_(channel_freep) Channel *old = NULL;
         _cleanup_(signer_freep) Signer *signer = NULL;
+        _cleanup_free_ PublishOptions *po = calloc(1, sizeof(PublishOptions));
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_free_ char *path = NULL;
-        const char *name = NULL, *desired = NULL, *key = NULL, *cert = NULL;
+        const char *name = NULL, *key = NULL, *cert = NULL;
+        ModelOptions *cur = NULL;       /* the model the per-model options are for */
         int64_t expires = 0;             /* seconds from now; 0: never */
         bool json = false, have_serial = false;
         TpError err = {};
@@ -137,7 +293,7 @@ int verb_publish(int argc, char *argv[]) {
         int opt, r;
 
         cli_program = "taskpatch publish";
-        if (!c)
+        if (!c || !po)
                 return EXIT_FAILED;
         while ((opt = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (opt) {
@@ -152,9 +308,6 @@ int verb_publish(int argc, char *argv[]) {
                                 return EXIT_USAGE;
                         have_serial = true;
                         break;
-                case OPT_DESIRED:
-                        desired = optarg;
-                        break;
                 case OPT_EXPIRES:
                         if (cli_parse_days("expires", optarg, &expires) < 0)
                                 return EXIT_USAGE;
@@ -168,6 +321,15 @@ int verb_publish(int argc, char *argv[]) {
                 case OPT_JSON:
                         json = true;
                         break;
+                case OPT_MODEL:
+                case OPT_DESIRED:
+                case OPT_BASE:
+                case OPT_ROLLOUT:
+                case OPT_SEED:
+                        if (parse_model_option(po, &cur, opt == OPT_MODEL ? 'm' : opt == OPT_DESIRED ? 'd' :
+                                               opt == OPT_BASE ? 'b' : opt == OPT_ROLLOUT ? 'r' : 's', optarg) < 0)
+                                return EXIT_USAGE;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
@@ -175,14 +337,17 @@ int verb_publish(int argc, char *argv[]) {
                 cli_error("expected DIR --channel NAME --serial N --key KEY --cert CERT (see --help)");
                 return EXIT_USAGE;
         }
-        if (!task_name_valid(name) || (desired && !task_name_valid(desired))) {
-                cli_error("--%s '%s': expected [a-z0-9][a-z0-9._-]{0,63}", task_name_valid(name) ? "desired" : "channel",
-                          task_name_valid(name) ? desired : name);
+        if (!task_name_valid(name)) {
+                cli_error("--channel '%s': expected [a-z0-9][a-z0-9._-]{0,63}", name);
                 return EXIT_USAGE;
         }
+        for (size_t i = 0; i < po->n_models; i++)
+                if (po->models[i].have_seed && !po->models[i].rollout) {
+                        cli_error("model %s: --rollout-seed without --rollout", po->models[i].name);
+                        return EXIT_USAGE;
+                }
         const char *dir = argv[optind];
         snprintf(c->name, sizeof(c->name), "%s", name);
-        snprintf(c->desired, sizeof(c->desired), "%s", desired ? desired : "");
         if (asprintf(&path, "%s/%s.channel", dir, name) < 0)
                 return EXIT_FAILED;
 
@@ -207,6 +372,8 @@ int verb_publish(int argc, char *argv[]) {
                 cli_error("warning: %s holds no bundle (*.tpb): the channel lists none", dir);
         c->created = (int64_t) clock_wall();
         c->expires = expires ? c->created + expires : 0;
+        if (build_sections(c, po) < 0)
+                return EXIT_FAILED;
         if ((r = channel_write(c, signer, &data, &len, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
@@ -217,4 +384,65 @@ int verb_publish(int argc, char *argv[]) {
         }
         print_summary(c, path, len, json);
         return EXIT_OK;
+}
+
+static int given_twice(const ModelOptions *m, const char *option) {
+        cli_error("model %s: --%s given twice (a second model's options follow its own --model)", m->name, option);
+        return -EINVAL;
+}
+
+/* --model opens a model's options; the others set the open one's ('default' before any --model). */
+static int parse_model_option(PublishOptions *o, ModelOptions **cur, int which, const char *value) {
+        ModelOptions *m = *cur;
+
+        if ((which == 'm' || which == 'd') && !task_name_valid(value)) {
+                cli_error("--%s '%s': expected [a-z0-9][a-z0-9._-]{0,63}", which == 'm' ? "model" : "desired", value);
+                return -EINVAL;
+        }
+        if (which == 'm') {
+                if (!(m = model_options(o, value))) {
+                        cli_error("--model: more than %u models", CHANNEL_MAX_MODELS);
+                        return -E2BIG;
+                }
+                o->sections = true;
+                *cur = m;
+                return 0;
+        }
+        if (!m && !(m = *cur = model_options(o, MANIFEST_DEFAULT_MODEL)))
+                return -ENOMEM;
+        switch (which) {
+        case 'd':
+                if (m->desired)
+                        return given_twice(m, "desired");
+                m->desired = value;
+                return 0;
+        case 'b':
+                if (m->base)
+                        return given_twice(m, "base");
+                m->base = value;
+                o->sections = true;
+                return 0;
+        case 'r':
+                if (m->rollout)
+                        return given_twice(m, "rollout");
+                if (cli_parse_u64("rollout", value, &m->percent) < 0)
+                        return -EINVAL;
+                if (m->percent > 100) {
+                        cli_error("--rollout %s: expected a percent from 0 to 100", value);
+                        return -EINVAL;
+                }
+                m->rollout = o->sections = true;
+                return 0;
+        default:
+                if (m->have_seed)
+                        return given_twice(m, "rollout-seed");
+                if (cli_parse_u64("rollout-seed", value, &m->seed) < 0)
+                        return -EINVAL;
+                if (m->seed > UINT32_MAX) {
+                        cli_error("--rollout-seed %s: expected 0 to 4294967295", value);
+                        return -EINVAL;
+                }
+                m->have_seed = true;
+                return 0;
+        }
 }

@@ -12,6 +12,8 @@
 /* The taskpatch subcommands, one file each (taskpatch-<verb>.c). Each returns an exit code. */
 
 int verb_hash(int argc, char *argv[]);
+/* The set digest of the model directory @path (fileset.h), and its files' total size and count. */
+int hash_model_dir(const char *path, uint8_t digest[SHA256_DIGEST_SIZE], uint64_t *ret_size, size_t *ret_files);
 int verb_caps(int argc, char *argv[]);
 int verb_create(int argc, char *argv[]);
 int verb_inspect(int argc, char *argv[]);

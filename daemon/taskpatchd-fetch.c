@@ -3,10 +3,12 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <systemd/sd-id128.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -33,17 +35,35 @@ static const char *const phase_names[_FETCH_PHASE_MAX] = {
         [FETCH_SWITCHING] = "switching",
 };
 
-struct Fetcher {
+/* One model's side: what it downloads, installs and switches to, and why. */
+struct FetchModel {
+        Fetcher *f;
         const SourceHost *host;
-        const DaemonConfig *config;
+        const DaemonConfig *config;     /* the model's view: its state_dir holds its downloads */
+        size_t index;
+        FetchPhase phase;
+        FetchRefused refused;           /* under the current serial */
+        char transaction[TRANSACTION_ID_SIZE];  /* of the operation we started */
+        bool wait_for_poll;             /* a download failed: try again after the next poll, not at once */
+        char last_error[TP_ERROR_MAX];  /* of its downloads, installs and switches */
+        struct {
+                TaskVersion what;
+                const char *result;     /* NULL, "pending", "success", "failure" */
+                char reason[TP_ERROR_MAX];
+        } update;
+};
+
+struct Fetcher {
+        const DaemonConfig *config;     /* the first model's view: the device-wide keys */
         sd_event *event;
         CurlGlue *glue;                 /* borrowed */
         CURL *easy;                     /* one handle for every transfer: its connections are reused */
         struct curl_slist *headers;
         sd_event_source *timer;         /* the next poll */
         sd_event_source *defer;         /* fetch_next() once the current callback has returned */
-        FetchPhase phase;
         bool polling;                   /* a channel transfer runs on easy */
+        char device_id[CONFIG_DEVICE_ID_MAX + 1];      /* "" when there is none */
+        const char *device_id_source;   /* "device_id", "/etc/machine-id" or "none" */
 
         size_t mirror;                  /* the URL being tried, or that answered last */
         unsigned failures;              /* polls in a row that failed everywhere: back-off */
@@ -52,84 +72,40 @@ struct Fetcher {
 
         Channel *channel;               /* the last one accepted */
         char *channel_url;              /* where it came from: bundle paths are relative to it */
-        Download dl;
+        Download dl;                    /* one at a time, whatever the model */
+        FetchModel *dl_model;           /* whose download dl is, while it runs */
         TaskVersion dl_what;            /* what dl fetches */
-        FetchRefused refused;           /* under the current serial */
-        char transaction[TRANSACTION_ID_SIZE];  /* of the operation we started */
-        bool wait_for_poll;             /* a download failed: try again after the next poll, not at once */
 
         /* for status */
-        char last_error[TP_ERROR_MAX];
+        char last_error[TP_ERROR_MAX];  /* of the polls */
         int64_t last_poll, last_change;
         uint64_t last_poll_bytes;       /* HTTP bytes of the last poll: request, headers, body */
         long last_status;
-        struct {
-                TaskVersion what;
-                const char *result;     /* NULL, "pending", "success", "failure" */
-                char reason[TP_ERROR_MAX];
-        } update;
+
+        FetchModel models[CONFIG_MAX_MODELS];
+        size_t n_models;
 };
 
-#define set_error(f, ...) source_error((f)->host, "channel", (f)->last_error, __VA_ARGS__)
+/* A poll's error, reported once (through the first model). */
+#define set_error(f, ...) source_error((f)->models[0].host, "channel", (f)->last_error, __VA_ARGS__)
+/* A model's own. */
+#define set_model_error(fm, ...) source_error((fm)->host, "channel", (fm)->last_error, __VA_ARGS__)
 
-static void set_update(Fetcher *f, const char *task, uint64_t version, const char *result, const char *reason) {
-        snprintf(f->update.what.task, sizeof(f->update.what.task), "%s", task);
-        f->update.what.version = version;
-        f->update.result = result;
-        snprintf(f->update.reason, sizeof(f->update.reason), "%s", reason ? reason : "");
+static void set_update(FetchModel *fm, const char *task, uint64_t version, const char *result, const char *reason) {
+        snprintf(fm->update.what.task, sizeof(fm->update.what.task), "%s", task);
+        fm->update.what.version = version;
+        fm->update.result = result;
+        snprintf(fm->update.reason, sizeof(fm->update.reason), "%s", reason ? reason : "");
 }
 
 static void kick(Fetcher *f) {
         (void) sd_event_source_set_enabled(f->defer, SD_EVENT_ONESHOT);
 }
 
-/* ---- the decisions ---- */
-
-bool fetch_refused_has(const FetchRefused *f, const char *task, uint64_t version) {
-        for (size_t i = 0; i < f->n; i++)
-                if (strcmp(f->list[i].task, task) == 0 && f->list[i].version == version)
-                        return true;
-        return false;
-}
-
-void fetch_refused_add(FetchRefused *f, const char *task, uint64_t version) {
-        if (f->n >= FETCH_REFUSED_MAX)
-                return;
-        snprintf(f->list[f->n].task, sizeof(f->list[f->n].task), "%s", task);
-        f->list[f->n++].version = version;
-}
-
-const ChannelBundle *fetch_next_bundle(const Channel *c, const DeviceView *d, const FetchRefused *refused,
-                                       const SourceHost *host) {
-        const ChannelBundle *pick = NULL;
-
-        for (size_t i = 0; i < c->n_bundles; i++) {
-                const ChannelBundle *b = &c->bundles[i];
-                if (memcmp(b->base_sha256, d->base_sha256, SHA256_DIGEST_SIZE) != 0 || b->kind != d->base_kind ||
-                    channel_find(c, b->task) != b || fetch_refused_has(refused, b->task, b->version) ||
-                    b->version <= host->newest_installed(host, b->task) || b->version < host->accepted(host, b->task))
-                        continue;
-                if (strcmp(b->task, c->desired) == 0)
-                        return b;
-                if (!pick)
-                        pick = b;
-        }
-        return pick;
-}
-
-bool fetch_then_switch(const Channel *c, const ChannelView *cv, const char *task) {
-        return c->desired[0] && strcmp(task, c->desired) == 0 && !cv->pinned;
-}
-
-const ChannelBundle *fetch_switch_target(const Channel *c, const DeviceView *d, const ChannelView *cv,
-                                         const FetchRefused *refused, const SourceHost *host) {
-        const ChannelBundle *want = c->desired[0] && !cv->pinned ? channel_find(c, c->desired) : NULL;
-
-        if (!want || !host->installed(host, want->task, want->version) ||
-            (strcmp(d->active_task, want->task) == 0 && d->active_version == want->version) ||
-            fetch_refused_has(refused, want->task, want->version))
-                return NULL;
-        return want;
+static const ChannelModel *section_of(const FetchModel *fm) {
+        const Fetcher *f = fm->f;
+        return f->channel ? fetch_section(f->channel, fm->index, fm->config->model ? fm->config->model :
+                                                                 CONFIG_DEFAULT_MODEL) : NULL;
 }
 
 /* ---- polling the channel ---- */
@@ -187,28 +163,64 @@ static void poll_failed(Fetcher *f, const char *why) {
 
 static void poll_succeeded(Fetcher *f) {
         f->failures = 0;
-        f->wait_for_poll = false;
         f->polling = false;
         f->last_error[0] = '\0';
+        for (size_t i = 0; i < f->n_models; i++) {
+                f->models[i].wait_for_poll = false;
+                f->models[i].last_error[0] = '\0';
+        }
         schedule_poll(f);
         kick(f);
 }
 
-/* The serial, through the host's policy; then the channel is the one followed. */
+/* The log line of what a model does with a new channel. */
+static void log_section(const FetchModel *fm) {
+        const ChannelModel *cm = section_of(fm);
+        const char *model = fm->config->model ? fm->config->model : CONFIG_DEFAULT_MODEL;
+        char why[TP_ERROR_MAX];
+        unsigned cohort;
+
+        if (!cm) {
+                log_info("channel: model %s: the channel has no section for it", model);
+                return;
+        }
+        bool in = fetch_in_rollout(cm, fm->f->device_id, &cohort, why);
+        log_info("channel: model %s: desired %s, %zu bundles; %s%s", model, cm->desired[0] ? cm->desired : "none",
+                 cm->n_bundles, why, in ? "" : ": not taken");
+}
+
+/*
+ * The serial, through every model's host and policy (the highest any model accepted is the
+ * floor); then the channel is the one followed.
+ */
 static int accept_channel(Fetcher *f, Channel *c, const char *url, TpError *err) {
         _cleanup_(channel_freep) Channel *owned = c;
-        int r = f->host->channel_accept_serial(f->host, c->serial, err);
+        bool changed = false, unrecorded = false;
+        TpError save = {};
+        int r;
 
-        if (r == -ESTALE)
-                return r;
-        if (r > 0 || r == -EIO) {
-                log_info("channel %s serial %" PRIu64 " accepted (desired: %s, %zu bundles)", c->name, c->serial,
-                         c->desired[0] ? c->desired : "none", c->n_bundles);
-                f->refused.n = 0;
-                f->last_change = (int64_t) clock_wall();
+        for (size_t i = 0; i < f->n_models; i++) {
+                ChannelView cv;
+                f->models[i].host->channel(f->models[i].host, &cv);
+                if (cv.have_serial && c->serial < cv.serial)
+                        return f->models[i].host->channel_accept_serial(f->models[i].host, c->serial, err);
         }
-        if (r < 0)
-                return r;
+        for (size_t i = 0; i < f->n_models; i++) {
+                r = f->models[i].host->channel_accept_serial(f->models[i].host, c->serial, &save);
+                if (r == -ESTALE)
+                        return tp_error(err, r, "%s", save.message);
+                changed = changed || r > 0 || r == -EIO;
+                if (r == -EIO && !unrecorded) {
+                        unrecorded = true;
+                        *err = save;
+                }
+        }
+        if (unrecorded) {
+                /* Not followed until its serial is recorded (the next change writes it). */
+                for (size_t i = 0; i < f->n_models; i++)
+                        f->models[i].refused.n = 0;
+                return -EIO;
+        }
         char *u = strdup(url);
         if (!u)
                 return -ENOMEM;
@@ -216,6 +228,16 @@ static int accept_channel(Fetcher *f, Channel *c, const char *url, TpError *err)
         f->channel = TAKE_PTR(owned);
         free(f->channel_url);
         f->channel_url = u;
+        if (changed) {
+                log_info("channel %s serial %" PRIu64 " accepted (format %" PRIu32 ", %zu models, %zu bundles)",
+                         f->channel->name, f->channel->serial, f->channel->format, f->channel->n_models,
+                         f->channel->n_bundles);
+                for (size_t i = 0; i < f->n_models; i++) {
+                        f->models[i].refused.n = 0;
+                        log_section(&f->models[i]);
+                }
+                f->last_change = (int64_t) clock_wall();
+        }
         return 0;
 }
 
@@ -315,74 +337,84 @@ static int on_timer(sd_event_source *s _unused_, uint64_t usec _unused_, void *u
 
 /* ---- downloads ---- */
 
-static void mark_failed(Fetcher *f, const TaskVersion *tv) {
-        fetch_refused_add(&f->refused, tv->task, tv->version);
+static void mark_failed(FetchModel *fm, const TaskVersion *tv) {
+        fetch_refused_add(&fm->refused, tv->task, tv->version);
+}
+
+/* The download is over (installed, kept for later, or failed): the handle is free for the next. */
+static void download_over(Fetcher *f, FetchModel *fm, FetchPhase phase) {
+        f->dl_model = NULL;
+        fm->phase = phase;
+        kick(f);
 }
 
 /* The bundle has all its bytes and they hash as the channel says: install it. */
-static void install_download(Fetcher *f) {
-        const TaskVersion *tv = &f->dl_what;
+static void install_download(Fetcher *f, FetchModel *fm) {
+        const ChannelModel *cm = section_of(fm);
+        TaskVersion tv = f->dl_what;
         char transaction[TRANSACTION_ID_SIZE];
         ChannelView cv;
         TpError err = {};
 
-        if (!f->host->can_start(f->host)) {
+        if (!cm || !fm->host->can_start(fm->host)) {
                 /* Busy since the download started: the file stays, and is installed when the host is idle. */
                 download_stop(&f->dl);
-                f->phase = FETCH_IDLE;
+                download_over(f, fm, FETCH_IDLE);
                 return;
         }
-        f->host->channel(f->host, &cv);
-        InstallRequest req = { .then_switch = fetch_then_switch(f->channel, &cv, tv->task), .origin = ORIGIN_CHANNEL };
+        fm->host->channel(fm->host, &cv);
+        InstallRequest req = { .then_switch = fetch_then_switch(cm, &cv, tv.task), .origin = ORIGIN_CHANNEL };
         int fd = open(f->dl.path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        int r = fd < 0 ? -errno : f->host->submit_install(f->host, fd, &req, transaction, &err);
+        int r = fd < 0 ? -errno : fm->host->submit_install(fm->host, fd, &req, transaction, &err);
 
         if (r < 0) {
-                set_error(f, "%s v%" PRIu64 ": %s", tv->task, tv->version,
-                          fd < 0 ? strerror(-r) : tp_error_message(&err, r));
-                set_update(f, tv->task, tv->version, "failure", f->last_error);
-                mark_failed(f, tv);
+                set_model_error(fm, "%s v%" PRIu64 ": %s", tv.task, tv.version,
+                                fd < 0 ? strerror(-r) : tp_error_message(&err, r));
+                set_update(fm, tv.task, tv.version, "failure", fm->last_error);
+                mark_failed(fm, &tv);
                 download_remove(&f->dl);
-                f->phase = FETCH_IDLE;
-                kick(f);
+                download_over(f, fm, FETCH_IDLE);
                 return;
         }
-        f->phase = req.then_switch ? FETCH_SWITCHING : FETCH_INSTALLING;
+        /* The file stays (and the handle with it) until the operation ends: on_operation_done(). */
+        fm->phase = req.then_switch ? FETCH_SWITCHING : FETCH_INSTALLING;
         if (req.then_switch)
-                set_update(f, tv->task, tv->version, "pending", NULL);
-        memcpy(f->transaction, transaction, sizeof(transaction));
+                set_update(fm, tv.task, tv.version, "pending", NULL);
+        memcpy(fm->transaction, transaction, sizeof(transaction));
 }
 
 static void on_download_progress(Download *d, void *userdata) {
         Fetcher *f = userdata;
-        f->host->emit(f->host, download_json(d, json_pack("{s:s, s:s, s:I}", "event", "download", "task",
-                                                          f->dl_what.task, "version",
-                                                          (json_int_t) f->dl_what.version)));
+        FetchModel *fm = f->dl_model;
+
+        fm->host->emit(fm->host, download_json(d, json_pack("{s:s, s:s, s:I}", "event", "download", "task",
+                                                            f->dl_what.task, "version",
+                                                            (json_int_t) f->dl_what.version)));
 }
 
 static void on_download(Download *d, DownloadResult result, const char *why, void *userdata) {
         Fetcher *f = userdata;
+        FetchModel *fm = f->dl_model;
 
         if (result == DOWNLOAD_OK) {
                 if (d->overflow)
                         log_warning("channel: %s: the server sent more than the %" PRIu64 " bytes the channel "
                                     "declares: cut there", d->url, d->size);
-                install_download(f);
+                install_download(f, fm);
                 return;
         }
-        set_error(f, "%s", why);
-        f->wait_for_poll = true;        /* not in a tight loop against a failing server */
+        set_model_error(fm, "%s", why);
+        fm->wait_for_poll = true;       /* not in a tight loop against a failing server */
         if (result == DOWNLOAD_BAD) {
                 /* The bundle itself is bad (not the transfer): report it, do not retry it. */
-                set_update(f, f->dl_what.task, f->dl_what.version, "failure", why);
-                mark_failed(f, &f->dl_what);
+                set_update(fm, f->dl_what.task, f->dl_what.version, "failure", why);
+                mark_failed(fm, &f->dl_what);
         }
         download_stop(d);
-        f->phase = FETCH_IDLE;
-        kick(f);
+        download_over(f, fm, FETCH_IDLE);
 }
 
-static void fetch_bundle(Fetcher *f, const ChannelBundle *b) {
+static void fetch_bundle(Fetcher *f, FetchModel *fm, const ChannelBundle *b) {
         _cleanup_free_ char *url = http_resolve(f->channel_url, b->path);
         char name[TASK_NAME_MAX + 32];
         int r;
@@ -391,24 +423,27 @@ static void fetch_bundle(Fetcher *f, const ChannelBundle *b) {
         f->dl_what.version = b->version;
         snprintf(name, sizeof(name), "%s-%" PRIu64 ".tpb", b->task, b->version);
         DownloadSpec spec = { .url = url, .name = name, .size = b->size, .sha256 = b->sha256 };
-        f->phase = FETCH_DOWNLOADING;
+        f->dl_model = fm;
+        fm->phase = FETCH_DOWNLOADING;
         log_info("downloading %s v%" PRIu64 " from %s (%" PRIu64 " bytes)", b->task, b->version, url ? url : "?",
                  b->size);
-        r = url ? download_start(&f->dl, f->config, f->event, f->glue, f->easy, &spec, on_download,
+        /* The model's own state_dir holds it (its disk budget counts it). */
+        r = url ? download_start(&f->dl, fm->config, f->event, f->glue, f->easy, &spec, on_download,
                                  on_download_progress, f)
                 : -ENOMEM;
         if (r < 0) {
-                set_error(f, "%s v%" PRIu64 ": cannot download: %s", b->task, b->version, strerror(-r));
+                set_model_error(fm, "%s v%" PRIu64 ": cannot download: %s", b->task, b->version, strerror(-r));
                 download_stop(&f->dl);
-                f->wait_for_poll = true;
-                f->phase = FETCH_IDLE;
+                fm->wait_for_poll = true;
+                f->dl_model = NULL;
+                fm->phase = FETCH_IDLE;
         }
 }
 
 /* ---- deciding what to do next ---- */
 
-static void switch_to_desired(Fetcher *f, const DeviceView *d, const ChannelView *cv) {
-        const ChannelBundle *want = fetch_switch_target(f->channel, d, cv, &f->refused, f->host);
+static void switch_to_desired(FetchModel *fm, const ChannelModel *cm, const DeviceView *d, const ChannelView *cv) {
+        const ChannelBundle *want = fetch_switch_target(fm->f->channel, cm, d, cv, &fm->refused, fm->host);
         char transaction[TRANSACTION_ID_SIZE];
         TpError err = {};
 
@@ -416,38 +451,55 @@ static void switch_to_desired(Fetcher *f, const DeviceView *d, const ChannelView
                 return;
         TaskVersion tv = { .version = want->version };
         snprintf(tv.task, sizeof(tv.task), "%s", want->task);
-        int r = f->host->submit_switch(f->host, tv.task, tv.version, ORIGIN_CHANNEL, transaction, &err);
+        int r = fm->host->submit_switch(fm->host, tv.task, tv.version, ORIGIN_CHANNEL, transaction, &err);
         if (r < 0) {
-                set_error(f, "switch to %s v%" PRIu64 ": %s", tv.task, tv.version, tp_error_message(&err, r));
-                set_update(f, tv.task, tv.version, "failure", f->last_error);
-                mark_failed(f, &tv);
+                set_model_error(fm, "switch to %s v%" PRIu64 ": %s", tv.task, tv.version, tp_error_message(&err, r));
+                set_update(fm, tv.task, tv.version, "failure", fm->last_error);
+                mark_failed(fm, &tv);
                 return;
         }
         if (r == 0)
                 return;         /* already active */
-        log_info("channel %s: switching to the desired task %s v%" PRIu64, f->channel->name, tv.task, tv.version);
-        set_update(f, tv.task, tv.version, "pending", NULL);
-        f->phase = FETCH_SWITCHING;
-        memcpy(f->transaction, transaction, sizeof(transaction));
+        log_info("channel %s: switching to the desired task %s v%" PRIu64, fm->f->channel->name, tv.task,
+                 tv.version);
+        set_update(fm, tv.task, tv.version, "pending", NULL);
+        fm->phase = FETCH_SWITCHING;
+        memcpy(fm->transaction, transaction, sizeof(transaction));
 }
 
-static void fetch_next(Fetcher *f) {
+/* What @fm does next: a download (true: it holds the handle), or a switch, or nothing. */
+static bool model_next(Fetcher *f, FetchModel *fm) {
+        const ChannelModel *cm = section_of(fm);
         const ChannelBundle *b;
+        char why[TP_ERROR_MAX];
+        unsigned cohort;
         DeviceView d;
         ChannelView cv;
 
-        if (f->phase != FETCH_IDLE || f->polling || !f->channel)
-                return;         /* downloads share the poll's handle */
-        if (!f->host->can_start(f->host))
-                return;         /* busy (an operation, a trial): the host tells us when it ends */
-        f->host->device(f->host, &d);
-        if ((b = fetch_next_bundle(f->channel, &d, &f->refused, f->host))) {
-                if (!f->wait_for_poll)
-                        fetch_bundle(f, b);
-                return;
+        if (fm->phase != FETCH_IDLE || !cm || !fetch_in_rollout(cm, f->device_id, &cohort, why))
+                return false;
+        if (!fm->host->can_start(fm->host))
+                return false;   /* busy (an operation, a trial): the host tells us when it ends */
+        fm->host->device(fm->host, &d);
+        if (!fetch_on_base(cm, &d, why))
+                return false;
+        if ((b = fetch_next_bundle(f->channel, cm, &d, &fm->refused, fm->host))) {
+                if (fm->wait_for_poll)
+                        return false;
+                fetch_bundle(f, fm, b);
+                return f->dl_model != NULL;
         }
-        f->host->channel(f->host, &cv);
-        switch_to_desired(f, &d, &cv);
+        fm->host->channel(fm->host, &cv);
+        switch_to_desired(fm, cm, &d, &cv);
+        return false;
+}
+
+static void fetch_next(Fetcher *f) {
+        if (f->polling || f->dl_model || !f->channel)
+                return;         /* downloads share the poll's handle, one at a time */
+        for (size_t i = 0; i < f->n_models; i++)
+                if (model_next(f, &f->models[i]))
+                        return;
 }
 
 static int on_defer(sd_event_source *s _unused_, void *userdata) {
@@ -458,48 +510,52 @@ static int on_defer(sd_event_source *s _unused_, void *userdata) {
 /* ---- the host's side ---- */
 
 static void on_operation_done(void *userdata, const OperationOutcome *o) {
-        Fetcher *f = userdata;
+        FetchModel *fm = userdata;
 
-        if (!f->transaction[0] || strcmp(o->transaction, f->transaction) != 0) {
-                kick(f);        /* someone else's: what it changed may unblock us */
+        if (!fm->transaction[0] || strcmp(o->transaction, fm->transaction) != 0) {
+                kick(fm->f);    /* someone else's: what it changed may unblock us */
                 return;
         }
-        download_remove(&f->dl);        /* installed (the store has its copy) or refused */
+        if (fm->f->dl_model == fm) {
+                download_remove(&fm->f->dl);    /* installed (the store has its copy) or refused */
+                fm->f->dl_model = NULL;
+        }
         if (o->r < 0) {
                 TaskVersion tv = { .version = o->version };
                 snprintf(tv.task, sizeof(tv.task), "%s", o->task);
-                set_error(f, "%s %s v%" PRIu64 ": %s", o->cmd, o->task, o->version, o->error);
-                set_update(f, o->task, o->version, "failure", f->last_error);
-                mark_failed(f, &tv);
-                f->transaction[0] = '\0';
-                f->phase = FETCH_IDLE;
+                set_model_error(fm, "%s %s v%" PRIu64 ": %s", o->cmd, o->task, o->version, o->error);
+                set_update(fm, o->task, o->version, "failure", fm->last_error);
+                mark_failed(fm, &tv);
+                fm->transaction[0] = '\0';
+                fm->phase = FETCH_IDLE;
         } else if (!o->on_trial) {
                 /* Installed only, or the switch committed at once (no trial). */
-                if (f->phase == FETCH_SWITCHING)
-                        set_update(f, o->task, o->version, "success", NULL);
-                f->transaction[0] = '\0';
-                f->phase = FETCH_IDLE;
+                if (fm->phase == FETCH_SWITCHING)
+                        set_update(fm, o->task, o->version, "success", NULL);
+                fm->transaction[0] = '\0';
+                fm->phase = FETCH_IDLE;
         }
         /* else: on trial; on_trial_done() says how it ended. */
-        kick(f);
+        kick(fm->f);
 }
 
 static void on_trial_done(void *userdata, const char *transaction, bool committed, const char *reason) {
-        Fetcher *f = userdata;
+        FetchModel *fm = userdata;
 
-        if (f->transaction[0] && strcmp(transaction, f->transaction) == 0) {
-                TaskVersion tv = f->update.what;
-                set_update(f, tv.task, tv.version, committed ? "success" : "failure", committed ? NULL : reason);
+        if (fm->transaction[0] && strcmp(transaction, fm->transaction) == 0) {
+                TaskVersion tv = fm->update.what;
+                set_update(fm, tv.task, tv.version, committed ? "success" : "failure", committed ? NULL : reason);
                 if (!committed)
-                        mark_failed(f, &tv);
-                f->transaction[0] = '\0';
-                f->phase = FETCH_IDLE;
+                        mark_failed(fm, &tv);
+                fm->transaction[0] = '\0';
+                fm->phase = FETCH_IDLE;
         }
-        kick(f);
+        kick(fm->f);
 }
 
 static void on_idle(void *userdata) {
-        kick(userdata);
+        FetchModel *fm = userdata;
+        kick(fm->f);
 }
 
 const UpdateSource fetcher_source = {
@@ -509,21 +565,72 @@ const UpdateSource fetcher_source = {
         .idle = on_idle,
 };
 
-json_t *fetcher_status(const Fetcher *f) {
-        char when[21];
+/* Why the model does or does not take the channel's update, in words (for status). */
+static void describe(const FetchModel *fm, const ChannelModel *cm, const ChannelView *cv, char *why,
+                     unsigned *ret_cohort) {
+        char rollout[TP_ERROR_MAX];
+        DeviceView d;
+
+        *ret_cohort = UINT_MAX;
+        if (!fm->f->channel) {
+                snprintf(why, TP_ERROR_MAX, "no channel accepted yet");
+                return;
+        }
+        if (!cm) {
+                snprintf(why, TP_ERROR_MAX, "the channel has no section for this model: nothing to take");
+                return;
+        }
+        if (!fetch_in_rollout(cm, fm->f->device_id, ret_cohort, rollout)) {
+                snprintf(why, TP_ERROR_MAX, "%s", rollout);
+                return;
+        }
+        fm->host->device(fm->host, &d);
+        if (!fetch_on_base(cm, &d, why))
+                return;
+        if (cv->pinned)
+                snprintf(why, TP_ERROR_MAX, "pinned: a technician's switch holds the task until the channel's "
+                         "serial changes");
+        else if (!cm->desired[0])
+                snprintf(why, TP_ERROR_MAX, "following the channel (%.200s): no desired task, bundles are "
+                         "installed only", rollout);
+        else if (!channel_desired(fm->f->channel, cm, d.base_sha256))
+                snprintf(why, TP_ERROR_MAX, "the desired task %s has no bundle for this device's base", cm->desired);
+        else
+                snprintf(why, TP_ERROR_MAX, "following the channel (%.200s)", rollout);
+}
+
+static json_t *rollout_json(const ChannelModel *cm, unsigned cohort) {
+        if (!cm || !cm->rollout.set)
+                return json_null();
+        return json_pack("{s:i, s:I, s:o, s:b}", "percent", (int) cm->rollout.percent, "seed",
+                         (json_int_t) cm->rollout.seed, "cohort",
+                         cohort == UINT_MAX ? json_null() : json_integer(cohort), "included",
+                         cohort == UINT_MAX ? cm->rollout.percent >= 100 : cohort < cm->rollout.percent);
+}
+
+json_t *fetcher_status(const FetchModel *fm) {
+        const Fetcher *f = fm->f;
+        const ChannelModel *cm = section_of(fm);
+        char when[21], why[TP_ERROR_MAX];
+        unsigned cohort;
         ChannelView cv;
         json_t *urls = json_array();
 
-        f->host->channel(f->host, &cv);
+        fm->host->channel(fm->host, &cv);
+        describe(fm, cm, &cv, why, &cohort);
         for (size_t i = 0; i < f->config->channel.n_urls; i++)
                 json_array_append_new(urls, json_string(f->config->channel.urls[i]));
-        json_t *o = json_pack("{s:o, s:s, s:o, s:o}", "urls", urls, "state",
-                              f->polling && f->phase == FETCH_IDLE ? "polling" : phase_names[f->phase], "serial",
+        const char *error = fm->last_error[0] ? fm->last_error : f->last_error[0] ? f->last_error : NULL;
+        const char *state = fm->phase != FETCH_IDLE ? phase_names[fm->phase] : f->polling ? "polling" : "idle";
+        json_t *o = json_pack("{s:o, s:s, s:o, s:o, s:s}", "urls", urls, "state", state, "serial",
                               cv.have_serial ? json_integer((json_int_t) cv.serial) : json_null(), "last_error",
-                              f->last_error[0] ? json_string(f->last_error) : json_null());
+                              error ? json_string(error) : json_null(), "device_id_source", f->device_id_source);
         if (f->channel) {
                 json_object_set_new(o, "name", json_string(f->channel->name));
-                json_object_set_new(o, "desired", f->channel->desired[0] ? json_string(f->channel->desired) : json_null());
+                json_object_set_new(o, "format", json_integer(f->channel->format));
+                json_object_set_new(o, "desired", cm && cm->desired[0] ? json_string(cm->desired) : json_null());
+                json_object_set_new(o, "rollout", rollout_json(cm, cohort));
+                json_object_set_new(o, "decision", json_string(why));
         }
         json_object_set_new(o, "pinned", json_boolean(cv.pinned));
         if (f->last_poll) {
@@ -532,49 +639,77 @@ json_t *fetcher_status(const Fetcher *f) {
                 json_object_set_new(o, "last_poll_http_status", json_integer(f->last_status));
                 json_object_set_new(o, "last_poll_bytes", json_integer((json_int_t) f->last_poll_bytes));
         }
-        if (f->dl.easy)
+        if (f->dl_model == fm && f->dl.easy)
                 json_object_set_new(o, "download",
                                     download_json(&f->dl, json_pack("{s:s, s:I, s:s}", "task", f->dl_what.task,
                                                                     "version", (json_int_t) f->dl_what.version,
                                                                     "url", f->dl.url)));
-        if (f->update.result)
+        if (fm->update.result)
                 json_object_set_new(o, "update",
-                                    json_pack("{s:s, s:I, s:s, s:o}", "task", f->update.what.task, "version",
-                                              (json_int_t) f->update.what.version, "result", f->update.result,
-                                              "reason", f->update.reason[0] ? json_string(f->update.reason) : json_null()));
+                                    json_pack("{s:s, s:I, s:s, s:o}", "task", fm->update.what.task, "version",
+                                              (json_int_t) fm->update.what.version, "result", fm->update.result,
+                                              "reason", fm->update.reason[0] ? json_string(fm->update.reason) :
+                                                                               json_null()));
         return o;
 }
 
 /* ---- life ---- */
 
-int fetcher_new(sd_event *e, const DaemonConfig *c, CurlGlue *glue, const SourceHost *host, Fetcher **ret,
-                TpError *err) {
-        Fetcher *f;
+/* device_id when configured, else /etc/machine-id (as sd_id128_get_machine() reads it), else none. */
+static void find_device_id(Fetcher *f) {
+        sd_id128_t id;
+        int r;
+
+        if (f->config->device_id) {
+                snprintf(f->device_id, sizeof(f->device_id), "%s", f->config->device_id);
+                f->device_id_source = "device_id";
+                return;
+        }
+        if ((r = sd_id128_get_machine(&id)) >= 0) {
+                sd_id128_to_string(id, f->device_id);
+                f->device_id_source = "/etc/machine-id";
+                return;
+        }
+        f->device_id_source = "none";
+        log_warning("channel: no device id (/etc/machine-id: %s; set device_id): partial rollouts leave this "
+                    "device out", strerror(-r));
+}
+
+FetchModel *fetcher_model(Fetcher *f, size_t i) {
+        return i < f->n_models ? &f->models[i] : NULL;
+}
+
+int fetcher_new(sd_event *e, const FetchTarget *targets, size_t n, CurlGlue *glue, Fetcher **ret, TpError *err) {
+        _cleanup_(fetcher_freep) Fetcher *f = NULL;
+        const DaemonConfig *c = targets[0].config;
         int r;
 
         *ret = NULL;
         if (c->channel.n_urls == 0)
                 return 0;
+        if (n == 0 || n > CONFIG_MAX_MODELS)
+                return tp_error(err, -EINVAL, "channel: %zu models", n);
         f = calloc(1, sizeof(Fetcher));
         if (!f)
                 return -ENOMEM;
-        *f = (Fetcher) { .host = host, .config = c, .event = e, .glue = glue, .dl = DOWNLOAD_NULL };
+        *f = (Fetcher) { .config = c, .event = e, .glue = glue, .dl = DOWNLOAD_NULL, .n_models = n };
+        for (size_t i = 0; i < n; i++)
+                f->models[i] = (FetchModel) { .f = f, .host = targets[i].host, .config = targets[i].config,
+                                              .index = i };
         f->easy = curl_easy_init();
-        if (http_body_init(&f->body, CHANNEL_MAX_FILE) < 0 || !f->easy) {
-                fetcher_free(f);
+        if (http_body_init(&f->body, CHANNEL_MAX_FILE) < 0 || !f->easy)
                 return -ENOMEM;
-        }
         if ((r = sd_event_add_time_relative(e, &f->timer, CLOCK_BOOTTIME, 1000000, 0, on_timer, f)) < 0 ||
-            (r = sd_event_add_defer(e, &f->defer, on_defer, f)) < 0) {
-                fetcher_free(f);
+            (r = sd_event_add_defer(e, &f->defer, on_defer, f)) < 0)
                 return tp_error(err, r, "channel: cannot set up polling: %s", strerror(-r));
-        }
         (void) sd_event_source_set_enabled(f->defer, SD_EVENT_OFF);
         (void) sd_event_source_set_description(f->timer, "channel-poll");
         (void) sd_event_source_set_description(f->defer, "channel-next");
+        find_device_id(f);
         /* The first poll a second after start. */
-        log_info("polling the channel %s every %" PRIu64 " s", c->channel.urls[0], c->channel.interval);
-        *ret = f;
+        log_info("polling the channel %s every %" PRIu64 " s for %zu model%s", c->channel.urls[0],
+                 c->channel.interval, n, n == 1 ? "" : "s");
+        *ret = TAKE_PTR(f);
         return 0;
 }
 

@@ -3,7 +3,7 @@
 
 /*
  * The fleet fetcher: polls the configured channel (channel.url, mirrors
- * tried in order) over HTTPS with libcurl's multi interface on the event
+ * tried in order) once for every model of the device, over HTTPS with libcurl's multi interface on the event
  * loop, so the socket is never blocked; verifies it (signature, expiry, and
  * through the host a serial never lower than the last one accepted);
  * downloads the bundles it lists for this device's base into
@@ -17,7 +17,11 @@
  *   idle --timer--> polling --200, verified--> (downloading --> installing) ... --> switching --> idle
  *                          --304--> idle               each step starts only when the host can_start()
  *
- * It knows the manager only as its SourceHost (taskpatchd-source.h).
+ * Each model follows its section of the channel (format 1: the first model follows the
+ * only one), unless the section's rollout leaves this device out or names a base the
+ * device does not run. Downloads run one at a time, whatever the model.
+ *
+ * It knows each manager only as its SourceHost (taskpatchd-source.h).
  */
 
 #include <jansson.h>
@@ -31,28 +35,44 @@
 #include "taskpatchd-source.h"
 
 typedef struct Fetcher Fetcher;
+typedef struct FetchModel FetchModel;   /* the fetcher's side of one model */
+
+/* A model the fetcher serves: its view of the configuration (its state_dir holds its downloads), its host. */
+typedef struct FetchTarget {
+        const DaemonConfig *config;
+        const SourceHost *host;
+} FetchTarget;
 
 /*
- * A fetcher for @c's channel, on @e, its transfers on @glue (borrowed: it must outlive the
- * fetcher), submitting to @host; *ret = NULL (and 0) when no channel is configured. The
- * first poll is a second after. Register it with fetcher_source.
+ * A fetcher for the channel of @targets[0].config (the device-wide keys are the same in
+ * every view), on @e, its transfers on @glue (borrowed: it must outlive the fetcher),
+ * serving the @n models of @targets (borrowed too) with one poll; *ret = NULL (and 0) when
+ * no channel is configured. The first poll is a second after. Register each model's side
+ * (fetcher_model()) with its manager as fetcher_source.
  */
-_warn_unused_result_ int fetcher_new(sd_event *e, const DaemonConfig *c, CurlGlue *glue, const SourceHost *host,
+_warn_unused_result_ int fetcher_new(sd_event *e, const FetchTarget *targets, size_t n, CurlGlue *glue,
                                      Fetcher **ret, TpError *err);
 Fetcher *fetcher_free(Fetcher *f);
+DEFINE_POINTER_CLEANUP(Fetcher, fetcher_free)
 
-/* Its callbacks for the manager; userdata is the Fetcher. */
+FetchModel *fetcher_model(Fetcher *f, size_t i);
+
+/* Its callbacks for a manager; userdata is that manager's FetchModel. */
 extern const UpdateSource fetcher_source;
 
-/* The "channel" object of the status (url, serial, state, last poll, errors, download, update). */
-json_t *fetcher_status(const Fetcher *f);
+/*
+ * The "channel" object of a model's status: the channel's (url, serial, state, last poll,
+ * errors) and the model's (its section's desired task and rollout, the device's cohort,
+ * "decision": why it does or does not take the update, download, update).
+ */
+json_t *fetcher_status(const FetchModel *fm);
 
 /*
  * A channel verified (signature, expiry) from @url, taken (freed on failure): its serial
- * is offered to the host; then it is what the fetcher follows. -ESTALE for a replayed
- * serial (the channel is refused), -EIO when the serial cannot be recorded, else 0; each
- * failure is reported (status, error event) here. The poll does this; exported for the
- * unit test.
+ * is offered to every model's host; then it is what the fetcher follows. -ESTALE for a
+ * replayed serial (the channel is refused), -EIO when the serial cannot be recorded, else
+ * 0; each failure is reported (status, error event) here. The poll does this; exported for
+ * the unit test.
  */
 int fetcher_take_channel(Fetcher *f, Channel *c, const char *url, TpError *err);
 
@@ -74,18 +94,36 @@ typedef struct FetchRefused {
 bool fetch_refused_has(const FetchRefused *f, const char *task, uint64_t version);
 void fetch_refused_add(FetchRefused *f, const char *task, uint64_t version);
 
+/* The section of @c for the device's model @index named @name: format 1's one speaks for the first model. */
+const ChannelModel *fetch_section(const Channel *c, size_t index, const char *name);
+
 /*
- * The next bundle to download: one made for @d's base (digest and kind), the newest of its
- * task in @c, newer than what is installed, not below the task's anti-rollback floor, not
+ * Whether the device takes @cm's update: yes without a rollout, else when its cohort for the
+ * rollout's seed (channel_cohort() of @device_id; "" = unknown, in no partial rollout) is
+ * below the percent. *@ret_cohort: the cohort (UINT_MAX when there is none to compute);
+ * @why (TP_ERROR_MAX bytes) says it in words.
+ */
+bool fetch_in_rollout(const ChannelModel *cm, const char *device_id, unsigned *ret_cohort, char *why);
+
+/*
+ * Whether the device runs the base @cm names (yes when it names none); @why (TP_ERROR_MAX
+ * bytes) says what it waits for when not.
+ */
+bool fetch_on_base(const ChannelModel *cm, const DeviceView *d, char *why);
+
+/*
+ * The next bundle to download: one of @cm's made for @d's base (digest and kind), the newest
+ * of its task, newer than what is installed, not below the task's anti-rollback floor, not
  * refused; the desired task's first, else the first such in the channel's order. NULL: none.
  */
-const ChannelBundle *fetch_next_bundle(const Channel *c, const DeviceView *d, const FetchRefused *refused,
-                                       const SourceHost *host);
+const ChannelBundle *fetch_next_bundle(const Channel *c, const ChannelModel *cm, const DeviceView *d,
+                                       const FetchRefused *refused, const SourceHost *host);
 /* Whether installing @task switches to it at once: it is the desired task and no pin holds it. */
-bool fetch_then_switch(const Channel *c, const ChannelView *cv, const char *task);
+bool fetch_then_switch(const ChannelModel *cm, const ChannelView *cv, const char *task);
 /*
- * What to switch to: exactly the version of the desired task the channel lists, once it is
- * installed, when it is not what runs, not refused and no pin holds it. NULL: nothing.
+ * What to switch to: exactly the version of the desired task @cm lists for @d's base, once
+ * it is installed, when it is not what runs, not refused and no pin holds it. NULL: nothing.
  */
-const ChannelBundle *fetch_switch_target(const Channel *c, const DeviceView *d, const ChannelView *cv,
-                                         const FetchRefused *refused, const SourceHost *host);
+const ChannelBundle *fetch_switch_target(const Channel *c, const ChannelModel *cm, const DeviceView *d,
+                                         const ChannelView *cv, const FetchRefused *refused,
+                                         const SourceHost *host);

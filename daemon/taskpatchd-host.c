@@ -151,7 +151,7 @@ int manager_register_source(Manager *m, const UpdateSource *source, void *userda
 
 void manager_sources_operation_done(Manager *m, const Operation *op, int r, bool on_trial) {
         /* A technician's switch pins its task until the channel's serial changes. */
-        if (m->fetcher && policy_pin(&m->ps, op->origin, op->cmd, r)) {
+        if (m->fetch && policy_pin(&m->ps, op->origin, op->cmd, r)) {
                 TpError err = {};
                 if (manager_save_state(m, &err) < 0)
                         log_warning("cannot record the pin: %s", err.message);
@@ -178,9 +178,7 @@ void manager_sources_idle(Manager *m) {
                         m->sources[i].source->idle(m->sources[i].userdata);
 }
 
-int manager_add_sources(Manager *m, CurlGlue *glue, TpError *err) {
-        int r;
-
+void manager_init_host(Manager *m) {
         m->host = (SourceHost) {
                 .can_start = host_can_start,
                 .submit_install = host_submit_install,
@@ -195,10 +193,13 @@ int manager_add_sources(Manager *m, CurlGlue *glue, TpError *err) {
                 .report_error = host_report_error,
                 .userdata = m,
         };
-        /* In this order they are told (the order the daemon always had). */
-        if ((r = fetcher_new(m->event, m->config, glue, &m->host, &m->fetcher, err)) < 0 ||
-            (m->fetcher && (r = manager_register_source(m, &fetcher_source, m->fetcher)) < 0) ||
-            (r = spool_new(m->event, m->config, &m->host, &m->spool, err)) < 0 ||
+}
+
+int manager_add_sources(Manager *m, CurlGlue *glue, TpError *err) {
+        int r;
+
+        /* In this order they are told, after the channel's (the order the daemon always had). */
+        if ((r = spool_new(m->event, m->config, &m->host, &m->spool, err)) < 0 ||
             (m->spool && (r = manager_register_source(m, &spool_source, m->spool)) < 0) ||
             (r = hawkbit_new(m->event, m->config, glue, &m->host, &m->hawkbit, err)) < 0 ||
             (m->hawkbit && (r = manager_register_source(m, &hawkbit_source, m->hawkbit)) < 0))

@@ -128,7 +128,7 @@ struct Manager {
         sd_event_source *lease_source;
         bool lease_broken;
 
-        Fetcher *fetcher;               /* the fleet channel's poller, NULL when none is configured */
+        FetchModel *fetch;              /* its side of the channel's poller (Models owns it), NULL when none */
         Spool *spool;                   /* the spool folder's watcher, NULL when none is configured */
         Hawkbit *hawkbit;               /* the hawkBit DDI client, NULL when none is configured */
         Notifier *notifier;             /* units and a command told of slot changes, NULL when none */
@@ -274,10 +274,13 @@ void operation_free(Operation *op);
 
 /* ---- the update sources (taskpatchd-host.c) ---- */
 
+/* The SourceHost the manager lends its sources (m->host); manager_new() does it. */
+void manager_init_host(Manager *m);
 /*
- * Create the configured sources (the channel fetcher, the spool folder, the hawkBit
- * client) with this manager as their host and their transfers on @glue (borrowed: it must
- * outlive the manager), and register them. manager_free() frees them.
+ * Create the configured sources of this manager (the spool folder, the hawkBit client; the
+ * channel's fetcher serves every model: taskpatchd-models.c) with this manager as their host
+ * and their transfers on @glue (borrowed: it must outlive the manager), and register them.
+ * manager_free() frees them.
  */
 _warn_unused_result_ int manager_add_sources(Manager *m, CurlGlue *glue, TpError *err);
 /* Tell @source (with @userdata) how operations and trials end, after those registered before; -E2BIG. */

@@ -50,10 +50,27 @@ int models_new(sd_event *e, const DaemonConfig *config, Models **ret, TpError *e
 Models *models_free(Models *s) {
         if (!s)
                 return NULL;
+        s->fetcher = fetcher_free(s->fetcher);  /* before the managers, whose hosts it holds */
         for (size_t i = 0; i < s->n; i++)
                 manager_free(s->managers[i]);
         free(s);
         return NULL;
+}
+
+int models_add_sources(Models *s, CurlGlue *glue, TpError *err) {
+        FetchTarget targets[CONFIG_MAX_MODELS];
+        int r;
+
+        for (size_t i = 0; i < s->n; i++)
+                targets[i] = (FetchTarget) { .config = &s->views[i], .host = &s->managers[i]->host };
+        if ((r = fetcher_new(s->managers[0]->event, targets, s->n, glue, &s->fetcher, err)) < 0)
+                return r;
+        for (size_t i = 0; s->fetcher && i < s->n; i++) {
+                s->managers[i]->fetch = fetcher_model(s->fetcher, i);
+                if ((r = manager_register_source(s->managers[i], &fetcher_source, s->managers[i]->fetch)) < 0)
+                        return tp_error(err, r, "cannot register the channel's fetcher: %s", strerror(-r));
+        }
+        return manager_add_sources(s->managers[0], glue, err);
 }
 
 Manager *models_find(Models *s, const char *name) {

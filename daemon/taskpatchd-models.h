@@ -21,6 +21,7 @@ typedef struct Models {
         DaemonConfig views[CONFIG_MAX_MODELS];  /* each model's view of the configuration (borrowed from it) */
         Manager *managers[CONFIG_MAX_MODELS];
         size_t n;
+        Fetcher *fetcher;                       /* the channel's, for every model; NULL when none */
 } Models;
 
 /*
@@ -30,6 +31,12 @@ typedef struct Models {
 _warn_unused_result_ int models_new(sd_event *e, const DaemonConfig *config, Models **ret, TpError *err);
 Models *models_free(Models *s);
 DEFINE_POINTER_CLEANUP(Models, models_free)
+
+/*
+ * The update sources, their transfers on @glue (borrowed: it must outlive @s): the channel's
+ * fetcher for every model (one poll), the spool and hawkBit for the first model.
+ */
+_warn_unused_result_ int models_add_sources(Models *s, CurlGlue *glue, TpError *err);
 
 /* The model named @name, or NULL. */
 Manager *models_find(Models *s, const char *name);

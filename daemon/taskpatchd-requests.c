@@ -189,7 +189,7 @@ json_t *manager_status(Manager *m) {
                                                          "budget", (json_int_t) m->config->disk_budget));
         json_object_set_new(o, "verify", json_string(verify_mode_to_string(m->config->verify)));
         json_object_set_new(o, "writable", json_boolean(m->write_error == 0));
-        json_object_set_new(o, "channel", m->fetcher ? fetcher_status(m->fetcher) : json_null());
+        json_object_set_new(o, "channel", m->fetch ? fetcher_status(m->fetch) : json_null());
         json_object_set_new(o, "hawkbit", m->hawkbit ? hawkbit_status(m->hawkbit) : json_null());
         json_object_set_new(o, "notify", m->notifier ? notifier_status(m->notifier) : json_null());
         return o;

@@ -441,6 +441,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                         return tp_error(err, r, "%s/tasks: %s", config->state_dir, strerror(-r));
         }
         manager_init_state(m, m->ps.provisioned ? STATE_IDLE : STATE_UNPROVISIONED);
+        manager_init_host(m);
         /* A full verification now when the active slot's seal did not hold, else every scrub_interval hours. */
         if (m->ps.provisioned && !m->sealed[m->active])
                 r = manager_schedule_scrub(m, 1);
@@ -463,7 +464,6 @@ void manager_set_server(Manager *m, Server *s) {
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
-        m->fetcher = fetcher_free(m->fetcher);
         m->spool = spool_free(m->spool);
         m->hawkbit = hawkbit_free(m->hawkbit);
         m->notifier = notifier_free(m->notifier);

@@ -160,14 +160,14 @@ int main(int argc, char *argv[]) {
         }
         models_set_server(models, server);
         /*
-         * One libcurl multi handle for every update source's transfers. The sources (channel,
-         * spool, hawkBit) serve the first model; each model tells its own services.
+         * One libcurl multi handle for every update source's transfers. The channel serves every
+         * model, the spool and hawkBit the first; each model tells its own services.
          */
         r = curl_glue_new(e, &glue);
         if (r < 0)
                 (void) tp_error(&err, r, "cannot set up libcurl: %s", strerror(-r));
         if (r >= 0)
-                r = manager_add_sources(models->managers[0], glue, &err);
+                r = models_add_sources(models, glue, &err);
         for (size_t i = 0; r >= 0 && i < models->n; i++)
                 r = notifier_new(e, &models->views[i], &models->managers[i]->notifier, &err);
         if (r < 0) {

@@ -122,6 +122,7 @@ void config_done(DaemonConfig *c) {
                 free(c->channel.urls[i]);
         free(c->tls.ca);
         free(c->spool);
+        free(c->device_id);
         notify_done(&c->notify);
         free(c->hawkbit.url);
         free(c->hawkbit.tenant);
@@ -143,6 +144,18 @@ static bool group_name_valid(const char *s) {
                 return false;
         for (size_t i = 0; i < n; i++)
                 if ((unsigned char) s[i] <= ' ' || s[i] == 0x7f || s[i] == ':' || s[i] == '/')
+                        return false;
+        return true;
+}
+
+/* A device id for rollouts: printable ASCII without blanks, 1..CONFIG_DEVICE_ID_MAX bytes. */
+static bool device_id_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n > CONFIG_DEVICE_ID_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) s[i] <= ' ' || (unsigned char) s[i] >= 0x7f)
                         return false;
         return true;
 }
@@ -518,7 +531,7 @@ static int check_models(const DaemonConfig *c, const char *what, TpError *err) {
 static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "state_dir", "socket", "admin_group", "model_path", "trust", "trial",
                                             "keep_versions", "verify", "scrub_interval", "limits", "channel", "tls", "spool",
-                                            "hawkbit", "notify", "models", "disk_budget", NULL };
+                                            "hawkbit", "notify", "models", "disk_budget", "device_id", NULL };
         const YamlNode *trust, *trial, *limits, *channel, *tls, *hawkbit, *notify, *models;
         int r;
 
@@ -554,6 +567,9 @@ static int parse_root(const YamlNode *root, const char *what, DaemonConfig *c, T
             (r = config_get_section(root, "notify", what, &notify, err)) < 0 ||
             (notify && (r = parse_notify(notify, what, c, &c->notify, err)) < 0) ||
             (r = config_get_uint(root, "disk_budget", 0, INT64_MAX, what, &c->disk_budget, err)) < 0 ||
+            (r = config_get_optional(root, "device_id", device_id_valid,
+                                     "printable ASCII without blanks, at most 128 bytes, or \"\" for /etc/machine-id",
+                                     what, &c->device_id, err)) < 0 ||
             (r = config_get_section(root, "models", what, &models, err)) < 0)
                 return r;
         if (c->hawkbit.url && c->channel.n_urls > 0)

@@ -18,6 +18,7 @@
 #define CONFIG_MAX_MIRRORS 8
 #define CONFIG_MAX_UNITS 16
 #define CONFIG_MAX_MODELS 16
+#define CONFIG_DEVICE_ID_MAX 128
 /* The model of a configuration without "models:": its state is state_dir itself. */
 #define CONFIG_DEFAULT_MODEL "default"
 
@@ -94,6 +95,7 @@ typedef struct DaemonConfig {
                 char *token_file;       /* a file holding the target security token; NULL: none sent */
         } hawkbit;
         uint64_t disk_budget;           /* the models' default disk_budget (a view: its model's); 0: no cap */
+        char *device_id;                /* who the device is to a channel's rollouts; NULL: /etc/machine-id */
         ModelConfig models[CONFIG_MAX_MODELS];  /* at least one after config_parse(); in the file's order */
         size_t n_models;
         bool models_map;                /* the file has a "models:" map (else models[0] is "default") */

@@ -32,10 +32,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (!channel_path_valid(c->bundles[i].path) || !task_name_valid(c->bundles[i].task))
                         abort();
         if (channel_index_write(c, &text, &len, &err) < 0 ||
-            channel_pack(text, len, c->signature, c->signature_len, &file, &file_len) < 0 ||
+            channel_pack(c->format, text, len, c->signature, c->signature_len, &file, &file_len) < 0 ||
             channel_parse(file, file_len, "fuzz again", &back, &err) < 0 || back->n_bundles != c->n_bundles ||
-            back->serial != c->serial || strcmp(back->desired, c->desired) != 0)
+            back->serial != c->serial || back->format != c->format || back->n_models != c->n_models)
                 abort();
+        for (size_t i = 0; i < c->n_models; i++)
+                if (memcmp(&back->models[i], &c->models[i], sizeof(ChannelModel)) != 0 ||
+                    c->models[i].first + c->models[i].n_bundles > c->n_bundles ||
+                    (c->models[i].rollout.set && c->models[i].rollout.percent > 100))
+                        abort();
         for (size_t i = 0; i < c->n_bundles; i++)
                 if (memcmp(&back->bundles[i], &c->bundles[i], sizeof(ChannelBundle)) != 0)
                         abort();

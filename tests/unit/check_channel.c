@@ -19,8 +19,11 @@ static Channel *make_channel(size_t n) {
         Channel *c = calloc(1, sizeof(Channel));
         ck_assert_ptr_nonnull(c);
         snprintf(c->name, sizeof(c->name), "stable");
+        c->format = CHANNEL_FORMAT_1;
         c->serial = 7;
         c->created = 1795000000;
+        c->models = calloc(1, sizeof(ChannelModel));
+        c->n_models = 1;
         c->bundles = calloc(n, sizeof(ChannelBundle));
         c->n_bundles = n;
         for (size_t i = 0; i < n; i++) {
@@ -36,12 +39,17 @@ static Channel *make_channel(size_t n) {
         return c;
 }
 
-/* Pack @text with the placeholder signature and parse it; returns the error code, message in @err. */
+/*
+ * Pack @text with the placeholder signature, the header's format the text's own ("format: 2"
+ * first, after the writer's "---" or not; else 1), and parse it; returns the error code, message in @err.
+ */
 static int parse_text(const char *text, Channel **ret, TpError *err) {
+        uint32_t format = strstr(text, "format: 2\n") == text || strstr(text, "---\nformat: 2\n") == text ?
+                          CHANNEL_FORMAT : CHANNEL_FORMAT_1;
         uint8_t *data;
         size_t len;
 
-        ck_assert_int_eq(channel_pack(text, strlen(text), fake_sig, sizeof(fake_sig), &data, &len), 0);
+        ck_assert_int_eq(channel_pack(format, text, strlen(text), fake_sig, sizeof(fake_sig), &data, &len), 0);
         int r = channel_parse(data, len, "test.channel", ret, err);
         free(data);
         return r;
@@ -53,7 +61,7 @@ START_TEST(roundtrip) {
         TpError err = {};
         size_t len;
 
-        snprintf(c->desired, sizeof(c->desired), "task1");
+        snprintf(c->models[0].desired, sizeof(c->models[0].desired), "task1");
         c->expires = c->created + 86400;
         ck_assert_int_eq(channel_index_write(c, &text, &len, &err), 0);
         text = realloc(text, len + 1);
@@ -63,7 +71,9 @@ START_TEST(roundtrip) {
         ck_assert_uint_eq(back->serial, 7);
         ck_assert_int_eq(back->created, c->created);
         ck_assert_int_eq(back->expires, c->expires);
-        ck_assert_str_eq(back->desired, "task1");
+        ck_assert_uint_eq(back->format, CHANNEL_FORMAT_1);
+        ck_assert_uint_eq(back->n_models, 1);
+        ck_assert_str_eq(back->models[0].desired, "task1");
         ck_assert_uint_eq(back->n_bundles, 5);
         for (size_t i = 0; i < 5; i++) {
                 ck_assert_str_eq(back->bundles[i].task, c->bundles[i].task);
@@ -74,8 +84,9 @@ START_TEST(roundtrip) {
         }
         /* sorted by task, then version; the newest of a task is found */
         ck_assert_str_eq(back->bundles[0].task, "task0");
-        ck_assert_uint_eq(channel_find(back, "task0")->version, 4);
-        ck_assert_ptr_null(channel_find(back, "nosuch"));
+        ck_assert_uint_eq(channel_find(back, &back->models[0], "task0", NULL)->version, 4);
+        ck_assert_ptr_null(channel_find(back, &back->models[0], "nosuch", NULL));
+        ck_assert_ptr_eq(channel_model(back, ""), &back->models[0]);
         ck_assert_uint_eq(back->index_len, len);
         ck_assert_mem_eq(back->index_text, text, len);
 }
@@ -87,10 +98,14 @@ START_TEST(writer_refusals) {
         TpError err = {};
         size_t len;
 
-        snprintf(c->desired, sizeof(c->desired), "nosuch");
+        snprintf(c->models[0].desired, sizeof(c->models[0].desired), "nosuch");
         ck_assert_int_eq(channel_index_write(c, &text, &len, &err), -EINVAL);
         ck_assert_msg(strstr(err.message, "'nosuch' has no bundle"), "%s", err.message);
-        c->desired[0] = 0;
+        c->models[0].desired[0] = 0;
+        c->models[0].rollout.set = true;
+        ck_assert_int_eq(channel_index_write(c, &text, &len, &err), -EINVAL);
+        ck_assert_msg(strstr(err.message, "format-1 channel has one unnamed model"), "%s", err.message);
+        c->models[0].rollout.set = false;
         c->bundles[1] = c->bundles[0];
         ck_assert_int_eq(channel_index_write(c, &text, &len, &err), -EINVAL);
         ck_assert_msg(strstr(err.message, "listed twice"), "%s", err.message);
@@ -126,7 +141,8 @@ START_TEST(index_refusals) {
                 const char *text, *message;
         } cases[] = {
                 { HEAD "bundles: []\nextra: 1\n", "unknown key" },
-                { "format: 2\nchannel: s\nserial: 1\ncreated: 2026-11-29T12:00:00Z\nbundles: []\n", "format 2" },
+                { "format: 2\nchannel: s\nserial: 1\ncreated: 2026-11-29T12:00:00Z\nbundles: []\n",
+                  "unknown key 'bundles'" },
                 { HEAD, "'bundles'" },
                 { HEAD "bundles:\n" BUNDLE("b", "1", "b.tpb") BUNDLE("a", "1", "a.tpb"), "out of order" },
                 { HEAD "bundles:\n" BUNDLE("a", "1", "a.tpb") BUNDLE("a", "1", "a2.tpb"), "out of order or repeated" },
@@ -179,7 +195,7 @@ START_TEST(header_refusals) {
         Channel *c = NULL;
         TpError err = {};
 
-        ck_assert_int_eq(channel_pack(text, strlen(text), fake_sig, sizeof(fake_sig), &data, &len), 0);
+        ck_assert_int_eq(channel_pack(CHANNEL_FORMAT_1, text, strlen(text), fake_sig, sizeof(fake_sig), &data, &len), 0);
         ck_assert_int_eq(channel_parse(data, len, "t", &c, &err), 0);
         channel_free(c);
         c = NULL;
@@ -198,10 +214,152 @@ START_TEST(header_refusals) {
         put_le64(data + 16, CHANNEL_MAX_INDEX + 1);
         ck_assert_int_eq(channel_parse(data, len, "t", &c, &err), -EBADMSG);
         ck_assert_msg(strstr(err.message, "index size 1048577 is outside 1..1048576"), "%s", err.message);
+        put_le64(data + 16, strlen(text));
+        put_le32(data + 8, 2);          /* the header says 2, the index 1 */
+        ck_assert_int_eq(channel_parse(data, len, "t", &c, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "format 1 differs from the header's 2"), "%s", err.message);
+        put_le32(data + 8, 3);
+        ck_assert_int_eq(channel_parse(data, len, "t", &c, &err), -EPROTONOSUPPORT);
+        ck_assert_msg(strstr(err.message, "format 3 is not supported (this build reads 1 and 2)"), "%s", err.message);
         memcpy(data, "TPBUNDL", 8);
         ck_assert_int_eq(channel_parse(data, len, "t", &c, &err), -EBADMSG);
         ck_assert_msg(strstr(err.message, "not a TaskPatch channel"), "%s", err.message);
         free(data);
+}
+END_TEST
+
+/* ---- format 2: sections per model ---- */
+
+#define HEAD2 "format: 2\nchannel: stable\nserial: 3\ncreated: 2026-11-29T12:00:00Z\n"
+#define SHA2 "2222222222222222222222222222222222222222222222222222222222222222"
+#define BUNDLE2(task, v, base) \
+        "  - {task: " task ", version: " v ", path: " task v ".tpb, size: 100, sha256: " SHA ", kind: gguf, " \
+        "base_sha256: " base ", base_layout: " SHA "}\n"
+
+START_TEST(roundtrip2) {
+        static const char text[] = HEAD2 "models:\n"
+                "- model: det\n  desired: person\n  bundles:\n" BUNDLE2("person", "1", SHA)
+                "- model: llm\n  base: " SHA2 "\n  desired: json\n  rollout: {percent: 5, seed: 4242}\n  bundles:\n"
+                BUNDLE2("json", "3", SHA) BUNDLE2("json", "4", SHA2) BUNDLE2("shout", "1", SHA)
+                "- model: wake\n  bundles: []\n";
+        _cleanup_(channel_freep) Channel *c = NULL, *back = NULL;
+        _cleanup_free_ char *out = NULL;
+        TpError err = {};
+        size_t len;
+
+        ck_assert_msg(parse_text(text, &c, &err) == 0, "%s", err.message);
+        ck_assert_uint_eq(c->format, CHANNEL_FORMAT);
+        ck_assert_uint_eq(c->n_models, 3);
+        ck_assert_uint_eq(c->n_bundles, 4);
+        const ChannelModel *det = channel_model(c, "det"), *llm = channel_model(c, "llm");
+        ck_assert(det && llm && channel_model(c, "wake") && !channel_model(c, "nosuch") && !channel_model(c, ""));
+        ck_assert(!det->has_base && !det->rollout.set && det->n_bundles == 1);
+        ck_assert(llm->has_base && llm->base_sha256[0] == 0x22);
+        ck_assert(llm->rollout.set && llm->rollout.percent == 5 && llm->rollout.seed == 4242);
+        ck_assert_uint_eq(llm->first, 1);
+        ck_assert_uint_eq(llm->n_bundles, 3);
+        ck_assert_str_eq(c->bundles[1].model, "llm");
+        /* The desired task's bundle is the one for the section's base, whatever the device runs. */
+        ck_assert_uint_eq(channel_desired(c, llm, c->bundles[0].base_sha256)->version, 4);
+        ck_assert_uint_eq(channel_find(c, llm, "json", c->bundles[0].base_sha256)->version, 3);
+        ck_assert_uint_eq(channel_desired(c, det, NULL)->version, 1);
+        /* Written back, it reads the same. */
+        ck_assert_int_eq(channel_index_write(c, &out, &len, &err), 0);
+        out = realloc(out, len + 1);
+        out[len] = 0;
+        ck_assert_msg(parse_text(out, &back, &err) == 0, "%s\n%s", err.message, out);
+        ck_assert_uint_eq(back->n_models, 3);
+        ck_assert_uint_eq(back->n_bundles, 4);
+        for (size_t i = 0; i < 3; i++)
+                ck_assert_mem_eq(&back->models[i], &c->models[i], sizeof(ChannelModel));
+        for (size_t i = 0; i < 4; i++)
+                ck_assert_mem_eq(&back->bundles[i], &c->bundles[i], sizeof(ChannelBundle));
+}
+END_TEST
+
+START_TEST(refusals2) {
+        static const struct {
+                const char *text, *message;
+        } cases[] = {
+                { HEAD2, "'models'" },
+                { HEAD2 "models:\n- model: b\n  bundles: []\n- model: a\n  bundles: []\n", "model a is out of order" },
+                { HEAD2 "models:\n- model: a\n  bundles: []\n- model: a\n  bundles: []\n", "out of order or repeated" },
+                { HEAD2 "models:\n- model: A\n  bundles: []\n", "invalid model name" },
+                { HEAD2 "models:\n- model: a\n", "'bundles'" },
+                { HEAD2 "models:\n- model: a\n  bundles: []\n  extra: 1\n", "unknown key" },
+                { HEAD2 "models:\n- model: a\n  rollout: {percent: 101, seed: 1}\n  bundles: []\n",
+                  "rollout percent 101 is outside 0..100" },
+                { HEAD2 "models:\n- model: a\n  rollout: {percent: -1, seed: 1}\n  bundles: []\n", "unsigned integer" },
+                { HEAD2 "models:\n- model: a\n  rollout: {percent: 5}\n  bundles: []\n", "'seed'" },
+                { HEAD2 "models:\n- model: a\n  rollout: {percent: 5, seed: 1, when: now}\n  bundles: []\n",
+                  "unknown key" },
+                { HEAD2 "models:\n- model: a\n  rollout: 5\n  bundles: []\n", "rollout" },
+                { HEAD2 "models:\n- model: a\n  base: xyz\n  bundles: []\n", "base" },
+                { HEAD2 "models:\n- model: a\n  desired: json\n  bundles: []\n",
+                  "model a: desired task 'json' has no bundle" },
+                { HEAD2 "models:\n- model: a\n  base: " SHA2 "\n  desired: json\n  bundles:\n" BUNDLE2("json", "1", SHA),
+                  "has no bundle for the model's base" },
+                { HEAD2 "models:\n- model: a\n  bundles:\n" BUNDLE2("json", "2", SHA) BUNDLE2("json", "1", SHA),
+                  "out of order" },
+                { HEAD2 "models:\n- model: a\n  bundles: []\ndesired: x\n", "unknown key 'desired'" },
+                { HEAD2 "models: [1]\n", "not a mapping" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                Channel *c = NULL;
+                TpError err = {};
+                ck_assert_msg(parse_text(cases[i].text, &c, &err) < 0, "case %zu parsed", i);
+                ck_assert_msg(strstr(err.message, cases[i].message), "case %zu: '%s' lacks '%s'", i, err.message,
+                              cases[i].message);
+                ck_assert_ptr_null(c);
+        }
+}
+END_TEST
+
+START_TEST(caps2) {
+        size_t cap = 200 + 3000 * 400, len;
+        char *text = malloc(cap);
+        Channel *c = NULL;
+        TpError err = {};
+
+        ck_assert_ptr_nonnull(text);
+        /* The bundle cap is over every section. */
+        len = (size_t) snprintf(text, cap, HEAD2 "models:\n");
+        for (size_t m = 0; m < 2; m++) {
+                len += (size_t) snprintf(text + len, cap - len, "- model: m%zu\n  bundles:\n", m);
+                for (size_t i = 0; i < CHANNEL_MAX_BUNDLES / 2 + 1; i++)
+                        len += (size_t) snprintf(text + len, cap - len, BUNDLE2("a", "%zu", SHA), i + 1, i + 1);
+        }
+        ck_assert_int_eq(parse_text(text, &c, &err), -E2BIG);
+        ck_assert_msg(strstr(err.message, "2050 bundles exceed the cap of 2048"), "%s", err.message);
+        len = (size_t) snprintf(text, cap, HEAD2 "models:\n");
+        for (size_t m = 0; m <= CHANNEL_MAX_MODELS; m++)
+                len += (size_t) snprintf(text + len, cap - len, "- model: m%03zu\n  bundles: []\n", m);
+        ck_assert_int_eq(parse_text(text, &c, &err), -E2BIG);
+        ck_assert_msg(strstr(err.message, "65 models exceed the cap of 64"), "%s", err.message);
+        free(text);
+}
+END_TEST
+
+START_TEST(writer2) {
+        _cleanup_(channel_freep) Channel *c = make_channel(3);
+        _cleanup_free_ char *text = NULL;
+        TpError err = {};
+        size_t len;
+
+        c->format = CHANNEL_FORMAT;
+        snprintf(c->models[0].name, sizeof(c->models[0].name), "llm");
+        /* The bundles name no model ("" is format 1's): no section holds them. */
+        ck_assert_int_eq(channel_index_write(c, &text, &len, &err), -EINVAL);
+        ck_assert_msg(strstr(err.message, "for model '', which has no section"), "%s", err.message);
+        for (size_t i = 0; i < c->n_bundles; i++)
+                snprintf(c->bundles[i].model, sizeof(c->bundles[i].model), "llm");
+        c->models[0].rollout = (ChannelRollout) { .set = true, .percent = 101 };
+        ck_assert_int_eq(channel_index_write(c, &text, &len, &err), -EINVAL);
+        ck_assert_msg(strstr(err.message, "rollout percent 101"), "%s", err.message);
+        c->models[0].rollout.percent = 100;
+        ck_assert_int_eq(channel_index_write(c, &text, &len, &err), 0);
+        ck_assert_msg(strstr(text, "- model: llm\n  rollout: {percent: 100, seed: 0}\n  bundles:\n"), "%.*s",
+                      (int) len, text);
 }
 END_TEST
 
@@ -214,6 +372,10 @@ static Suite *channel_suite(void) {
         tcase_add_test(tc, index_refusals);
         tcase_add_test(tc, bundle_cap);
         tcase_add_test(tc, header_refusals);
+        tcase_add_test(tc, roundtrip2);
+        tcase_add_test(tc, refusals2);
+        tcase_add_test(tc, caps2);
+        tcase_add_test(tc, writer2);
         suite_add_tcase(s, tc);
         return s;
 }

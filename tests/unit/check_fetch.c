@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include "check-main.h"
@@ -27,13 +28,18 @@ typedef struct B {
 
 #define OURS(task, version) { task, version, 0x11, ARTIFACT_GGUF }
 
-/* A channel as channel_parse() leaves one: @bs sorted by task, then version. */
+/* A format-1 channel as channel_parse() leaves one: @bs sorted by task, then version. */
 static Channel *make_channel(uint64_t serial, const char *desired, const B *bs, size_t n) {
         Channel *c = calloc(1, sizeof(Channel));
         ck_assert_ptr_nonnull(c);
         snprintf(c->name, sizeof(c->name), "stable");
+        c->format = CHANNEL_FORMAT_1;
         c->serial = serial;
-        snprintf(c->desired, sizeof(c->desired), "%s", desired ? desired : "");
+        c->models = calloc(1, sizeof(ChannelModel));
+        ck_assert_ptr_nonnull(c->models);
+        c->n_models = 1;
+        snprintf(c->models[0].desired, sizeof(c->models[0].desired), "%s", desired ? desired : "");
+        c->models[0].n_bundles = n;
         c->bundles = calloc(n ? n : 1, sizeof(ChannelBundle));
         ck_assert_ptr_nonnull(c->bundles);
         for (size_t i = 0; i < n; i++) {
@@ -66,8 +72,8 @@ static const NextCase next_cases[] = {
         { "made for another base", NULL, { { "json", 1, 0x22, ARTIFACT_GGUF } }, 1, {}, {}, {}, NULL, 0 },
         { "made for another kind", NULL, { { "json", 1, 0x11, ARTIFACT_ONNX } }, 1, {}, {}, {}, NULL, 0 },
         { "only the newest of a task", NULL, { OURS("json", 1), OURS("json", 2) }, 2, {}, {}, {}, "json", 2 },
-        { "the newest for another base: none, not an older one", NULL,
-          { OURS("json", 1), { "json", 2, 0x22, ARTIFACT_GGUF } }, 2, {}, {}, {}, NULL, 0 },
+        { "the newest for this base, when a newer one is for another", NULL,
+          { OURS("json", 1), { "json", 2, 0x22, ARTIFACT_GGUF } }, 2, {}, {}, {}, "json", 1 },
         { "installed already", NULL, { OURS("json", 2) }, 1, { "json", 2 }, {}, {}, NULL, 0 },
         { "older than the installed", NULL, { OURS("json", 2) }, 1, { "json", 3 }, {}, {}, NULL, 0 },
         { "newer than the installed", NULL, { OURS("json", 3) }, 1, { "json", 2 }, {}, {}, "json", 3 },
@@ -96,7 +102,7 @@ START_TEST(test_next_bundle) {
         if (t->refused.task[0])
                 fetch_refused_add(&refused, t->refused.task, t->refused.version);
         Channel *c = make_channel(1, t->desired, t->bundles, t->n);
-        const ChannelBundle *b = fetch_next_bundle(c, &fake.device, &refused, &fake.host);
+        const ChannelBundle *b = fetch_next_bundle(c, &c->models[0], &fake.device, &refused, &fake.host);
         if (!t->task)
                 ck_assert_msg(!b, "%s: picked %s v%llu", t->name, b ? b->task : "", b ? (unsigned long long) b->version : 0);
         else {
@@ -132,10 +138,10 @@ START_TEST(test_then_switch) {
         Channel *c = make_channel(1, "json", bs, 2), *none = make_channel(1, NULL, bs, 2);
         ChannelView free_ = {}, pinned = { .have_serial = true, .serial = 1, .pinned = true };
 
-        ck_assert(fetch_then_switch(c, &free_, "json"));
-        ck_assert(!fetch_then_switch(c, &free_, "shout"));      /* installed only */
-        ck_assert(!fetch_then_switch(c, &pinned, "json"));      /* the technician's choice holds */
-        ck_assert(!fetch_then_switch(none, &free_, "json"));
+        ck_assert(fetch_then_switch(&c->models[0], &free_, "json"));
+        ck_assert(!fetch_then_switch(&c->models[0], &free_, "shout"));  /* installed only */
+        ck_assert(!fetch_then_switch(&c->models[0], &pinned, "json"));  /* the technician's choice holds */
+        ck_assert(!fetch_then_switch(&none->models[0], &free_, "json"));
         channel_free(c);
         channel_free(none);
 }
@@ -178,7 +184,7 @@ START_TEST(test_switch_target) {
         if (t->refused)
                 fetch_refused_add(&refused, "json", 2);
         Channel *c = make_channel(1, t->desired, bs, 3);
-        const ChannelBundle *b = fetch_switch_target(c, &fake.device, &cv, &refused, &fake.host);
+        const ChannelBundle *b = fetch_switch_target(c, &c->models[0], &fake.device, &cv, &refused, &fake.host);
         if (t->expect)
                 ck_assert_msg(b && strcmp(b->task, "json") == 0 && b->version == 2, "%s: %s", t->name,
                               b ? b->task : "nothing");
@@ -250,6 +256,7 @@ typedef struct Fixture {
         CurlGlue *glue;
         FakeHost fake;
         Fetcher *f;
+        FetchModel *fm;                 /* its one model */
 } Fixture;
 
 static void setup(Fixture *fx) {
@@ -266,8 +273,10 @@ static void setup(Fixture *fx) {
         ck_assert_int_ge(sd_event_new(&fx->e), 0);
         ck_assert_int_eq(curl_glue_new(fx->e, &fx->glue), 0);
         fake_host_init(&fx->fake);
-        ck_assert_int_eq(fetcher_new(fx->e, &fx->config, fx->glue, &fx->fake.host, &fx->f, &err), 0);
+        FetchTarget target = { &fx->config, &fx->fake.host };
+        ck_assert_int_eq(fetcher_new(fx->e, &target, 1, fx->glue, &fx->f, &err), 0);
         ck_assert_ptr_nonnull(fx->f);
+        fx->fm = fetcher_model(fx->f, 0);
 }
 
 static void teardown(Fixture *fx) {
@@ -281,7 +290,7 @@ static void teardown(Fixture *fx) {
 
 /* The status field at @path ("update.result"), as a string; "" when absent or null. */
 static const char *status_str(Fixture *fx, const char *key, const char *sub, char *buf, size_t n) {
-        json_t *o = fetcher_status(fx->f), *v = json_object_get(o, key);
+        json_t *o = fetcher_status(fx->fm), *v = json_object_get(o, key);
         if (sub)
                 v = json_object_get(v, sub);
         snprintf(buf, n, "%s", json_is_string(v) ? json_string_value(v) : "");
@@ -303,7 +312,7 @@ static int take(Fixture *fx, uint64_t serial) {
 static void outcome(Fixture *fx, int r, bool on_trial) {
         OperationOutcome o = { .transaction = fx->fake.transaction, .cmd = "switch", .task = "json", .version = 2,
                                .r = r, .error = r < 0 ? "staging failed (fake)" : NULL, .on_trial = on_trial };
-        fetcher_source.operation_done(fx->f, &o);
+        fetcher_source.operation_done(fx->fm, &o);
         pump(fx->e, 30);
 }
 
@@ -316,7 +325,8 @@ START_TEST(test_not_configured) {
 
         fake_host_init(&fake);
         ck_assert_int_ge(sd_event_new(&e), 0);
-        ck_assert_int_eq(fetcher_new(e, &config, NULL, &fake.host, &f, &err), 0);
+        FetchTarget target = { &config, &fake.host };
+        ck_assert_int_eq(fetcher_new(e, &target, 1, NULL, &f, &err), 0);
         ck_assert_ptr_null(f);
         sd_event_unref(e);
 }
@@ -342,7 +352,7 @@ START_TEST(test_switch_committed) {
         /* Another operation ends meanwhile: not ours, nothing changes. */
         OperationOutcome other = { .transaction = "0123456789abcdef0123456789abcdef", .cmd = "install",
                                    .task = "shout", .version = 1 };
-        fetcher_source.operation_done(fx.f, &other);
+        fetcher_source.operation_done(fx.fm, &other);
         pump(fx.e, 30);
         ck_assert_str_eq(STATUS(&fx, "update", "result"), "pending");
 
@@ -352,7 +362,7 @@ START_TEST(test_switch_committed) {
         ck_assert_str_eq(STATUS(&fx, "update", "result"), "pending");
         snprintf(fx.fake.device.active_task, sizeof(fx.fake.device.active_task), "json");
         fx.fake.device.active_version = 2;
-        fetcher_source.trial_done(fx.f, fx.fake.transaction, true, "health check passed");
+        fetcher_source.trial_done(fx.fm, fx.fake.transaction, true, "health check passed");
         pump(fx.e, 30);
         ck_assert_str_eq(STATUS(&fx, "state", NULL), "idle");
         ck_assert_str_eq(STATUS(&fx, "update", "result"), "success");
@@ -369,12 +379,12 @@ START_TEST(test_switch_rolled_back) {
         ck_assert_int_eq(take(&fx, 5), 0);
         ck_assert_uint_eq(fx.fake.switches, 1);
         outcome(&fx, 0, true);
-        fetcher_source.trial_done(fx.f, fx.fake.transaction, false, "health check failed: HTTP 500");
+        fetcher_source.trial_done(fx.fm, fx.fake.transaction, false, "health check failed: HTTP 500");
         pump(fx.e, 30);
         ck_assert_str_eq(STATUS(&fx, "update", "result"), "failure");
         ck_assert_str_eq(STATUS(&fx, "update", "reason"), "health check failed: HTTP 500");
         /* Not tried again under this serial, whatever wakes the fetcher. */
-        fetcher_source.idle(fx.f);
+        fetcher_source.idle(fx.fm);
         ck_assert_int_eq(take(&fx, 5), 0);
         ck_assert_uint_eq(fx.fake.switches, 1);
         /* A new serial: tried again. */
@@ -395,7 +405,7 @@ START_TEST(test_switch_failed) {
         ck_assert_str_eq(STATUS(&fx, "update", "result"), "failure");
         ck_assert_str_eq(STATUS(&fx, "last_error", NULL), "switch json v2: staging failed (fake)");
         ck_assert_str_eq(fx.fake.last_error_code, "channel");
-        fetcher_source.idle(fx.f);
+        fetcher_source.idle(fx.fm);
         pump(fx.e, 30);
         ck_assert_uint_eq(fx.fake.switches, 1);
         teardown(&fx);
@@ -413,7 +423,7 @@ START_TEST(test_switch_refused_at_once) {
         ck_assert_str_eq(STATUS(&fx, "state", NULL), "idle");
         ck_assert_str_eq(STATUS(&fx, "update", "result"), "failure");
         ck_assert_str_eq(STATUS(&fx, "last_error", NULL), "switch to json v2: the switch is refused (fake)");
-        fetcher_source.idle(fx.f);
+        fetcher_source.idle(fx.fm);
         pump(fx.e, 30);
         ck_assert_uint_eq(fx.fake.switches, 1);
         teardown(&fx);
@@ -434,7 +444,7 @@ START_TEST(test_replayed_serial) {
         ck_assert_str_eq(fx.fake.last_error_code, "channel");
         const char *e = STATUS(&fx, "last_error", NULL);
         ck_assert_msg(strstr(e, URL ": serial 4 is older than the accepted 5 (a replayed channel): refused"), "%s", e);
-        json_t *st = fetcher_status(fx.f);
+        json_t *st = fetcher_status(fx.fm);
         ck_assert_int_eq(json_integer_value(json_object_get(st, "serial")), 5);
         json_decref(st);
         teardown(&fx);
@@ -466,7 +476,7 @@ START_TEST(test_pinned) {
         ck_assert(policy_pin(&fx.fake.ps, ORIGIN_SOCKET, "switch", 0));
         ck_assert_int_eq(take(&fx, 5), 0);
         ck_assert_uint_eq(fx.fake.switches, 0);
-        json_t *st = fetcher_status(fx.f);
+        json_t *st = fetcher_status(fx.fm);
         ck_assert(json_is_true(json_object_get(st, "pinned")));
         json_decref(st);
         /* The channel's serial changes: the pin is gone, the desired task is switched to. */
@@ -487,7 +497,7 @@ START_TEST(test_waits_for_idle) {
         ck_assert_uint_eq(fx.fake.switches, 0);
         ck_assert_str_eq(STATUS(&fx, "state", NULL), "idle");
         fx.fake.can_start = true;
-        fetcher_source.idle(fx.f);
+        fetcher_source.idle(fx.fm);
         pump(fx.e, 30);
         ck_assert_uint_eq(fx.fake.switches, 1);
         teardown(&fx);
@@ -531,11 +541,188 @@ START_TEST(test_install_downloaded) {
         /* Installed and on trial: the download goes (the store has its copy). */
         OperationOutcome o = { .transaction = fx.fake.transaction, .cmd = "switch", .task = "json", .version = 2,
                                .on_trial = true };
-        fetcher_source.operation_done(fx.f, &o);
+        fetcher_source.operation_done(fx.fm, &o);
         pump(fx.e, 30);
         ck_assert_int_eq(access(part, F_OK), -1);
         ck_assert_uint_eq(fx.fake.installs, 1);
         teardown(&fx);
+}
+END_TEST
+
+/* ---- rollouts and bases ---- */
+
+START_TEST(test_cohort) {
+        unsigned counts[100] = {}, in5 = 0;
+        char id[32];
+
+        /* The formula the documentation gives (checked with Python's hashlib). */
+        ck_assert_uint_eq(channel_cohort("device-1", 7), 71);
+        ck_assert_uint_eq(channel_cohort("device-2", 7), 70);
+        ck_assert_uint_eq(channel_cohort("0123456789abcdef0123456789abcdef", 4242), 54);
+        /* Spread over the buckets: 10000 devices, 5% of them in a 5% rollout give or take. */
+        for (unsigned i = 0; i < 10000; i++) {
+                snprintf(id, sizeof(id), "dev-%u", i);
+                unsigned c = channel_cohort(id, 99);
+                ck_assert_uint_lt(c, 100);
+                counts[c]++;
+                in5 += c < 5;
+        }
+        for (unsigned i = 0; i < 100; i++)
+                ck_assert_msg(counts[i] > 50 && counts[i] < 150, "bucket %u: %u", i, counts[i]);
+        ck_assert_msg(in5 > 400 && in5 < 600, "%u of 10000 in a 5%% rollout", in5);
+        /* Another seed picks other devices. */
+        unsigned same = 0;
+        for (unsigned i = 0; i < 1000; i++) {
+                snprintf(id, sizeof(id), "dev-%u", i);
+                same += (channel_cohort(id, 99) < 10) == (channel_cohort(id, 100) < 10) && channel_cohort(id, 99) < 10;
+        }
+        ck_assert_msg(same < 40, "%u of ~100 devices in both 10%% cohorts", same);
+}
+END_TEST
+
+START_TEST(test_in_rollout) {
+        ChannelModel cm = {};
+        char why[TP_ERROR_MAX];
+        unsigned cohort;
+
+        ck_assert(fetch_in_rollout(&cm, "device-1", &cohort, why));     /* no rollout: everyone */
+        ck_assert_uint_eq(cohort, UINT_MAX);
+        cm.rollout = (ChannelRollout) { .set = true, .percent = 71, .seed = 7 };
+        ck_assert(!fetch_in_rollout(&cm, "device-1", &cohort, why));    /* cohort 71 is not below 71 */
+        ck_assert_uint_eq(cohort, 71);
+        ck_assert_msg(strstr(why, "rollout at 71%: this device's cohort is 71, not in yet"), "%s", why);
+        cm.rollout.percent = 72;                                        /* raised: the same cohort grows */
+        ck_assert(fetch_in_rollout(&cm, "device-1", &cohort, why));
+        ck_assert(fetch_in_rollout(&cm, "device-2", &cohort, why));     /* 70: in before, in still */
+        cm.rollout.percent = 0;
+        ck_assert(!fetch_in_rollout(&cm, "device-2", &cohort, why));
+        cm.rollout.percent = 100;
+        ck_assert(fetch_in_rollout(&cm, "device-2", &cohort, why));
+        /* No device id: only a rollout to every device takes it. */
+        ck_assert(fetch_in_rollout(&cm, "", &cohort, why));
+        ck_assert_uint_eq(cohort, UINT_MAX);
+        cm.rollout.percent = 99;
+        ck_assert(!fetch_in_rollout(&cm, "", &cohort, why));
+        ck_assert_msg(strstr(why, "no id"), "%s", why);
+}
+END_TEST
+
+START_TEST(test_on_base) {
+        ChannelModel cm = {};
+        DeviceView d = {};
+        char why[TP_ERROR_MAX];
+
+        memset(d.base_sha256, 0x11, SHA256_DIGEST_SIZE);
+        ck_assert(fetch_on_base(&cm, &d, why));                 /* the section names no base */
+        cm.has_base = true;
+        memset(cm.base_sha256, 0x11, SHA256_DIGEST_SIZE);
+        ck_assert(fetch_on_base(&cm, &d, why));
+        memset(cm.base_sha256, 0x22, SHA256_DIGEST_SIZE);
+        ck_assert(!fetch_on_base(&cm, &d, why));
+        ck_assert_msg(strstr(why, "the channel's base is 222222222222…, this device runs 111111111111…"), "%s", why);
+}
+END_TEST
+
+/* A format-2 channel of two models, "det" (bundles @det) and "llm" (bundles @llm), desired "json" in each. */
+static Channel *make_channel2(uint64_t serial, const B *det, size_t n_det, const B *llm, size_t n_llm,
+                              ChannelRollout llm_rollout) {
+        Channel *c = make_channel(serial, NULL, det, n_det);
+        c->format = CHANNEL_FORMAT;
+        c->models = realloc(c->models, 2 * sizeof(ChannelModel));
+        c->bundles = realloc(c->bundles, (n_det + n_llm) * sizeof(ChannelBundle));
+        ck_assert(c->models && c->bundles);
+        c->n_models = 2;
+        c->models[0] = (ChannelModel) { .name = "det", .desired = "json", .n_bundles = n_det };
+        c->models[1] = (ChannelModel) { .name = "llm", .desired = "json", .rollout = llm_rollout, .first = n_det,
+                                        .n_bundles = n_llm };
+        for (size_t i = 0; i < n_llm; i++) {
+                ChannelBundle *b = &c->bundles[n_det + i];
+                *b = (ChannelBundle) { .version = llm[i].version, .size = 5, .kind = llm[i].kind };
+                snprintf(b->task, sizeof(b->task), "%s", llm[i].task);
+                snprintf(b->path, sizeof(b->path), "llm-%s.tpb", llm[i].task);
+                memset(b->base_sha256, llm[i].base, SHA256_DIGEST_SIZE);
+        }
+        for (size_t i = 0; i < n_det + n_llm; i++)
+                snprintf(c->bundles[i].model, sizeof(c->bundles[i].model), "%s", i < n_det ? "det" : "llm");
+        c->n_bundles = n_det + n_llm;
+        return c;
+}
+
+/* One poll serves every model: each follows its own section, the rollout gates its model only. */
+START_TEST(test_models) {
+        const B det[] = { OURS("json", 3) }, llm[] = { OURS("json", 8) };
+        DaemonConfig cfg[2] = {};
+        FakeHost fake[2];
+        Fetcher *f = NULL;
+        sd_event *e = NULL;
+        TpError err = {};
+
+        ck_assert_int_ge(sd_event_new(&e), 0);
+        for (size_t i = 0; i < 2; i++) {
+                cfg[i].state_dir = (char *) "/nonexistent";
+                cfg[i].channel.urls[0] = (char *) URL;
+                cfg[i].channel.n_urls = 1;
+                cfg[i].channel.interval = 300;
+                cfg[i].device_id = (char *) "device-1";        /* cohort 71 for seed 7 */
+                cfg[i].model = i == 0 ? "det" : "llm";
+                cfg[i].model_index = i;
+                fake_host_init(&fake[i]);
+        }
+        fake_add_installed(&fake[0], "json", 3);
+        fake_add_installed(&fake[1], "json", 8);
+        FetchTarget targets[2] = { { &cfg[0], &fake[0].host }, { &cfg[1], &fake[1].host } };
+        ck_assert_int_eq(fetcher_new(e, targets, 2, NULL, &f, &err), 0);
+
+        /* llm's rollout at 50%: this device (cohort 71) is out; det has none and switches. */
+        ChannelRollout half = { .set = true, .percent = 50, .seed = 7 };
+        ck_assert_int_eq(fetcher_take_channel(f, make_channel2(5, det, 1, llm, 1, half), URL, &err), 0);
+        pump(e, 30);
+        ck_assert_uint_eq(fake[0].ps.channel_serial, 5);
+        ck_assert_uint_eq(fake[1].ps.channel_serial, 5);        /* both record the serial */
+        ck_assert_uint_eq(fake[0].switches, 1);
+        ck_assert_uint_eq(fake[0].last_switch_version, 3);
+        ck_assert_uint_eq(fake[1].switches, 0);
+        json_t *st = fetcher_status(fetcher_model(f, 1));
+        json_t *ro = json_object_get(st, "rollout");
+        ck_assert_int_eq(json_integer_value(json_object_get(ro, "cohort")), 71);
+        ck_assert(json_is_false(json_object_get(ro, "included")));
+        ck_assert_str_eq(json_string_value(json_object_get(st, "device_id_source")), "device_id");
+        const char *why = json_string_value(json_object_get(st, "decision"));
+        ck_assert_msg(strstr(why, "rollout at 50%: this device's cohort is 71, not in yet"), "%s", why);
+        json_decref(st);
+
+        /* Raised to 80%: the device joins; det, which runs its task, is left alone. */
+        snprintf(fake[0].device.active_task, sizeof(fake[0].device.active_task), "json");
+        fake[0].device.active_version = 3;
+        OperationOutcome o = { .transaction = fake[0].transaction, .cmd = "switch", .task = "json", .version = 3 };
+        fetcher_source.operation_done(fetcher_model(f, 0), &o);
+        half.percent = 80;
+        ck_assert_int_eq(fetcher_take_channel(f, make_channel2(6, det, 1, llm, 1, half), URL, &err), 0);
+        pump(e, 30);
+        ck_assert_uint_eq(fake[0].switches, 1);
+        ck_assert_uint_eq(fake[1].switches, 1);
+        ck_assert_uint_eq(fake[1].last_switch_version, 8);
+        st = fetcher_status(fetcher_model(f, 1));
+        ck_assert(json_is_true(json_object_get(json_object_get(st, "rollout"), "included")));
+        json_decref(st);
+
+        /* A replay is refused for every model, whichever recorded the higher serial. */
+        fake[1].ps.channel_serial = 9;
+        ck_assert_int_eq(fetcher_take_channel(f, make_channel2(7, det, 1, llm, 1, half), URL, &err), -ESTALE);
+        ck_assert_uint_eq(fake[0].ps.channel_serial, 6);
+        fetcher_free(f);
+        sd_event_unref(e);
+}
+END_TEST
+
+/* A format-1 channel speaks for the first model only. */
+START_TEST(test_format1_first_model) {
+        const B bs[] = { OURS("json", 2) };
+        Channel *c = make_channel(1, "json", bs, 1);
+
+        ck_assert_ptr_eq(fetch_section(c, 0, "llm"), &c->models[0]);
+        ck_assert_ptr_null(fetch_section(c, 1, "det"));
+        channel_free(c);
 }
 END_TEST
 
@@ -546,6 +733,10 @@ static Suite *fetch_suite(void) {
         tcase_add_test(tc, test_refused_set);
         tcase_add_test(tc, test_then_switch);
         tcase_add_loop_test(tc, test_switch_target, 0, (int) ELEMENTSOF(switch_cases));
+        tcase_add_test(tc, test_cohort);
+        tcase_add_test(tc, test_in_rollout);
+        tcase_add_test(tc, test_on_base);
+        tcase_add_test(tc, test_format1_first_model);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("policy");
@@ -565,6 +756,7 @@ static Suite *fetch_suite(void) {
         tcase_add_test(tc, test_pinned);
         tcase_add_test(tc, test_waits_for_idle);
         tcase_add_test(tc, test_install_downloaded);
+        tcase_add_test(tc, test_models);
         suite_add_tcase(s, tc);
         return s;
 }
