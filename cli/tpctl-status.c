@@ -167,7 +167,9 @@ static void print_channel(json_t *c) {
         if (get_str(c, "last_poll"))
                 printf(LABEL "last poll %s, HTTP %" PRIu64 ", %" PRIu64 " bytes\n", "", get_str(c, "last_poll"),
                        get_u64(c, "last_poll_http_status", &v) ? v : 0, get_u64(c, "last_poll_bytes", &done) ? done : 0);
-        if (json_is_true(json_object_get(c, "pinned")))
+        if (get_str(c, "decision"))
+                printf(LABEL "%s\n", "", get_str(c, "decision"));
+        else if (json_is_true(json_object_get(c, "pinned")))
                 printf(LABEL "pinned by a technician's switch until the channel's serial changes\n", "");
         if (json_is_object(dl) && get_u64(dl, "done", &done) && get_u64(dl, "total", &total) && total > 0)
                 printf(LABEL "downloading %s v%" PRIu64 ": %d%% (%s of %s)\n", "", get_str(dl, "task") ?: "?",
