@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "jsonline.h"
+#include "manifest.h"
 #include "parse.h"
 #include "taskpatchd-ddi.h"
 
@@ -301,6 +302,46 @@ static bool plain_name(const char *s) {
         return true;
 }
 
+/*
+ * The model chunk @i's bundles are for: the value of its metadata entry DDI_MODEL_KEY (a
+ * software module's metadata marked target-visible), "" when it has none.
+ */
+static int chunk_model(json_t *chunk, size_t i, char model[DDI_MODEL_MAX + 1], TpError *err) {
+        char where[WHERE_MAX];
+        json_t *meta, *e;
+        size_t k;
+        int r;
+
+        model[0] = '\0';
+        snprintf(where, sizeof(where), "deployment.chunks[%zu].", i);
+        if ((r = member(chunk, "metadata", JSON_ARRAY, where, &meta, err)) < 0 || !meta)
+                return r;
+        if (json_array_size(meta) > DDI_METADATA_MAX)
+                return fail(err, -E2BIG, "%smetadata: %zu entries, more than %d", where, json_array_size(meta),
+                            DDI_METADATA_MAX);
+        json_array_foreach(meta, k, e) {
+                const char *key, *value;
+                snprintf(where, sizeof(where), "deployment.chunks[%zu].metadata[%zu]", i, k);
+                if (!json_is_object(e))
+                        return fail(err, -EBADMSG, "%s: expected an object, found %s", where, type_name(e));
+                snprintf(where, sizeof(where), "deployment.chunks[%zu].metadata[%zu].", i, k);
+                if ((r = string_member(e, "key", where, SIZE_MAX, &key, err)) < 0 ||
+                    (r = string_member(e, "value", where, SIZE_MAX, &value, err)) < 0)
+                        return r;
+                if (!key)
+                        return missing(where, "key", err);
+                if (strcmp(key, DDI_MODEL_KEY) != 0)
+                        continue;
+                if (!value || !task_name_valid(value))
+                        return fail(err, -EBADMSG, "%svalue: '%.80s' is not a model name ([a-z0-9][a-z0-9._-]{0,63})",
+                                    where, value ? value : "");
+                if (model[0])
+                        return fail(err, -EBADMSG, "%skey: a second '" DDI_MODEL_KEY "' entry", where);
+                snprintf(model, DDI_MODEL_MAX + 1, "%s", value);
+        }
+        return 0;
+}
+
 /* One artifact of chunk @i (#@k in it): a .tpb one is checked and added, another is skipped. */
 static int take_artifact(json_t *a, size_t i, size_t k, bool allow_http, DdiDeployment *d, TpError *err) {
         char where[WHERE_MAX], here[WHERE_MAX + 16];
@@ -386,6 +427,8 @@ static int take_chunks(json_t *dep, bool allow_http, DdiDeployment *d, TpError *
                 return fail(err, -E2BIG, "deployment.chunks: %zu chunks, more than %d", json_array_size(chunks),
                             DDI_CHUNKS_MAX);
         json_array_foreach(chunks, i, chunk) {
+                char model[DDI_MODEL_MAX + 1];
+                size_t first = d->n_artifacts;
                 if (!json_is_object(chunk))
                         return fail(err, -EBADMSG, "deployment.chunks[%zu]: expected an object, found %s", i,
                                     type_name(chunk));
@@ -399,6 +442,11 @@ static int take_chunks(json_t *dep, bool allow_http, DdiDeployment *d, TpError *
                         if ((r = take_artifact(a, i, k, allow_http, d, err)) < 0)
                                 return r;
                 }
+                /* Only a chunk of ours: another module's metadata is none of our business. */
+                if (first < d->n_artifacts && (r = chunk_model(chunk, i, model, err)) < 0)
+                        return r;
+                for (size_t n = first; n < d->n_artifacts; n++)
+                        memcpy(d->artifacts[n].model, model, sizeof(model));
         }
         if (d->n_artifacts == 0)
                 return fail(err, -ENOENT, "the deployment holds no .tpb artifact");

@@ -38,6 +38,10 @@
 #define DDI_CHUNK_ARTIFACTS_MAX 64      /* artifacts in one chunk, ours or not */
 #define DDI_ARTIFACTS_MAX 16            /* .tpb artifacts in one deployment */
 #define DDI_SLEEP_HOURS_MAX 999         /* config.polling.sleep is "H[HH]:MM:SS" */
+#define DDI_METADATA_MAX 64             /* a chunk's metadata entries */
+#define DDI_MODEL_MAX 64                /* a model name, [a-z0-9][a-z0-9._-]{0,63} */
+/* The metadata key of a chunk (a software module) that names the device model its bundles are for. */
+#define DDI_MODEL_KEY "taskpatch.model"
 
 /* ---- the controller base resource: GET {tenant}/controller/v1/{controllerId} ---- */
 
@@ -73,6 +77,7 @@ typedef struct DdiArtifact {
         uint8_t sha256[SHA256_DIGEST_SIZE];
         char *url;                      /* _links.download.href, or download-http's when allow_http and
                                            there is no download link (owned) */
+        char model[DDI_MODEL_MAX + 1];  /* its chunk's metadata DDI_MODEL_KEY value; "" when it has none */
 } DdiArtifact;
 
 typedef struct DdiDeployment {

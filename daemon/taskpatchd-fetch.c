@@ -104,8 +104,8 @@ static void kick(Fetcher *f) {
 
 static const ChannelModel *section_of(const FetchModel *fm) {
         const Fetcher *f = fm->f;
-        return f->channel ? fetch_section(f->channel, fm->index, fm->config->model ? fm->config->model :
-                                                                 CONFIG_DEFAULT_MODEL) : NULL;
+        SourceTarget t = { fm->config, fm->host };
+        return f->channel ? fetch_section(f->channel, fm->index, source_target_model(&t)) : NULL;
 }
 
 /* ---- polling the channel ---- */
@@ -176,7 +176,7 @@ static void poll_succeeded(Fetcher *f) {
 /* The log line of what a model does with a new channel. */
 static void log_section(const FetchModel *fm) {
         const ChannelModel *cm = section_of(fm);
-        const char *model = fm->config->model ? fm->config->model : CONFIG_DEFAULT_MODEL;
+        const char *model = source_target_model(&(SourceTarget) { fm->config, fm->host });
         char why[TP_ERROR_MAX];
         unsigned cohort;
 
@@ -679,7 +679,7 @@ FetchModel *fetcher_model(Fetcher *f, size_t i) {
         return i < f->n_models ? &f->models[i] : NULL;
 }
 
-int fetcher_new(sd_event *e, const FetchTarget *targets, size_t n, CurlGlue *glue, Fetcher **ret, TpError *err) {
+int fetcher_new(sd_event *e, const SourceTarget *targets, size_t n, CurlGlue *glue, Fetcher **ret, TpError *err) {
         _cleanup_(fetcher_freep) Fetcher *f = NULL;
         const DaemonConfig *c = targets[0].config;
         int r;

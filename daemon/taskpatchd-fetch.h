@@ -37,12 +37,6 @@
 typedef struct Fetcher Fetcher;
 typedef struct FetchModel FetchModel;   /* the fetcher's side of one model */
 
-/* A model the fetcher serves: its view of the configuration (its state_dir holds its downloads), its host. */
-typedef struct FetchTarget {
-        const DaemonConfig *config;
-        const SourceHost *host;
-} FetchTarget;
-
 /*
  * A fetcher for the channel of @targets[0].config (the device-wide keys are the same in
  * every view), on @e, its transfers on @glue (borrowed: it must outlive the fetcher),
@@ -50,7 +44,7 @@ typedef struct FetchTarget {
  * no channel is configured. The first poll is a second after. Register each model's side
  * (fetcher_model()) with its manager as fetcher_source.
  */
-_warn_unused_result_ int fetcher_new(sd_event *e, const FetchTarget *targets, size_t n, CurlGlue *glue,
+_warn_unused_result_ int fetcher_new(sd_event *e, const SourceTarget *targets, size_t n, CurlGlue *glue,
                                      Fetcher **ret, TpError *err);
 Fetcher *fetcher_free(Fetcher *f);
 DEFINE_POINTER_CLEANUP(Fetcher, fetcher_free)

@@ -40,6 +40,8 @@ static const char *const phase_names[_HB_PHASE_MAX] = {
 /* An artifact of the action (taskpatchd-ddi.h), and how far it got. */
 typedef struct HawkbitArtifact {
         DdiArtifact ddi;
+        size_t model;                   /* the index of its model's target (its chunk names it, else the first) */
+        bool switches;                  /* the last of its model's: its install switches to the task */
         char *path;                     /* downloads/...part once complete */
         bool installed;
 } HawkbitArtifact;
@@ -53,8 +55,10 @@ typedef struct Request {
 } Request;
 
 struct Hawkbit {
-        const SourceHost *host;
-        const DaemonConfig *config;
+        SourceTarget targets[CONFIG_MAX_MODELS];        /* the models it serves, each through its host */
+        size_t n_targets;
+        const SourceHost *host;         /* the first model's: for what concerns the device (errors, events) */
+        const DaemonConfig *config;     /* the first model's view: the device-wide keys */
         sd_event *event;
         CurlGlue *glue;                 /* borrowed */
         CURL *easy;                     /* polls and the resources they point to, one at a time */
@@ -178,9 +182,27 @@ static void feedback(Hawkbit *h, DdiExecution execution, DdiFinished finished, c
         queue_request(h, path, ddi_feedback_new(h->action, execution, finished, detail), false);
 }
 
-static void send_config_data(Hawkbit *h) {
+/* A model's attributes into @data, each key after @prefix ("" for the first model, else "NAME."). */
+static void model_attributes(json_t *data, const SourceTarget *t, const char *prefix) {
+        char hex[SHA256_HEX_SIZE], version[24], key[DDI_MODEL_MAX + 32];
         DeviceView d;
-        char hex[SHA256_HEX_SIZE], features[512] = "", version[24];
+
+        t->host->device(t->host, &d);
+        if (!d.provisioned)
+                return;
+        sha256_to_hex(d.base_sha256, hex);
+        snprintf(version, sizeof(version), "%" PRIu64, d.active_version);
+#define ATTR(name, value) (snprintf(key, sizeof(key), "%s%s", prefix, name), \
+                           json_object_set_new(data, key, json_string(value)))
+        ATTR("base_sha256", hex);
+        ATTR("base_kind", artifact_kind_to_string(d.base_kind));
+        ATTR("active_task", d.active_task[0] ? d.active_task : "base");
+        ATTR("active_version", version);
+#undef ATTR
+}
+
+static void send_config_data(Hawkbit *h) {
+        char features[512] = "", prefix[DDI_MODEL_MAX + 2], models[CONFIG_MAX_MODELS * (DDI_MODEL_MAX + 1)] = "";
         uint64_t caps = cpu_detect();
         size_t n = 0;
 
@@ -188,17 +210,21 @@ static void send_config_data(Hawkbit *h) {
                 if (cpu_feature_native(f) && (caps & CPU_BIT(f)) && n < sizeof(features) - 16)
                         n += (size_t) snprintf(features + n, sizeof(features) - n, "%s%s", n ? "," : "",
                                                cpu_feature_to_string(f));
-        h->host->device(h->host, &d);
-        sha256_to_hex(d.base_sha256, hex);
-        snprintf(version, sizeof(version), "%" PRIu64, d.active_version);
         /* hawkBit keeps attributes as strings. */
         json_t *data = json_pack("{s:s, s:s, s:s, s:s}", "taskpatch_version", TASKPATCH_VERSION, "cpu_arch", cpu_arch(),
                                  "cpu_features", features, "model_path", h->config->model_path);
-        if (d.provisioned) {
-                json_object_set_new(data, "base_sha256", json_string(hex));
-                json_object_set_new(data, "base_kind", json_string(artifact_kind_to_string(d.base_kind)));
-                json_object_set_new(data, "active_task", json_string(d.active_task[0] ? d.active_task : "base"));
-                json_object_set_new(data, "active_version", json_string(version));
+        model_attributes(data, &h->targets[0], "");
+        if (h->n_targets > 1) {
+                /* The other models' as "NAME.active_task" and so on; "models" lists them all. */
+                n = 0;
+                for (size_t i = 0; i < h->n_targets; i++) {
+                        n += (size_t) snprintf(models + n, sizeof(models) - n, "%s%s", i ? "," : "",
+                                               source_target_model(&h->targets[i]));
+                        snprintf(prefix, sizeof(prefix), "%s.", source_target_model(&h->targets[i]));
+                        if (i > 0)
+                                model_attributes(data, &h->targets[i], prefix);
+                }
+                json_object_set_new(data, "models", json_string(models));
         }
         queue_request(h, "configData", ddi_config_data_new(data), true);
 }
@@ -245,6 +271,8 @@ static void finish_action(Hawkbit *h, bool success, const char *reason) {
         kick(h);
 }
 
+static int resolve_models(Hawkbit *h, char *why);
+
 /* A deploymentBase: a new action is taken on; one closed before is said again; the one in progress goes on. */
 static int on_deployment(Hawkbit *h, TpError *err) {
         _cleanup_(ddi_deployment_done) DdiDeployment d = {};
@@ -277,9 +305,46 @@ static int on_deployment(Hawkbit *h, TpError *err) {
                 d.artifacts[i].url = NULL;      /* moved */
         }
         h->n_artifacts = d.n_artifacts;
+        if (resolve_models(h, why) < 0) {
+                finish_action(h, false, why);
+                return 0;
+        }
         set_outcome(h, "pending", NULL);
         snprintf(why, sizeof(why), "downloading %zu bundle(s)", h->n_artifacts);
         feedback(h, DDI_EXECUTION_PROCEEDING, DDI_FINISHED_NONE, why);
+        return 0;
+}
+
+/*
+ * Each artifact's model: the one its chunk's metadata names (an unknown one refuses the
+ * action, @why says so), else the first; the last artifact of each model switches.
+ */
+static int resolve_models(Hawkbit *h, char *why) {
+        char names[CONFIG_MAX_MODELS * (DDI_MODEL_MAX + 2)] = "";
+        size_t n = 0;
+
+        for (size_t t = 0; t < h->n_targets; t++)
+                n += (size_t) snprintf(names + n, sizeof(names) - n, "%s%s", t ? ", " : "",
+                                       source_target_model(&h->targets[t]));
+        for (size_t i = 0; i < h->n_artifacts; i++) {
+                HawkbitArtifact *a = &h->artifacts[i];
+                size_t t = 0;
+                if (a->ddi.model[0])
+                        for (t = 0; t < h->n_targets && strcmp(source_target_model(&h->targets[t]), a->ddi.model); t++)
+                                ;
+                if (t == h->n_targets) {
+                        snprintf(why, TP_ERROR_MAX, "%s: its module is for model '%s', which this device does not "
+                                 "have (it has %s)", a->ddi.filename, a->ddi.model, names);
+                        return -ENOENT;
+                }
+                a->model = t;
+        }
+        for (size_t i = 0; i < h->n_artifacts; i++) {
+                h->artifacts[i].switches = true;
+                for (size_t k = i + 1; k < h->n_artifacts; k++)
+                        if (h->artifacts[k].model == h->artifacts[i].model)
+                                h->artifacts[i].switches = false;
+        }
         return 0;
 }
 
@@ -292,7 +357,10 @@ static int on_cancel(Hawkbit *h, TpError *err) {
         if (r < 0)
                 return r;
         snprintf(path, sizeof(path), "cancelAction/%s/feedback", c.id);
-        if (strcmp(c.stop_id, h->action) == 0 && (h->phase == HB_INSTALLING || h->phase == HB_SWITCHING)) {
+        bool applied = h->phase == HB_INSTALLING || h->phase == HB_SWITCHING;
+        for (size_t i = 0; i < h->n_artifacts; i++)
+                applied = applied || h->artifacts[i].installed;
+        if (strcmp(c.stop_id, h->action) == 0 && applied) {
                 queue_request(h, path,
                               ddi_feedback_new(c.id, DDI_EXECUTION_REJECTED, DDI_FINISHED_NONE,
                                                "the update is being applied"),
@@ -422,8 +490,9 @@ static void start_download(Hawkbit *h, size_t i) {
         h->dl_index = i;
         h->phase = HB_DOWNLOADING;
         log_info("hawkbit: downloading %s (%" PRIu64 " bytes)", a->ddi.url, a->ddi.size);
-        r = download_start(&h->dl, h->config, h->event, h->glue, h->dl_easy, &spec, on_download, on_download_progress,
-                           h);
+        /* Under its model's state_dir: its disk budget counts it. */
+        r = download_start(&h->dl, h->targets[a->model].config, h->event, h->glue, h->dl_easy, &spec, on_download,
+                           on_download_progress, h);
         if (r < 0) {
                 download_stop(&h->dl);
                 h->phase = HB_IDLE;
@@ -433,11 +502,12 @@ static void start_download(Hawkbit *h, size_t i) {
 
 static void start_install(Hawkbit *h, size_t i) {
         HawkbitArtifact *a = &h->artifacts[i];
-        InstallRequest req = { .then_switch = i + 1 == h->n_artifacts, .origin = ORIGIN_HAWKBIT };
+        const SourceHost *host = h->targets[a->model].host;
+        InstallRequest req = { .then_switch = a->switches, .origin = ORIGIN_HAWKBIT };
         TpError err = {};
         char why[TP_ERROR_MAX], transaction[TRANSACTION_ID_SIZE];
         int fd = open(a->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        int r = fd < 0 ? -errno : h->host->submit_install(h->host, fd, &req, transaction, &err);
+        int r = fd < 0 ? -errno : host->submit_install(host, fd, &req, transaction, &err);
 
         if (r < 0) {
                 snprintf(why, sizeof(why), "%s: %s", a->ddi.filename,
@@ -468,12 +538,32 @@ static void step(Hawkbit *h) {
                          "every bundle downloaded and its SHA-256 checked");
                 h->sent_downloaded = true;
         }
-        if (h->download_only || !h->host->can_start(h->host))
-                return;         /* a maintenance window, or busy: the host tells us when it is idle */
         for (i = 0; i < h->n_artifacts && h->artifacts[i].installed; i++)
                 ;
-        if (i < h->n_artifacts)
-                start_install(h, i);
+        if (i == h->n_artifacts || h->download_only)
+                return;         /* nothing left, or a maintenance window */
+        const SourceHost *host = h->targets[h->artifacts[i].model].host;
+        if (host->can_start(host))
+                start_install(h, i);    /* else busy: the host tells us when it is idle */
+}
+
+/* Whether an artifact of the action is still to be installed (another model's, after a switch). */
+static bool artifacts_left(const Hawkbit *h) {
+        for (size_t i = 0; i < h->n_artifacts; i++)
+                if (!h->artifacts[i].installed)
+                        return true;
+        return false;
+}
+
+/* A model's switch ended well: the next model's artifacts, or the action is closed with success. */
+static void switched(Hawkbit *h, const char *reason) {
+        h->transaction[0] = '\0';
+        h->phase = HB_IDLE;
+        if (artifacts_left(h)) {
+                kick(h);
+                return;
+        }
+        finish_action(h, true, reason);
 }
 
 static int on_defer(sd_event_source *s _unused_, void *userdata) {
@@ -499,11 +589,11 @@ static void on_operation_done(void *userdata, const OperationOutcome *o) {
         (void) unlink(a->path);         /* the store has its copy */
         if (h->phase == HB_SWITCHING && o->on_trial)
                 return;                 /* on_trial_done() closes the action */
-        h->transaction[0] = '\0';
         if (h->phase == HB_SWITCHING) {
-                finish_action(h, true, "installed and active (no trial)");
+                switched(h, "installed and active (no trial)");
                 return;
         }
+        h->transaction[0] = '\0';
         h->phase = HB_IDLE;
         kick(h);
 }
@@ -511,8 +601,12 @@ static void on_operation_done(void *userdata, const OperationOutcome *o) {
 static void on_trial_done(void *userdata, const char *transaction, bool committed, const char *reason) {
         Hawkbit *h = userdata;
 
-        if (h->action[0] && h->transaction[0] && strcmp(transaction, h->transaction) == 0)
-                finish_action(h, committed, committed ? "committed" : reason);
+        if (h->action[0] && h->transaction[0] && strcmp(transaction, h->transaction) == 0) {
+                if (committed)
+                        switched(h, "committed");
+                else
+                        finish_action(h, false, reason);
+        }
         kick(h);
 }
 
@@ -569,8 +663,9 @@ static int read_token(const char *path, char *buf, size_t n, TpError *err) {
         return 0;
 }
 
-int hawkbit_new(sd_event *e, const DaemonConfig *c, CurlGlue *glue, const SourceHost *host, Hawkbit **ret,
+int hawkbit_new(sd_event *e, const SourceTarget *targets, size_t n, CurlGlue *glue, Hawkbit **ret,
                 TpError *err) {
+        const DaemonConfig *c = targets[0].config;
         char token[512], auth[600];
         Hawkbit *h;
         int r;
@@ -578,12 +673,16 @@ int hawkbit_new(sd_event *e, const DaemonConfig *c, CurlGlue *glue, const Source
         *ret = NULL;
         if (!c->hawkbit.url)
                 return 0;
+        if (n == 0 || n > CONFIG_MAX_MODELS)
+                return tp_error(err, -EINVAL, "hawkbit: %zu models", n);
         if (c->hawkbit.token_file && (r = read_token(c->hawkbit.token_file, token, sizeof(token), err)) < 0)
                 return r;
         h = calloc(1, sizeof(Hawkbit));
         if (!h)
                 return -ENOMEM;
-        *h = (Hawkbit) { .host = host, .config = c, .event = e, .glue = glue, .dl = DOWNLOAD_NULL };
+        *h = (Hawkbit) { .host = targets[0].host, .config = c, .event = e, .glue = glue, .dl = DOWNLOAD_NULL,
+                         .n_targets = n };
+        memcpy(h->targets, targets, n * sizeof(SourceTarget));
         h->sleep_usec = DEFAULT_SLEEP_USEC;
         h->headers = curl_slist_append(NULL, "Accept: application/hal+json");
         if (c->hawkbit.token_file) {

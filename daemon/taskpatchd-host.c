@@ -195,14 +195,11 @@ void manager_init_host(Manager *m) {
         };
 }
 
-int manager_add_sources(Manager *m, CurlGlue *glue, TpError *err) {
+int manager_add_sources(Manager *m, TpError *err) {
         int r;
 
-        /* In this order they are told, after the channel's (the order the daemon always had). */
         if ((r = spool_new(m->event, m->config, &m->host, &m->spool, err)) < 0 ||
-            (m->spool && (r = manager_register_source(m, &spool_source, m->spool)) < 0) ||
-            (r = hawkbit_new(m->event, m->config, glue, &m->host, &m->hawkbit, err)) < 0 ||
-            (m->hawkbit && (r = manager_register_source(m, &hawkbit_source, m->hawkbit)) < 0))
+            (m->spool && (r = manager_register_source(m, &spool_source, m->spool)) < 0))
                 return r;
         return 0;
 }

@@ -130,7 +130,7 @@ struct Manager {
 
         FetchModel *fetch;              /* its side of the channel's poller (Models owns it), NULL when none */
         Spool *spool;                   /* the spool folder's watcher, NULL when none is configured */
-        Hawkbit *hawkbit;               /* the hawkBit DDI client, NULL when none is configured */
+        Hawkbit *hawkbit;               /* the hawkBit DDI client (Models owns it), NULL when none */
         Notifier *notifier;             /* units and a command told of slot changes, NULL when none */
         SourceHost host;                /* lent to the update sources */
         RegisteredSource sources[MANAGER_SOURCES_MAX];
@@ -277,12 +277,11 @@ void operation_free(Operation *op);
 /* The SourceHost the manager lends its sources (m->host); manager_new() does it. */
 void manager_init_host(Manager *m);
 /*
- * Create the configured sources of this manager (the spool folder, the hawkBit client; the
- * channel's fetcher serves every model: taskpatchd-models.c) with this manager as their host
- * and their transfers on @glue (borrowed: it must outlive the manager), and register them.
- * manager_free() frees them.
+ * Create the configured sources of this manager alone (the spool folder; the channel's
+ * fetcher and the hawkBit client serve every model: taskpatchd-models.c) with this manager
+ * as their host, and register them. manager_free() frees them.
  */
-_warn_unused_result_ int manager_add_sources(Manager *m, CurlGlue *glue, TpError *err);
+_warn_unused_result_ int manager_add_sources(Manager *m, TpError *err);
 /* Tell @source (with @userdata) how operations and trials end, after those registered before; -E2BIG. */
 _warn_unused_result_ int manager_register_source(Manager *m, const UpdateSource *source, void *userdata);
 /* Idle, provisioned, writable, no operation and no trial: an update source may start. */

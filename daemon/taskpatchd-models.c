@@ -50,7 +50,8 @@ int models_new(sd_event *e, const DaemonConfig *config, Models **ret, TpError *e
 Models *models_free(Models *s) {
         if (!s)
                 return NULL;
-        s->fetcher = fetcher_free(s->fetcher);  /* before the managers, whose hosts it holds */
+        s->fetcher = fetcher_free(s->fetcher);  /* before the managers, whose hosts they hold */
+        s->hawkbit = hawkbit_free(s->hawkbit);
         for (size_t i = 0; i < s->n; i++)
                 manager_free(s->managers[i]);
         free(s);
@@ -58,11 +59,12 @@ Models *models_free(Models *s) {
 }
 
 int models_add_sources(Models *s, CurlGlue *glue, TpError *err) {
-        FetchTarget targets[CONFIG_MAX_MODELS];
+        SourceTarget targets[CONFIG_MAX_MODELS];
         int r;
 
         for (size_t i = 0; i < s->n; i++)
-                targets[i] = (FetchTarget) { .config = &s->views[i], .host = &s->managers[i]->host };
+                targets[i] = (SourceTarget) { .config = &s->views[i], .host = &s->managers[i]->host };
+        /* Each manager tells its sources in this order (the order the daemon always had). */
         if ((r = fetcher_new(s->managers[0]->event, targets, s->n, glue, &s->fetcher, err)) < 0)
                 return r;
         for (size_t i = 0; s->fetcher && i < s->n; i++) {
@@ -70,7 +72,15 @@ int models_add_sources(Models *s, CurlGlue *glue, TpError *err) {
                 if ((r = manager_register_source(s->managers[i], &fetcher_source, s->managers[i]->fetch)) < 0)
                         return tp_error(err, r, "cannot register the channel's fetcher: %s", strerror(-r));
         }
-        return manager_add_sources(s->managers[0], glue, err);
+        if ((r = manager_add_sources(s->managers[0], err)) < 0 ||
+            (r = hawkbit_new(s->managers[0]->event, targets, s->n, glue, &s->hawkbit, err)) < 0)
+                return r;
+        for (size_t i = 0; s->hawkbit && i < s->n; i++) {
+                s->managers[i]->hawkbit = s->hawkbit;
+                if ((r = manager_register_source(s->managers[i], &hawkbit_source, s->hawkbit)) < 0)
+                        return tp_error(err, r, "cannot register the hawkBit client: %s", strerror(-r));
+        }
+        return 0;
 }
 
 Manager *models_find(Models *s, const char *name) {

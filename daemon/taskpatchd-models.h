@@ -22,6 +22,7 @@ typedef struct Models {
         Manager *managers[CONFIG_MAX_MODELS];
         size_t n;
         Fetcher *fetcher;                       /* the channel's, for every model; NULL when none */
+        Hawkbit *hawkbit;                       /* the hawkBit client, for every model; NULL when none */
 } Models;
 
 /*
@@ -34,7 +35,7 @@ DEFINE_POINTER_CLEANUP(Models, models_free)
 
 /*
  * The update sources, their transfers on @glue (borrowed: it must outlive @s): the channel's
- * fetcher for every model (one poll), the spool and hawkBit for the first model.
+ * fetcher (one poll) and the hawkBit client for every model, the spool for the first.
  */
 _warn_unused_result_ int models_add_sources(Models *s, CurlGlue *glue, TpError *err);
 

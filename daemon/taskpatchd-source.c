@@ -18,6 +18,10 @@ const char *update_origin_to_string(UpdateOrigin o) {
         return o >= 0 && o < _ORIGIN_MAX ? origin_names[o] : NULL;
 }
 
+const char *source_target_model(const SourceTarget *t) {
+        return t->config->model ? t->config->model : CONFIG_DEFAULT_MODEL;
+}
+
 void source_error(const SourceHost *host, const char *name, char *buf, const char *fmt, ...) {
         va_list ap;
 

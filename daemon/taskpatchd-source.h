@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "artifact.h"
+#include "config.h"
 #include "error.h"
 #include "manifest.h"
 #include "sha256.h"
@@ -75,6 +76,18 @@ typedef struct OperationOutcome {
 } OperationOutcome;
 
 typedef struct SourceHost SourceHost;
+
+/*
+ * A model a source serves: its view of the configuration (config_model_view(): its state_dir
+ * holds its downloads, ->model names it) and its manager's host.
+ */
+typedef struct SourceTarget {
+        const DaemonConfig *config;
+        const SourceHost *host;
+} SourceTarget;
+
+/* The name of @t's model ("default" on a device without a models: map). */
+const char *source_target_model(const SourceTarget *t);
 
 /*
  * The manager's side, lent to a source at its creation (it outlives the source). Every

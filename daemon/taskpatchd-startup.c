@@ -465,7 +465,6 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->spool = spool_free(m->spool);
-        m->hawkbit = hawkbit_free(m->hawkbit);
         m->notifier = notifier_free(m->notifier);
         if (m->op) {
                 /* Stopping mid-operation: the slot stays dirty and is redone when next needed. */

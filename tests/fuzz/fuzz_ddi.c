@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "manifest.h"
 #include "taskpatchd-ddi.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -116,7 +117,8 @@ static void check_deployment(const DdiDeployment *d, bool allow_http) {
                 const DdiArtifact *a = &d->artifacts[i];
                 size_t len = strnlen(a->filename, sizeof(a->filename));
                 if (len < 5 || len > DDI_FILENAME_MAX || strcmp(a->filename + len - 4, ".tpb") != 0 ||
-                    strchr(a->filename, '/') || controls(a->filename) || !a->url || a->size > INT64_MAX)
+                    strchr(a->filename, '/') || controls(a->filename) || !a->url || a->size > INT64_MAX ||
+                    (a->model[0] && !task_name_valid(a->model)))
                         abort();
                 check_url(a->url, allow_http);
                 for (size_t k = 0; k < i; k++)

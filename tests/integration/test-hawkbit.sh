@@ -108,6 +108,63 @@ check "... status says canceled" test "$(tpctl --json status | jget hawkbit.upda
 check "... nothing installed or switched" same "$TMP/json.gguf"
 check "... the partial download is removed" test -z "$(ls "$STATE/downloads" 2> /dev/null)"
 
+echo "# a device of two models: a software module per model"
+stop_daemon
+make_bundle json.gguf ddi/files/json-llm.tpb json 1 --model llm
+make_bundle shout.gguf ddi/files/shout-det.tpb shout 1 --model det
+MODEL="$TMP/llm.gguf"
+cat > "$CONF" <<EOC
+state_dir: $STATE
+socket: $SOCK
+trust:
+  ca: $TMP/pki/ca.pem
+$LONG_TRIAL
+tls:
+  ca: $TMP/pki/ca.pem
+hawkbit:
+  url: https://127.0.0.1:$port
+  controller_id: pi-0042
+  token_file: $TMP/token
+models:
+  llm:
+    model_path: $TMP/llm.gguf
+  det:
+    model_path: $TMP/det.gguf
+EOC
+rm -rf "$STATE"
+need_daemon
+tpctl -m llm provision "$TMP/base.gguf" > /dev/null
+tpctl -m det provision "$TMP/base.gguf" > /dev/null
+state '{"sleep": "00:00:01", "config": true, "action": null, "cancel": null}'
+check "configData names both models' tasks" \
+    logged "e['method'] == 'PUT' and e['body']['data'].get('models') == 'llm,det' and e['body']['data'].get('det.active_task') == 'base' and e['body']['data'].get('active_task') == 'base'"
+# mstatus MODEL PYTHON-EXPR: until MODEL's status satisfies it.
+mstatus() {
+    local i
+    for ((i = 0; i < 200; i++)); do
+        tpctl -m "$1" --json status > "$TMP/st.json" 2> /dev/null &&
+            python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" \
+                "$TMP/st.json" 2> /dev/null && return 0
+        sleep 0.1
+    done
+    echo "    waited for: $2"
+    return 1
+}
+state '{"sleep": "00:00:01", "action": {"id": "11", "artifacts": [{"file": "json-llm.tpb", "model": "llm"}, {"file": "shout-det.tpb", "model": "det"}]}, "cancel": null}'
+check "llm's module first: json on trial for llm" mstatus llm 's["state"] == "trial" and s["active"]["task"] == "json"'
+check "... det waits for llm's trial" mstatus det 's["state"] == "idle" and s["active"]["task"] is None'
+check "... no 'closed' yet" sh -c "! grep -q '/deploymentBase/11/feedback.*closed' '$ddi/log.jsonl'"
+tpctl -m llm mark-good > /dev/null
+check "llm committed: det's module goes on trial (shout)" mstatus det 's["state"] == "trial" and s["active"]["task"] == "shout"'
+check "... still no 'closed'" sh -c "! grep -q '/deploymentBase/11/feedback.*closed' '$ddi/log.jsonl'"
+tpctl -m det mark-good > /dev/null
+check "both committed: closed/success" logged "$(closed 11) and e['body']['status']['result']['finished'] == 'success'"
+check "... each model runs its own task" sh -c "cmp -s '$TMP/llm.gguf' '$TMP/json.gguf' && cmp -s '$TMP/det.gguf' '$TMP/shout.gguf'"
+check "... no download left behind" test -z "$(find "$STATE" -path '*/downloads/*' -type f)"
+state '{"sleep": "00:00:01", "action": {"id": "12", "artifacts": [{"file": "shout-det.tpb", "model": "wake"}]}, "cancel": null}'
+check "a module for a model the device does not have: closed/failure naming it" \
+    logged "$(closed 12) and e['body']['status']['result']['finished'] == 'failure' and \"model 'wake', which this device does not have (it has llm, det)\" in e['body']['status']['details'][0]"
+
 # 400/401: a malformed or unauthenticated request. (A 404 is not one: a deployment closed between
 # a poll and the fetch of its link is gone, as on a real server.)
 check "the fixture rejected no request" \

@@ -123,12 +123,25 @@ class Handler(BaseHTTPRequestHandler):
             self.record(200)
             self.reply(200, {"config": {"polling": {"sleep": st.get("sleep", "00:00:01")}}, "_links": links})
         elif action and path == base + "/deploymentBase/" + action["id"]:
-            chunks = [{"part": "tpb", "name": "taskpatch", "version": action["id"], "artifacts": []}]
-            for name in action["artifacts"]:
+            # An artifact is a file name (the first chunk, no metadata) or {"file", "model"}: a chunk
+            # per model, its metadata naming it as a software module's target-visible metadata does.
+            chunks, by_model = [], {}
+            for entry in action["artifacts"]:
+                model = entry.get("model") if isinstance(entry, dict) else None
+                if model not in by_model:
+                    chunk = {"part": "tpb", "name": "taskpatch-" + (model or "default"), "version": action["id"],
+                             "artifacts": []}
+                    if model:
+                        chunk["metadata"] = [{"key": "taskpatch.model", "value": model}]
+                    by_model[model] = chunk
+                    chunks.append(chunk)
+            for entry in action["artifacts"]:
+                name = entry["file"] if isinstance(entry, dict) else entry
+                model = entry.get("model") if isinstance(entry, dict) else None
                 data = open(os.path.join(self.server.dir, "files", name), "rb").read()
                 digest = hashlib.sha256(data + (b"x" if action.get("bad_hash") else b"")).hexdigest()
                 url = "https://127.0.0.1:%d/artifacts/%s" % (self.server.port, name)
-                chunks[0]["artifacts"].append({
+                by_model[model]["artifacts"].append({
                     "filename": name, "size": len(data),
                     "hashes": {"sha1": hashlib.sha1(data).hexdigest(), "md5": hashlib.md5(data).hexdigest(),
                                "sha256": digest},

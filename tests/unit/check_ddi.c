@@ -435,6 +435,51 @@ START_TEST(deployment_content_refusals) {
 }
 END_TEST
 
+#define MCHUNK(meta, arts) \
+        "{\"part\":\"tpb\",\"version\":\"3\",\"name\":\"taskpatch\",\"metadata\":" meta ",\"artifacts\":[" arts "]}"
+#define MODEL(m) "[{\"key\":\"other\",\"value\":\"x\"},{\"key\":\"taskpatch.model\",\"value\":\"" m "\"}]"
+
+/* A chunk's metadata "taskpatch.model" names the model of its bundles. */
+START_TEST(deployment_models) {
+        const char *doc = DEP("[" MCHUNK(MODEL("llm"), ART("a.tpb") "," ART("b.tpb")) "," CHUNK(ART("c.tpb")) ","
+                              MCHUNK("[]", ART("d.tpb")) ","
+                              MCHUNK("[{\"key\":\"taskpatch.model\",\"value\":\"Raspberry Pi\"}]",
+                                     "{\"filename\":\"os.img\"}") "]");
+        DdiDeployment d;
+        TpError err = {};
+
+        ck_assert_int_eq(ddi_deployment_parse(doc, strlen(doc), false, &d, &err), 0);
+        ck_assert_msg(d.refused.code == 0, "%s", d.refused.message);
+        ck_assert_uint_eq(d.n_artifacts, 4);
+        ck_assert_str_eq(d.artifacts[0].model, "llm");
+        ck_assert_str_eq(d.artifacts[1].model, "llm");
+        ck_assert_str_eq(d.artifacts[2].model, "");            /* no metadata: the first model */
+        ck_assert_str_eq(d.artifacts[3].model, "");
+        ddi_deployment_done(&d);
+
+        static const struct {
+                const char *doc, *message;
+        } bad[] = {
+                { DEP("[" MCHUNK("{}", ART("a.tpb")) "]"), "deployment.chunks[0].metadata: expected an array" },
+                { DEP("[" MCHUNK("[1]", ART("a.tpb")) "]"), "deployment.chunks[0].metadata[0]: expected an object" },
+                { DEP("[" MCHUNK("[{\"value\":\"x\"}]", ART("a.tpb")) "]"), "metadata[0].key: missing" },
+                { DEP("[" MCHUNK(MODEL("Bad Name"), ART("a.tpb")) "]"),
+                  "metadata[1].value: 'Bad Name' is not a model name" },
+                { DEP("[" MCHUNK("[{\"key\":\"taskpatch.model\",\"value\":\"a\"},{\"key\":\"taskpatch.model\","
+                                 "\"value\":\"b\"}]", ART("a.tpb")) "]"), "a second 'taskpatch.model' entry" },
+                { DEP("[" MCHUNK("[{\"key\":\"taskpatch.model\"}]", ART("a.tpb")) "]"), "'' is not a model name" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                memset(&d, POISON, sizeof(d));
+                ck_assert_int_eq(ddi_deployment_parse(bad[i].doc, strlen(bad[i].doc), false, &d, &err), 0);
+                ck_assert_msg(d.refused.code == -EBADMSG && strstr(d.refused.message, bad[i].message),
+                              "case %zu: %d '%s' lacks '%s'", i, d.refused.code, d.refused.message, bad[i].message);
+                ck_assert_uint_eq(d.n_artifacts, 0);
+                ddi_deployment_done(&d);
+        }
+}
+END_TEST
+
 /* What the client follows for an action in progress: update, even when the chunks are refused. */
 START_TEST(deployment_update_kept_when_refused) {
         const char *doc = DEP_WITH("{\"download\":\"forced\",\"update\":\"skip\",\"chunks\":7}");
@@ -662,6 +707,7 @@ static Suite *ddi_suite(void) {
         tcase_add_test(tc, deployment_links);
         tcase_add_test(tc, deployment_envelope_refusals);
         tcase_add_test(tc, deployment_content_refusals);
+        tcase_add_test(tc, deployment_models);
         tcase_add_test(tc, deployment_update_kept_when_refused);
         tcase_add_test(tc, deployment_caps);
         tcase_add_test(tc, messages_stay_utf8);

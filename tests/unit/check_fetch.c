@@ -273,7 +273,7 @@ static void setup(Fixture *fx) {
         ck_assert_int_ge(sd_event_new(&fx->e), 0);
         ck_assert_int_eq(curl_glue_new(fx->e, &fx->glue), 0);
         fake_host_init(&fx->fake);
-        FetchTarget target = { &fx->config, &fx->fake.host };
+        SourceTarget target = { &fx->config, &fx->fake.host };
         ck_assert_int_eq(fetcher_new(fx->e, &target, 1, fx->glue, &fx->f, &err), 0);
         ck_assert_ptr_nonnull(fx->f);
         fx->fm = fetcher_model(fx->f, 0);
@@ -325,7 +325,7 @@ START_TEST(test_not_configured) {
 
         fake_host_init(&fake);
         ck_assert_int_ge(sd_event_new(&e), 0);
-        FetchTarget target = { &config, &fake.host };
+        SourceTarget target = { &config, &fake.host };
         ck_assert_int_eq(fetcher_new(e, &target, 1, NULL, &f, &err), 0);
         ck_assert_ptr_null(f);
         sd_event_unref(e);
@@ -670,7 +670,7 @@ START_TEST(test_models) {
         }
         fake_add_installed(&fake[0], "json", 3);
         fake_add_installed(&fake[1], "json", 8);
-        FetchTarget targets[2] = { { &cfg[0], &fake[0].host }, { &cfg[1], &fake[1].host } };
+        SourceTarget targets[2] = { { &cfg[0], &fake[0].host }, { &cfg[1], &fake[1].host } };
         ck_assert_int_eq(fetcher_new(e, targets, 2, NULL, &f, &err), 0);
 
         /* llm's rollout at 50%: this device (cohort 71) is out; det has none and switches. */
