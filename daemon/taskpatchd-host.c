@@ -195,11 +195,4 @@ void manager_init_host(Manager *m) {
         };
 }
 
-int manager_add_sources(Manager *m, TpError *err) {
-        int r;
 
-        if ((r = spool_new(m->event, m->config, &m->host, &m->spool, err)) < 0 ||
-            (m->spool && (r = manager_register_source(m, &spool_source, m->spool)) < 0))
-                return r;
-        return 0;
-}

@@ -129,7 +129,6 @@ struct Manager {
         bool lease_broken;
 
         FetchModel *fetch;              /* its side of the channel's poller (Models owns it), NULL when none */
-        Spool *spool;                   /* the spool folder's watcher, NULL when none is configured */
         Hawkbit *hawkbit;               /* the hawkBit DDI client (Models owns it), NULL when none */
         Notifier *notifier;             /* units and a command told of slot changes, NULL when none */
         SourceHost host;                /* lent to the update sources */
@@ -276,12 +275,6 @@ void operation_free(Operation *op);
 
 /* The SourceHost the manager lends its sources (m->host); manager_new() does it. */
 void manager_init_host(Manager *m);
-/*
- * Create the configured sources of this manager alone (the spool folder; the channel's
- * fetcher and the hawkBit client serve every model: taskpatchd-models.c) with this manager
- * as their host, and register them. manager_free() frees them.
- */
-_warn_unused_result_ int manager_add_sources(Manager *m, TpError *err);
 /* Tell @source (with @userdata) how operations and trials end, after those registered before; -E2BIG. */
 _warn_unused_result_ int manager_register_source(Manager *m, const UpdateSource *source, void *userdata);
 /* Idle, provisioned, writable, no operation and no trial: an update source may start. */

@@ -52,6 +52,7 @@ Models *models_free(Models *s) {
                 return NULL;
         s->fetcher = fetcher_free(s->fetcher);  /* before the managers, whose hosts they hold */
         s->hawkbit = hawkbit_free(s->hawkbit);
+        s->spool = spool_free(s->spool);
         for (size_t i = 0; i < s->n; i++)
                 manager_free(s->managers[i]);
         free(s);
@@ -72,8 +73,12 @@ int models_add_sources(Models *s, CurlGlue *glue, TpError *err) {
                 if ((r = manager_register_source(s->managers[i], &fetcher_source, s->managers[i]->fetch)) < 0)
                         return tp_error(err, r, "cannot register the channel's fetcher: %s", strerror(-r));
         }
-        if ((r = manager_add_sources(s->managers[0], err)) < 0 ||
-            (r = hawkbit_new(s->managers[0]->event, targets, s->n, glue, &s->hawkbit, err)) < 0)
+        if ((r = spool_new(s->managers[0]->event, targets, s->n, &s->spool, err)) < 0)
+                return r;
+        for (size_t i = 0; s->spool && i < s->n; i++)
+                if ((r = manager_register_source(s->managers[i], &spool_source, s->spool)) < 0)
+                        return tp_error(err, r, "cannot register the spool: %s", strerror(-r));
+        if ((r = hawkbit_new(s->managers[0]->event, targets, s->n, glue, &s->hawkbit, err)) < 0)
                 return r;
         for (size_t i = 0; s->hawkbit && i < s->n; i++) {
                 s->managers[i]->hawkbit = s->hawkbit;

@@ -23,6 +23,7 @@ typedef struct Models {
         size_t n;
         Fetcher *fetcher;                       /* the channel's, for every model; NULL when none */
         Hawkbit *hawkbit;                       /* the hawkBit client, for every model; NULL when none */
+        Spool *spool;                           /* the spool folder's watcher, for every model; NULL when none */
 } Models;
 
 /*
@@ -34,8 +35,8 @@ Models *models_free(Models *s);
 DEFINE_POINTER_CLEANUP(Models, models_free)
 
 /*
- * The update sources, their transfers on @glue (borrowed: it must outlive @s): the channel's
- * fetcher (one poll) and the hawkBit client for every model, the spool for the first.
+ * The update sources, for every model, their transfers on @glue (borrowed: it must outlive
+ * @s): the channel's fetcher (one poll), the spool folder and the hawkBit client.
  */
 _warn_unused_result_ int models_add_sources(Models *s, CurlGlue *glue, TpError *err);
 

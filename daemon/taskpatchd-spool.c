@@ -10,12 +10,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bundle.h"
 #include "fileio.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-spool.h"
 
 struct Spool {
-        const SourceHost *host;
+        SourceTarget targets[CONFIG_MAX_MODELS];        /* the models it serves */
+        size_t n_targets;
+        const SourceHost *host;         /* the host of the bundle being installed */
         const char *dir;
         sd_event_source *watch;         /* inotify on the folder */
         sd_event_source *defer;         /* spool_next() once the current callback has returned */
@@ -71,17 +74,50 @@ static void finish(Spool *s, const char *name, bool ok, const char *why) {
         s->transaction[0] = '\0';
 }
 
-/* Install @name: 0 when an install was started, < 0 when it was refused at once (and moved aside). */
+/*
+ * The host of the model the bundle @fd names (its manifest, read but not verified here: the
+ * model's manager verifies everything, that name included); NULL and @err when it names none
+ * of this device's. With one model, that model's, whatever the bundle says (its manager says
+ * what is wrong).
+ */
+static const SourceHost *bundle_host(Spool *s, int fd, TpError *err) {
+        _cleanup_(bundle_freep) Bundle *b = NULL;
+        char names[CONFIG_MAX_MODELS * (TASK_NAME_MAX + 2)] = "";
+        size_t n = 0;
+        int dup, r;
+
+        if (s->n_targets == 1)
+                return s->targets[0].host;
+        if ((dup = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+                (void) tp_error(err, -errno, "%s", strerror(errno));
+                return NULL;
+        }
+        if ((r = bundle_open_fd(dup, "the bundle", &b, err)) < 0)
+                return NULL;
+        for (size_t i = 0; i < s->n_targets; i++) {
+                if (strcmp(source_target_model(&s->targets[i]), b->manifest->model) == 0)
+                        return s->targets[i].host;
+                n += (size_t) snprintf(names + n, sizeof(names) - n, "%s%s", i ? ", " : "",
+                                       source_target_model(&s->targets[i]));
+        }
+        (void) tp_error(err, -ENOENT, "made for model '%s'; this device's models are %s", b->manifest->model, names);
+        return NULL;
+}
+
+/*
+ * Install @name: 1 when an install was started, 0 when its model cannot start one now (it
+ * waits), < 0 when it was refused at once (and moved aside).
+ */
 static int start_install(Spool *s, const char *name) {
         _cleanup_free_ char *path = NULL;
         InstallRequest req = { .origin = ORIGIN_SPOOL };
         char transaction[TRANSACTION_ID_SIZE];
+        const SourceHost *host = NULL;
         TpError err = {};
         int fd, r;
 
         if (asprintf(&path, "%s/%s", s->dir, name) < 0)
                 return -ENOMEM;
-        snprintf(s->current, sizeof(s->current), "%s", name);
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0) {
                 r = tp_error(&err, -errno, "%s: %s", path, strerror(errno));
@@ -90,16 +126,34 @@ static int start_install(Spool *s, const char *name) {
                 if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
                         safe_close(fd);
                         r = tp_error(&err, -EINVAL, "%s: not a regular file", path);
-                } else
-                        r = s->host->submit_install(s->host, fd, &req, transaction, &err);
+                } else if (!(host = bundle_host(s, fd, &err))) {
+                        safe_close(fd);
+                        r = err.code < 0 ? err.code : -EINVAL;
+                } else if (!host->can_start(host)) {
+                        safe_close(fd);
+                        return 0;       /* its model is busy: the host says when it is idle */
+                } else {
+                        snprintf(s->current, sizeof(s->current), "%s", name);
+                        s->host = host;
+                        r = host->submit_install(host, fd, &req, transaction, &err);
+                }
         }
         if (r < 0) {
+                snprintf(s->current, sizeof(s->current), "%s", name);
                 finish(s, name, false, tp_error_message(&err, r));
                 return r;
         }
         log_info("spool: installing %s", name);
         memcpy(s->transaction, transaction, sizeof(transaction));
-        return 0;
+        return 1;
+}
+
+/* Whether any model could start an install now. */
+static bool any_can_start(const Spool *s) {
+        for (size_t i = 0; i < s->n_targets; i++)
+                if (s->targets[i].host->can_start(s->targets[i].host))
+                        return true;
+        return false;
 }
 
 /* The next bundle in the folder (oldest name first, for a predictable order), when the host can start one. */
@@ -108,7 +162,7 @@ static void spool_next(Spool *s) {
         struct dirent *de;
         DIR *d;
 
-        if (s->current[0] || !s->host->can_start(s->host))
+        if (s->current[0] || !any_can_start(s))
                 return;
         d = opendir(s->dir);
         if (!d) {
@@ -159,19 +213,23 @@ const UpdateSource spool_source = {
         .idle = on_idle,
 };
 
-int spool_new(sd_event *e, const DaemonConfig *c, const SourceHost *host, Spool **ret, TpError *err) {
+int spool_new(sd_event *e, const SourceTarget *targets, size_t n, Spool **ret, TpError *err) {
+        const DaemonConfig *c = targets[0].config;
         Spool *s;
         int r;
 
         *ret = NULL;
         if (!c->spool)
                 return 0;
+        if (n == 0 || n > CONFIG_MAX_MODELS)
+                return tp_error(err, -EINVAL, "spool: %zu models", n);
         if ((r = mkdir_durable(c->spool, 0700)) < 0)
                 return tp_error(err, r, "spool: %s: %s", c->spool, strerror(-r));
         s = calloc(1, sizeof(Spool));
         if (!s)
                 return -ENOMEM;
-        s->host = host;
+        memcpy(s->targets, targets, n * sizeof(SourceTarget));
+        s->n_targets = n;
         s->dir = c->spool;
         if ((r = sd_event_add_inotify(e, &s->watch, s->dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR, on_inotify,
                                       s)) < 0 ||

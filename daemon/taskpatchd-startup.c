@@ -464,7 +464,6 @@ void manager_set_server(Manager *m, Server *s) {
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
-        m->spool = spool_free(m->spool);
         m->notifier = notifier_free(m->notifier);
         if (m->op) {
                 /* Stopping mid-operation: the slot stays dirty and is redone when next needed. */

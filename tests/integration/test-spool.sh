@@ -74,4 +74,39 @@ cp "$TMP/shout-v2.tpb" "$spool/shout-2.tpb"
 need_daemon
 check "a bundle dropped while the daemon was down is taken at start" wait_file "$spool/installed/shout-2.tpb"
 check "... json v1, v2 and shout v1, v2 installed" test "$(installed)" = "json/1 json/2 shout/1 shout/2"
+
+# A device of two models: each bundle goes to the model its manifest names.
+stop_daemon
+make_bundle json.gguf json-llm.tpb json 1 --model llm
+make_bundle shout.gguf shout-det.tpb shout 1 --model det
+make_bundle shout.gguf shout-wake.tpb shout 1 --model wake
+rm -rf "$STATE" "$spool"
+MODEL="$TMP/llm.gguf"
+cat > "$CONF" <<EOC
+state_dir: $STATE
+socket: $SOCK
+trust:
+  ca: $TMP/pki/ca.pem
+$LONG_TRIAL
+spool: $spool
+models:
+  llm:
+    model_path: $TMP/llm.gguf
+  det:
+    model_path: $TMP/det.gguf
+EOC
+need_daemon
+tpctl -m llm provision "$TMP/base.gguf" > /dev/null
+tpctl -m det provision "$TMP/base.gguf" > /dev/null
+minstalled() { tpctl -m "$1" --json list | python3 -c 'import json,sys
+print(" ".join("%s/%d" % (t["task"], t["version"]) for t in json.load(sys.stdin)["tasks"]))'; }
+cp "$TMP/json-llm.tpb" "$spool/a-json-llm.tpb"
+cp "$TMP/shout-det.tpb" "$spool/b-shout-det.tpb"
+cp "$TMP/shout-wake.tpb" "$spool/c-shout-wake.tpb"
+check "two models: llm's bundle installed for llm" wait_file "$spool/installed/a-json-llm.tpb"
+check "... det's for det" wait_file "$spool/installed/b-shout-det.tpb"
+check "... each model has its own" test "$(minstalled llm),$(minstalled det)" = "json/1,shout/1"
+check "... a bundle for a model the device does not have: rejected" wait_file "$spool/rejected/c-shout-wake.tpb.reason"
+check "... saying which models it has" grep -q "made for model 'wake'; this device's models are llm, det" \
+    "$spool/rejected/c-shout-wake.tpb.reason"
 daemon_finish

@@ -78,7 +78,8 @@ static void setup(Fixture *fx) {
 
 static void start(Fixture *fx) {
         TpError err = {};
-        ck_assert_int_eq(spool_new(fx->e, &fx->config, &fx->fake.host, &fx->spool, &err), 0);
+        SourceTarget target = { &fx->config, &fx->fake.host };
+        ck_assert_int_eq(spool_new(fx->e, &target, 1, &fx->spool, &err), 0);
         ck_assert_ptr_nonnull(fx->spool);
         pump(fx->e, 50);
 }
@@ -107,7 +108,8 @@ START_TEST(test_not_configured) {
 
         fake_host_init(&fake);
         ck_assert_int_ge(sd_event_new(&e), 0);
-        ck_assert_int_eq(spool_new(e, &config, &fake.host, &s, &err), 0);
+        SourceTarget target = { &config, &fake.host };
+        ck_assert_int_eq(spool_new(e, &target, 1, &s, &err), 0);
         ck_assert_ptr_null(s);
         sd_event_unref(e);
 }
