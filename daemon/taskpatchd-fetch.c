@@ -41,6 +41,7 @@ struct FetchModel {
         const SourceHost *host;
         const DaemonConfig *config;     /* the model's view: its state_dir holds its downloads */
         size_t index;
+        char log_prefix[TASK_NAME_MAX + 4];     /* "[MODEL] " with several models (as the manager's lines) */
         FetchPhase phase;
         FetchRefused refused;           /* under the current serial */
         char transaction[TRANSACTION_ID_SIZE];  /* of the operation we started */
@@ -425,8 +426,8 @@ static void fetch_bundle(Fetcher *f, FetchModel *fm, const ChannelBundle *b) {
         DownloadSpec spec = { .url = url, .name = name, .size = b->size, .sha256 = b->sha256 };
         f->dl_model = fm;
         fm->phase = FETCH_DOWNLOADING;
-        log_info("downloading %s v%" PRIu64 " from %s (%" PRIu64 " bytes)", b->task, b->version, url ? url : "?",
-                 b->size);
+        log_info("%sdownloading %s v%" PRIu64 " from %s (%" PRIu64 " bytes)", fm->log_prefix, b->task, b->version,
+                 url ? url : "?", b->size);
         /* The model's own state_dir holds it (its disk budget counts it). */
         r = url ? download_start(&f->dl, fm->config, f->event, f->glue, f->easy, &spec, on_download,
                                  on_download_progress, f)
@@ -460,8 +461,8 @@ static void switch_to_desired(FetchModel *fm, const ChannelModel *cm, const Devi
         }
         if (r == 0)
                 return;         /* already active */
-        log_info("channel %s: switching to the desired task %s v%" PRIu64, fm->f->channel->name, tv.task,
-                 tv.version);
+        log_info("%schannel %s: switching to the desired task %s v%" PRIu64, fm->log_prefix, fm->f->channel->name,
+                 tv.task, tv.version);
         set_update(fm, tv.task, tv.version, "pending", NULL);
         fm->phase = FETCH_SWITCHING;
         memcpy(fm->transaction, transaction, sizeof(transaction));
@@ -693,9 +694,13 @@ int fetcher_new(sd_event *e, const SourceTarget *targets, size_t n, CurlGlue *gl
         if (!f)
                 return -ENOMEM;
         *f = (Fetcher) { .config = c, .event = e, .glue = glue, .dl = DOWNLOAD_NULL, .n_models = n };
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 f->models[i] = (FetchModel) { .f = f, .host = targets[i].host, .config = targets[i].config,
                                               .index = i };
+                if (n > 1)
+                        snprintf(f->models[i].log_prefix, sizeof(f->models[i].log_prefix), "[%s] ",
+                                 source_target_model(&targets[i]));
+        }
         f->easy = curl_easy_init();
         if (http_body_init(&f->body, CHANNEL_MAX_FILE) < 0 || !f->easy)
                 return -ENOMEM;

@@ -126,7 +126,7 @@ static int host_channel_accept_serial(const SourceHost *h, uint64_t serial, TpEr
         if (r <= 0)
                 return r;
         if (unpinned)
-                log_info("the technician's switch no longer pins the task: the channel's serial changed");
+                mlog_info(m, "the technician's switch no longer pins the task: the channel's serial changed");
         if (manager_save_state(m, &save) < 0)
                 return tp_error(err, -EIO, "%s", save.message);
         return 1;
@@ -154,9 +154,9 @@ void manager_sources_operation_done(Manager *m, const Operation *op, int r, bool
         if (m->fetch && policy_pin(&m->ps, op->origin, op->cmd, r)) {
                 TpError err = {};
                 if (manager_save_state(m, &err) < 0)
-                        log_warning("cannot record the pin: %s", err.message);
-                log_info("%s is pinned by the technician's switch until the channel's serial changes",
-                         op->task[0] ? op->task : "the base");
+                        mlog_warning(m, "cannot record the pin: %s", err.message);
+                mlog_info(m, "%s is pinned by the technician's switch until the channel's serial changes",
+                          op->task[0] ? op->task : "the base");
         }
         OperationOutcome o = { .transaction = op->transaction, .cmd = op->cmd, .task = op->task,
                                .version = op->version, .r = r, .error = r < 0 ? tp_error_message(&op->err, r) : NULL,

@@ -32,16 +32,17 @@ void log_full(int priority, const char *fmt, ...) {
         fflush(stderr);
 }
 
-void log_lifecycle(const char *event, const char *task, unsigned long long version, const char *slot,
-                   const char *sha256, const char *transaction, const char *detail) {
+void log_lifecycle(const char *model, const char *prefix, const char *event, const char *task,
+                   unsigned long long version, const char *slot, const char *sha256, const char *transaction,
+                   const char *detail) {
         const char *t = task && task[0] ? task : "(base)";
 
-        log_full(LOG_NOTICE, "%s: %s v%llu in slot %s%s%s", event, t, version, slot, detail ? ": " : "",
+        log_full(LOG_NOTICE, "%s%s: %s v%llu in slot %s%s%s", prefix, event, t, version, slot, detail ? ": " : "",
                  detail ? detail : "");
         /* No journald (tests, containers): the stderr line above is the record. */
-        (void) sd_journal_send("MESSAGE=taskpatchd: %s: %s v%llu in slot %s%s%s", event, t, version, slot,
+        (void) sd_journal_send("MESSAGE=taskpatchd: %s%s: %s v%llu in slot %s%s%s", prefix, event, t, version, slot,
                                detail ? ": " : "", detail ? detail : "", "PRIORITY=%d", LOG_NOTICE,
-                               "SYSLOG_IDENTIFIER=taskpatchd", "TASKPATCH_EVENT=%s", event, "TASK=%s", t,
-                               "VERSION=%llu", version, "SLOT=%s", slot, "SHA256=%s", sha256 ? sha256 : "",
-                               "TRANSACTION_ID=%s", transaction ? transaction : "", NULL);
+                               "SYSLOG_IDENTIFIER=taskpatchd", "TASKPATCH_EVENT=%s", event, "MODEL=%s", model,
+                               "TASK=%s", t, "VERSION=%llu", version, "SLOT=%s", slot, "SHA256=%s",
+                               sha256 ? sha256 : "", "TRANSACTION_ID=%s", transaction ? transaction : "", NULL);
 }

@@ -25,8 +25,10 @@ _printf_(2, 3) void log_full(int priority, const char *fmt, ...);
 #define log_error_errno(r, ...) (log_error(__VA_ARGS__), (r))
 
 /*
- * A lifecycle event ("staged", "activated", "committed", "rolled-back") to
- * the journal with its fields, and a line on stderr. @task NULL = the base.
+ * A lifecycle event ("staged", "activated", "committed", "rolled-back") of @model to the
+ * journal with its fields (MODEL too), and a line on stderr that starts with @prefix ("" or
+ * "[MODEL] ", as the manager's lines do). @task NULL = the base.
  */
-void log_lifecycle(const char *event, const char *task, unsigned long long version, const char *slot,
-                   const char *sha256, const char *transaction, const char *detail);
+void log_lifecycle(const char *model, const char *prefix, const char *event, const char *task,
+                   unsigned long long version, const char *slot, const char *sha256, const char *transaction,
+                   const char *detail);

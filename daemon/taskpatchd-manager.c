@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <libgen.h>
 #include <malloc.h>
 #include <signal.h>
@@ -64,12 +65,12 @@ static void on_state_changed(void *userdata, ManagerState from, ManagerEvent e, 
         Manager *m = userdata;
 
         if (from != to)
-                log_info("state: %s -> %s (%s)", manager_state_to_string(from), manager_state_to_string(to),
-                         manager_event_to_string(e));
+                mlog_info(m, "state: %s -> %s (%s)", manager_state_to_string(from), manager_state_to_string(to),
+                          manager_event_to_string(e));
         /* "On trial" is the state's; the persistent trial record follows it, never the other way round. */
         if (manager_state_on_trial(to) != m->ps.trial.on) {
-                log_error("state %s, but the state file's trial record says %s: a bug", manager_state_to_string(to),
-                          m->ps.trial.on ? "on trial" : "no trial");
+                mlog_error(m, "state %s, but the state file's trial record says %s: a bug", manager_state_to_string(to),
+                           m->ps.trial.on ? "on trial" : "no trial");
 #ifndef NDEBUG
                 abort();
 #endif
@@ -246,15 +247,15 @@ void manager_check_slot(Manager *m, SlotId slot) {
         m->sealed[slot] = false;
         if (seal_load(m->files[slot].seal, &m->seals[slot], &err) < 0) {
                 if (err.code != -ENOENT)
-                        log_warning("slot %s: %s: it will be rebuilt", slot_id_to_string(slot), err.message);
+                        mlog_warning(m, "slot %s: %s: it will be rebuilt", slot_id_to_string(slot), err.message);
                 m->seals[slot] = (Seal) { .dirty = true };
                 return;
         }
         if (m->seals[slot].dirty)
                 return;
         if (!slot_identity_holds(m, slot)) {
-                log_warning("slot %s: the %s not the one sealed (changed or replaced): it will be rebuilt",
-                            slot_id_to_string(slot), m->ps.base.directory ? "directory's files are" : "file is");
+                mlog_warning(m, "slot %s: the %s not the one sealed (changed or replaced): it will be rebuilt",
+                             slot_id_to_string(slot), m->ps.base.directory ? "directory's files are" : "file is");
                 return;
         }
         if (m->ps.provisioned && memcmp(m->seals[slot].base_sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0)
@@ -281,8 +282,8 @@ int manager_point_model_path(Manager *m, SlotId slot, TpError *err) {
         m->active = slot;
         r = fsync_parent_dir(mp);
         if (r < 0)
-                log_warning("fsync of the directory of %s: %s (the next change in it makes the link durable)", mp,
-                            strerror(-r));
+                mlog_warning(m, "fsync of the directory of %s: %s (the next change in it makes the link durable)", mp,
+                             strerror(-r));
         return 0;
 }
 
@@ -364,7 +365,7 @@ void manager_emit_slot_changed(Manager *m, const char *transaction, const char *
 void manager_lifecycle(Manager *m, const char *event, SlotId slot, const char *transaction, const char *detail) {
         char h[SHA256_HEX_SIZE];
         sha256_to_hex(m->seals[slot].sha256, h);
-        log_lifecycle(event, m->seals[slot].task, (unsigned long long) m->seals[slot].version,
+        log_lifecycle(m->model, m->log_prefix, event, m->seals[slot].task, (unsigned long long) m->seals[slot].version,
                       slot_id_to_string(slot), h, transaction, detail);
 }
 
@@ -406,7 +407,7 @@ static void operation_finish(Manager *m, int r) {
         if (r < 0) {
                 const char *code = op->err_code ? op->err_code : code_for_errno(r);
                 const char *msg = tp_error_message(&op->err, r);
-                log_error("%s failed: %s", op->cmd, msg);
+                mlog_error(m, "%s failed: %s", op->cmd, msg);
                 manager_report_error(m, op->transaction, code, msg, op->cmd);
                 if (op->client)
                         client_reply_error(op->client, code, "%s", msg);
@@ -447,6 +448,20 @@ static int on_operation(sd_event_source *s, void *userdata) {
 void manager_reply_unwritable(Manager *m, Client *c, const char *cmd) {
         client_reply_error(c, "no-space", "%s refused: the state directory %s cannot be written (%s); the daemon "
                            "serves status only until it can", cmd, m->config->state_dir, strerror(-m->write_error));
+}
+
+void manager_log(const Manager *m, int priority, const char *fmt, ...) {
+        char line[2048];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        log_full(priority, "%s%s", m->log_prefix, line);
+}
+
+const char *manager_log_prefix(const Manager *m) {
+        return m->log_prefix;
 }
 
 const Manager *manager_peer_busy(const Manager *m) {
@@ -502,7 +517,7 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
         m->op = op;
         if (op->start >= 0)
                 (void) manager_fire(m, op->start);
-        log_info("%s started (transaction %s)", op->cmd, op->transaction);
+        mlog_info(m, "%s started (transaction %s)", op->cmd, op->transaction);
         if (!c)
                 return;         /* the daemon's own work (a scrub): nobody waits */
         if (wait)
@@ -519,7 +534,7 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
 bool manager_stop_scrub(Manager *m) {
         if (!m->op || m->op->start >= 0)
                 return false;
-        log_info("the scrub in progress is stopped for a request; it runs again in a minute");
+        mlog_info(m, "the scrub in progress is stopped for a request; it runs again in a minute");
         Operation *op = TAKE_PTR(m->op);
         m->op_source = sd_event_source_disable_unref(m->op_source);
         operation_free(op);

@@ -33,6 +33,7 @@
 #include "taskpatchd-hawkbit.h"
 #include "taskpatchd-notify.h"
 #include "taskpatchd-health.h"
+#include "taskpatchd-log.h"
 #include "taskpatchd-machine.h"
 #include "taskpatchd-server.h"
 #include "taskpatchd-source.h"
@@ -136,6 +137,7 @@ struct Manager {
         size_t n_sources;
 
         int lock_fd;                    /* flock on <state_dir>/taskpatchd.lock: one daemon per state dir */
+        char log_prefix[TASK_NAME_MAX + 4];     /* "[MODEL] " with several models, else "" */
         char space_note[192];           /* why manager_free_space() said less than the file system has */
         Counters counters;
         LastEvent last;
@@ -270,6 +272,19 @@ _warn_unused_result_ int manager_open_bundle(Manager *m, int fd, const char *wha
 void manager_start(Manager *m, Operation *op, Client *c, bool wait);
 /* Free @op and what it holds (an operation that never started). NULL-safe. */
 void operation_free(Operation *op);
+
+/*
+ * A log line of @m's (taskpatchd-log.h): on a device of several models it starts with
+ * "[MODEL] ", so the journal says which model it is about.
+ */
+_printf_(3, 4) void manager_log(const Manager *m, int priority, const char *fmt, ...);
+#define mlog_debug(m, ...) manager_log(m, LOG_DEBUG, __VA_ARGS__)
+#define mlog_info(m, ...) manager_log(m, LOG_INFO, __VA_ARGS__)
+#define mlog_notice(m, ...) manager_log(m, LOG_NOTICE, __VA_ARGS__)
+#define mlog_warning(m, ...) manager_log(m, LOG_WARNING, __VA_ARGS__)
+#define mlog_error(m, ...) manager_log(m, LOG_ERR, __VA_ARGS__)
+/* What manager_log() puts first: "[MODEL] ", or "" on a device of one model. */
+const char *manager_log_prefix(const Manager *m);
 
 /* ---- the update sources (taskpatchd-host.c) ---- */
 

@@ -133,7 +133,7 @@ static int provision_commit(Operation *op, Provision *p) {
                 m->ps.committed = SLOT_A;
                 (void) unlink(m->config->model_path);
                 if (manager_save_state(m, &ignored) < 0)
-                        log_error("%s (a restart finds the provisioning interrupted)", ignored.message);
+                        mlog_error(m, "%s (a restart finds the provisioning interrupted)", ignored.message);
                 return r;
         }
 
@@ -141,17 +141,17 @@ static int provision_commit(Operation *op, Provision *p) {
         char *tasks = strdup(m->store.dir);
         if (tasks) {
                 if (store_scan(&m->store, tasks, m->config->trust.ca, &m->ps.base, NULL) < 0)
-                        log_warning("cannot list the installed bundles in %s", tasks);
+                        mlog_warning(m, "cannot list the installed bundles in %s", tasks);
                 free(tasks);
         }
         char h[SHA256_HEX_SIZE];
         sha256_to_hex(p->sha256, h);
         if (directory)
-                log_info("provisioned %s base (%zu files, %" PRIu64 " bytes, set digest %s) into slots a and b",
-                         artifact_kind_to_string(p->artifact->kind), p->src.n_files, p->size, h);
+                mlog_info(m, "provisioned %s base (%zu files, %" PRIu64 " bytes, set digest %s) into slots a and b",
+                          artifact_kind_to_string(p->artifact->kind), p->src.n_files, p->size, h);
         else
-                log_info("provisioned %s base (%" PRIu64 " bytes, SHA-256 %s) into slots a and b",
-                         artifact_kind_to_string(p->artifact->kind), p->size, h);
+                mlog_info(m, "provisioned %s base (%" PRIu64 " bytes, SHA-256 %s) into slots a and b",
+                          artifact_kind_to_string(p->artifact->kind), p->size, h);
         manager_record(m, "provisioned", NULL, false, "the base model is in both slots");
         return 0;
 }
@@ -343,8 +343,10 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
                 char now[21], floor[21];
                 format_time_utc((int64_t) clock_wall(), now);
                 format_time_utc((int64_t) clock_floor(), floor);
-                log_warning("the clock reads %s, before this build (%s): it is not set, so certificate and expiry "
-                            "dates of %s are not checked", now, floor, what);
+                mlog_warning(m,
+                             "the clock reads %s, before this build (%s): it is not set, so certificate and expiry "
+                             "dates of %s are not checked",
+                             now, floor, what);
         }
         if ((r = bundle_open_verified_fd(fd, what, &trust, &b, err)) < 0)
                 return r;
@@ -450,8 +452,8 @@ static int install_step(Operation *op) {
                         return tp_error(&op->err, r, "%s: %s", in->path, strerror(-r));
                 if ((r = store_add(&m->store, mf, in->path, in->bundle->file_size, in->signer)) < 0)
                         return r;
-                log_info("installed %s v%" PRIu64 " (%" PRIu64 " bytes, signed by %s)", mf->task, mf->version,
-                         in->bundle->file_size, in->signer[0] ? in->signer : "-");
+                mlog_info(m, "installed %s v%" PRIu64 " (%" PRIu64 " bytes, signed by %s)", mf->task, mf->version,
+                          in->bundle->file_size, in->signer[0] ? in->signer : "-");
                 json_t *ev = json_pack("{s:s, s:s, s:I, s:s}", "event", "update-available", "task", mf->task, "version",
                                        (json_int_t) mf->version, "source", "install");
                 manager_emit(m, op->transaction, ev);

@@ -54,8 +54,8 @@ static int scrub_judge(Operation *op, Scrub *sc, const uint8_t digest[SHA256_DIG
                 bool touched = seal->n_files ? !seal_identity_matches_files(seal, &sc->st, &sc->set)
                                              : fstat(sc->set.files[0].fd, &st) == 0 && !seal_identity_matches(seal, &st);
                 if (touched) {
-                        log_notice("slot %s: its bytes match the seal but the %s touched: sealing it again",
-                                   slot_id_to_string(s), seal->n_files ? "files were" : "file was");
+                        mlog_notice(m, "slot %s: its bytes match the seal but the %s touched: sealing it again",
+                                    slot_id_to_string(s), seal->n_files ? "files were" : "file was");
                         if ((r = manager_seal_identity(m, s, seal, &op->err)) < 0 ||
                             (r = manager_save_seal(m, s, &op->err)) < 0)
                                 return r;
@@ -66,14 +66,15 @@ static int scrub_judge(Operation *op, Scrub *sc, const uint8_t digest[SHA256_DIG
         sc->bad++;
         m->sealed[s] = false;
         if (s != m->active) {
-                log_error("slot %s does not hash to its seal: marking it dirty, it will be rebuilt", slot_id_to_string(s));
+                mlog_error(m, "slot %s does not hash to its seal: marking it dirty, it will be rebuilt",
+                           slot_id_to_string(s));
                 seal->dirty = true;
                 return manager_save_seal(m, s, &op->err);
         }
         char msg[160];
         snprintf(msg, sizeof(msg), "the active slot %s does not hash to its seal (%s v%" PRIu64 "): damaged storage?",
                  slot_id_to_string(s), seal->task[0] ? seal->task : "base", seal->version);
-        log_error("%s", msg);
+        mlog_error(m, "%s", msg);
         manager_report_error(m, op->transaction, "io", msg, "scrub");
         sc->active_damaged = true;
         return 0;
@@ -101,12 +102,14 @@ static int scrub_step(Operation *op) {
 
         while (!sc->hash) {
                 if (sc->slot >= _SLOT_ID_MAX) {
-                        log_info("scrub done: %u slot(s) did not match their seal", sc->bad);
+                        mlog_info(m, "scrub done: %u slot(s) did not match their seal", sc->bad);
                         if (sc->active_damaged && m->sealed[slot_other(m->active)])
                                 return manager_replace_damaged(m, op);
                         if (sc->active_damaged)
-                                log_error("no clean slot to move to: the damaged slot %s stays active until a switch "
-                                          "rebuilds the other slot", slot_id_to_string(m->active));
+                                mlog_error(m,
+                                           "no clean slot to move to: the damaged slot %s stays active until a switch "
+                                           "rebuilds the other slot",
+                                           slot_id_to_string(m->active));
                         return 0;
                 }
                 const Seal *seal = &m->seals[sc->slot];
@@ -116,7 +119,7 @@ static int scrub_step(Operation *op) {
                 }
                 TpError why = {};
                 if (scrub_open(m, sc, seal, &why) < 0) {
-                        log_error("slot %s: cannot read it: %s", slot_id_to_string(sc->slot), why.message);
+                        mlog_error(m, "slot %s: cannot read it: %s", slot_id_to_string(sc->slot), why.message);
                         fileset_done(&sc->set);
                         sc->slot++;
                         sc->bad++;
@@ -130,7 +133,7 @@ static int scrub_step(Operation *op) {
         if (r > 0)
                 return 1;
         if (r < 0) {
-                log_error("slot %s: reading: %s", slot_id_to_string(sc->slot), strerror(-r));
+                mlog_error(m, "slot %s: reading: %s", slot_id_to_string(sc->slot), strerror(-r));
                 memset(d, 0, sizeof(d));        /* a short or unreadable file does not match */
         } else
                 file_hash_result(sc->hash, d, NULL);

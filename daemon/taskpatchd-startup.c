@@ -222,7 +222,7 @@ static int repair(Manager *m, TpError *err) {
         int r;
 
         if (m->ps.provisioning) {
-                log_warning("a provisioning was interrupted: provision the base model again");
+                mlog_warning(m, "a provisioning was interrupted: provision the base model again");
                 /* The floor outlives a base (provision_commit() keeps it too). */
                 PersistentState fresh = { .n_accepted = m->ps.n_accepted, .have_channel = m->ps.have_channel,
                                           .channel_serial = m->ps.channel_serial };
@@ -238,8 +238,8 @@ static int repair(Manager *m, TpError *err) {
         r = read_model_path(m, &link);
         if (r < 0) {
                 SlotId c = m->ps.committed;
-                log_warning("%s does not point at a slot: pointing it at the committed slot %s", m->config->model_path,
-                            slot_id_to_string(c));
+                mlog_warning(m, "%s does not point at a slot: pointing it at the committed slot %s",
+                             m->config->model_path, slot_id_to_string(c));
                 if ((r = manager_point_model_path(m, c, err)) < 0)
                         return r;
                 link = c;
@@ -250,14 +250,15 @@ static int repair(Manager *m, TpError *err) {
                 TrialInfo t = m->ps.trial;
                 m->ps.trial.on = false;
                 if (link == t.slot && link != m->ps.committed) {
-                        log_warning("the daemon stopped while %s v%" PRIu64 " was on trial: rolling back to slot %s",
-                                    t.task[0] ? t.task : "the base", t.version, slot_id_to_string(m->ps.committed));
+                        mlog_warning(m,
+                                     "the daemon stopped while %s v%" PRIu64 " was on trial: rolling back to slot %s",
+                                     t.task[0] ? t.task : "the base", t.version, slot_id_to_string(m->ps.committed));
                         if ((r = manager_point_model_path(m, m->ps.committed, err)) < 0)
                                 return r;
                         char h[SHA256_HEX_SIZE], why[TP_ERROR_MAX];
                         const char *reason = "the daemon restarted during its trial";
                         sha256_to_hex(m->seals[t.slot].sha256, h);
-                        log_lifecycle("rolled-back", t.task, (unsigned long long) t.version,
+                        log_lifecycle(m->model, m->log_prefix, "rolled-back", t.task, (unsigned long long) t.version,
                                       slot_id_to_string(m->ps.committed), h, t.transaction, reason);
                         snprintf(why, sizeof(why), "%s v%" PRIu64 " rolled back: %s", t.task[0] ? t.task : "base",
                                  t.version, reason);
@@ -268,15 +269,15 @@ static int repair(Manager *m, TpError *err) {
                 if ((r = manager_save_state(m, err)) < 0)
                         return r;
         } else if (link != m->ps.committed) {
-                log_warning("the state said slot %s, %s points at slot %s: the symlink wins",
-                            slot_id_to_string(m->ps.committed), m->config->model_path, slot_id_to_string(link));
+                mlog_warning(m, "the state said slot %s, %s points at slot %s: the symlink wins",
+                             slot_id_to_string(m->ps.committed), m->config->model_path, slot_id_to_string(link));
                 m->ps.committed = link;
                 if ((r = manager_save_state(m, err)) < 0)
                         return r;
         }
         if (!m->sealed[m->active])
-                log_warning("the active slot %s is not the file that was sealed: verifying it in full",
-                            slot_id_to_string(m->active));
+                mlog_warning(m, "the active slot %s is not the file that was sealed: verifying it in full",
+                             slot_id_to_string(m->active));
         return 0;
 }
 
@@ -292,12 +293,12 @@ static int on_write_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         m->ps = m->loaded;              /* the repair again from the start: it is idempotent from there */
         int r = repair(m, &err);
         if (r < 0) {
-                log_debug("still cannot write: %s", err.message);
+                mlog_debug(m, "still cannot write: %s", err.message);
                 (void) schedule_write_retry(m);
                 return 0;
         }
         m->write_error = 0;
-        log_notice("the state directory is writable again: repaired, changes are accepted");
+        mlog_notice(m, "the state directory is writable again: repaired, changes are accepted");
         manager_record(m, "repaired", NULL, false, "the state directory is writable again");
         manager_send_status(m);
         manager_sources_idle(m);        /* a bundle waiting in the spool may go in now */
@@ -316,7 +317,7 @@ static int on_lease_break(sd_event_source *s, const struct signalfd_siginfo *si,
         Manager *m = userdata;
         (void) s;
 
-        log_warning("another process opened the slot being staged (fd %d): abandoning it", (int) si->ssi_fd);
+        mlog_warning(m, "another process opened the slot being staged (fd %d): abandoning it", (int) si->ssi_fd);
         m->lease_broken = true;
         /* Let the opener in at once: it must not wait for the lease-break timeout. */
         file_lease_release((int) si->ssi_fd);
@@ -334,6 +335,8 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         m->event = sd_event_ref(e);
         m->config = config;
         m->model = config->model ? config->model : MANIFEST_DEFAULT_MODEL;
+        if (config->n_models > 1)
+                snprintf(m->log_prefix, sizeof(m->log_prefix), "[%s] ", m->model);
         machine_init(&m->machine, STATE_UNPROVISIONED, NULL, NULL);
         if (asprintf(&m->state_path, "%s/state.json", config->state_dir) < 0 ||
             asprintf(&m->floor_path, "%s/floor.json", config->state_dir) < 0 ||
@@ -389,21 +392,23 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                         (void) rename(m->state_path, aside);
                 }
                 if (rebuild_state(m) > 0) {
-                        log_warning("%s: rebuilt from %s, the slots' seals and the installed bundles", why,
-                                    config->model_path);
+                        mlog_warning(m, "%s: rebuilt from %s, the slots' seals and the installed bundles", why,
+                                     config->model_path);
                         manager_record(m, "error", "io", true, "state.json was rebuilt: it was missing or damaged");
                 } else if (damaged)
-                        log_warning("%s (moved to state.json.damaged): nothing to rebuild it from: waiting to be "
-                                    "provisioned", why);
+                        mlog_warning(m,
+                                     "%s (moved to state.json.damaged): nothing to rebuild it from: waiting to be "
+                                     "provisioned",
+                                     why);
                 else
-                        log_info("no state yet in %s: waiting to be provisioned", config->state_dir);
+                        mlog_info(m, "no state yet in %s: waiting to be provisioned", config->state_dir);
         } else if (r < 0)
                 return r;
         manager_use_slot_kind(m, m->ps.base.directory);
         if ((m->ps.provisioned || m->ps.provisioning) && m->ps.base.directory && !m->base_files.set.n_files &&
             (r = base_files_load(m->base_files_path, &m->ps.base, &m->base_files, err)) < 0) {
                 /* The slots cannot be checked without it: what they hold is provisioned again. */
-                log_error("%s: provision the base model again", err->message);
+                mlog_error(m, "%s: provision the base model again", err->message);
                 manager_record(m, "error", "io", true, err->message);
                 m->ps.provisioned = false;
                 m->ps.provisioning = true;
@@ -411,13 +416,14 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         }
         r = floor_load(m->floor_path, &m->ps, err);
         if (r < 0 && r != -ENOENT)
-                log_warning("%s (the floor in state.json is used)", err->message);
+                mlog_warning(m, "%s (the floor in state.json is used)", err->message);
         *err = (TpError) { 0 };
         m->loaded = m->ps;
         r = repair(m, err);
         if (r == -ENOSPC || r == -EDQUOT || r == -EROFS) {
                 /* Serve status and refuse writes until the repair can be made (retried every few seconds). */
-                log_error("%s: the daemon serves status only and refuses changes until this is fixed", err->message);
+                mlog_error(m, "%s: the daemon serves status only and refuses changes until this is fixed",
+                           err->message);
                 manager_record(m, "error", "no-space", true, err->message);
                 m->write_error = r;
                 *err = (TpError) { 0 };
@@ -427,7 +433,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                 return r;
         else if (m->ps.provisioned && (r = manager_save_state(m, err)) < 0) {
                 /* The floor file may be new (an upgrade): write it now, not at the next change. */
-                log_warning("%s (written at the next change)", err->message);
+                mlog_warning(m, "%s (written at the next change)", err->message);
                 *err = (TpError) { 0 };
         }
         {
@@ -450,9 +456,9 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         if (r < 0)
                 return tp_error(err, r, "cannot schedule the scrub: %s", strerror(-r));
         if (m->ps.provisioned)
-                log_info("slot %s active: %s v%" PRIu64 ", %zu installed bundle(s)", slot_id_to_string(m->active),
-                         m->seals[m->active].task[0] ? m->seals[m->active].task : "base",
-                         m->seals[m->active].version, m->store.n);
+                mlog_info(m, "slot %s active: %s v%" PRIu64 ", %zu installed bundle(s)", slot_id_to_string(m->active),
+                          m->seals[m->active].task[0] ? m->seals[m->active].task : "base", m->seals[m->active].version,
+                          m->store.n);
         *ret = TAKE_PTR(m);
         return 0;
 }

@@ -123,7 +123,7 @@ static int load_source(Manager *m, Switch *sw, SlotId from, TpError *err) {
         if (m->config->verify == VERIFY_INCREMENTAL && sw->source.chunk_size &&
             chunk_table_load(m->files[from].chunks, sw->source.size, sw->source.chunk_size, sw->source.chunk_root,
                              &sw->chunks, &ignored) < 0)
-                log_warning("slot %s: %s: verifying this switch in full", slot_id_to_string(from), ignored.message);
+                mlog_warning(m, "slot %s: %s: verifying this switch in full", slot_id_to_string(from), ignored.message);
         return 0;
 }
 
@@ -232,9 +232,9 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
         }
         if ((r = check_space(m, sw, &op->err)) < 0)
                 return r;
-        log_info("slot %s: building %s from the base bytes of slot %s (%s)", slot_id_to_string(sw->slot),
-                 sw->bundle ? sw->bundle->manifest->task : "the base", slot_id_to_string(from),
-                 relocating(sw) ? "the task has its own layout" : "that slot holds a relocated task");
+        mlog_info(m, "slot %s: building %s from the base bytes of slot %s (%s)", slot_id_to_string(sw->slot),
+                  sw->bundle ? sw->bundle->manifest->task : "the base", slot_id_to_string(from),
+                  relocating(sw) ? "the task has its own layout" : "that slot holds a relocated task");
         return 0;
 }
 
@@ -317,8 +317,8 @@ static int prepare(Operation *op, Switch *sw) {
                 if (view == m->active || r == -ENOSPC)
                         return r;
                 /* The inactive slot cannot give its base bytes back (a damaged record): the active one can. */
-                log_warning("slot %s: %s: building from slot %s instead", slot_id_to_string(view), op->err.message,
-                            slot_id_to_string(m->active));
+                mlog_warning(m, "slot %s: %s: building from slot %s instead", slot_id_to_string(view), op->err.message,
+                             slot_id_to_string(m->active));
                 op->err = (TpError) {};
                 op->err_code = NULL;
                 view = m->active;
@@ -331,8 +331,9 @@ static int prepare(Operation *op, Switch *sw) {
                 TpError why = {};
                 r = open_in_place(m, sw, &why);
                 if (r < 0) {
-                        log_notice("slot %s: %s: staging into a fresh copy so its users keep the old %s",
-                                   slot_id_to_string(sw->slot), why.message, sw->layout->set.directory ? "files" : "file");
+                        mlog_notice(m, "slot %s: %s: staging into a fresh copy so its users keep the old %s",
+                                    slot_id_to_string(sw->slot), why.message,
+                                    sw->layout->set.directory ? "files" : "file");
                         in_place = false;
                 }
         }
@@ -371,8 +372,8 @@ static int stage_step(Operation *op, Switch *sw) {
         int r;
 
         if (!sw->fresh && m->lease_broken) {
-                log_notice("slot %s was opened by another process during staging: restarting into a fresh copy",
-                           slot_id_to_string(sw->slot));
+                mlog_notice(m, "slot %s was opened by another process during staging: restarting into a fresh copy",
+                            slot_id_to_string(sw->slot));
                 sw->fresh = true;
                 if ((r = check_space(m, sw, &op->err)) < 0)
                         return r;
@@ -466,13 +467,19 @@ static int seal_slot(Operation *op, Switch *sw) {
         m->counters.undo_bytes += p->undo_bytes;
         m->counters.last_switch_slot_bytes = p->slot_bytes + sw->copied;
         sha256_to_hex(seal.sha256, h);
-        log_lifecycle("staged", seal.task, (unsigned long long) seal.version, slot_id_to_string(sw->slot), h,
-                      op->transaction, sw->builder ? "built from base bytes" : sw->fresh ? "into a fresh copy" : "in place");
-        log_info("staged %s v%" PRIu64 ": %" PRIu64 " bytes written into the slot%s, %" PRIu64
-                 " into its undo record, %s verification (%" PRIu64 " bytes read)",
-                 seal.task[0] ? seal.task : "base", seal.version, p->slot_bytes + sw->copied,
-                 sw->builder ? " (a fresh file built from base bytes)" : sw->fresh ? " (a full copy)" : "",
-                 p->undo_bytes, p->incremental ? "incremental" : "full", p->read_bytes);
+        log_lifecycle(m->model, m->log_prefix, "staged", seal.task, (unsigned long long) seal.version,
+                      slot_id_to_string(sw->slot), h, op->transaction,
+                      sw->builder ? "built from base bytes"
+                      : sw->fresh ? "into a fresh copy"
+                                  : "in place");
+        mlog_info(m,
+                  "staged %s v%" PRIu64 ": %" PRIu64 " bytes written into the slot%s, %" PRIu64
+                  " into its undo record, %s verification (%" PRIu64 " bytes read)",
+                  seal.task[0] ? seal.task : "base", seal.version, p->slot_bytes + sw->copied,
+                  sw->builder ? " (a fresh file built from base bytes)"
+                  : sw->fresh ? " (a full copy)"
+                              : "",
+                  p->undo_bytes, p->incremental ? "incremental" : "full", p->read_bytes);
         json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s, s:I, s:I, s:b, s:b, s:s}", "event", "staged", "task",
                                seal.task[0] ? json_string(seal.task) : json_null(), "version",
                                (json_int_t) seal.version, "slot", slot_id_to_string(sw->slot), "sha256", h,
@@ -527,7 +534,8 @@ static int switch_step(Operation *op) {
                 sw->check = file_hash_free(sw->check);
                 fileset_done(&sw->slot_set);
                 if (memcmp(d, sw->target.sha256, SHA256_DIGEST_SIZE) != 0) {
-                        log_error("slot %s does not hash to what its seal says: rebuilding it", slot_id_to_string(sw->slot));
+                        mlog_error(m, "slot %s does not hash to what its seal says: rebuilding it",
+                                   slot_id_to_string(sw->slot));
                         m->sealed[sw->slot] = false;
                         sw->stage = SWITCH_PREPARE;
                         return 1;

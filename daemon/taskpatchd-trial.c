@@ -24,8 +24,8 @@ static void rolled_back_entry(Manager *m, const char *task, uint64_t version, Sl
         sha256_to_hex(m->seals[from].sha256, h);
         snprintf(detail, sizeof(detail), "%s; slot %s (%s v%" PRIu64 ") is active again", reason,
                  slot_id_to_string(m->active), now->task[0] ? now->task : "base", now->version);
-        log_lifecycle("rolled-back", task, (unsigned long long) version, slot_id_to_string(m->active), h,
-                      transaction, detail);
+        log_lifecycle(m->model, m->log_prefix, "rolled-back", task, (unsigned long long) version,
+                      slot_id_to_string(m->active), h, transaction, detail);
 }
 
 /* ---- trial ---- */
@@ -59,8 +59,8 @@ static bool keep_in_use(void *userdata, const char *task, uint64_t version) {
 static void collect_garbage(Manager *m, const char *task) {
         int n = store_gc(&m->store, task, m->config->keep_versions, keep_in_use, m);
         if (n > 0)
-                log_info("removed %d old version(s) of %s (keep_versions: %" PRIu64 ")", n, task,
-                         m->config->keep_versions);
+                mlog_info(m, "removed %d old version(s) of %s (keep_versions: %" PRIu64 ")", n, task,
+                          m->config->keep_versions);
 }
 
 int manager_trial_commit(Manager *m, const char *how) {
@@ -78,7 +78,7 @@ int manager_trial_commit(Manager *m, const char *how) {
         if (r < 0) {
                 /* Still on trial, as the state file says: mark-good can be retried, the timeout still runs. */
                 m->ps = kept;
-                log_error("cannot record the commit: %s", err.message);
+                mlog_error(m, "cannot record the commit: %s", err.message);
                 manager_record(m, "error", "io", true, err.message);
                 return r;
         }
@@ -107,7 +107,7 @@ int manager_trial_rollback(Manager *m, const char *reason, bool failure) {
         r = manager_point_model_path(m, m->ps.committed, &err);
         if (r < 0) {
                 /* model_path did not move: still on trial (its timeout tries again; a restart rolls back). */
-                log_error("rollback failed: %s", err.message);
+                mlog_error(m, "rollback failed: %s", err.message);
                 manager_record(m, "error", "io", true, err.message);
                 return r;
         }
@@ -115,8 +115,8 @@ int manager_trial_rollback(Manager *m, const char *reason, bool failure) {
         m->ps.trial.on = false;
         state_failed_add(&m->ps, t.task, t.version);
         if (manager_save_state(m, &err) < 0)
-                log_error("cannot record the rollback: %s (the symlink is the truth; a restart repairs it)",
-                          err.message);
+                mlog_error(m, "cannot record the rollback: %s (the symlink is the truth; a restart repairs it)",
+                           err.message);
         rolled_back_entry(m, t.task, t.version, t.slot, t.transaction, reason);
         manager_emit_slot_changed(m, t.transaction, "rollback");
         json_t *ev = json_pack("{s:s, s:o, s:I, s:s, s:s}", "event", "rolled-back", "task",
@@ -150,11 +150,11 @@ int manager_replace_damaged(Manager *m, Operation *op) {
         state_committed(&m->ps, m->seals[to].task, m->seals[to].version);
         TpError ignored = {};
         if (manager_save_state(m, &ignored) < 0)
-                log_warning("%s (the history is written at the next change)", ignored.message);
+                mlog_warning(m, "%s (the history is written at the next change)", ignored.message);
         snprintf(what, sizeof(what), "slot %s (%s v%" PRIu64 ") does not hash to its seal: slot %s (%s v%" PRIu64
                  ") is active instead", slot_id_to_string(from), bad->task[0] ? bad->task : "base", bad->version,
                  slot_id_to_string(to), m->seals[to].task[0] ? m->seals[to].task : "base", m->seals[to].version);
-        log_warning("%s", what);
+        mlog_warning(m, "%s", what);
         manager_lifecycle(m, "activated", to, op->transaction, reason);
         manager_emit_slot_changed(m, op->transaction, reason);
         manager_record(m, "repaired", "io", true, what);
@@ -192,7 +192,7 @@ static void on_health(void *userdata, HealthResult result, const char *detail) {
 
         if (!manager_on_trial(m))
                 return;
-        log_info("health check: %s (%s)", health_result_to_string(result), detail);
+        mlog_info(m, "health check: %s (%s)", health_result_to_string(result), detail);
         emit_health(m, result, detail);
         switch (result) {
         case HEALTH_OK:
@@ -290,7 +290,7 @@ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError
                 m->ps.committed = previous;
                 TpError ignored = {};
                 if (manager_save_state(m, &ignored) < 0)
-                        log_error("%s (a restart repairs the state from the symlink)", ignored.message);
+                        mlog_error(m, "%s (a restart repairs the state from the symlink)", ignored.message);
                 return r;
         }
         m->counters.switches++;

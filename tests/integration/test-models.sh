@@ -173,6 +173,9 @@ check "rollback detector" tpctl -m detector rollback
 check "... detector's model_path is its base again" cmp -s "$DET" "$TMP/det-base.onnx"
 check "... default untouched: json, still on trial" test "$(tpctl -m default --json status | jget trial.task)" = json
 check "mark-good default" tpctl -m default mark-good
+check "the daemon log names the model of each line: detector's rollback" \
+    grep -q "\[detector\] rolled-back: det v1 in slot" "$TMP/daemon.log"
+check "... default's install" grep -q "\[default\] installed json v1" "$TMP/daemon.log"
 tpctl watch > "$TMP/human.events" 2>&1 &
 W3=$!
 for _ in $(seq 200); do [ "$(grep -c 'snapshot' "$TMP/human.events" 2> /dev/null)" = 2 ] && break; sleep 0.05; done
