@@ -11,6 +11,8 @@
 #     handshake of a fresh connection: the first connection's wire bytes minus its HTTP bytes;
 #     and a poll on a new connection each time (nginx `keepalive_timeout 0`), which is what a
 #     300 s interval gets: libcurl drops a connection idle for 118 s, nginx after 75 s.
+#     1b: the same idle poll by a device of three models following one format-2 channel (a section
+#     per model): still one request per poll, its HTTP bytes against the one-model poll's.
 #  2. origin capacity: idle polls per second one nginx worker answers (python3 http.client over
 #     ssl, several concurrent clients, If-None-Match), over kept connections and with a new
 #     (resumed) TLS connection per poll; nginx's CPU time per poll from /proc/<worker>/stat;
@@ -194,9 +196,24 @@ def report(tmp, record_to):
     print(f"   a poll on a new connection each time (what a 300 s interval gets: libcurl drops connections idle > 118 s,"
           f" nginx > 75 s): {cold_wire} B on the wire = {cold_wire / idle_wire:.2f}x the reused poll;"
           f" TLS session resumed {resumed} of {len(cd_r) - 1} ($ssl_session_reused), handshake {hs_res} B")
+    # 1b. three models on one format-2 channel: still one request per poll
+    m3_run = [c for c in conns if within(c, "m3_t0", "m3_t1")]
+    m3_g = [g for c in m3_run for g in c["groups"] if within(g, "m3_idle_t0", "m3_idle_t1")]
+    m3_r = [r for r in reqs if within(r, "m3_idle_t0", "m3_idle_t1")]
+    need(len(m3_r) == len(m3_g) >= 2, f"three models: {len(m3_r)} requests in {len(m3_g)} exchanges")
+    need(all(r["status"] == 304 and r["uri"] == "/m3/m3.channel" for r in m3_r),
+         "three models: an idle poll was not one 304 of the one channel")
+    m3_curl = int(m["m3_curl_bytes"])
+    need(m["m3_curl_status"] == "304" and m3_curl < 1024, f"three models: idle poll {m['m3_curl_status']}, {m3_curl} B")
+    m3_wire = med(g["wire"] for g in m3_g)
+    print(f"   three models on one format-2 channel (a section each): {len(m3_r)} requests in {len(m3_g)} polls,"
+          f" each one 304: {m3_curl} B of HTTP = {m3_curl / idle_curl:.2f}x the one-model poll, {m3_wire} B on the wire")
     cases = [dict(case="idle-poll", http_status=int(m["idle_curl_status"]), curl_http_bytes=idle_curl,
                   nginx_request_bytes=idle_r[0]["up"], nginx_response_bytes=idle_r[0]["down"], wire_bytes=idle_wire,
                   wire_bytes_up=idle_up, polls=len(idle_g), connections=len(run), tls=proto),
+             dict(case="idle-poll-three-models", models=3, channel_format=2, http_status=int(m["m3_curl_status"]),
+                  curl_http_bytes=m3_curl, wire_bytes=m3_wire, polls=len(m3_g), requests=len(m3_r),
+                  ratio_http_to_one_model=round(m3_curl / idle_curl, 3)),
              dict(case="unconditional-get-peer", http_status=200, curl_http_bytes=nv_curl, wire_bytes=nv_wire,
                   ratio_http_to_idle=round(nv_curl / idle_curl, 3), ratio_wire_to_idle=round(nv_wire / idle_wire, 3)),
              dict(case="tls-handshake", full_bytes=hs_full, full_bytes_up=hs_full_up, resumed_bytes=hs_res,
@@ -385,6 +402,64 @@ stop_daemon || true
 mark reused_t1 "$(now)"
 mark fixture_model "$(size "$TMP/json.gguf")"
 mark fixture_tpb "$(size "$TMP/json.tpb")"
+
+echo "1b. three models on one format-2 channel: the idle poll"
+# Three models (llm, det, wake), each with its section and its json bundle; the device runs
+# json on all three, then polls the unchanged channel: one request per poll, whatever the count.
+mkdir -p "$www/m3"
+for name in llm det wake; do
+    "$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/json.gguf" -o "$www/m3/json-$name.tpb" --task json --model "$name" \
+        "${sign[@]}" --level 3 > /dev/null
+done
+"$BIN/taskpatch" publish "$www/m3" --channel m3 "${sign[@]}" --serial 1 --model det --desired json \
+    --model llm --desired json --model wake --desired json > /dev/null
+rm -rf "$STATE"
+cat > "$CONF" <<EOC
+state_dir: $STATE
+socket: $SOCK
+trust:
+  ca: $TMP/pki/ca.pem
+trial:
+  timeout: 600
+channel:
+  url: https://127.0.0.1:$relay_port/m3/m3.channel
+  interval: 1
+tls:
+  ca: $TMP/pki/ca.pem
+models:
+  llm:
+    model_path: $TMP/llm.gguf
+  det:
+    model_path: $TMP/det.gguf
+  wake:
+    model_path: $TMP/wake.gguf
+EOC
+mark m3_t0 "$(now)"
+start_daemon
+for name in llm det wake; do
+    tpctl -m "$name" provision "$TMP/base.gguf" > /dev/null
+done
+for name in llm det wake; do
+    for _ in $(seq 300); do
+        [ "$(tpctl -m "$name" --json status | jget trial.task 2> /dev/null)" = json ] && break
+        sleep 0.1
+    done
+    tpctl -m "$name" mark-good > /dev/null
+done
+for name in llm det wake; do
+    cmp -s "$TMP/$name.gguf" "$TMP/json.gguf" || { echo "fleet.sh: model $name is not json.gguf" >&2; exit 1; }
+done
+n0=$(grep -c " GET /m3/m3.channel 304 " "$NGINX_LOG" || true)
+wait_lines " GET /m3/m3.channel 304 " $((n0 + 1))
+mark m3_idle_t0 "$(now)"
+wait_lines " GET /m3/m3.channel 304 " $((n0 + polls + 1))
+sleep 0.2
+tpctl -m wake --json status > "$TMP/st.json"
+mark m3_curl_bytes "$(jget channel.last_poll_bytes < "$TMP/st.json")"
+mark m3_curl_status "$(jget channel.last_poll_http_status < "$TMP/st.json")"
+mark m3_idle_t1 "$(now)"
+stop_daemon || true
+mark m3_t1 "$(now)"
 
 echo "2. origin capacity, ${load_secs} s per case"
 clients=(2 4)
