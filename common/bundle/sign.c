@@ -146,15 +146,28 @@ static const char *pk_describe(const mbedtls_pk_context *pk, char *buf, size_t s
         return buf;
 }
 
+/* Whether @crt's extendedKeyUsage lists @oid itself (mbedTLS's own check also takes anyExtendedKeyUsage). */
+static bool eku_lists(const mbedtls_x509_crt *crt, const char *oid, size_t oid_len) {
+        for (const mbedtls_x509_sequence *s = &crt->ext_key_usage; s && s->buf.p; s = s->next)
+                if (s->buf.len == oid_len && memcmp(s->buf.p, oid, oid_len) == 0)
+                        return true;
+        return false;
+}
+
 /*
  * What makes a certificate acceptable as a signer, with or without a chain:
- * an EC P-256 key, the keyUsage extension with digitalSignature, and, when
- * an extendedKeyUsage extension is present, codeSigning in it.
+ * an end entity (not CA:TRUE), an EC P-256 key, the keyUsage extension with
+ * digitalSignature, and, when an extendedKeyUsage extension is present,
+ * codeSigning named in it and not anyExtendedKeyUsage (which would let a
+ * certificate meant for anything sign bundles).
  */
 static int signer_cert_check(const mbedtls_x509_crt *leaf, TpError *err) {
         char subject[DN_MAX], desc[64];
 
         dn_string(&leaf->subject, subject, sizeof(subject));
+        if (leaf->ca_istrue)
+                return tp_error(err, -EKEYREJECTED, "signer certificate '%s' is a CA certificate (basicConstraints "
+                                "CA:TRUE): a signer must be an end-entity certificate", subject);
         if (!pk_is_p256(&leaf->pk))
                 return tp_error(err, -EKEYREJECTED, "signer certificate '%s': key is not an ECDSA P-256 key (%s)",
                                 subject, pk_describe(&leaf->pk, desc, sizeof(desc)));
@@ -165,9 +178,12 @@ static int signer_cert_check(const mbedtls_x509_crt *leaf, TpError *err) {
         if (mbedtls_x509_crt_check_key_usage(leaf, MBEDTLS_X509_KU_DIGITAL_SIGNATURE) != 0)
                 return tp_error(err, -EKEYREJECTED, "signer certificate '%s' lacks key usage digitalSignature",
                                 subject);
-        if ((leaf->ext_types & MBEDTLS_X509_EXT_EXTENDED_KEY_USAGE) &&
-            mbedtls_x509_crt_check_extended_key_usage(leaf, MBEDTLS_OID_CODE_SIGNING,
-                                                      MBEDTLS_OID_SIZE(MBEDTLS_OID_CODE_SIGNING)) != 0)
+        if (!(leaf->ext_types & MBEDTLS_X509_EXT_EXTENDED_KEY_USAGE))
+                return 0;
+        if (eku_lists(leaf, MBEDTLS_OID_ANY_EXTENDED_KEY_USAGE, MBEDTLS_OID_SIZE(MBEDTLS_OID_ANY_EXTENDED_KEY_USAGE)))
+                return tp_error(err, -EKEYREJECTED, "signer certificate '%s': extended key usage "
+                                "anyExtendedKeyUsage is not accepted (codeSigning, named alone)", subject);
+        if (!eku_lists(leaf, MBEDTLS_OID_CODE_SIGNING, MBEDTLS_OID_SIZE(MBEDTLS_OID_CODE_SIGNING)))
                 return tp_error(err, -EKEYREJECTED,
                                 "signer certificate '%s': extended key usage present without codeSigning", subject);
         return 0;
@@ -520,10 +536,41 @@ static int verify_cb(void *userdata, mbedtls_x509_crt *crt, int depth, uint32_t 
         return 0;
 }
 
+/*
+ * Why a presented chain cannot be built, when mbedTLS says only "not correctly signed by the
+ * trusted CA": the first certificate of @chain that issued the one before it (by name) but
+ * may not issue certificates (CA:FALSE, or a keyUsage without keyCertSign). Into @buf; false
+ * when there is none.
+ */
+static bool diagnose_issuers(const mbedtls_x509_crt *chain, char *buf, size_t size) {
+        char child[DN_MAX], parent[DN_MAX];
+
+        for (const mbedtls_x509_crt *c = chain; c && c->next && c->next->raw.p; c = c->next) {
+                const mbedtls_x509_crt *p = c->next;
+                if (c->issuer_raw.len != p->subject_raw.len ||
+                    memcmp(c->issuer_raw.p, p->subject_raw.p, p->subject_raw.len) != 0)
+                        continue;
+                dn_string(&c->subject, child, sizeof(child));
+                dn_string(&p->subject, parent, sizeof(parent));
+                if (!p->ca_istrue) {
+                        snprintf(buf, size, "intermediate certificate '%s' is not a CA (basicConstraints CA:FALSE): "
+                                 "it cannot issue '%s'", parent, child);
+                        return true;
+                }
+                if ((p->ext_types & MBEDTLS_X509_EXT_KEY_USAGE) &&
+                    mbedtls_x509_crt_check_key_usage(p, MBEDTLS_X509_KU_KEY_CERT_SIGN) != 0) {
+                        snprintf(buf, size, "intermediate certificate '%s' lacks key usage keyCertSign: it cannot "
+                                 "issue '%s'", parent, child);
+                        return true;
+                }
+        }
+        return false;
+}
+
 static int verify_chain(mbedtls_x509_crt *chain, const char *ca_path, time_t now, TpError *err) {
         _cleanup_(mbedtls_x509_crt_free) mbedtls_x509_crt ca;
         VerifyState v = { .now = now, .top_depth = -1, .date_depth = -1 };
-        char why[400], t1[TIME_STR_MAX], t2[TIME_STR_MAX];
+        char why[2 * DN_MAX + 200], t1[TIME_STR_MAX], t2[TIME_STR_MAX];
         const char *kind;
         uint32_t flags = 0;
         int r;
@@ -537,6 +584,9 @@ static int verify_chain(mbedtls_x509_crt *chain, const char *ca_path, time_t now
         if (r != 0 && r != MBEDTLS_ERR_X509_CERT_VERIFY_FAILED)
                 return mbed_error(err, -EIO, r, "certificate chain verification against %s failed", ca_path);
         if (r != 0 || flags != 0) {
+                if ((flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED) && diagnose_issuers(chain, why, sizeof(why)))
+                        return tp_error(err, -EKEYREJECTED, "certificate chain does not verify against %s: %s",
+                                        ca_path, why);
                 verify_flags_string(flags, why, sizeof(why));
                 if (v.bad_subject[0])
                         return tp_error(err, -EKEYREJECTED,

@@ -136,6 +136,12 @@ refused "signer from another CA refused" "does not verify\|not correctly signed\
     tp verify "$TMP/t.tpb" --ca "$TMP/pki/other-ca.pem"
 refused "apply checks the chain too" "chain\|signed" \
     tp apply "$TMP/base.bin" "$TMP/t.tpb" -o "$TMP/refused.bin" --ca "$TMP/pki/other-ca.pem"
+refused "a CA certificate cannot sign a bundle" "is a CA certificate (basicConstraints CA:TRUE)" \
+    tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/refused.bin" --task json \
+    --key "$TMP/pki/ca-signer.key" --cert "$TMP/pki/ca-signer.crt"
+refused "nor one with anyExtendedKeyUsage" "anyExtendedKeyUsage is not accepted" \
+    tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/refused.bin" --task json \
+    --key "$TMP/pki/anyeku-signer.key" --cert "$TMP/pki/anyeku-signer.crt"
 
 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/u.tpb" --task json --unsigned > /dev/null 2>&1
 refused "unsigned bundle refused by apply" "unsigned" tp apply "$TMP/base.bin" "$TMP/u.tpb" -o "$TMP/refused.bin"

@@ -30,13 +30,19 @@
 #   serverauth-signer.key, .crt       "CN=serverauth-signer": EKU serverAuth only
 #   noeku-signer.key, .crt            "CN=noeku-signer": digitalSignature, no EKU extension
 #                                     (acceptable: EKU is checked only when present)
+#   ca-signer.key, .crt               "CN=ca-signer": a CA certificate (CA:TRUE) with digitalSignature and
+#                                     codeSigning (refused: a signer is an end entity)
+#   anyeku-signer.key, .crt           "CN=anyeku-signer": EKU codeSigning and anyExtendedKeyUsage (refused)
+#   fake-intermediate.key, .pem       "CN=TaskPatch Fake Intermediate" (by the root) with CA:FALSE
+#   underfake-signer.key, .crt        "CN=underfake-signer" issued by the fake intermediate (its chain
+#                                     does not verify: its issuer is not a CA)
 #   rsa-signer.key, .crt              "CN=rsa-signer": RSA-2048 key (not ECDSA P-256)
 #   p384-signer.key, .crt             "CN=p384-signer": EC P-384 key (not P-256)
 #   ca.d/                             a CA directory: ca.pem, other-ca.pem and README.txt
 #                                     (not a certificate: ignored, only *.pem / *.crt count)
 set -eu
 
-STAMP_VERSION="make-pki 1"
+STAMP_VERSION="make-pki 2"
 
 if [ $# -ne 1 ] || [ -z "$1" ]; then
         echo "usage: $0 DIR" >&2
@@ -115,6 +121,22 @@ extendedKeyUsage = serverAuth
 [ v3_noeku ]
 basicConstraints = critical, CA:false
 keyUsage = critical, digitalSignature
+
+[ v3_casigner ]
+basicConstraints = critical, CA:true
+keyUsage = critical, digitalSignature, keyCertSign
+extendedKeyUsage = codeSigning
+
+[ v3_anyeku ]
+basicConstraints = critical, CA:false
+keyUsage = critical, digitalSignature
+extendedKeyUsage = codeSigning, anyExtendedKeyUsage
+
+[ v3_fakeca ]
+basicConstraints = critical, CA:false
+keyUsage = critical, digitalSignature, keyCertSign
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
 EOF
 
 # key NAME [ec-p256|ec-p384|rsa]
@@ -172,10 +194,16 @@ signer nodigsig-signer nodigsig-signer ec-p256 v3_nodigsig 20240101000000Z 20400
 signer noku-signer noku-signer ec-p256 v3_noku 20240101000000Z 20400101000000Z
 signer serverauth-signer serverauth-signer ec-p256 v3_serverauth 20240101000000Z 20400101000000Z
 signer noeku-signer noeku-signer ec-p256 v3_noeku 20240101000000Z 20400101000000Z
+signer ca-signer ca-signer ec-p256 v3_casigner 20240101000000Z 20400101000000Z
+signer anyeku-signer anyeku-signer ec-p256 v3_anyeku 20240101000000Z 20400101000000Z
+key fake-intermediate ec-p256
+issue fake-intermediate "TaskPatch Fake Intermediate" ca v3_fakeca 20000101000000Z 20950101000000Z
+signer underfake-signer underfake-signer ec-p256 v3_signer 20240101000000Z 20400101000000Z fake-intermediate
+cat "$work/underfake-signer.pem" "$work/fake-intermediate.pem" > "$dir/underfake-signer.crt"
 signer rsa-signer rsa-signer rsa v3_signer 20240101000000Z 20400101000000Z
 signer p384-signer p384-signer ec-p384 v3_signer 20240101000000Z 20400101000000Z
 
-for f in ca intermediate other-ca; do
+for f in ca intermediate other-ca fake-intermediate; do
         mv "$work/$f.key" "$dir/$f.key"
         cp "$work/$f.pem" "$dir/$f.pem"
 done

@@ -184,7 +184,16 @@ static const struct {
           "signer certificate 'CN=rsa-signer': key is not an ECDSA P-256 key (RSA-2048)" },
         { "p384-signer.key", "p384-signer.crt", "ca.pem", -EKEYREJECTED,
           "signer certificate 'CN=p384-signer': key is not an ECDSA P-256 key (EC secp384r1)" },
-        /* A valid chain, but the signature is by another key. */
+        /* A CA certificate is no signer, even with digitalSignature and codeSigning. */
+        { "ca-signer.key", "ca-signer.crt", "ca.pem", -EKEYREJECTED,
+          "signer certificate 'CN=ca-signer' is a CA certificate (basicConstraints CA:TRUE)" },
+        /* mbedTLS's EKU check takes anyExtendedKeyUsage for codeSigning: ours does not. */
+        { "anyeku-signer.key", "anyeku-signer.crt", "ca.pem", -EKEYREJECTED,
+          "signer certificate 'CN=anyeku-signer': extended key usage anyExtendedKeyUsage is not accepted" },
+        /* An issuer that is not a CA: named as such, not as "not correctly signed". */
+        { "underfake-signer.key", "underfake-signer.crt", "ca.pem", -EKEYREJECTED,
+          "intermediate certificate 'CN=TaskPatch Fake Intermediate' is not a CA (basicConstraints CA:FALSE): it "
+          "cannot issue 'CN=underfake-signer'" },
         { "signer.key", "other-signer.crt", "ca.d", -EKEYREJECTED, "signature does not match the signed data" },
 };
 
