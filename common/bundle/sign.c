@@ -165,9 +165,6 @@ static int signer_cert_check(const mbedtls_x509_crt *leaf, TpError *err) {
         char subject[DN_MAX], desc[64];
 
         dn_string(&leaf->subject, subject, sizeof(subject));
-        if (leaf->ca_istrue)
-                return tp_error(err, -EKEYREJECTED, "signer certificate '%s' is a CA certificate (basicConstraints "
-                                "CA:TRUE): a signer must be an end-entity certificate", subject);
         if (!pk_is_p256(&leaf->pk))
                 return tp_error(err, -EKEYREJECTED, "signer certificate '%s': key is not an ECDSA P-256 key (%s)",
                                 subject, pk_describe(&leaf->pk, desc, sizeof(desc)));
@@ -178,6 +175,10 @@ static int signer_cert_check(const mbedtls_x509_crt *leaf, TpError *err) {
         if (mbedtls_x509_crt_check_key_usage(leaf, MBEDTLS_X509_KU_DIGITAL_SIGNATURE) != 0)
                 return tp_error(err, -EKEYREJECTED, "signer certificate '%s' lacks key usage digitalSignature",
                                 subject);
+        /* After the key usage: a certificate made "the usual way" hears first that it lacks that. */
+        if (leaf->ca_istrue)
+                return tp_error(err, -EKEYREJECTED, "signer certificate '%s' is a CA certificate (basicConstraints "
+                                "CA:TRUE): a signer must be an end-entity certificate", subject);
         if (!(leaf->ext_types & MBEDTLS_X509_EXT_EXTENDED_KEY_USAGE))
                 return 0;
         if (eku_lists(leaf, MBEDTLS_OID_ANY_EXTENDED_KEY_USAGE, MBEDTLS_OID_SIZE(MBEDTLS_OID_ANY_EXTENDED_KEY_USAGE)))
