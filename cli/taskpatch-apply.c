@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "apply.h"
 #include "cli.h"
@@ -13,6 +14,7 @@
 
 static void help(void) {
         printf("Usage: taskpatch apply BASE BUNDLE -o OUT [--ca CA.pem] [--allow-unsigned] [--json]\n"
+               "       taskpatch apply FULL-BASE-BUNDLE -o OUT [...]   (a full base bundle needs no BASE)\n"
                "\n"
                "Rebuild the bundle's target from BASE: every span's base bytes and new bytes\n"
                "are checked against the manifest while streaming, and OUT appears (atomically)\n"
@@ -75,11 +77,12 @@ int verb_apply(int argc, char *argv[]) {
                 default:
                         return EXIT_USAGE;
                 }
-        if (argc - optind != 2 || !out) {
+        if (argc - optind < 1 || argc - optind > 2 || !out) {
                 cli_error("expected BASE BUNDLE -o OUT (see --help)");
                 return EXIT_USAGE;
         }
-        const char *base_path = argv[optind], *bundle_path = argv[optind + 1];
+        bool no_base = argc - optind == 1;
+        const char *base_path = no_base ? "(no base)" : argv[optind], *bundle_path = argv[optind + !no_base];
         trust.now = clock_wall();
         double t0 = quantize_now();
 
@@ -88,7 +91,11 @@ int verb_apply(int argc, char *argv[]) {
         if (b->signature && !trust.ca_path)
                 cli_error("note: no --ca given: every hash is checked, the signature is not");
 
-        int fd = open(base_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (no_base && (b->manifest->role != MANIFEST_ROLE_BASE || b->manifest->base.size != 0))
+                return cli_fail(json, "%s: not a full base bundle: give the BASE it applies to", bundle_path);
+        /* A full base bundle is applied to nothing: an empty file. */
+        int fd = no_base ? memfd_create("taskpatch-empty-base", MFD_CLOEXEC)
+                         : open(base_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return cli_fail(json, "%s: %s", base_path, strerror(errno));
         if ((r = fileset_open(fd, base_path, &base, &err)) < 0)

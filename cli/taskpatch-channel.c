@@ -39,6 +39,9 @@ static json_t *model_to_json(const Channel *c, const ChannelModel *cm) {
                                                          (json_int_t) b->size, "sha256", sha_json(b->sha256), "kind",
                                                          artifact_kind_to_string(b->kind), "base_sha256",
                                                          sha_json(b->base_sha256)));
+                if (b->role != MANIFEST_ROLE_TASK)
+                        json_object_set_new(json_array_get(bundles, json_array_size(bundles) - 1), "role",
+                                            json_string(manifest_role_to_string(b->role)));
         }
         return json_pack("{s:o, s:o, s:o, s:o}", "base", cm->has_base ? sha_json(cm->base_sha256) : json_null(),
                          "desired", cm->desired[0] ? json_string(cm->desired) : json_null(), "rollout",
@@ -89,8 +92,9 @@ static void print_model(const Channel *c, const ChannelModel *cm) {
                        cm->rollout.seed);
         printf("%sbundles   %zu\n", indent, cm->n_bundles);
         for (size_t i = cm->first; i < cm->first + cm->n_bundles; i++)
-                printf("%s  %-20s v%-6" PRIu64 " %-28s %12" PRIu64 " bytes\n", indent, c->bundles[i].task,
-                       c->bundles[i].version, c->bundles[i].path, c->bundles[i].size);
+                printf("%s  %-20s v%-6" PRIu64 " %-28s %12" PRIu64 " bytes%s\n", indent, c->bundles[i].task,
+                       c->bundles[i].version, c->bundles[i].path, c->bundles[i].size,
+                       c->bundles[i].role == MANIFEST_ROLE_BASE ? " (base bundle)" : "");
 }
 
 void channel_print(const Channel *c) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "bundle.h"
@@ -23,6 +24,8 @@
 static void help(void) {
         printf("Usage: taskpatch create BASE TARGET -o OUT.tpb --task NAME\n"
                "                        (--key KEY.pem --cert CERT.pem | --unsigned) [OPTIONS]\n"
+               "       taskpatch create OLD_BASE NEW_BASE --base-bundle -o OUT.tpb --version N [OPTIONS]\n"
+               "       taskpatch create --base-bundle --full NEW_BASE -o OUT.tpb --version N [OPTIONS]\n"
                "\n"
                "Diff TARGET against BASE site by site (tensor / initializer), code each changed\n"
                "site as a block-layout delta against the base bytes (or raw, when smaller), and\n"
@@ -32,6 +35,11 @@ static void help(void) {
                "\n"
                "  -o, --output FILE        the bundle to write (replaced atomically)\n"
                "  --task NAME              task name, [a-z0-9][a-z0-9._-]{0,63}\n"
+               "  --base-bundle            a base bundle: TARGET is the base the model runs from now on\n"
+               "                           (a new release, a re-quantization), coded against the old\n"
+               "                           base; --task names the line of bases (default: base)\n"
+               "  --full                   with --base-bundle: the whole new base, needing no old one\n"
+               "                           (one model argument); streamed, every span raw\n"
                "  --version N              monotonic task version (default 1)\n"
                "  --model NAME             the device model it is for (taskpatchd.yaml's models:),\n"
                "                           [a-z0-9][a-z0-9._-]{0,63}; default 'default', the model\n"
@@ -109,6 +117,22 @@ static int check_signer_dates(const Signer *signer, const char *cert, int64_t ex
         return 0;
 }
 
+/* --full: the base a full base bundle is made against is nothing (an empty file). */
+static int open_empty_base(ModelSet *ret) {
+        TpError err = {};
+        int fd = memfd_create("taskpatch-empty-base", MFD_CLOEXEC);
+        int r;
+
+        if (fd < 0) {
+                r = negative_errno();
+                cli_error("cannot make an empty base: %s", strerror(-r));
+                return r;
+        }
+        if ((r = model_set_open(fd, "empty", ret, &err)) < 0)
+                cli_error("cannot make an empty base: %s", tp_error_message(&err, r));
+        return r;
+}
+
 /* --dry-run: the per-span plan and the bundle's size; the scratch bundle is removed. */
 static int dry_run_report(const char *path, const char *dir, const CreateResult *res, bool signed_, bool json) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
@@ -145,7 +169,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
 
 int verb_create(int argc, char *argv[]) {
         enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_KEY, OPT_CERT, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
-               OPT_LEVEL, OPT_JSON, OPT_DRY_RUN };
+               OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
@@ -161,11 +185,13 @@ int verb_create(int argc, char *argv[]) {
                 { "level", required_argument, NULL, OPT_LEVEL },
                 { "json", no_argument, NULL, OPT_JSON },
                 { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+                { "base-bundle", no_argument, NULL, OPT_BASE_BUNDLE },
+                { "full", no_argument, NULL, OPT_FULL },
                 {},
         };
         const char *out = NULL, *key = NULL, *cert = NULL, *expect_path = NULL;
         CreateOptions o = { .version = 1, .level = CREATE_DEFAULT_LEVEL, .chunk_size = CREATE_DEFAULT_CHUNK };
-        bool unsigned_ = false, json = false, dry_run = false;
+        bool unsigned_ = false, json = false, dry_run = false, full = false;
         char scratch[] = "/tmp/taskpatch-plan.XXXXXX", plan_path[sizeof(scratch) + 16];
         double max_share = 0.5;
         uint64_t v;
@@ -232,11 +258,24 @@ int verb_create(int argc, char *argv[]) {
                 case OPT_DRY_RUN:
                         dry_run = true;
                         break;
+                case OPT_BASE_BUNDLE:
+                        o.role = MANIFEST_ROLE_BASE;
+                        break;
+                case OPT_FULL:
+                        full = true;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
-        if (argc - optind != 2 || (!out && !dry_run) || !o.task) {
-                cli_error("expected BASE TARGET -o OUT.tpb --task NAME (see --help)");
+        if (full && o.role != MANIFEST_ROLE_BASE) {
+                cli_error("--full makes a base bundle: give --base-bundle too");
+                return EXIT_USAGE;
+        }
+        if (o.role == MANIFEST_ROLE_BASE && !o.task)
+                o.task = "base";        /* the line of bases */
+        if (argc - optind != (full ? 1 : 2) || (!out && !dry_run) || !o.task) {
+                cli_error(full ? "expected --base-bundle --full NEW_BASE -o OUT.tpb (see --help)"
+                               : "expected BASE TARGET -o OUT.tpb --task NAME (see --help)");
                 return EXIT_USAGE;
         }
         if (dry_run && !key && !cert)
@@ -250,7 +289,7 @@ int verb_create(int argc, char *argv[]) {
                 return EXIT_USAGE;
         }
 
-        const char *base_path = argv[optind], *target_path = argv[optind + 1];
+        const char *base_path = full ? NULL : argv[optind], *target_path = argv[optind + !full];
         _cleanup_(model_set_done) ModelSet bm = MODEL_SET_NULL, tm = MODEL_SET_NULL;
         _cleanup_(diff_freep) Diff *d = NULL;
         _cleanup_(match_freep) Match *match = NULL;
@@ -259,8 +298,10 @@ int verb_create(int argc, char *argv[]) {
         CreateResult res;
         TpError err = {};
 
-        if (cli_open_model(base_path, &bm) < 0 || cli_open_model(target_path, &tm) < 0)
+        if ((full ? open_empty_base(&bm) : cli_open_model(base_path, &bm)) < 0 || cli_open_model(target_path, &tm) < 0)
                 return EXIT_FAILED;
+        if (full)
+                bm.artifact->kind = tm.artifact->kind;  /* nothing, of the target's kind */
         const Artifact *base = bm.artifact, *target = tm.artifact;
         if (key && (r = signer_load(key, cert, &signer, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
@@ -268,7 +309,9 @@ int verb_create(int argc, char *argv[]) {
         }
         if (signer && check_signer_dates(signer, cert, o.expires) < 0)
                 return EXIT_FAILED;
-        r = diff_compute(&bm.files, base, &tm.files, target, &d, &err);
+        /* A full base bundle has nothing to compare with: every site is new (matched against nothing). */
+        r = full ? ((d = calloc(1, sizeof(Diff))) ? 0 : -ENOMEM)
+                 : diff_compute(&bm.files, base, &tm.files, target, &d, &err);
         if (r < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
@@ -278,7 +321,17 @@ int verb_create(int argc, char *argv[]) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
-        if (!d->layout_changed && d->sites_total > 0 && (double) d->sites_changed > max_share * (double) d->sites_total)
+        if (full) {
+                d->layout_changed = true;       /* nothing to patch in place */
+                d->sites_total = target->n_sites;
+                d->sites_changed = target->n_sites;
+        }
+        if (d->layout_changed && !match && (r = match_compute(&bm.files, base, &tm.files, target, &match, &err)) < 0) {
+                cli_error("%s", tp_error_message(&err, r));
+                return EXIT_FAILED;
+        }
+        if (!full && !d->layout_changed && d->sites_total > 0 &&
+            (double) d->sites_changed > max_share * (double) d->sites_total)
                 cli_error("warning: %zu of %zu sites changed: the change is not local (was the task quantized "
                           "with its own calibration/imatrix?), so the bundle is close to a full model",
                           d->sites_changed, d->sites_total);
@@ -320,10 +373,10 @@ int verb_create(int argc, char *argv[]) {
         if (dry_run)
                 return dry_run_report(plan_path, scratch, &res, signer != NULL, json);
 
-        if (res.whole_file)
+        if (res.whole_file && !full)
                 cli_error("warning: no site of the target matches the base (a different model?): the bundle "
                           "carries the whole file (%" PRIu64 " bytes)", target->size);
-        else if (res.format == MANIFEST_FORMAT_RELOCATING && target->n_sites > 0 &&
+        else if (!full && res.format == MANIFEST_FORMAT_RELOCATING && target->n_sites > 0 &&
                  (double) (res.fates[SITE_CHANGED] + res.fates[SITE_RESIZED] + res.fates[SITE_ADDED]) >
                          max_share * (double) target->n_sites)
                 cli_error("warning: %zu of %zu sites changed, resized or added: the change is not local (was the task "
@@ -348,6 +401,8 @@ int verb_create(int argc, char *argv[]) {
                 json_object_set_new(enc, "ref", json_integer((json_int_t) res.n_ref));
                 json_object_set_new(j, "format", json_integer(res.format));
                 json_object_set_new(j, "model", json_string(o.model ? o.model : MANIFEST_DEFAULT_MODEL));
+                json_object_set_new(j, "role", json_string(manifest_role_to_string(o.role)));
+                json_object_set_new(j, "full", json_boolean(full));
                 json_object_set_new(j, "manifest_bytes", json_integer((json_int_t) res.manifest_bytes));
                 json_object_set_new(j, "copied_bytes", json_integer((json_int_t) res.copied_bytes));
                 json_object_set_new(j, "whole_file", json_boolean(res.whole_file));
@@ -362,8 +417,9 @@ int verb_create(int argc, char *argv[]) {
                 fputc('\n', stdout);
                 json_decref(j);
         } else {
-                printf("%s: task %s version %" PRIu64 " (%s)\n", out, o.task, o.version,
-                       signer ? "signed" : "UNSIGNED");
+                printf("%s: %s %s version %" PRIu64 " (%s)\n", out,
+                       o.role == MANIFEST_ROLE_BASE ? full ? "full base bundle, line" : "base bundle, line" : "task",
+                       o.task, o.version, signer ? "signed" : "UNSIGNED");
                 printf("  sites changed   %zu of %zu\n", changed, d->sites_total);
                 printf("  changed bytes   %" PRIu64 " (the spans code them; the rest is the base's bytes)\n",
                        res.span_bytes);

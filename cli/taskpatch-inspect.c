@@ -169,6 +169,7 @@ int verb_inspect(int argc, char *argv[]) {
                 json_object_set_new(enc, "ref", json_integer((json_int_t) n_enc[SPAN_REF]));
                 json_object_set_new(j, "format", json_integer((json_int_t) m->format));
                 json_object_set_new(j, "model", json_string(m->model));
+                json_object_set_new(j, "role", json_string(manifest_role_to_string(m->role)));
                 json_object_set_new(j, "copied_bytes", json_integer((json_int_t) copied));
                 if (m->base.files.set.n_files)
                         json_object_set_new(json_object_get(j, "base"), "files", files_json(&m->base.files));
@@ -184,6 +185,9 @@ int verb_inspect(int argc, char *argv[]) {
         char hex[SHA256_HEX_SIZE];
         printf("bundle    %s (%" PRIu64 " bytes)\n", b->what, b->file_size);
         printf("task      %s version %" PRIu64 "\n", m->task, m->version);
+        if (m->role == MANIFEST_ROLE_BASE)
+                printf("role      base bundle (%s): its target is the model's new base\n",
+                       m->base.size == 0 ? "full: it needs no base" : "a delta from the base below");
         printf("model     %s\n", m->model);
         printf("kind      %s\n", artifact_kind_to_string(m->kind));
         printf("created   %s%s%s\n", created, m->expires ? ", expires " : "", m->expires ? expires : "");

@@ -78,6 +78,7 @@ static int describe_bundle(const char *dir, const char *name, ChannelBundle *b) 
         if (!bundle->signature)
                 cli_error("warning: %s is unsigned: devices will refuse it", path);
         snprintf(b->model, sizeof(b->model), "%s", m->model);
+        b->role = m->role;
         snprintf(b->task, sizeof(b->task), "%s", m->task);
         snprintf(b->path, sizeof(b->path), "%s", name);
         b->version = m->version;
@@ -216,7 +217,8 @@ static int build_sections(Channel *c, const PublishOptions *o) {
         int r;
 
         for (size_t i = 0; i < c->n_bundles; i++)
-                all_default = all_default && strcmp(c->bundles[i].model, MANIFEST_DEFAULT_MODEL) == 0;
+                all_default = all_default && strcmp(c->bundles[i].model, MANIFEST_DEFAULT_MODEL) == 0 &&
+                              c->bundles[i].role == MANIFEST_ROLE_TASK;
         for (size_t i = 0; i < o->n_models; i++)
                 all_default = all_default && strcmp(o->models[i].name, MANIFEST_DEFAULT_MODEL) == 0;
         c->format = all_default ? CHANNEL_FORMAT_1 : CHANNEL_FORMAT;

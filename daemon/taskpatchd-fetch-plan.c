@@ -67,7 +67,9 @@ const ChannelBundle *fetch_next_bundle(const Channel *c, const ChannelModel *cm,
 
         for (size_t i = cm->first; i < cm->first + cm->n_bundles; i++) {
                 const ChannelBundle *b = &c->bundles[i];
-                if (memcmp(b->base_sha256, d->base_sha256, SHA256_DIGEST_SIZE) != 0 || b->kind != d->base_kind ||
+                /* A base bundle: this daemon does not replace its base from one yet (provision does). */
+                if (b->role != MANIFEST_ROLE_TASK ||
+                    memcmp(b->base_sha256, d->base_sha256, SHA256_DIGEST_SIZE) != 0 || b->kind != d->base_kind ||
                     channel_find(c, cm, b->task, d->base_sha256) != b ||
                     fetch_refused_has(refused, b->task, b->version) ||
                     b->version <= host->newest_installed(host, b->task) || b->version < host->accepted(host, b->task))

@@ -354,6 +354,11 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
         if (strcmp(mf->model, m->model) != 0)
                 return tp_error(err, -EBADMSG, "%s: made for model '%s'; this device's model is '%s' (taskpatch create "
                                 "--model names it)", what, mf->model, m->model);
+        /* Replacing the base from a bundle is not there yet: said plainly. */
+        if (mf->role == MANIFEST_ROLE_BASE)
+                return tp_error(err, -EOPNOTSUPP, "%s: a base bundle (line %s v%" PRIu64 "): this taskpatchd cannot "
+                                "replace its base from a bundle yet; provision the new base (tpctl provision)", what,
+                                mf->task, mf->version);
         if (memcmp(mf->base.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0) {
                 sha256_to_hex(mf->base.sha256, got);
                 sha256_to_hex(m->ps.base.sha256, want);

@@ -75,7 +75,7 @@ const ChannelBundle *channel_find(const Channel *c, const ChannelModel *cm, cons
         const ChannelBundle *found = NULL;
         for (size_t i = cm->first; i < cm->first + cm->n_bundles; i++) {
                 const ChannelBundle *b = &c->bundles[i];
-                if (strcmp(b->task, task) == 0 &&
+                if (b->role == MANIFEST_ROLE_TASK && strcmp(b->task, task) == 0 &&
                     (!base_sha256 || memcmp(b->base_sha256, base_sha256, SHA256_DIGEST_SIZE) == 0))
                         found = b;              /* sorted: the last is the newest */
         }
@@ -129,15 +129,19 @@ static int index_models(Channel *c, const ChannelBundle **bad) {
 
 /* ---- parsing ---- */
 
-static int parse_bundle(const YamlNode *n, size_t idx, ChannelBundle *b, TpError *err) {
-        static const char *const keys[] = { "task", "version", "path", "size", "sha256", "kind", "base_sha256",
-                                            "base_layout", NULL };
-        const char *task, *path, *kind;
+static int parse_bundle(const YamlNode *n, size_t idx, bool format2, ChannelBundle *b, TpError *err) {
+        static const char *const keys1[] = { "task", "version", "path", "size", "sha256", "kind", "base_sha256",
+                                             "base_layout", NULL };
+        static const char *const keys2[] = { "role", "task", "version", "path", "size", "sha256", "kind",
+                                             "base_sha256", "base_layout", NULL };
+        const char *task, *path, *kind, *role = "task";
         int r;
 
         if (n->kind != YAML_MAPPING)
                 return tp_error(err, -EBADMSG, W ": line %u: bundle #%zu is not a mapping", n->line, idx);
-        if ((r = yaml_check_keys(n, keys, W, err)) < 0 || (r = yaml_get_str(n, "task", true, W, &task, err)) < 0 ||
+        if ((r = yaml_check_keys(n, format2 ? keys2 : keys1, W, err)) < 0 ||
+            (r = yaml_get_str(n, "role", false, W, &role, err)) < 0 ||
+            (r = yaml_get_str(n, "task", true, W, &task, err)) < 0 ||
             (r = yaml_get_u64(n, "version", true, W, &b->version, err)) < 0 ||
             (r = yaml_get_str(n, "path", true, W, &path, err)) < 0 ||
             (r = yaml_get_u64(n, "size", true, W, &b->size, err)) < 0 ||
@@ -148,6 +152,9 @@ static int parse_bundle(const YamlNode *n, size_t idx, ChannelBundle *b, TpError
                 return r;
         if (!task_name_valid(task))
                 return tp_error(err, -EBADMSG, W ": line %u: invalid task name '%.80s'", n->line, task);
+        if (strcmp(role, "task") != 0 && strcmp(role, "base") != 0)
+                return tp_error(err, -EBADMSG, W ": line %u: role '%.32s' is neither task nor base", n->line, role);
+        b->role = strcmp(role, "base") == 0 ? MANIFEST_ROLE_BASE : MANIFEST_ROLE_TASK;
         if (!channel_path_valid(path))
                 return tp_error(err, -EBADMSG, W ": line %u: path '%.80s' is not a plain relative path", n->line,
                                 path);
@@ -168,7 +175,7 @@ static int parse_bundles(Channel *c, const YamlNode *bundles, const char *model,
                 return tp_error(err, -E2BIG, W ": line %u: more than %u bundles", bundles->line, CHANNEL_MAX_BUNDLES);
         for (size_t i = 0; i < bundles->n; i++) {
                 ChannelBundle *b = &c->bundles[c->n_bundles];
-                int r = parse_bundle(bundles->items[i], i, b, err);
+                int r = parse_bundle(bundles->items[i], i, c->format != CHANNEL_FORMAT_1, b, err);
                 if (r < 0)
                         return r;
                 snprintf(b->model, sizeof(b->model), "%s", model);
@@ -437,6 +444,8 @@ static void write_bundles(YamlWriter *w, const Channel *c, const ChannelModel *c
         for (size_t i = cm->first; i < cm->first + cm->n_bundles; i++) {
                 const ChannelBundle *b = &c->bundles[i];
                 yaml_writer_map_start(w, true);
+                if (b->role == MANIFEST_ROLE_BASE)
+                        yaml_writer_kv(w, "role", "base");
                 yaml_writer_kv(w, "task", b->task);
                 yaml_writer_kv_u64(w, "version", b->version);
                 yaml_writer_kv(w, "path", b->path);
@@ -499,6 +508,10 @@ static int check_models(Channel *c, TpError *err) {
         if (c->format == CHANNEL_FORMAT_1 && (c->n_models != 1 || c->models[0].name[0] || c->models[0].has_base ||
                                               c->models[0].rollout.set))
                 return tp_error(err, -EINVAL, "a format-1 channel has one unnamed model, without base or rollout");
+        for (size_t i = 0; c->format == CHANNEL_FORMAT_1 && i < c->n_bundles; i++)
+                if (c->bundles[i].role != MANIFEST_ROLE_TASK)
+                        return tp_error(err, -EINVAL, "a format-1 channel lists no base bundle (%s v%" PRIu64 ")",
+                                        c->bundles[i].task, c->bundles[i].version);
         if (c->n_models > CHANNEL_MAX_MODELS)
                 return tp_error(err, -E2BIG, "%zu models exceed the cap of %u", c->n_models, CHANNEL_MAX_MODELS);
         qsort(c->models, c->n_models, sizeof(ChannelModel), compare_models);

@@ -32,6 +32,7 @@
  *     bundles:
  *     - {task: json, version: 3, path: json-3.tpb, size: 12400000, sha256: ..., kind: gguf,
  *        base_sha256: ..., base_layout: ...}
+ *     - {role: base, task: base, version: 2, ...}  # a base bundle (taskpatch create --base-bundle)
  *
  * Untrusted input: parsed with caps on the text, the bundle count and each
  * field; paths are relative, without "..", and limited to a safe alphabet.
@@ -61,8 +62,9 @@
 
 typedef struct ChannelBundle {
         char model[TASK_NAME_MAX + 1];          /* its section's model ("" in format 1) */
-        char task[TASK_NAME_MAX + 1];
+        char task[TASK_NAME_MAX + 1];           /* a base bundle's: its line of bases */
         uint64_t version;
+        ManifestRole role;                      /* format 2's "role: base" marks a base bundle */
         char path[CHANNEL_PATH_MAX + 1];        /* relative to the channel's own URL */
         uint64_t size;
         uint8_t sha256[SHA256_DIGEST_SIZE];     /* of the whole .tpb file */
@@ -134,7 +136,7 @@ _warn_unused_result_ int channel_verify(const Channel *c, const char *what, cons
 /* The section of model @name ("" finds format 1's one section), or NULL. */
 const ChannelModel *channel_model(const Channel *c, const char *name);
 
-/* The newest bundle of @task in @cm made for the base @base_sha256 (NULL: any base), or NULL. */
+/* The newest task bundle of @task in @cm made for the base @base_sha256 (NULL: any base), or NULL. */
 const ChannelBundle *channel_find(const Channel *c, const ChannelModel *cm, const char *task,
                                   const uint8_t *base_sha256);
 

@@ -348,6 +348,7 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
         if (!m)
                 return -ENOMEM;
         m->format = MANIFEST_FORMAT;
+        m->role = o->role;
         m->task = strdup(o->task);
         m->model = strdup(o->model ? o->model : MANIFEST_DEFAULT_MODEL);
         if (!m->task || !m->model)

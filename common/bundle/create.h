@@ -19,6 +19,7 @@
 #include "artifact.h"
 #include "diff.h"
 #include "error.h"
+#include "manifest.h"
 #include "match.h"
 
 typedef struct Signer Signer;
@@ -27,6 +28,7 @@ typedef struct Signer Signer;
 #define CREATE_DEFAULT_CHUNK (1u << 20)
 
 typedef struct CreateOptions {
+        ManifestRole role;              /* a task bundle, or a base bundle (a delta, or full: from an empty base) */
         const char *task;
         const char *model;              /* the device model it is for; NULL: MANIFEST_DEFAULT_MODEL */
         uint64_t version;

@@ -124,9 +124,15 @@ static void write_offset(YamlWriter *w, const ManifestFiles *f, const char *file
         yaml_writer_kv_u64(w, key, off);
 }
 
+const char *manifest_role_to_string(ManifestRole r) {
+        return r == MANIFEST_ROLE_BASE ? "base" : r == MANIFEST_ROLE_TASK ? "task" : NULL;
+}
+
 static void write_manifest(YamlWriter *w, const Manifest *m) {
         yaml_writer_map_start(w, false);
         yaml_writer_kv_u64(w, "format", m->format);
+        if (m->role == MANIFEST_ROLE_BASE)
+                yaml_writer_kv(w, "role", "base");
         yaml_writer_kv(w, "task", m->task);
         if (m->model && strcmp(m->model, MANIFEST_DEFAULT_MODEL) != 0)
                 yaml_writer_kv(w, "model", m->model);
@@ -493,15 +499,15 @@ static int parse_sites(const YamlNode *sites, Manifest *m, TpError *err) {
 }
 
 int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
-        static const char *const keys[] = { "format", "task", "model", "version", "created", "expires", "kind",
-                                            "base", "target", "sites", "payload", "spans", NULL };
+        static const char *const keys[] = { "format", "role", "task", "model", "version", "created", "expires",
+                                            "kind", "base", "target", "sites", "payload", "spans", NULL };
         static const char *const base_keys[] = { "sha256", "size", "layout", "files", NULL };
         static const char *const target_keys[] = { "sha256", "size", "chunk_size", "chunk_root", "files", NULL };
         static const char *const payload_keys[] = { "size", "sha256", NULL };
         _cleanup_(yaml_node_freep) YamlNode *root = NULL;
         _cleanup_(manifest_freep) Manifest *m = NULL;
         const YamlNode *base, *target, *sites, *payload, *spans;
-        const char *task, *model = MANIFEST_DEFAULT_MODEL, *kind;
+        const char *task, *model = MANIFEST_DEFAULT_MODEL, *kind, *role = "task";
         int r;
 
         r = yaml_doc_parse(text, len, MANIFEST_MAX_BYTES, W, &root, err);
@@ -517,7 +523,8 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
         if (m->format != MANIFEST_FORMAT && m->format != MANIFEST_FORMAT_RELOCATING)
                 return tp_error(err, -EPROTONOSUPPORT, W ": format %" PRIu64 " is not supported (this build reads 1 and %d)",
                                 m->format, MANIFEST_FORMAT_MAX);
-        if ((r = yaml_get_str(root, "task", true, W, &task, err)) < 0 ||
+        if ((r = yaml_get_str(root, "role", false, W, &role, err)) < 0 ||
+            (r = yaml_get_str(root, "task", true, W, &task, err)) < 0 ||
             (r = yaml_get_str(root, "model", false, W, &model, err)) < 0 ||
             (r = yaml_get_u64(root, "version", true, W, &m->version, err)) < 0 ||
             (r = yaml_get_time(root, "created", true, W, &m->created, err)) < 0 ||
@@ -543,6 +550,12 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
         m->kind = artifact_kind_from_string(kind);
         if (m->kind < 0)
                 return tp_error(err, -EBADMSG, W ": unknown artifact kind '%.32s'", kind);
+        if (strcmp(role, "task") == 0)
+                m->role = MANIFEST_ROLE_TASK;
+        else if (strcmp(role, "base") == 0)
+                m->role = MANIFEST_ROLE_BASE;
+        else
+                return tp_error(err, -EBADMSG, W ": role '%.32s' is neither task nor base", role);
 
         if ((r = yaml_check_keys(base, base_keys, W " base", err)) < 0 ||
             (r = yaml_get_sha256(base, "sha256", true, W, m->base.sha256, err)) < 0 ||
@@ -565,6 +578,10 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
         if ((r = parse_files(base, "base", m->base.sha256, m->base.size, &m->base.files, err)) < 0 ||
             (r = parse_files(target, "target", m->target.sha256, m->target.size, &m->target.files, err)) < 0)
                 return r;
+        /* Nothing to build from: only a full base bundle, relocating (its raw spans tile the target). */
+        if (m->base.size == 0 && (m->role != MANIFEST_ROLE_BASE || m->format != MANIFEST_FORMAT_RELOCATING))
+                return tp_error(err, -EBADMSG, W ": base.size is 0, which only a full base bundle (role: base, "
+                                "format 2) may have");
         /* In place: the target is the base's files, patched. */
         if (m->format == MANIFEST_FORMAT && !same_files(&m->base.files, &m->target.files))
                 return tp_error(err, -EBADMSG, W ": format 1 patches in place, but base.files and target.files differ");

@@ -31,6 +31,20 @@
 /* Versions travel as JSON integers (socket, state file, seals), which are signed 64-bit. */
 #define MANIFEST_MAX_VERSION INT64_MAX
 
+/*
+ * What a bundle rebuilds: a task of its base, or (a base bundle) the base a model should run
+ * from now on, from the base it has (a delta) or from nothing (full: base.size is 0 and every
+ * span raw). A base bundle's "task" names the line of bases (its versions are that line's).
+ */
+typedef enum ManifestRole {
+        MANIFEST_ROLE_TASK,
+        MANIFEST_ROLE_BASE,
+        _MANIFEST_ROLE_MAX,
+        _MANIFEST_ROLE_INVALID = -EINVAL,
+} ManifestRole;
+
+const char *manifest_role_to_string(ManifestRole r);   /* "task", "base" */
+
 typedef enum SpanEncoding {
         SPAN_RAW,               /* the frame holds the new bytes */
         SPAN_DELTA,             /* the frame holds delta_encode(layout, base bytes, new bytes) */
@@ -71,6 +85,7 @@ typedef struct ManifestSpan {
 
 typedef struct Manifest {
         uint64_t format;                        /* MANIFEST_FORMAT or MANIFEST_FORMAT_RELOCATING */
+        ManifestRole role;                      /* "role: base", or a task (the key absent) */
         char *task;
         char *model;                            /* the device model it is for; MANIFEST_DEFAULT_MODEL when absent */
         uint64_t version;

@@ -141,6 +141,8 @@ START_TEST(index_refusals) {
                 const char *text, *message;
         } cases[] = {
                 { HEAD "bundles: []\nextra: 1\n", "unknown key" },
+                { HEAD "bundles:\n- {role: base, task: a, version: 1, path: a.tpb, size: 100, sha256: " SHA
+                  ", kind: gguf, base_sha256: " SHA ", base_layout: " SHA "}\n", "unknown key 'role'" },
                 { "format: 2\nchannel: s\nserial: 1\ncreated: 2026-11-29T12:00:00Z\nbundles: []\n",
                   "unknown key 'bundles'" },
                 { HEAD, "'bundles'" },
@@ -241,7 +243,8 @@ START_TEST(roundtrip2) {
                 "- model: det\n  desired: person\n  bundles:\n" BUNDLE2("person", "1", SHA)
                 "- model: llm\n  base: " SHA2 "\n  desired: json\n  rollout: {percent: 5, seed: 4242}\n  bundles:\n"
                 BUNDLE2("json", "3", SHA) BUNDLE2("json", "4", SHA2) BUNDLE2("shout", "1", SHA)
-                "- model: wake\n  bundles: []\n";
+                "- model: wake\n  bundles:\n  - {role: base, task: base, version: 2, path: b.tpb, size: 100, sha256: "
+                SHA ", kind: gguf, base_sha256: " SHA ", base_layout: " SHA "}\n";
         _cleanup_(channel_freep) Channel *c = NULL, *back = NULL;
         _cleanup_free_ char *out = NULL;
         TpError err = {};
@@ -250,7 +253,11 @@ START_TEST(roundtrip2) {
         ck_assert_msg(parse_text(text, &c, &err) == 0, "%s", err.message);
         ck_assert_uint_eq(c->format, CHANNEL_FORMAT);
         ck_assert_uint_eq(c->n_models, 3);
-        ck_assert_uint_eq(c->n_bundles, 4);
+        ck_assert_uint_eq(c->n_bundles, 5);
+        ck_assert_int_eq(c->bundles[4].role, MANIFEST_ROLE_BASE);
+        ck_assert_int_eq(c->bundles[0].role, MANIFEST_ROLE_TASK);
+        /* A base bundle is no task: the desired task never finds it. */
+        ck_assert_ptr_null(channel_find(c, channel_model(c, "wake"), "base", NULL));
         const ChannelModel *det = channel_model(c, "det"), *llm = channel_model(c, "llm");
         ck_assert(det && llm && channel_model(c, "wake") && !channel_model(c, "nosuch") && !channel_model(c, ""));
         ck_assert(!det->has_base && !det->rollout.set && det->n_bundles == 1);
@@ -269,10 +276,11 @@ START_TEST(roundtrip2) {
         out[len] = 0;
         ck_assert_msg(parse_text(out, &back, &err) == 0, "%s\n%s", err.message, out);
         ck_assert_uint_eq(back->n_models, 3);
-        ck_assert_uint_eq(back->n_bundles, 4);
+        ck_assert_uint_eq(back->n_bundles, 5);
+        ck_assert_ptr_nonnull(strstr(out, "  - {role: base, task: base, version: 2,"));
         for (size_t i = 0; i < 3; i++)
                 ck_assert_mem_eq(&back->models[i], &c->models[i], sizeof(ChannelModel));
-        for (size_t i = 0; i < 4; i++)
+        for (size_t i = 0; i < 5; i++)
                 ck_assert_mem_eq(&back->bundles[i], &c->bundles[i], sizeof(ChannelBundle));
 }
 END_TEST
@@ -303,6 +311,9 @@ START_TEST(refusals2) {
                   "out of order" },
                 { HEAD2 "models:\n- model: a\n  bundles: []\ndesired: x\n", "unknown key 'desired'" },
                 { HEAD2 "models: [1]\n", "not a mapping" },
+                { HEAD2 "models:\n- model: a\n  bundles:\n  - {role: tusk, task: a, version: 1, path: a.tpb, size: 100, "
+                  "sha256: " SHA ", kind: gguf, base_sha256: " SHA ", base_layout: " SHA "}\n",
+                  "role 'tusk' is neither task nor base" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 Channel *c = NULL;

@@ -220,6 +220,54 @@ START_TEST(test_model) {
 }
 END_TEST
 
+/* "role: base" marks a base bundle; base.size 0 (nothing to build from) only a full one may have. */
+START_TEST(test_role) {
+        Manifest *m = sample(), *p = NULL;
+        TpError err = {};
+        size_t len;
+        char *text = write_text(m, &len);
+
+        ck_assert_ptr_null(strstr(text, "role:"));              /* a task says nothing */
+        ck_assert_msg(manifest_parse(text, len, &p, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(p->role, MANIFEST_ROLE_TASK);
+        manifest_free(p);
+        p = NULL;
+        free(text);
+
+        m->role = MANIFEST_ROLE_BASE;
+        text = write_text(m, &len);
+        ck_assert_ptr_nonnull(strstr(text, "format: 1\nrole: base\ntask: json\n"));
+        ck_assert_msg(manifest_parse(text, len, &p, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(p->role, MANIFEST_ROLE_BASE);
+        ck_assert_str_eq(manifest_role_to_string(p->role), "base");
+        manifest_free(p);
+        p = NULL;
+
+        char *r = strstr(text, "role: base");
+        memcpy(r, "role: bass", 10);
+        ck_assert_int_eq(manifest_parse(text, len, &p, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "role 'bass' is neither task nor base"), "%s", err.message);
+        free(text);
+
+        /* base.size 0: refused for a task, and for a base bundle patching in place. */
+        m->base.size = 0;
+        m->spans[1].encoding = SPAN_RAW;        /* no base bytes to read */
+        free(m->spans[1].layout);
+        m->spans[1].layout = NULL;
+        m->role = MANIFEST_ROLE_TASK;
+        text = write_text(m, &len);
+        ck_assert_int_eq(manifest_parse(text, len, &p, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "base.size is 0, which only a full base bundle"), "%s", err.message);
+        free(text);
+        m->role = MANIFEST_ROLE_BASE;
+        text = write_text(m, &len);
+        ck_assert_int_eq(manifest_parse(text, len, &p, &err), -EBADMSG);       /* format 1 */
+        ck_assert_msg(strstr(err.message, "(role: base, format 2)"), "%s", err.message);
+        free(text);
+        manifest_free(m);
+}
+END_TEST
+
 START_TEST(test_task_names) {
         ck_assert(task_name_valid("json"));
         ck_assert(task_name_valid("a"));
@@ -620,6 +668,7 @@ static Suite *manifest_suite(void) {
         tcase_add_test(tc, test_text_refusals);
         tcase_add_test(tc, test_task_names);
         tcase_add_test(tc, test_model);
+        tcase_add_test(tc, test_role);
         tcase_add_test(tc, test_section_round_trip);
         tcase_add_test(tc, test_section_refusals);
         suite_add_tcase(s, tc);
