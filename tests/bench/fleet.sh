@@ -414,36 +414,20 @@ done
 "$BIN/taskpatch" publish "$www/m3" --channel m3 "${sign[@]}" --serial 1 --model det --desired json \
     --model llm --desired json --model wake --desired json > /dev/null
 rm -rf "$STATE"
-cat > "$CONF" <<EOC
-state_dir: $STATE
-socket: $SOCK
-trust:
-  ca: $TMP/pki/ca.pem
-trial:
+write_models_config "trial:
   timeout: 600
 channel:
   url: https://127.0.0.1:$relay_port/m3/m3.channel
   interval: 1
 tls:
-  ca: $TMP/pki/ca.pem
-models:
-  llm:
-    model_path: $TMP/llm.gguf
-  det:
-    model_path: $TMP/det.gguf
-  wake:
-    model_path: $TMP/wake.gguf
-EOC
+  ca: $TMP/pki/ca.pem" llm det wake
 mark m3_t0 "$(now)"
 start_daemon
 for name in llm det wake; do
     tpctl -m "$name" provision "$TMP/base.gguf" > /dev/null
 done
 for name in llm det wake; do
-    for _ in $(seq 300); do
-        [ "$(tpctl -m "$name" --json status | jget trial.task 2> /dev/null)" = json ] && break
-        sleep 0.1
-    done
+    wait_model "$name" 's["trial"] and s["trial"]["task"] == "json"' 30
     tpctl -m "$name" mark-good > /dev/null
 done
 for name in llm det wake; do

@@ -31,6 +31,34 @@ ${1:-$LONG_TRIAL}
 EOC
 }
 
+# write_models_config EXTRA-YAML MODEL...: the test daemon's configuration with a models: map,
+# each MODEL's model_path $TMP/MODEL.gguf; EXTRA-YAML (settings of the whole device) before it.
+write_models_config() {
+    local extra=$1 name
+    shift
+    {
+        printf 'state_dir: %s\nsocket: %s\ntrust:\n  ca: %s\n%s\n' "$STATE" "$SOCK" "$TMP/pki/ca.pem" "$extra"
+        printf 'models:\n'
+        for name in "$@"; do printf '  %s:\n    model_path: %s/%s.gguf\n' "$name" "$TMP" "$name"; done
+    } > "$CONF"
+}
+
+# wait_model MODEL PYTHON-EXPR [SECONDS]: until the expression over MODEL's status `s` holds
+# (20 s by default; the status is left in $TMP/st.json); otherwise print what it waited for.
+wait_model() {
+    local i
+    for ((i = 0; i < ${3:-20} * 10; i++)); do
+        tpctl -m "$1" --json status > "$TMP/st.json" 2> /dev/null &&
+            python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" \
+                "$TMP/st.json" 2> /dev/null && return 0
+        sleep 0.1
+    done
+    echo "    waited for (model $1): $2"
+    python3 -c "import json,sys; print('    channel:', json.dumps(json.load(open(sys.argv[1])).get('channel')))" \
+        "$TMP/st.json" 2> /dev/null
+    return 1
+}
+
 # start_daemon: start taskpatchd in the background (log in $TMP/daemon.log) and wait for its socket.
 start_daemon() {
     [ -f "$CONF" ] || write_config

@@ -113,24 +113,13 @@ stop_daemon
 make_bundle json.gguf ddi/files/json-llm.tpb json 1 --model llm
 make_bundle shout.gguf ddi/files/shout-det.tpb shout 1 --model det
 MODEL="$TMP/llm.gguf"
-cat > "$CONF" <<EOC
-state_dir: $STATE
-socket: $SOCK
-trust:
-  ca: $TMP/pki/ca.pem
-$LONG_TRIAL
+write_models_config "$LONG_TRIAL
 tls:
   ca: $TMP/pki/ca.pem
 hawkbit:
   url: https://127.0.0.1:$port
   controller_id: pi-0042
-  token_file: $TMP/token
-models:
-  llm:
-    model_path: $TMP/llm.gguf
-  det:
-    model_path: $TMP/det.gguf
-EOC
+  token_file: $TMP/token" llm det
 rm -rf "$STATE"
 need_daemon
 tpctl -m llm provision "$TMP/base.gguf" > /dev/null
@@ -138,24 +127,12 @@ tpctl -m det provision "$TMP/base.gguf" > /dev/null
 state '{"sleep": "00:00:01", "config": true, "action": null, "cancel": null}'
 check "configData names both models' tasks" \
     logged "e['method'] == 'PUT' and e['body']['data'].get('models') == 'llm,det' and e['body']['data'].get('det.active_task') == 'base' and e['body']['data'].get('active_task') == 'base'"
-# mstatus MODEL PYTHON-EXPR: until MODEL's status satisfies it.
-mstatus() {
-    local i
-    for ((i = 0; i < 200; i++)); do
-        tpctl -m "$1" --json status > "$TMP/st.json" 2> /dev/null &&
-            python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" \
-                "$TMP/st.json" 2> /dev/null && return 0
-        sleep 0.1
-    done
-    echo "    waited for: $2"
-    return 1
-}
 state '{"sleep": "00:00:01", "action": {"id": "11", "artifacts": [{"file": "json-llm.tpb", "model": "llm"}, {"file": "shout-det.tpb", "model": "det"}]}, "cancel": null}'
-check "llm's module first: json on trial for llm" mstatus llm 's["state"] == "trial" and s["active"]["task"] == "json"'
-check "... det waits for llm's trial" mstatus det 's["state"] == "idle" and s["active"]["task"] is None'
+check "llm's module first: json on trial for llm" wait_model llm 's["state"] == "trial" and s["active"]["task"] == "json"'
+check "... det waits for llm's trial" wait_model det 's["state"] == "idle" and s["active"]["task"] is None'
 check "... no 'closed' yet" sh -c "! grep -q '/deploymentBase/11/feedback.*closed' '$ddi/log.jsonl'"
 tpctl -m llm mark-good > /dev/null
-check "llm committed: det's module goes on trial (shout)" mstatus det 's["state"] == "trial" and s["active"]["task"] == "shout"'
+check "llm committed: det's module goes on trial (shout)" wait_model det 's["state"] == "trial" and s["active"]["task"] == "shout"'
 check "... still no 'closed'" sh -c "! grep -q '/deploymentBase/11/feedback.*closed' '$ddi/log.jsonl'"
 tpctl -m det mark-good > /dev/null
 check "both committed: closed/success" logged "$(closed 11) and e['body']['status']['result']['finished'] == 'success'"

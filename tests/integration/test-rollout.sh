@@ -20,26 +20,12 @@ publish() { tp publish "$www" --channel stable "${keys[@]}" "$@" > "$TMP/publish
 make_bundle json.gguf www/json-llm.tpb json 1 --model llm
 make_bundle shout.gguf www/shout-det.tpb shout 1 --model det
 
-# mstatus MODEL PYTHON-EXPR [SECONDS]: until the expression over MODEL's status `s` holds.
-mstatus() {
-    local i
-    for ((i = 0; i < ${3:-20} * 10; i++)); do
-        tpctl -m "$1" --json status > "$TMP/st.json" 2> /dev/null &&
-            python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" \
-                "$TMP/st.json" 2> /dev/null && return 0
-        sleep 0.1
-    done
-    echo "    waited for: $2"
-    python3 -c "import json,sys; print('    channel:', json.dumps(json.load(open(sys.argv[1]))['channel']))" \
-        "$TMP/st.json" 2> /dev/null
-    return 1
-}
 # polled MODEL N: until MODEL's status shows N more polls (last_poll changes at each, one a second).
 polled() {
     local i last
     tpctl -m "$1" --json status > "$TMP/st.json" && last=$(jget channel.last_poll < "$TMP/st.json") || return 1
     for ((i = 0; i < $2; i++)); do
-        mstatus "$1" "s['channel'].get('last_poll') not in (None, '$last')" 20 || return 1
+        wait_model "$1" "s['channel'].get('last_poll') not in (None, '$last')" 20 || return 1
         last=$(jget channel.last_poll < "$TMP/st.json")
     done
 }
@@ -72,45 +58,34 @@ check "verify: the bundles of both sections are present" tp verify "$www/stable.
 
 echo "# a device of two models follows one channel"
 MODEL="$TMP/llm.gguf"
-cat > "$CONF" <<EOC
-state_dir: $STATE
-socket: $SOCK
-device_id: device-1
-trust:
-  ca: $TMP/pki/ca.pem
+write_models_config "device_id: device-1
 $LONG_TRIAL
 channel:
   url: https://127.0.0.1:$HTTPS_PORT/stable.channel
   interval: 1
   low_speed_time: 2
 tls:
-  ca: $TMP/pki/ca.pem
-models:
-  llm:
-    model_path: $TMP/llm.gguf
-  det:
-    model_path: $TMP/det.gguf
-EOC
+  ca: $TMP/pki/ca.pem" llm det
 need_daemon
 tpctl -m llm provision "$TMP/base.gguf" > /dev/null
 tpctl -m det provision "$TMP/base.gguf" > /dev/null
-check "det switches to shout: on trial" mstatus det 's["state"] == "trial" and s["active"]["task"] == "shout"' 30
+check "det switches to shout: on trial" wait_model det 's["state"] == "trial" and s["active"]["task"] == "shout"' 30
 check "... det's model_path is shout" cmp -s "$TMP/det.gguf" "$TMP/shout.gguf"
 tpctl -m det mark-good > /dev/null
-check "... success after det's commit" mstatus det 's["channel"]["update"]["result"] == "success"'
+check "... success after det's commit" wait_model det 's["channel"]["update"]["result"] == "success"'
 check "llm: cohort 71, not in the 50% rollout" \
-    mstatus llm 's["channel"]["rollout"] == {"percent": 50, "seed": 7, "cohort": 71, "included": False}'
+    wait_model llm 's["channel"]["rollout"] == {"percent": 50, "seed": 7, "cohort": 71, "included": False}'
 check "... status says why" grep -q "rollout at 50%: this device's cohort is 71, not in yet" "$TMP/st.json"
 check "... the device id is the configured one" test "$(jget channel.device_id_source < "$TMP/st.json")" = device_id
 polled llm 2
 check "... llm polled twice: still the base, nothing installed" \
-    mstatus llm 's["state"] == "idle" and s["active"]["task"] is None and s["tasks"] == []' 1
+    wait_model llm 's["state"] == "idle" and s["active"]["task"] is None and s["tasks"] == []' 1
 check "... nothing downloaded for llm" test -z "$(ls -A "$STATE/models/llm/downloads" 2> /dev/null)"
 tpctl -m llm status > "$TMP/status.txt"
 check "tpctl status shows the decision" grep -q "rollout at 50%: this device's cohort is 71" "$TMP/status.txt"
 
 echo "# the idle poll: one conditional GET for both models"
-check "an unchanged channel costs a 304" mstatus det 's["channel"].get("last_poll_http_status") == 304'
+check "an unchanged channel costs a 304" wait_model det 's["channel"].get("last_poll_http_status") == 304'
 bytes=$(jget channel.last_poll_bytes < "$TMP/st.json")
 check "... of < 1 KB of HTTP ($bytes bytes)" test "$bytes" -lt 1024
 before=$(grep -c "GET /stable.channel" "$NGINX_LOG")
@@ -121,21 +96,21 @@ check "... 3 polls, $((after - before)) channel GETs for two models (one per pol
 
 echo "# the rollout raised to 80%: the same cohort widens, llm joins"
 publish --serial 2 --model det --desired shout --model llm --desired json --rollout 80 --rollout-seed 7
-check "llm switches to json: on trial" mstatus llm 's["state"] == "trial" and s["active"]["task"] == "json"' 30
+check "llm switches to json: on trial" wait_model llm 's["state"] == "trial" and s["active"]["task"] == "json"' 30
 check "... llm's model_path is json" cmp -s "$TMP/llm.gguf" "$TMP/json.gguf"
-check "... included now" mstatus llm 's["channel"]["rollout"]["included"] is True'
+check "... included now" wait_model llm 's["channel"]["rollout"]["included"] is True'
 tpctl -m llm mark-good > /dev/null
-check "... success after llm's commit" mstatus llm 's["channel"]["update"]["result"] == "success"'
-check "det was left alone: shout, committed" mstatus det 's["state"] == "idle" and s["active"]["task"] == "shout"'
+check "... success after llm's commit" wait_model llm 's["channel"]["update"]["result"] == "success"'
+check "det was left alone: shout, committed" wait_model det 's["state"] == "idle" and s["active"]["task"] == "shout"'
 check "both models recorded serial 2" python3 -c 'import json, sys
 sys.exit(not all(json.load(open(p))["channel"]["serial"] == 2 for p in sys.argv[1:]))' \
     "$STATE/models/llm/state.json" "$STATE/models/det/state.json"
 
 echo "# a section naming a base the device does not run: that model waits"
 publish --serial 3 --model det --base "$TMP/json.gguf" --model llm --desired json
-check "det: waits for a base bundle" mstatus det '"waits for a base bundle" in s["channel"]["decision"]'
-check "... and stays on shout" mstatus det 's["state"] == "idle" and s["active"]["task"] == "shout"' 1
-check "llm (no rollout now): following the channel" mstatus llm '"no rollout" in s["channel"]["decision"]'
+check "det: waits for a base bundle" wait_model det '"waits for a base bundle" in s["channel"]["decision"]'
+check "... and stays on shout" wait_model det 's["state"] == "idle" and s["active"]["task"] == "shout"' 1
+check "llm (no rollout now): following the channel" wait_model llm '"no rollout" in s["channel"]["decision"]'
 check "... the daemon log names each model's section" grep -q "channel: model llm: desired json, 1 bundles; no rollout" "$TMP/daemon.log"
 
 echo "# format 1 when the command line says all"

@@ -82,19 +82,8 @@ make_bundle shout.gguf shout-det.tpb shout 1 --model det
 make_bundle shout.gguf shout-wake.tpb shout 1 --model wake
 rm -rf "$STATE" "$spool"
 MODEL="$TMP/llm.gguf"
-cat > "$CONF" <<EOC
-state_dir: $STATE
-socket: $SOCK
-trust:
-  ca: $TMP/pki/ca.pem
-$LONG_TRIAL
-spool: $spool
-models:
-  llm:
-    model_path: $TMP/llm.gguf
-  det:
-    model_path: $TMP/det.gguf
-EOC
+write_models_config "$LONG_TRIAL
+spool: $spool" llm det
 need_daemon
 tpctl -m llm provision "$TMP/base.gguf" > /dev/null
 tpctl -m det provision "$TMP/base.gguf" > /dev/null
