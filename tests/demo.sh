@@ -6,7 +6,8 @@
 # installs the bundles and switches to the fleet's task with a SHA-256 proof; a technician
 # switches by hand; an inference service (real llama.cpp, tests/runtime/service.mjs) follows every
 # switch, and its health check commits a trial or, for a broken task, rolls it back; a tampered
-# bundle is refused.
+# bundle is refused. Then the device gains a second model, an ONNX detector, and a phased rollout
+# (50%, then 100%) of its task on the same plain channel updates it without touching the first.
 # Usage: tests/demo.sh BUILD_DIR
 set -eu
 build=$(cd "$1" && pwd)
@@ -26,6 +27,7 @@ else
     bold() { printf '\n%s\n' "$*"; }
 fi
 run() { printf '$ %s\n' "$*"; "$@"; }
+quiet() { printf '$ %s\n' "$*"; "$@" > /dev/null; }     # the command, not its output
 bytes() { stat -c %s "$1"; }
 sha() { "$tp" hash "$1" | cut -c1-64; }
 sign=(--key "$work/pki/signer.key" --cert "$work/pki/signer.crt")
@@ -192,6 +194,68 @@ if tpctl install "$work/tampered.tpb"; then
     exit 1
 fi
 [ "$(sha "$model")" = "$(sha "$work/json.gguf")" ] && echo "=> refused; the device still serves json"
+
+bold "12. The device gains a second model, an ONNX detector: taskpatchd.yaml's models: map
+    (the language model keeps its state as the model 'default'), and a restart"
+python3 "$root/tests/tools/make-onnx.py" --layers 8 --channels 16 -o "$work/detector.onnx" \
+    --task-out "$work/night.onnx" --change-layers 2 > /dev/null
+"$tp" create "$work/detector.onnx" "$work/night.onnx" -o "$work/www/night-1.tpb" --task night --model detector \
+    "${sign[@]}" > /dev/null
+echo "detector.onnx: $(bytes "$work/detector.onnx") bytes; its task night (2 of 8 convolutions retrained):" \
+    "a bundle of $(bytes "$work/www/night-1.tpb") bytes"
+kill "$daemon"
+wait "$daemon" 2> /dev/null || true
+cat > "$work/taskpatchd.yaml" <<EOF
+state_dir: $work/device
+socket: $work/taskpatchd.sock
+device_id: pi-0042
+trust:
+  ca: $work/pki/ca.pem
+channel:
+  url: $url
+  interval: 2
+tls:
+  ca: $work/pki/ca.pem
+models:
+  default:
+    model_path: $work/device/model.gguf
+    trial:
+      timeout: 20
+      health_url: $svc/health
+      health_interval: 1
+  detector:
+    model_path: $work/device/detector.onnx
+EOF
+sed -n '/^device_id:/,$p' "$work/taskpatchd.yaml"
+TASKPATCHD_LOG_LEVEL=warning "$build/bin/taskpatchd" --config "$work/taskpatchd.yaml" 2>> "$work/daemon.log" &
+daemon=$!
+for _ in $(seq 100); do "$build/bin/tpctl" -m default status > /dev/null 2>&1 && break; sleep 0.05; done
+status() { "$build/bin/tpctl" -m "${model_name:-default}" --json status | python3 -c "import json,sys
+s = json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+tpctl -m detector provision "$work/detector.onnx"
+echo "the language model is still on json: $(status "s['active']['task']")"
+
+bold "13. A phased rollout of night on a plain channel: 50% of the fleet first, then everyone"
+# The seed that puts this device (device_id pi-0042) in the later half, by the documented formula.
+seed=$(python3 -c 'import hashlib
+c = lambda s: int.from_bytes(hashlib.sha256(f"taskpatch-rollout\npi-0042\n{s}".encode()).digest()[:8], "big") % 100
+print(next(s for s in range(1, 1000) if c(s) >= 50))')
+quiet "$tp" publish "$work/www" --channel stable --serial 3 "${sign[@]}" --model default --desired json \
+    --model detector --desired night --rollout 50 --rollout-seed "$seed"
+model_name=detector
+until_status "s['channel'].get('serial') == 3" > /dev/null
+echo "detector: $(status "s['channel']['decision']")"
+echo "  (this device is in the half the rollout has not reached; the detector still runs its base)"
+quiet "$tp" publish "$work/www" --channel stable --serial 4 "${sign[@]}" --model default --desired json \
+    --model detector --desired night --rollout 100 --rollout-seed "$seed"
+until_status "s['state'] == 'trial' and s['active']['task'] == 'night'"
+echo "detector: $(status "s['channel']['decision']")"
+echo "(no detector service in this demo: a technician confirms it)"
+tpctl -m detector mark-good
+until_status "(s['channel'].get('update') or {}).get('result') == 'success'" > /dev/null
+echo "  update $(update)"
+[ "$(sha "$work/device/detector.onnx")" = "$(sha "$work/night.onnx")" ] &&
+    echo "=> the detector serves night, byte for byte; the language model: $(model_name=default status "s['active']['task']")"
 
 kill "$service" "$daemon"
 wait "$service" "$daemon" 2> /dev/null || true
