@@ -506,6 +506,12 @@ int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Oper
                 return tp_error(err, -EBADMSG, "%s v%" PRIu64 " is older than v%" PRIu64 ", which this device has "
                                 "already accepted (use --allow-downgrade to install it anyway)", mf->task, mf->version,
                                 accepted);
+        /* A version far past what came before would block every later one: a signer's error, or a key's abuse. */
+        uint64_t from = installed > accepted ? installed : accepted, cap = m->config->trust.max_version_jump;
+        if (cap > 0 && mf->version > from && mf->version - from > cap)
+                return tp_error(err, -EBADMSG, "%s v%" PRIu64 " jumps %" PRIu64 " versions past v%" PRIu64 ", more than "
+                                "trust.max_version_jump (%" PRIu64 "): refused (a version this high would block every "
+                                "later one)", mf->task, mf->version, mf->version - from, from, cap);
         int64_t avail = manager_free_space(m);
         *ret_code = "no-space";
         if (avail >= 0 && (uint64_t) avail < in->bundle->file_size + SPACE_MARGIN)

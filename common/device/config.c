@@ -41,6 +41,7 @@ int config_init(DaemonConfig *c) {
                 .admin_group = strdup("taskpatch-admin"),
                 .model_path = strdup("/var/lib/taskpatch/model.gguf"),
                 .trust.ca = strdup("/etc/taskpatch/ca.pem"),
+                .trust.max_version_jump = CONFIG_DEFAULT_VERSION_JUMP,
                 .trial.timeout = 120,
                 .trial.health_interval = 2,
                 .keep_versions = 2,
@@ -199,11 +200,12 @@ static bool text_is_empty(const char *text, size_t len) {
 }
 
 static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
-        static const char *const keys[] = { "ca", NULL };
+        static const char *const keys[] = { "ca", "max_version_jump", NULL };
         int r;
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
-            (r = config_get_path(map, "ca", PATH_MAX, false, what, &c->trust.ca, err)) < 0)
+            (r = config_get_path(map, "ca", PATH_MAX, false, what, &c->trust.ca, err)) < 0 ||
+            (r = config_get_uint(map, "max_version_jump", 0, INT64_MAX, what, &c->trust.max_version_jump, err)) < 0)
                 return r;
         return 0;
 }

@@ -19,6 +19,7 @@
 #define CONFIG_MAX_UNITS 16
 #define CONFIG_MAX_MODELS 16
 #define CONFIG_DEVICE_ID_MAX 128
+#define CONFIG_DEFAULT_VERSION_JUMP (UINT64_C(1) << 32)  /* room for date-like versions (2026120301) */
 /* The model of a configuration without "models:": its state is state_dir itself. */
 #define CONFIG_DEFAULT_MODEL "default"
 
@@ -66,6 +67,8 @@ typedef struct DaemonConfig {
         char *model_path;               /* "/var/lib/taskpatch/model.gguf"; absolute */
         struct {
                 char *ca;               /* "/etc/taskpatch/ca.pem"; absolute */
+                uint64_t max_version_jump;      /* the most a task's version may rise at once; 0: no cap;
+                                                 * default CONFIG_DEFAULT_VERSION_JUMP */
         } trust;
         TrialConfig trial;
         uint64_t keep_versions;         /* installed bundles kept per task, 1..1000; default 2 */

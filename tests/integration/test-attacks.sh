@@ -143,6 +143,11 @@ refused "$TMP/json-huge.tpb" "json v4000000000 with a damaged payload" "payload"
 check "... the counter stays at 2" test "$(accepted json)" = 2
 tpctl install "$TMP/json-v2.tpb" > "$TMP/out" 2>&1
 check "... and the genuine v2 still installs" test $? -eq 0
+# Signed, sound, but 2^63-1: accepted, no later version of json could ever install.
+make_bundle json2.gguf json-max.tpb json 9223372036854775807
+refused "$TMP/json-max.tpb" "json v9223372036854775807 (a version that would block every later one)" \
+    "jumps 9223372036854775805 versions past v2, more than trust.max_version_jump (4294967296)"
+check "... the counter stays at 2" test "$(accepted json)" = 2
 
 echo "# freeze"
 now=$(date +%s)

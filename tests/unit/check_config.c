@@ -82,6 +82,7 @@ static const char all_keys[] =
         "model_path: /srv/models/current.gguf\n"
         "trust:\n"
         "  ca: /etc/tp/ca.d\n"
+        "  max_version_jump: 1000\n"
         "trial:\n"
         "  timeout: 604800\n"
         "  health_command: \"curl -fsS localhost:8080/ready || exit 75\"\n"
@@ -121,6 +122,7 @@ START_TEST(test_defaults) {
         ck_assert_str_eq(c.admin_group, "taskpatch-admin");
         ck_assert_str_eq(c.model_path, "/var/lib/taskpatch/model.gguf");
         ck_assert_str_eq(c.trust.ca, "/etc/taskpatch/ca.pem");
+        ck_assert_uint_eq(c.trust.max_version_jump, UINT64_C(4294967296));
         ck_assert_uint_eq(c.trial.timeout, 120);
         ck_assert_ptr_null(c.trial.health_command);
         ck_assert_ptr_null(c.trial.health_url);
@@ -169,6 +171,7 @@ START_TEST(test_all_keys) {
         ck_assert_str_eq(c.admin_group, "wheel");
         ck_assert_str_eq(c.model_path, "/srv/models/current.gguf");
         ck_assert_str_eq(c.trust.ca, "/etc/tp/ca.d");
+        ck_assert_uint_eq(c.trust.max_version_jump, 1000);
         ck_assert_uint_eq(c.trial.timeout, 604800);
         ck_assert_str_eq(c.trial.health_command, "curl -fsS localhost:8080/ready || exit 75");
         ck_assert_str_eq(c.trial.health_url, "https://127.0.0.1:8080/health");
@@ -306,6 +309,7 @@ static const struct {
         { "state_dir: /a\nstatedir: /b\n", { "line 2", "unknown key 'statedir'" } },
         { "trial:\n  timeout: 5\n  retries: 3\n", { "line 3", "unknown key 'retries'" } },
         { "trust:\n  ca: /a\n  crl: /b\n", { "line 3", "unknown key 'crl'" } },
+        { "trust:\n  max_version_jump: -1\n", { "line 2", "'max_version_jump'", "expected an integer" } },
         { "verify: full\nverify: full\n", { "line 2", "duplicate key 'verify'" } },
         /* enums and URLs */
         { "verify: fast\n", { "line 1", "'verify'", "full or incremental", "found 'fast'" } },
