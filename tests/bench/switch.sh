@@ -9,7 +9,8 @@
 #  3. switches to relocated tasks (format 2, every tensor moved) on the ~350 MB model: time vs
 #     the full-copy alternative, and the slot bytes written;
 #  4. daemon memory: RssAnon idle and at its peak while switching a 4 GiB model (sampled
-#     every 5 ms), VmHWM beside it, and while switching to a relocated 4 GiB task;
+#     every 5 ms), VmHWM beside it, the same with three models configured (the 4 GiB one and
+#     two small ones, issue 18), and while switching to a relocated 4 GiB task;
 #     provisioning time of the 4 GiB model (no reflink on ext4);
 #  5. part 1 on directory models (issue 17): the ~350 MB model split into three GGUF shards, and a
 #     ~350 MB float32 ONNX model with its data in one external file; slot bytes written vs the
@@ -253,7 +254,7 @@ with open(f"{d}/big-base.bin", "wb") as f:
     for off in range(0, size, 32 << 20):
         f.seek(off); f.write(os.urandom(1 << 20))
 import shutil
-for name, seed in (("big-a.bin", 1), ("big-b.bin", 2)):
+for name, seed in (("big-a.bin", 1), ("big-b.bin", 2), ("big-c.bin", 3)):
     shutil.copyfile(f"{d}/big-base.bin", f"{d}/{name}")
     with open(f"{d}/{name}", "r+b") as f:
         for k, off in enumerate((seed << 20, 1 << 30, (3 << 30) + (seed << 22), size - (8 << 20))):
@@ -261,6 +262,7 @@ for name, seed in (("big-a.bin", 1), ("big-b.bin", 2)):
 PY
     "$tp" create "$work/big-base.bin" "$work/big-a.bin" -o "$work/big-a.tpb" --task biga "${sign[@]}" --level 3 > /dev/null
     "$tp" create "$work/big-base.bin" "$work/big-b.bin" -o "$work/big-b.tpb" --task bigb "${sign[@]}" --level 3 > /dev/null
+    "$tp" create "$work/big-base.bin" "$work/big-c.bin" -o "$work/big-c.tpb" --task bigc "${sign[@]}" --level 3 > /dev/null
     start_daemon big
     sleep 0.5
     idle=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
@@ -275,7 +277,23 @@ PY
     printf '   provisioning 4 GiB (copy into two slots and hash both, ext4 has no reflink): %s s; the switch: %s s\n' \
         "$(secs "$t_prov4")" "$(secs "$t_switch")"
     emit "{\"case\": \"memory-4GiB\", \"rss_anon_idle_kb\": $idle, \"rss_anon_idle_after_kb\": $idle_after, \"rss_anon_peak_kb\": $peak, \"vmhwm_kb\": $hwm, \"provision_4GiB_s\": $(secs "$t_prov4"), \"switch_4GiB_s\": $(secs "$t_switch")}"
-    rm -rf "$work"/big-* "$work/big"
+
+    # The same 4 GiB model as the first of three (models:, its state kept as "default"), the two
+    # others small: RssAnon idle with all three provisioned, and while switching the big one to a
+    # third task (staged into the inactive slot, which holds biga: undone, then written).
+    head -c $((8 << 20)) /dev/urandom > "$work/small.bin"
+    printf 'state_dir: %s/big/state\nsocket: %s/big/sock\ntrust:\n  ca: %s/pki/ca.pem\ntrial:\n  timeout: 600\nmodels:\n  default:\n    model_path: %s/big/state/model.gguf\n  wake:\n    model_path: %s/big/wake.bin\n  vad:\n    model_path: %s/big/vad.bin\n' \
+        "$work" "$work" "$work" "$work" "$work" "$work" > "$work/big/conf.yaml"
+    run_daemon big
+    ctl -m wake provision "$work/small.bin" > /dev/null
+    ctl -m vad provision "$work/small.bin" > /dev/null
+    ctl install "$work/big-c.tpb" > /dev/null
+    idle3=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
+    measure_switch bigc "$work/big-c.bin" -m default
+    printf '   three models configured, the 4 GiB one switched: RssAnon idle %d KB (required <= 4 MB), peak while switching %d KB (required <= 16 MB); VmHWM %d KB\n' \
+        "$idle3" "$peak" "$hwm"
+    emit "{\"case\": \"memory-4GiB-three-models\", \"models\": 3, \"rss_anon_idle_kb\": $idle3, \"rss_anon_peak_kb\": $peak, \"vmhwm_kb\": $hwm, \"switch_4GiB_s\": $(secs "$t_switch")}"
+    rm -rf "$work"/big-* "$work/big" "$work/small.bin"
 
     # A relocated 4 GiB task: 16 F16 tensors of 256 MiB, general.name grown (every tensor moves), two changed.
     synth=(python3 "$root/tests/tools/gguf-synth.py" --tensors 16 --tensor-mib 256)
