@@ -333,8 +333,8 @@ static int resolve_models(Hawkbit *h, char *why) {
                         for (t = 0; t < h->n_targets && strcmp(source_target_model(&h->targets[t]), a->ddi.model); t++)
                                 ;
                 if (t == h->n_targets) {
-                        snprintf(why, TP_ERROR_MAX, "%s: its module is for model '%s', which this device does not "
-                                 "have (it has %s)", a->ddi.filename, a->ddi.model, names);
+                        snprintf(why, TP_ERROR_MAX, "%.100s: its module is for model '%s', which this device does "
+                                 "not have (it has %.250s)", a->ddi.filename, a->ddi.model, names);
                         return -ENOENT;
                 }
                 a->model = t;
