@@ -41,6 +41,7 @@ struct FetchModel {
         const SourceHost *host;
         const DaemonConfig *config;     /* the model's view: its state_dir holds its downloads */
         size_t index;
+        const char *name;               /* the model's */
         char log_prefix[TASK_NAME_MAX + 4];     /* "[MODEL] " with several models (as the manager's lines) */
         FetchPhase phase;
         FetchRefused refused;           /* under the current serial */
@@ -105,8 +106,7 @@ static void kick(Fetcher *f) {
 
 static const ChannelModel *section_of(const FetchModel *fm) {
         const Fetcher *f = fm->f;
-        SourceTarget t = { fm->config, fm->host };
-        return f->channel ? fetch_section(f->channel, fm->index, source_target_model(&t)) : NULL;
+        return f->channel ? fetch_section(f->channel, fm->index, fm->name) : NULL;
 }
 
 /* ---- polling the channel ---- */
@@ -177,7 +177,7 @@ static void poll_succeeded(Fetcher *f) {
 /* The log line of what a model does with a new channel. */
 static void log_section(const FetchModel *fm) {
         const ChannelModel *cm = section_of(fm);
-        const char *model = source_target_model(&(SourceTarget) { fm->config, fm->host });
+        const char *model = fm->name;
         char why[TP_ERROR_MAX];
         unsigned cohort;
 
@@ -696,10 +696,9 @@ int fetcher_new(sd_event *e, const SourceTarget *targets, size_t n, CurlGlue *gl
         *f = (Fetcher) { .config = c, .event = e, .glue = glue, .dl = DOWNLOAD_NULL, .n_models = n };
         for (size_t i = 0; i < n; i++) {
                 f->models[i] = (FetchModel) { .f = f, .host = targets[i].host, .config = targets[i].config,
-                                              .index = i };
+                                              .index = i, .name = source_target_model(&targets[i]) };
                 if (n > 1)
-                        snprintf(f->models[i].log_prefix, sizeof(f->models[i].log_prefix), "[%s] ",
-                                 source_target_model(&targets[i]));
+                        snprintf(f->models[i].log_prefix, sizeof(f->models[i].log_prefix), "[%s] ", f->models[i].name);
         }
         f->easy = curl_easy_init();
         if (http_body_init(&f->body, CHANNEL_MAX_FILE) < 0 || !f->easy)

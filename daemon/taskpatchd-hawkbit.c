@@ -320,19 +320,13 @@ static int on_deployment(Hawkbit *h, TpError *err) {
  * action, @why says so), else the first; the last artifact of each model switches.
  */
 static int resolve_models(Hawkbit *h, char *why) {
-        char names[CONFIG_MAX_MODELS * (DDI_MODEL_MAX + 2)] = "";
-        size_t n = 0;
+        char names[CONFIG_MAX_MODELS * (DDI_MODEL_MAX + 2)];
 
-        for (size_t t = 0; t < h->n_targets; t++)
-                n += (size_t) snprintf(names + n, sizeof(names) - n, "%s%s", t ? ", " : "",
-                                       source_target_model(&h->targets[t]));
         for (size_t i = 0; i < h->n_artifacts; i++) {
                 HawkbitArtifact *a = &h->artifacts[i];
-                size_t t = 0;
-                if (a->ddi.model[0])
-                        for (t = 0; t < h->n_targets && strcmp(source_target_model(&h->targets[t]), a->ddi.model); t++)
-                                ;
+                size_t t = a->ddi.model[0] ? source_target_find(h->targets, h->n_targets, a->ddi.model) : 0;
                 if (t == h->n_targets) {
+                        source_target_names(h->targets, h->n_targets, names, sizeof(names));
                         snprintf(why, TP_ERROR_MAX, "%.100s: its module is for model '%s', which this device does "
                                  "not have (it has %.250s)", a->ddi.filename, a->ddi.model, names);
                         return -ENOENT;

@@ -2,6 +2,7 @@
 /* What the update sources share (taskpatchd-source.h). */
 
 #include <stdio.h>
+#include <string.h>
 
 #include "jsonline.h"
 #include "taskpatchd-log.h"
@@ -20,6 +21,22 @@ const char *update_origin_to_string(UpdateOrigin o) {
 
 const char *source_target_model(const SourceTarget *t) {
         return t->config->model ? t->config->model : CONFIG_DEFAULT_MODEL;
+}
+
+size_t source_target_find(const SourceTarget *targets, size_t n, const char *name) {
+        size_t i = 0;
+
+        while (i < n && strcmp(source_target_model(&targets[i]), name) != 0)
+                i++;
+        return i;
+}
+
+void source_target_names(const SourceTarget *targets, size_t n, char *buf, size_t size) {
+        size_t len = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < n && len < size; i++)
+                len += (size_t) snprintf(buf + len, size - len, "%s%s", i ? ", " : "", source_target_model(&targets[i]));
 }
 
 void source_error(const SourceHost *host, const char *name, char *buf, const char *fmt, ...) {

@@ -88,6 +88,10 @@ typedef struct SourceTarget {
 
 /* The name of @t's model ("default" on a device without a models: map). */
 const char *source_target_model(const SourceTarget *t);
+/* The index of the target of the model named @name among the @n of @targets; @n when none. */
+size_t source_target_find(const SourceTarget *targets, size_t n, const char *name);
+/* Their model names, "llm, det", into @buf of @size bytes (for "this device's models are ..."). */
+void source_target_names(const SourceTarget *targets, size_t n, char *buf, size_t size);
 
 /*
  * The manager's side, lent to a source at its creation (it outlives the source). Every

@@ -82,8 +82,7 @@ static void finish(Spool *s, const char *name, bool ok, const char *why) {
  */
 static const SourceHost *bundle_host(Spool *s, int fd, TpError *err) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
-        char names[CONFIG_MAX_MODELS * (TASK_NAME_MAX + 2)] = "";
-        size_t n = 0;
+        char names[CONFIG_MAX_MODELS * (TASK_NAME_MAX + 2)];
         int dup, r;
 
         if (s->n_targets == 1)
@@ -94,12 +93,10 @@ static const SourceHost *bundle_host(Spool *s, int fd, TpError *err) {
         }
         if ((r = bundle_open_fd(dup, "the bundle", &b, err)) < 0)
                 return NULL;
-        for (size_t i = 0; i < s->n_targets; i++) {
-                if (strcmp(source_target_model(&s->targets[i]), b->manifest->model) == 0)
-                        return s->targets[i].host;
-                n += (size_t) snprintf(names + n, sizeof(names) - n, "%s%s", i ? ", " : "",
-                                       source_target_model(&s->targets[i]));
-        }
+        size_t i = source_target_find(s->targets, s->n_targets, b->manifest->model);
+        if (i < s->n_targets)
+                return s->targets[i].host;
+        source_target_names(s->targets, s->n_targets, names, sizeof(names));
         (void) tp_error(err, -ENOENT, "made for model '%s'; this device's models are %s", b->manifest->model, names);
         return NULL;
 }

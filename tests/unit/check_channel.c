@@ -55,6 +55,17 @@ static int parse_text(const char *text, Channel **ret, TpError *err) {
         return r;
 }
 
+/* @text is refused, the message holding @message and naming the file, nothing returned (case @i). */
+static void expect_refused(const char *text, const char *message, size_t i) {
+        Channel *c = NULL;
+        TpError err = {};
+
+        ck_assert_msg(parse_text(text, &c, &err) < 0, "case %zu parsed", i);
+        ck_assert_msg(strstr(err.message, message), "case %zu: '%s' lacks '%s'", i, err.message, message);
+        ck_assert_msg(strstr(err.message, "test.channel"), "case %zu: the file is not named: %s", i, err.message);
+        ck_assert_ptr_null(c);
+}
+
 START_TEST(roundtrip) {
         _cleanup_(channel_freep) Channel *c = make_channel(5), *back = NULL;
         _cleanup_free_ char *text = NULL;
@@ -162,15 +173,8 @@ START_TEST(index_refusals) {
                   "unknown kind" },
                 { HEAD "bundles: [1]\n", "not a mapping" },
         };
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                Channel *c = NULL;
-                TpError err = {};
-                ck_assert_msg(parse_text(cases[i].text, &c, &err) < 0, "case %zu parsed", i);
-                ck_assert_msg(strstr(err.message, cases[i].message), "case %zu: '%s' lacks '%s'", i, err.message,
-                              cases[i].message);
-                ck_assert_msg(strstr(err.message, "test.channel"), "case %zu: the file is not named: %s", i, err.message);
-                ck_assert_ptr_null(c);
-        }
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                expect_refused(cases[i].text, cases[i].message, i);
 }
 END_TEST
 
@@ -315,14 +319,8 @@ START_TEST(refusals2) {
                   "sha256: " SHA ", kind: gguf, base_sha256: " SHA ", base_layout: " SHA "}\n",
                   "role 'tusk' is neither task nor base" },
         };
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                Channel *c = NULL;
-                TpError err = {};
-                ck_assert_msg(parse_text(cases[i].text, &c, &err) < 0, "case %zu parsed", i);
-                ck_assert_msg(strstr(err.message, cases[i].message), "case %zu: '%s' lacks '%s'", i, err.message,
-                              cases[i].message);
-                ck_assert_ptr_null(c);
-        }
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                expect_refused(cases[i].text, cases[i].message, i);
 }
 END_TEST
 
