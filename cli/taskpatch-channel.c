@@ -39,9 +39,11 @@ static json_t *model_to_json(const Channel *c, const ChannelModel *cm) {
                                                          (json_int_t) b->size, "sha256", sha_json(b->sha256), "kind",
                                                          artifact_kind_to_string(b->kind), "base_sha256",
                                                          sha_json(b->base_sha256)));
-                if (b->role != MANIFEST_ROLE_TASK)
-                        json_object_set_new(json_array_get(bundles, json_array_size(bundles) - 1), "role",
-                                            json_string(manifest_role_to_string(b->role)));
+                if (b->role != MANIFEST_ROLE_TASK) {
+                        json_t *e = json_array_get(bundles, json_array_size(bundles) - 1);
+                        json_object_set_new(e, "role", json_string(manifest_role_to_string(b->role)));
+                        json_object_set_new(e, "target_sha256", sha_json(b->target_sha256));
+                }
         }
         return json_pack("{s:o, s:o, s:o, s:o}", "base", cm->has_base ? sha_json(cm->base_sha256) : json_null(),
                          "desired", cm->desired[0] ? json_string(cm->desired) : json_null(), "rollout",

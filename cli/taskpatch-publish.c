@@ -85,6 +85,7 @@ static int describe_bundle(const char *dir, const char *name, ChannelBundle *b) 
         b->kind = m->kind;
         memcpy(b->base_sha256, m->base.sha256, SHA256_DIGEST_SIZE);
         memcpy(b->base_layout, m->base.layout, SHA256_DIGEST_SIZE);
+        memcpy(b->target_sha256, m->target.sha256, SHA256_DIGEST_SIZE);
         return 0;
 }
 

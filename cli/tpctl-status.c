@@ -93,8 +93,8 @@ static void print_trial(json_t *trial) {
                 printf(LABEL "none\n", "Trial:");
                 return;
         }
-        printf(LABEL "%s in slot %s: ", "Trial:", format_task(trial, task, sizeof(task)) ?: "?",
-               get_str(trial, "slot") ?: "?");
+        printf(LABEL "%s%s in slot %s: ", "Trial:", format_task(trial, task, sizeof(task)) ?: "?",
+               json_is_object(json_object_get(trial, "new_base")) ? " (a new base)" : "", get_str(trial, "slot") ?: "?");
         if (parse_iso8601(get_str(trial, "deadline"), &deadline) >= 0) {
                 int64_t left = deadline - (int64_t) clock_wall();
                 if (left >= 0)
@@ -233,6 +233,9 @@ static void print_status(json_t *s) {
         print_base(json_object_get(s, "base"));
         print_tasks(json_object_get(s, "tasks"));
         print_trial(json_object_get(s, "trial"));
+        if (json_is_true(json_object_get(s, "reprovision")))
+                printf(LABEL "the other slot still holds the old base: it is re-provisioned from the active one\n",
+                       "Base change:");
         print_operation(json_object_get(s, "operation"));
         print_counters(json_object_get(s, "counters"));
         print_channel(json_object_get(s, "channel"));
@@ -324,7 +327,11 @@ static void list_row(json_t *e, ListRow *r) {
         uint64_t v;
 
         *r = (ListRow) { .active = json_is_true(json_object_get(e, "active")), .sha256 = get_str(e, "sha256") };
-        format_truncate(get_str(e, "task") ?: "-", 40, r->task, sizeof(r->task));
+        char task[TASK_NAME_MAX + 8];
+        /* A base bundle's line is marked: switching to it replaces the base. */
+        bool base = get_str(e, "role") && strcmp(get_str(e, "role"), "base") == 0;
+        snprintf(task, sizeof(task), "%s%s", get_str(e, "task") ?: "-", base ? " (base)" : "");
+        format_truncate(task, 40, r->task, sizeof(r->task));
         snprintf(r->version, sizeof(r->version), "-");
         if (get_u64(e, "version", &v))
                 snprintf(r->version, sizeof(r->version), "%" PRIu64, v);

@@ -49,15 +49,27 @@ bool fetch_in_rollout(const ChannelModel *cm, const char *device_id, unsigned *r
         return in;
 }
 
-bool fetch_on_base(const ChannelModel *cm, const DeviceView *d, char *why) {
+bool fetch_on_base(const Channel *c, const ChannelModel *cm, const DeviceView *d, const FetchRefused *refused,
+                   const ChannelBundle **ret_base, char *why) {
         char want[SHA256_HEX_SIZE], have[SHA256_HEX_SIZE];
 
+        *ret_base = NULL;
         if (!cm->has_base || memcmp(cm->base_sha256, d->base_sha256, SHA256_DIGEST_SIZE) == 0)
                 return true;
         sha256_to_hex(cm->base_sha256, want);
         sha256_to_hex(d->base_sha256, have);
-        snprintf(why, TP_ERROR_MAX, "the channel's base is %.12s…, this device runs %.12s…: it waits for a base "
-                 "bundle from its base", want, have);
+        const ChannelBundle *b = channel_base_bundle(c, cm, d->base_sha256);
+        if (b && fetch_refused_has(refused, b->task, b->version))
+                snprintf(why, TP_ERROR_MAX, "the channel's base is %.12s…, this device runs %.12s…: base bundle %s v%"
+                         PRIu64 " failed here; it waits for another", want, have, b->task, b->version);
+        else if (b) {
+                snprintf(why, TP_ERROR_MAX, "the channel's base is %.12s…, this device runs %.12s…: replacing it "
+                         "with base bundle %s v%" PRIu64 " (%s)", want, have, b->task, b->version,
+                         channel_bundle_full(b) ? "the whole model" : "a delta from this base");
+                *ret_base = b;
+        } else
+                snprintf(why, TP_ERROR_MAX, "the channel's base is %.12s…, this device runs %.12s…: it waits for a "
+                         "base bundle from its base", want, have);
         return false;
 }
 

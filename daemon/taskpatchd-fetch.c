@@ -77,6 +77,7 @@ struct Fetcher {
         Download dl;                    /* one at a time, whatever the model */
         FetchModel *dl_model;           /* whose download dl is, while it runs */
         TaskVersion dl_what;            /* what dl fetches */
+        bool dl_base;                   /* ... a base bundle: switched to once installed (no pin holds it) */
 
         /* for status */
         char last_error[TP_ERROR_MAX];  /* of the polls */
@@ -364,7 +365,11 @@ static void install_download(Fetcher *f, FetchModel *fm) {
                 return;
         }
         fm->host->channel(fm->host, &cv);
-        InstallRequest req = { .then_switch = fetch_then_switch(cm, &cv, tv.task), .origin = ORIGIN_CHANNEL };
+        InstallRequest req = { .then_switch = f->dl_base ? !cv.pinned : fetch_then_switch(cm, &cv, tv.task),
+                               .origin = ORIGIN_CHANNEL };
+        /* A base bundle must make the base the section names: the channel's signer vouched for that one. */
+        if (f->dl_base && cm->has_base)
+                req.expect_target = cm->base_sha256;
         int fd = open(f->dl.path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         int r = fd < 0 ? -errno : fm->host->submit_install(fm->host, fd, &req, transaction, &err);
 
@@ -422,6 +427,7 @@ static void fetch_bundle(Fetcher *f, FetchModel *fm, const ChannelBundle *b) {
 
         snprintf(f->dl_what.task, sizeof(f->dl_what.task), "%s", b->task);
         f->dl_what.version = b->version;
+        f->dl_base = b->role == MANIFEST_ROLE_BASE;
         snprintf(name, sizeof(name), "%s-%" PRIu64 ".tpb", b->task, b->version);
         DownloadSpec spec = { .url = url, .name = name, .size = b->size, .sha256 = b->sha256 };
         f->dl_model = fm;
@@ -468,6 +474,40 @@ static void switch_to_desired(FetchModel *fm, const ChannelModel *cm, const Devi
         memcpy(fm->transaction, transaction, sizeof(transaction));
 }
 
+/* The section's base is not the device's: download base bundle @b (true: it holds the handle), or switch to it. */
+static bool take_base(Fetcher *f, FetchModel *fm, const ChannelBundle *b) {
+        char transaction[TRANSACTION_ID_SIZE];
+        ChannelView cv;
+        TpError err = {};
+
+        fm->host->channel(fm->host, &cv);
+        if (cv.pinned)
+                return false;   /* a technician's switch holds the model until the serial changes */
+        TaskVersion tv = { .version = b->version };
+        snprintf(tv.task, sizeof(tv.task), "%s", b->task);
+        if (!fm->host->installed(fm->host, b->task, b->version)) {
+                if (fm->wait_for_poll)
+                        return false;
+                fetch_bundle(f, fm, b);
+                return f->dl_model != NULL;
+        }
+        int r = fm->host->submit_switch(fm->host, tv.task, tv.version, ORIGIN_CHANNEL, transaction, &err);
+        if (r < 0) {
+                set_model_error(fm, "switch to base %s v%" PRIu64 ": %s", tv.task, tv.version, tp_error_message(&err, r));
+                set_update(fm, tv.task, tv.version, "failure", fm->last_error);
+                mark_failed(fm, &tv);
+                return false;
+        }
+        if (r == 0)
+                return false;
+        log_info("%schannel %s: replacing the base with %s v%" PRIu64, fm->log_prefix, f->channel->name, tv.task,
+                 tv.version);
+        set_update(fm, tv.task, tv.version, "pending", NULL);
+        fm->phase = FETCH_SWITCHING;
+        memcpy(fm->transaction, transaction, sizeof(transaction));
+        return false;
+}
+
 /* What @fm does next: a download (true: it holds the handle), or a switch, or nothing. */
 static bool model_next(Fetcher *f, FetchModel *fm) {
         const ChannelModel *cm = section_of(fm);
@@ -482,8 +522,8 @@ static bool model_next(Fetcher *f, FetchModel *fm) {
         if (!fm->host->can_start(fm->host))
                 return false;   /* busy (an operation, a trial): the host tells us when it ends */
         fm->host->device(fm->host, &d);
-        if (!fetch_on_base(cm, &d, why))
-                return false;
+        if (!fetch_on_base(f->channel, cm, &d, &fm->refused, &b, why))
+                return b && take_base(f, fm, b);
         if ((b = fetch_next_bundle(f->channel, cm, &d, &fm->refused, fm->host))) {
                 if (fm->wait_for_poll)
                         return false;
@@ -586,7 +626,8 @@ static void describe(const FetchModel *fm, const ChannelModel *cm, const Channel
                 return;
         }
         fm->host->device(fm->host, &d);
-        if (!fetch_on_base(cm, &d, why))
+        const ChannelBundle *nb;
+        if (!fetch_on_base(fm->f->channel, cm, &d, &fm->refused, &nb, why))
                 return;
         if (cv->pinned)
                 snprintf(why, TP_ERROR_MAX, "pinned: a technician's switch holds the task until the channel's "

@@ -100,10 +100,12 @@ const ChannelModel *fetch_section(const Channel *c, size_t index, const char *na
 bool fetch_in_rollout(const ChannelModel *cm, const char *device_id, unsigned *ret_cohort, char *why);
 
 /*
- * Whether the device runs the base @cm names (yes when it names none); @why (TP_ERROR_MAX
- * bytes) says what it waits for when not.
+ * Whether the device runs the base @cm names (yes when it names none). When not,
+ * *@ret_base is the base bundle that brings it there (channel_base_bundle(), not refused),
+ * or NULL when it waits for one; @why (TP_ERROR_MAX bytes) says which.
  */
-bool fetch_on_base(const ChannelModel *cm, const DeviceView *d, char *why);
+bool fetch_on_base(const Channel *c, const ChannelModel *cm, const DeviceView *d, const FetchRefused *refused,
+                   const ChannelBundle **ret_base, char *why);
 
 /*
  * The next bundle to download: one of @cm's made for @d's base (digest and kind), the newest

@@ -50,7 +50,7 @@ int manager_submit(Manager *m, Operation *op, UpdateOrigin origin, char ret_tran
 int manager_submit_install(Manager *m, int fd, const InstallRequest *req, Client *c, bool wait,
                            char ret_transaction[TRANSACTION_ID_SIZE], const char **ret_code, TpError *err) {
         Operation *op = NULL;
-        int r = install_new(m, fd, req->allow_downgrade, req->then_switch, &op, ret_code, err);
+        int r = install_new(m, fd, req, &op, ret_code, err);
 
         if (r < 0)
                 return r;

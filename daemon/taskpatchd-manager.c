@@ -258,7 +258,10 @@ void manager_check_slot(Manager *m, SlotId slot) {
                              slot_id_to_string(slot), m->ps.base.directory ? "directory's files are" : "file is");
                 return;
         }
-        if (m->ps.provisioned && memcmp(m->seals[slot].base_sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0)
+        /* Of the provisioned base's family, or the new base on trial in that slot. */
+        const TrialInfo *t = &m->ps.trial;
+        const uint8_t *family = t->on && t->new_base && t->slot == slot ? t->base.sha256 : m->ps.base.sha256;
+        if (m->ps.provisioned && memcmp(m->seals[slot].base_sha256, family, SHA256_DIGEST_SIZE) != 0)
                 return;
         m->sealed[slot] = true;
 }
@@ -430,7 +433,13 @@ static void operation_finish(Manager *m, int r) {
                 }
         }
         manager_sources_operation_done(m, op, r, own_trial);
+        /* A failed re-provisioning (no room, a read error) is tried again later, not at once. */
+        bool retry = r < 0 && strcmp(op->cmd, "reprovision") == 0;
         operation_free(op);
+        manager_want_reprovision(m, retry ? REPROVISION_RETRY_USEC : 0);
+        for (size_t i = 0; i < m->n_peers; i++)
+                if (m->peers[i] != m)
+                        manager_want_reprovision(m->peers[i], 0);       /* one that waited for this operation */
         /* A large manifest's parse is freed now: give the pages back, do not keep them as the peak. */
         (void) malloc_trim(0);
 }
@@ -534,12 +543,50 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
 bool manager_stop_scrub(Manager *m) {
         if (!m->op || m->op->start >= 0)
                 return false;
-        mlog_info(m, "the scrub in progress is stopped for a request; it runs again in a minute");
         Operation *op = TAKE_PTR(m->op);
         m->op_source = sd_event_source_disable_unref(m->op_source);
+        bool scrub = strcmp(op->cmd, "scrub") == 0;
+        if (scrub)
+                mlog_info(m, "the scrub in progress is stopped for a request; it runs again in a minute");
+        else
+                mlog_info(m, "the %s in progress is stopped for a request; it starts again once the daemon is idle",
+                          op->cmd);
         operation_free(op);
-        (void) manager_schedule_scrub(m, 60 * UINT64_C(1000000));
+        if (scrub)
+                (void) manager_schedule_scrub(m, 60 * UINT64_C(1000000));
+        else
+                manager_want_reprovision(m, 0);
         return true;
+}
+
+static int on_reprovision(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        Operation *op = NULL;
+        TpError err = {};
+        (void) s;
+        (void) usec;
+
+        m->reprovision_source = sd_event_source_disable_unref(m->reprovision_source);
+        /* Busy (an operation, a trial, a peer's operation): the end of that asks again. */
+        if (!m->ps.reprovision || !manager_can_start(m))
+                return 0;
+        if (reprovision_new(m, &op, &err) < 0) {
+                mlog_error(m, "cannot re-provision the inactive slot: %s", err.message);
+                manager_want_reprovision(m, REPROVISION_RETRY_USEC);
+                return 0;
+        }
+        manager_start(m, op, NULL, false);
+        return 0;
+}
+
+void manager_want_reprovision(Manager *m, uint64_t after_usec) {
+        if (!m->ps.reprovision || m->reprovision_source)
+                return;
+        if (sd_event_add_time_relative(m->event, &m->reprovision_source, CLOCK_BOOTTIME, after_usec, 0, on_reprovision,
+                                       m) < 0)
+                return;
+        (void) sd_event_source_set_priority(m->reprovision_source, SD_EVENT_PRIORITY_IDLE);
+        (void) sd_event_source_set_description(m->reprovision_source, "reprovision");
 }
 
 /* ---- requests that need no operation ---- */

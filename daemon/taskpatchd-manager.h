@@ -49,7 +49,7 @@ typedef struct Operation Operation;
 /* A long operation: its step() runs once per loop turn until it returns 0 (done) or < 0 (failed, see err). */
 struct Operation {
         Manager *m;
-        const char *cmd;                /* "provision", "install", "switch", "rollback", "scrub" */
+        const char *cmd;                /* "provision", "install", "switch", "rollback", "scrub", "reprovision" */
         UpdateOrigin origin;            /* who asked for it (the socket unless an update source did) */
         ManagerEvent start;             /* fired when it starts (EVENT_PROVISION, ...); _EVENT_INVALID: none (scrub) */
         bool rollback;                  /* a switch back to the previously committed task ('tpctl rollback') */
@@ -59,6 +59,7 @@ struct Operation {
         uint64_t done, total;           /* bytes of this phase */
         char task[TASK_NAME_MAX + 1];   /* what it is about, for events */
         uint64_t version;
+        const BaseInfo *new_base;       /* a switch to a new base (a base bundle): that base once staged; else NULL */
         int (*step)(Operation *op);
         void (*free_data)(void *data);
         void *data;
@@ -152,6 +153,7 @@ struct Manager {
         json_t *startup_events;
         json_t *startup_slot_changed;   /* ... and to the notifier (units, command) once the loop runs */
         sd_event_source *notify_source;
+        sd_event_source *reprovision_source;    /* a deferred start of the re-provisioning */
 };
 
 static inline ManagerState manager_state(const Manager *m) {
@@ -320,7 +322,7 @@ void manager_sources_idle(Manager *m);
 /* Operation constructors (taskpatchd-provision.c, taskpatchd-switch.c). They reply with errors themselves. */
 _warn_unused_result_ int provision_new(Manager *m, int fd, const uint8_t *expected_sha256, Operation **ret,
                                        TpError *err);
-_warn_unused_result_ int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Operation **ret,
+_warn_unused_result_ int install_new(Manager *m, int fd, const InstallRequest *req, Operation **ret,
                                      const char **ret_code, TpError *err);
 _warn_unused_result_ int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret,
                                     const char **ret_code, TpError *err);
@@ -337,5 +339,14 @@ _warn_unused_result_ int scrub_new(Operation **ret);
 bool manager_stop_scrub(Manager *m);
 /* Run a scrub after @after_usec (and then every scrub_interval hours). */
 int manager_schedule_scrub(Manager *m, uint64_t after_usec);
+/*
+ * After a base change (ps.reprovision): the base into the inactive slot, from the active one, in the
+ * background like a scrub (a request stops it; it starts again once the daemon is idle), without
+ * activating it; then ps.reprovision is cleared and the old base's bundles removed.
+ */
+_warn_unused_result_ int reprovision_new(Manager *m, Operation **ret, TpError *err);
+/* Start the re-provisioning from the event loop after @after_usec when it is due and the daemon idle. */
+#define REPROVISION_RETRY_USEC (60 * UINT64_C(1000000))
+void manager_want_reprovision(Manager *m, uint64_t after_usec);
 /* Turn a running install into a switch to what it installed (install --switch): 1, or 0 when it is already active. */
 _warn_unused_result_ int switch_continue(Operation *op, const char *task, uint64_t version, TpError *err);

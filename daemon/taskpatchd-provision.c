@@ -331,11 +331,54 @@ BundleTrust manager_bundle_trust(const Manager *m) {
                                .max_spans = m->config->limits.manifest_spans };
 }
 
+/* A task: made for the provisioned base, in its layout (or a relocating bundle). */
+static int check_task_bundle(Manager *m, const Manifest *mf, const char *what, TpError *err) {
+        char want[SHA256_HEX_SIZE], got[SHA256_HEX_SIZE];
+
+        if (memcmp(mf->base.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0) {
+                sha256_to_hex(mf->base.sha256, got);
+                sha256_to_hex(m->ps.base.sha256, want);
+                return tp_error(err, -EBADMSG, "%s: made for another base (SHA-256 %s); this device's base is %s", what,
+                                got, want);
+        }
+        if (memcmp(mf->base.layout, m->ps.base.layout, SHA256_DIGEST_SIZE) != 0 || mf->kind != m->ps.base.kind)
+                return tp_error(err, -EBADMSG, "%s: its base layout is not the provisioned base's", what);
+        /* A relocating bundle (format 2) may change the size; an in-layout one is staged in place. */
+        if (mf->format != MANIFEST_FORMAT_RELOCATING && mf->target.size != m->ps.base.size)
+                return tp_error(err, -EBADMSG, "%s: an in-layout bundle (format 1) that changes the model's size (%" PRIu64
+                                " -> %" PRIu64 " bytes): make it again with this taskpatch, which writes a relocating "
+                                "bundle for it", what, m->ps.base.size, mf->target.size);
+        return 0;
+}
+
+/* A base bundle: full (from nothing), or a delta from the provisioned base; one file (a directory: not yet). */
+static int check_base_bundle(Manager *m, const Manifest *mf, const char *what, TpError *err) {
+        char want[SHA256_HEX_SIZE], got[SHA256_HEX_SIZE];
+
+        if (m->ps.base.directory || mf->target.files.set.directory)
+                return tp_error(err, -EOPNOTSUPP, "%s: a base bundle (line %s v%" PRIu64 ") for a model directory: "
+                                "this taskpatchd replaces one-file bases from bundles only; provision the new base "
+                                "(tpctl provision DIR)", what, mf->task, mf->version);
+        if (mf->base.size == 0)
+                return 0;
+        if (memcmp(mf->base.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0) {
+                sha256_to_hex(mf->base.sha256, got);
+                sha256_to_hex(m->ps.base.sha256, want);
+                return tp_error(err, -EBADMSG, "%s: a base delta from another base (SHA-256 %s); this device's base is "
+                                "%s (a full base bundle, taskpatch create --base-bundle --full, replaces any base)",
+                                what, got, want);
+        }
+        if (memcmp(mf->base.layout, m->ps.base.layout, SHA256_DIGEST_SIZE) != 0)
+                return tp_error(err, -EBADMSG, "%s: its base layout is not the provisioned base's", what);
+        if (mf->format != MANIFEST_FORMAT_RELOCATING && mf->target.size != m->ps.base.size)
+                return tp_error(err, -EBADMSG, "%s: an in-layout base delta (format 1) that changes the size", what);
+        return 0;
+}
+
 int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char signer[256], const char **ret_code,
                          TpError *err) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
         BundleTrust trust = manager_bundle_trust(m);
-        char want[SHA256_HEX_SIZE], got[SHA256_HEX_SIZE];
         int r;
 
         *ret_code = "refused";
@@ -354,24 +397,11 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
         if (strcmp(mf->model, m->model) != 0)
                 return tp_error(err, -EBADMSG, "%s: made for model '%s'; this device's model is '%s' (taskpatch create "
                                 "--model names it)", what, mf->model, m->model);
-        /* Replacing the base from a bundle is not there yet: said plainly. */
-        if (mf->role == MANIFEST_ROLE_BASE)
-                return tp_error(err, -EOPNOTSUPP, "%s: a base bundle (line %s v%" PRIu64 "): this taskpatchd cannot "
-                                "replace its base from a bundle yet; provision the new base (tpctl provision)", what,
-                                mf->task, mf->version);
-        if (memcmp(mf->base.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0) {
-                sha256_to_hex(mf->base.sha256, got);
-                sha256_to_hex(m->ps.base.sha256, want);
-                return tp_error(err, -EBADMSG, "%s: made for another base (SHA-256 %s); this device's base is %s", what,
-                                got, want);
-        }
-        if (memcmp(mf->base.layout, m->ps.base.layout, SHA256_DIGEST_SIZE) != 0 || mf->kind != m->ps.base.kind)
-                return tp_error(err, -EBADMSG, "%s: its base layout is not the provisioned base's", what);
-        /* A relocating bundle (format 2) may change the size; an in-layout one is staged in place. */
-        if (mf->format != MANIFEST_FORMAT_RELOCATING && mf->target.size != m->ps.base.size)
-                return tp_error(err, -EBADMSG, "%s: an in-layout bundle (format 1) that changes the model's size (%" PRIu64
-                                " -> %" PRIu64 " bytes): make it again with this taskpatch, which writes a relocating "
-                                "bundle for it", what, m->ps.base.size, mf->target.size);
+        if (mf->role == MANIFEST_ROLE_BASE) {
+                if ((r = check_base_bundle(m, mf, what, err)) < 0)
+                        return r;
+        } else if ((r = check_task_bundle(m, mf, what, err)) < 0)
+                return r;
         struct statvfs sv;
         if (statvfs(m->config->state_dir, &sv) == 0 && mf->target.size > (uint64_t) sv.f_blocks * sv.f_frsize)
                 return tp_error(err, -EFBIG, "%s: its target of %" PRIu64 " bytes is larger than the whole file system "
@@ -480,8 +510,8 @@ static void install_freep(Install **p) {
                 install_free(*p);
 }
 
-int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Operation **ret, const char **ret_code,
-                TpError *err) {
+int install_new(Manager *m, int fd, const InstallRequest *req, Operation **ret, const char **ret_code, TpError *err) {
+        bool allow_downgrade = req->allow_downgrade, then_switch = req->then_switch;
         _cleanup_free_ Operation *op = calloc(1, sizeof(Operation));
         _cleanup_(install_freep) Install *in = calloc(1, sizeof(Install));
         int dup_fd, r;
@@ -499,6 +529,15 @@ int install_new(Manager *m, int fd, bool allow_downgrade, bool then_switch, Oper
         const Manifest *mf = in->bundle->manifest;
         uint64_t installed = store_newest(&m->store, mf->task), accepted = state_accepted(&m->ps, mf->task);
         *ret_code = "refused";
+        if (req->expect_target && (mf->role != MANIFEST_ROLE_BASE ||
+                                   memcmp(mf->target.sha256, req->expect_target, SHA256_DIGEST_SIZE) != 0)) {
+                char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
+                sha256_to_hex(mf->target.sha256, got);
+                sha256_to_hex(req->expect_target, want);
+                return tp_error(err, -EBADMSG, "%s v%" PRIu64 ": %s %s, the channel's base is %s: refused", mf->task,
+                                mf->version, mf->role == MANIFEST_ROLE_BASE ? "a base bundle that makes" :
+                                "a task bundle, not a base bundle, that makes", got, want);
+        }
         if (mf->version < installed && !allow_downgrade)
                 return tp_error(err, -EBADMSG, "%s v%" PRIu64 " is older than the installed v%" PRIu64
                                 " (use --allow-downgrade to install it anyway)", mf->task, mf->version, installed);

@@ -86,7 +86,9 @@ int request_check(json_t *req, const Command **ret_cmd, TpError *err) {
 
 static json_t *slot_json(Manager *m, SlotId s) {
         const Seal *seal = &m->seals[s];
-        const char *state = m->sealed[s] ? "clean" : seal->dirty ? "dirty" : "missing";
+        /* "other-base": sealed for another base (the old one after a base change, re-provisioned from the active slot). */
+        bool other_family = seal->size && memcmp(seal->base_sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0;
+        const char *state = m->sealed[s] ? "clean" : seal->dirty ? "dirty" : other_family ? "other-base" : "missing";
         json_t *o = json_pack("{s:s, s:b, s:o, s:I, s:o, s:b, s:I}", "state", state, "active",
                               m->ps.provisioned && m->active == s, "task",
                               seal->task[0] ? json_string(seal->task) : json_null(), "version",
@@ -147,10 +149,15 @@ json_t *manager_status(Manager *m) {
                 json_object_set_new(o, "base", json_null());
         }
         json_object_set_new(o, "slots", slots);
-        for (size_t i = 0; i < m->store.n; i++)
-                json_array_append_new(tasks, json_pack("{s:s, s:I}", "task", m->store.tasks[i].task, "version",
-                                                       (json_int_t) m->store.tasks[i].version));
+        for (size_t i = 0; i < m->store.n; i++) {
+                json_t *t = json_pack("{s:s, s:I}", "task", m->store.tasks[i].task, "version",
+                                      (json_int_t) m->store.tasks[i].version);
+                if (m->store.tasks[i].role == MANIFEST_ROLE_BASE)
+                        json_object_set_new(t, "role", json_string("base"));
+                json_array_append_new(tasks, t);
+        }
         json_object_set_new(o, "tasks", tasks);
+        json_object_set_new(o, "reprovision", json_boolean(m->ps.provisioned && m->ps.reprovision));
 
         if (manager_on_trial(m)) {
                 char started[21], deadline[21];
@@ -163,6 +170,11 @@ json_t *manager_status(Manager *m) {
                                               slot_id_to_string(m->ps.trial.slot), "started", started, "deadline",
                                               deadline, "timeout", (json_int_t) m->config->trial.timeout,
                                               "transaction", m->ps.trial.transaction));
+                if (m->ps.trial.new_base)
+                        json_object_set_new(json_object_get(o, "trial"), "new_base",
+                                            json_pack("{s:o, s:I, s:s}", "sha256", json_sha256(m->ps.trial.base.sha256),
+                                                      "size", (json_int_t) m->ps.trial.base.size, "kind",
+                                                      artifact_kind_to_string(m->ps.trial.base.kind)));
         } else
                 json_object_set_new(o, "trial", json_null());
         if (m->op)
@@ -205,7 +217,13 @@ json_t *manager_list(Manager *m) {
                 for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
                         if (m->sealed[s] && strcmp(m->seals[s].task, t->task) == 0 && m->seals[s].version == t->version)
                                 slot = json_string(slot_id_to_string(s));
-                json_array_append_new(a, json_pack("{s:s, s:I, s:o, s:I, s:I, s:s, s:s, s:b, s:o}", "task", t->task,
+                /* A base bundle's slot: the one sealed as a base with its target's digest (the new base on trial). */
+                for (SlotId s = 0; s < _SLOT_ID_MAX && t->role == MANIFEST_ROLE_BASE; s++)
+                        if (m->sealed[s] && !m->seals[s].task[0] &&
+                            memcmp(m->seals[s].sha256, t->target_sha256, SHA256_DIGEST_SIZE) == 0)
+                                slot = json_string(slot_id_to_string(s));
+                json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:o, s:I, s:I, s:s, s:s, s:b, s:o}", "task", t->task,
+                                                   "role", manifest_role_to_string(t->role),
                                                    "version", (json_int_t) t->version, "sha256",
                                                    json_sha256(t->target_sha256), "bundle_size", (json_int_t) t->bundle_size,
                                                    "span_bytes", (json_int_t) t->span_bytes, "created", created,

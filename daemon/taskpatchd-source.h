@@ -62,6 +62,7 @@ typedef struct InstallRequest {
         bool allow_downgrade;
         bool then_switch;               /* install --switch: the task goes on trial once installed */
         UpdateOrigin origin;
+        const uint8_t *expect_target;   /* a base bundle must make this base (what the channel names); NULL: any */
 } InstallRequest;
 
 /* How an operation ended, told to every source (@transaction tells a source its own). */

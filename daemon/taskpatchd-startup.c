@@ -249,6 +249,8 @@ static int repair(Manager *m, TpError *err) {
         if (m->ps.trial.on) {
                 TrialInfo t = m->ps.trial;
                 m->ps.trial.on = false;
+                if (t.new_base)
+                        manager_check_slot(m, t.slot);  /* the new base's slot is of another base now */
                 if (link == t.slot && link != m->ps.committed) {
                         mlog_warning(m,
                                      "the daemon stopped while %s v%" PRIu64 " was on trial: rolling back to slot %s",
@@ -302,6 +304,7 @@ static int on_write_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         manager_record(m, "repaired", NULL, false, "the state directory is writable again");
         manager_send_status(m);
         manager_sources_idle(m);        /* a bundle waiting in the spool may go in now */
+        manager_want_reprovision(m, 0);
         return 0;
 }
 
@@ -455,6 +458,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                 r = manager_schedule_scrub(m, config->scrub_interval * 3600 * UINT64_C(1000000));
         if (r < 0)
                 return tp_error(err, r, "cannot schedule the scrub: %s", strerror(-r));
+        manager_want_reprovision(m, 0);         /* a base change whose other slot is not re-provisioned yet */
         if (m->ps.provisioned)
                 mlog_info(m, "slot %s active: %s v%" PRIu64 ", %zu installed bundle(s)", slot_id_to_string(m->active),
                           m->seals[m->active].task[0] ? m->seals[m->active].task : "base", m->seals[m->active].version,
@@ -488,6 +492,7 @@ Manager *manager_free(Manager *m) {
         json_decref(m->startup_events);
         json_decref(m->startup_slot_changed);
         sd_event_source_disable_unref(m->notify_source);
+        sd_event_source_disable_unref(m->reprovision_source);
         store_done(&m->store);
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++) {
                 free(m->files[s].file_path);

@@ -30,6 +30,17 @@ static json_t *task_refs_json(const TaskRef *refs, size_t n) {
         return a;
 }
 
+static json_t *base_json(const BaseInfo *b) {
+        json_t *o = json_pack("{s:o, s:I, s:o, s:s, s:I, s:o}", "sha256", json_sha256(b->sha256), "size",
+                              (json_int_t) b->size, "layout", json_sha256(b->layout), "kind",
+                              artifact_kind_to_string(b->kind), "chunk_size", (json_int_t) b->chunk_size,
+                              "chunk_root", json_sha256(b->chunk_root));
+        /* Only a directory model says so: a one-file device's state reads as it always did. */
+        if (o && b->directory)
+                json_object_set_new(o, "directory", json_true());
+        return o;
+}
+
 int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, TpError *err) {
         json_t *o = json_pack("{s:i, s:b, s:b, s:s}", "format", STATE_FORMAT, "provisioned", s->provisioned,
                               "provisioning", s->provisioning, "committed", slot_id_to_string(s->committed));
@@ -37,15 +48,9 @@ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, 
         if (!o)
                 return -ENOMEM;
         if (s->provisioned || s->provisioning)
-                json_object_set_new(o, "base",
-                                    json_pack("{s:o, s:I, s:o, s:s, s:I, s:o}", "sha256", json_sha256(s->base.sha256), "size",
-                                              (json_int_t) s->base.size, "layout", json_sha256(s->base.layout), "kind",
-                                              artifact_kind_to_string(s->base.kind), "chunk_size",
-                                              (json_int_t) s->base.chunk_size, "chunk_root",
-                                              json_sha256(s->base.chunk_root)));
-        /* Only a directory model says so: a one-file device's state reads as it always did. */
-        if ((s->provisioned || s->provisioning) && s->base.directory)
-                json_object_set_new(json_object_get(o, "base"), "directory", json_true());
+                json_object_set_new(o, "base", base_json(&s->base));
+        if (s->reprovision)
+                json_object_set_new(o, "reprovision", json_true());
         if (s->n_accepted > 0) {
                 json_t *acc = json_object();
                 for (size_t i = 0; i < s->n_accepted; i++)
@@ -65,6 +70,8 @@ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, 
                                               "version", (json_int_t) s->trial.version, "transaction",
                                               s->trial.transaction, "started", (json_int_t) s->trial.started,
                                               "rollback", s->trial.rollback));
+        if (s->trial.on && s->trial.new_base)
+                json_object_set_new(json_object_get(o, "trial"), "new_base", base_json(&s->trial.base));
         if (s->n_history > 0)
                 json_object_set_new(o, "history", task_refs_json(s->history, s->n_history));
         if (s->n_failed > 0)
@@ -122,6 +129,21 @@ static int parse_task_refs(json_t *a, TaskRef *refs, size_t max, size_t *ret_n) 
         return 0;
 }
 
+static int parse_base(json_t *o, BaseInfo *b) {
+        if (!json_is_object(o) || get_hex(o, "sha256", b->sha256) < 0 || get_uint(o, "size", &b->size) < 0 ||
+            get_hex(o, "layout", b->layout) < 0 || get_uint(o, "chunk_size", &b->chunk_size) < 0 ||
+            get_hex(o, "chunk_root", b->chunk_root) < 0)
+                return -EBADMSG;
+        b->kind = artifact_kind_from_string(json_string_value(json_object_get(o, "kind")));
+        if (b->kind < 0)
+                return -EBADMSG;
+        json_t *dir = json_object_get(o, "directory");
+        if (dir && !json_is_boolean(dir))
+                return -EBADMSG;
+        b->directory = json_is_true(dir);
+        return 0;
+}
+
 static int parse_state(json_t *o, PersistentState *s) {
         json_t *base = json_object_get(o, "base"), *trial = json_object_get(o, "trial");
         uint64_t format, u;
@@ -133,20 +155,12 @@ static int parse_state(json_t *o, PersistentState *s) {
         s->committed = slot_id_from_string(json_string_value(json_object_get(o, "committed")));
         if (s->committed < 0)
                 return -EBADMSG;
-        if (s->provisioned || s->provisioning) {
-                if (!json_is_object(base) || get_hex(base, "sha256", s->base.sha256) < 0 ||
-                    get_uint(base, "size", &s->base.size) < 0 || get_hex(base, "layout", s->base.layout) < 0 ||
-                    get_uint(base, "chunk_size", &s->base.chunk_size) < 0 ||
-                    get_hex(base, "chunk_root", s->base.chunk_root) < 0)
-                        return -EBADMSG;
-                s->base.kind = artifact_kind_from_string(json_string_value(json_object_get(base, "kind")));
-                if (s->base.kind < 0)
-                        return -EBADMSG;
-                json_t *dir = json_object_get(base, "directory");
-                if (dir && !json_is_boolean(dir))
-                        return -EBADMSG;
-                s->base.directory = json_is_true(dir);
-        }
+        if ((s->provisioned || s->provisioning) && parse_base(base, &s->base) < 0)
+                return -EBADMSG;
+        json_t *reprovision = json_object_get(o, "reprovision");
+        if (reprovision && !json_is_boolean(reprovision))
+                return -EBADMSG;
+        s->reprovision = json_is_true(reprovision);
         if (json_is_object(trial)) {
                 json_t *task = json_object_get(trial, "task");
                 const char *tx = json_string_value(json_object_get(trial, "transaction"));
@@ -157,6 +171,10 @@ static int parse_state(json_t *o, PersistentState *s) {
                         return -EBADMSG;
                 s->trial.started = (int64_t) u;
                 s->trial.rollback = json_is_true(json_object_get(trial, "rollback"));
+                json_t *nb = json_object_get(trial, "new_base");
+                s->trial.new_base = nb != NULL;
+                if (nb && parse_base(nb, &s->trial.base) < 0)
+                        return -EBADMSG;
                 snprintf(s->trial.transaction, sizeof(s->trial.transaction), "%s", tx);
                 if (json_is_string(task)) {
                         if (!task_name_valid(json_string_value(task)))
@@ -349,6 +367,9 @@ int state_accept(PersistentState *s, const char *task, uint64_t version) {
 void store_done(Store *s) {
         for (size_t i = 0; i < s->n; i++)
                 free(s->tasks[i].path);
+        for (size_t i = 0; i < s->n_stranded; i++)
+                free(s->stranded[i]);
+        free(s->stranded);
         free(s->tasks);
         free(s->dir);
         *s = (Store) { 0 };
@@ -361,7 +382,8 @@ static int compare_tasks(const void *a, const void *b) {
 }
 
 int store_add(Store *s, const Manifest *m, const char *path, uint64_t bundle_size, const char *signer) {
-        InstalledTask t = { .version = m->version, .bundle_size = bundle_size, .created = m->created };
+        InstalledTask t = { .version = m->version, .bundle_size = bundle_size, .created = m->created,
+                            .role = m->role };
 
         for (size_t i = 0; i < s->n; i++)
                 if (strcmp(s->tasks[i].task, m->task) == 0 && s->tasks[i].version == m->version) {
@@ -431,15 +453,42 @@ static void scan_task(Store *s, const char *task, const char *ca_path, const Bas
                                 report(path, "its manifest names another task or version than its file name");
                         continue;
                 }
-                if (base && memcmp(b->manifest->base.sha256, base->sha256, SHA256_DIGEST_SIZE) != 0) {
+                const Manifest *mf = b->manifest;
+                bool full_base = mf->role == MANIFEST_ROLE_BASE && mf->base.size == 0;
+                if (base && mf->role == MANIFEST_ROLE_BASE &&
+                    memcmp(mf->target.sha256, base->sha256, SHA256_DIGEST_SIZE) == 0)
+                        continue;       /* the base it makes is the base now: nothing to switch to */
+                if (base && !full_base && memcmp(mf->base.sha256, base->sha256, SHA256_DIGEST_SIZE) != 0) {
                         if (report)
-                                report(path, "made for another base");
+                                report(path, "made for another base (removed once the other slot holds this one)");
+                        char **p = realloc(s->stranded, (s->n_stranded + 1) * sizeof(char *));
+                        if (p) {
+                                s->stranded = p;
+                                if ((p[s->n_stranded] = strdup(path)))
+                                        s->n_stranded++;
+                        }
                         continue;
                 }
                 if (store_add(s, b->manifest, path, b->file_size, trust.signer) < 0)
                         break;
         }
         closedir(d);
+}
+
+int store_remove_stranded(Store *s) {
+        int n = 0;
+
+        for (size_t i = 0; i < s->n_stranded; i++) {
+                /* Gone for good before anything that follows is announced (a crash may bring it back: harmless). */
+                if (unlink(s->stranded[i]) == 0) {
+                        int r = fsync_parent_dir(s->stranded[i]);
+                        (void) r;       /* not durable yet: a crash brings it back, the next scan strands it again */
+                        n++;
+                }
+                free(s->stranded[i]);
+        }
+        s->n_stranded = 0;
+        return n;
 }
 
 int store_scan(Store *s, const char *dir, const char *ca_path, const BaseInfo *base,

@@ -44,6 +44,9 @@ typedef struct TrialInfo {
         char transaction[TRANSACTION_ID_SIZE];
         int64_t started;                /* seconds since the epoch */
         bool rollback;                  /* a rollback outside a trial: its commit pops the history */
+        /* A base bundle on trial (task, version: its line): the slot holds @base, which its commit makes the base. */
+        bool new_base;
+        BaseInfo base;
 } TrialInfo;
 
 /* A task at a version; task "" is the base (version 0). */
@@ -73,6 +76,8 @@ typedef struct PersistentState {
         bool provisioning;              /* a provisioning began and did not finish */
         BaseInfo base;
         SlotId committed;
+        /* A new base was committed: the other slot, of the old base, is re-provisioned from the active one. */
+        bool reprovision;
         TrialInfo trial;
         AcceptedVersion accepted[STATE_MAX_TASKS];      /* sorted by task */
         size_t n_accepted;
@@ -127,22 +132,29 @@ typedef struct InstalledTask {
         uint64_t span_bytes;            /* bytes its spans write */
         int64_t created;
         char signer[256];
+        ManifestRole role;              /* a task, or a base bundle (task: its line of bases) */
 } InstalledTask;
 
 typedef struct Store {
         char *dir;                      /* <state_dir>/tasks */
         InstalledTask *tasks;           /* sorted by task, then version */
         size_t n;
+        char **stranded;                /* bundles made for another base (the one before a base change): not listed */
+        size_t n_stranded;
 } Store;
 
 void store_done(Store *s);
 /*
  * List <dir>: every <task>/<version>.tpb whose bundle opens, verifies
- * against @ca_path and was made for @base (NULL: not checked). Files that
- * fail are skipped and reported through @report (may be NULL).
+ * against @ca_path and was made for @base (NULL: not checked; a full base
+ * bundle is made for any base, and one whose target is @base is not
+ * listed). Files that fail are skipped and reported through @report (may
+ * be NULL); those made for another base are kept in s->stranded.
  */
 _warn_unused_result_ int store_scan(Store *s, const char *dir, const char *ca_path, const BaseInfo *base,
                                     void (*report)(const char *path, const char *why));
+/* Remove the stranded bundles store_scan() found: how many were removed. */
+int store_remove_stranded(Store *s);
 /* @version 0: the newest. NULL when not installed. */
 const InstalledTask *store_find(const Store *s, const char *task, uint64_t version);
 /* The newest installed version of @task, 0 if none. */

@@ -64,6 +64,10 @@ typedef struct Switch {
         Stager *stager;
         FileHash *check;
         uint64_t copied;
+        bool new_base;                  /* a base bundle: the slot gets a new base (its family, no undo record) */
+        bool full;                      /* ... built from the bundle alone (a full base bundle: no base bytes) */
+        BaseInfo base;                  /* the new base, once staged (for the trial and its commit) */
+        bool reprovision;               /* the base into the inactive slot after a base change: no activation */
         SwitchStage logged;             /* the stage whose start was last timed */
         uint64_t t0, t_stage;           /* CLOCK_MONOTONIC µs: the switch's start, the stage's start */
 } Switch;
@@ -219,22 +223,30 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
         int r;
 
         reset_to_fresh(sw);
-        if ((r = load_source(m, sw, from, &op->err)) < 0)
-                return r;
         fileset_done(&sw->view);
-        if ((r = manager_open_slot(m, from, O_RDONLY, &sw->view, NULL, &op->err)) < 0)
+        if (sw->full)
+                sw->source = (Seal) { 0 };      /* no base bytes: an empty view */
+        else if ((r = load_source(m, sw, from, &op->err)) < 0 ||
+                 (r = manager_open_slot(m, from, O_RDONLY, &sw->view, NULL, &op->err)) < 0)
                 return r;
         StageSource src = { .seal = &sw->source, .undo = sw->undo };
-        if ((r = builder_new(&sw->view, &src, &sw->target, m->ps.base.size, m->files[sw->slot].undo, &sw->builder,
-                             &op->err)) < 0) {
+        if ((r = builder_new(&sw->view, &src, &sw->target, sw->full ? 0 : m->ps.base.size, m->files[sw->slot].undo,
+                             &sw->builder, &op->err)) < 0) {
                 op->err_code = r == -EBADMSG ? "refused" : NULL;
                 return r;
         }
         if ((r = check_space(m, sw, &op->err)) < 0)
                 return r;
-        mlog_info(m, "slot %s: building %s from the base bytes of slot %s (%s)", slot_id_to_string(sw->slot),
-                  sw->bundle ? sw->bundle->manifest->task : "the base", slot_id_to_string(from),
-                  relocating(sw) ? "the task has its own layout" : "that slot holds a relocated task");
+        if (sw->full)
+                mlog_info(m, "slot %s: building the new base (%s v%" PRIu64 ") from its full bundle",
+                          slot_id_to_string(sw->slot), sw->bundle->manifest->task, sw->bundle->manifest->version);
+        else
+                mlog_info(m, "slot %s: building %s%s from the base bytes of slot %s (%s)", slot_id_to_string(sw->slot),
+                          sw->new_base ? "the new base " : "", sw->bundle ? sw->bundle->manifest->task : "the base",
+                          slot_id_to_string(from),
+                          sw->new_base      ? "a base delta"
+                          : relocating(sw) ? "the task has its own layout"
+                                           : "that slot holds a relocated task");
         return 0;
 }
 
@@ -283,8 +295,9 @@ static int start_fresh(Operation *op, Switch *sw) {
 }
 
 static bool holds_target(const Manager *m, const Switch *sw, SlotId s) {
-        const char *task = sw->bundle ? sw->bundle->manifest->task : "";
-        uint64_t version = sw->bundle ? sw->bundle->manifest->version : 0;
+        bool task_bundle = sw->bundle && !sw->new_base;         /* a slot holding a base is sealed as "the base" */
+        const char *task = task_bundle ? sw->bundle->manifest->task : "";
+        uint64_t version = task_bundle ? sw->bundle->manifest->version : 0;
         return m->sealed[s] && strcmp(m->seals[s].task, task) == 0 && m->seals[s].version == version &&
                memcmp(m->seals[s].sha256, sw->target.sha256, SHA256_DIGEST_SIZE) == 0;
 }
@@ -312,7 +325,7 @@ static int prepare(Operation *op, Switch *sw) {
 
         /* The build path: planned (and its space checked) before the slot is marked dirty. */
         SlotId view = m->sealed[sw->slot] ? sw->slot : m->active;
-        bool build = relocating(sw) || m->seals[view].relocated;
+        bool build = relocating(sw) || m->seals[view].relocated || sw->new_base;
         if (build && (r = plan_build(op, sw, view)) < 0) {
                 if (view == m->active || r == -ENOSPC)
                         return r;
@@ -419,6 +432,24 @@ static int stage_step(Operation *op, Switch *sw) {
         return 0;
 }
 
+/* A staged new base: what the state will say of it once its trial commits (its layout read from the slot). */
+static int new_base_info(Manager *m, Switch *sw, TpError *err) {
+        const Manifest *mf = sw->bundle->manifest;
+        _cleanup_(fileset_done) FileSet set = FILESET_NULL;
+        _cleanup_(artifact_freep) Artifact *art = NULL;
+        int r;
+
+        if ((r = manager_open_slot(m, sw->slot, O_RDONLY, &set, NULL, err)) < 0)
+                return r;
+        if ((r = artifact_open_set(&set, &art, err)) < 0)
+                return tp_error_prefix(err, r, "the new base (%s v%" PRIu64 ")", mf->task, mf->version);
+        sw->base = (BaseInfo) { .size = mf->target.size, .kind = art->kind, .chunk_size = mf->target.chunk_size };
+        memcpy(sw->base.sha256, mf->target.sha256, SHA256_DIGEST_SIZE);
+        memcpy(sw->base.layout, art->layout, SHA256_DIGEST_SIZE);
+        memcpy(sw->base.chunk_root, mf->target.chunk_root, SHA256_DIGEST_SIZE);
+        return 0;
+}
+
 static int seal_slot(Operation *op, Switch *sw) {
         Manager *m = op->m;
         const StageProgress *p = sw->builder ? builder_progress(sw->builder) : stager_progress(sw->stager);
@@ -433,13 +464,20 @@ static int seal_slot(Operation *op, Switch *sw) {
         if (sw->fresh && (r = atomic_model_commit(&sw->fresh_tmp)) < 0)
                 return tp_error(&op->err, r, "%s: %s", m->files[sw->slot].path, strerror(-r));
         fileset_done(&sw->slot_set);
-        if (sw->bundle) {
+        const BaseInfo *family = &m->ps.base;
+        if (sw->new_base) {
+                /* The slot holds a base now, of its own family: sealed as the base. */
+                seal.version = 0;
+                if ((r = new_base_info(m, sw, &op->err)) < 0)
+                        return r;
+                family = &sw->base;
+        } else if (sw->bundle) {
                 snprintf(seal.task, sizeof(seal.task), "%s", sw->bundle->manifest->task);
                 memcpy(seal.sites_fingerprint, sw->bundle->manifest->sites_fingerprint, SHA256_DIGEST_SIZE);
         }
         memcpy(seal.sha256, sw->target.sha256, SHA256_DIGEST_SIZE);
-        memcpy(seal.base_sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE);
-        memcpy(seal.base_layout, m->ps.base.layout, SHA256_DIGEST_SIZE);
+        memcpy(seal.base_sha256, family->sha256, SHA256_DIGEST_SIZE);
+        memcpy(seal.base_layout, family->layout, SHA256_DIGEST_SIZE);
         if (sw->builder)
                 builder_result(sw->builder, &seal.undo_spans, seal.undo_sha256, &seal.relocated);
         else
@@ -489,6 +527,22 @@ static int seal_slot(Operation *op, Switch *sw) {
                                p->incremental ? "incremental" : "full");
         manager_emit(m, op->transaction, ev);
         sw->stage = SWITCH_ACTIVATE;
+        return 0;
+}
+
+/* The inactive slot holds the base again (re-provisioned, or it already did): the state says so. */
+static int reprovision_done(Operation *op, Switch *sw) {
+        Manager *m = op->m;
+        int r;
+
+        m->ps.reprovision = false;
+        if ((r = manager_save_state(m, &op->err)) < 0)
+                return r;
+        int n = store_remove_stranded(&m->store);
+        mlog_info(m, "slot %s holds the base again%s; %d bundle(s) of the old base removed", slot_id_to_string(sw->slot),
+                  sw->stager || sw->builder ? " (re-provisioned from the active slot)" : "", n);
+        manager_record(m, "reprovisioned", NULL, false, "both slots hold the new base's family again");
+        sw->stage = _SWITCH_STAGE_MAX;
         return 0;
 }
 
@@ -547,6 +601,8 @@ static int switch_step(Operation *op) {
                 break;
         case SWITCH_ACTIVATE:
                 time_stage(sw);
+                if (sw->reprovision)
+                        return reprovision_done(op, sw);
                 if (!sw->stager && !sw->builder)
                         m->counters.last_switch_slot_bytes = 0;         /* the slot already held the task */
                 r = manager_activate(m, op, sw->slot, true, &op->err);
@@ -613,6 +669,8 @@ static int switch_setup(Manager *m, const char *task, uint64_t version, Switch *
                         memcpy(sw->target.chunk_root, mf->target.chunk_root, SHA256_DIGEST_SIZE);
                 }
                 sw->target.bundle = sw->bundle;
+                sw->new_base = sw->target.new_base = mf->role == MANIFEST_ROLE_BASE;
+                sw->full = sw->new_base && mf->base.size == 0;
         }
         if (!manager_on_trial(m) && holds_target(m, sw, m->active)) {
                 switch_free(sw);
@@ -632,6 +690,7 @@ static void switch_attach(Operation *op, Switch *sw) {
         op->phase = "prepare";
         snprintf(op->task, sizeof(op->task), "%s", sw->bundle ? sw->bundle->manifest->task : "");
         op->version = sw->bundle ? sw->bundle->manifest->version : 0;
+        op->new_base = sw->new_base ? &sw->base : NULL;
 }
 
 int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret, const char **ret_code, TpError *err) {
@@ -650,6 +709,30 @@ int switch_new(Manager *m, const char *task, uint64_t version, Operation **ret, 
         }
         switch_attach(op, sw);
         op->start = EVENT_SWITCH;
+        *ret = op;
+        return 0;
+}
+
+int reprovision_new(Manager *m, Operation **ret, TpError *err) {
+        Switch *sw = calloc(1, sizeof(Switch));
+        Operation *op = calloc(1, sizeof(Operation));
+
+        if (!sw || !op) {
+                free(sw);
+                free(op);
+                return tp_error(err, -ENOMEM, "reprovision: %s", strerror(ENOMEM));
+        }
+        *sw = (Switch) { .slot_set = FILESET_NULL, .fresh_tmp = ATOMIC_MODEL_NULL, .view = FILESET_NULL,
+                         .copy_src = FILESET_NULL, .layout = &m->base_files, .reprovision = true };
+        sw->target = (StageTarget) { .size = m->ps.base.size };
+        memcpy(sw->target.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE);
+        if (m->config->verify == VERIFY_INCREMENTAL) {
+                sw->target.chunk_size = m->ps.base.chunk_size;
+                memcpy(sw->target.chunk_root, m->ps.base.chunk_root, SHA256_DIGEST_SIZE);
+        }
+        switch_attach(op, sw);
+        op->cmd = "reprovision";
+        op->start = _EVENT_INVALID;     /* the daemon's own background work, like a scrub */
         *ret = op;
         return 0;
 }

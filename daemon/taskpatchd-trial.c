@@ -63,6 +63,19 @@ static void collect_garbage(Manager *m, const char *task) {
                           m->config->keep_versions);
 }
 
+/* A new base committed: the bundles are listed again for it (the old base's are kept aside until re-provisioned). */
+static void base_changed(Manager *m, const TrialInfo *t) {
+        char h[SHA256_HEX_SIZE];
+        _cleanup_free_ char *tasks = strdup(m->store.dir);
+
+        if (!tasks || store_scan(&m->store, tasks, m->config->trust.ca, &m->ps.base, NULL) < 0)
+                mlog_warning(m, "cannot list the installed bundles in %s", tasks ? tasks : m->store.dir);
+        sha256_to_hex(m->ps.base.sha256, h);
+        mlog_info(m, "the base is now %s v%" PRIu64 " (%" PRIu64 " bytes, SHA-256 %s); %zu installed bundle(s) for it, "
+                  "%zu of the old base; re-provisioning slot %s from it", t->task, t->version, m->ps.base.size, h,
+                  m->store.n, m->store.n_stranded, slot_id_to_string(slot_other(m->active)));
+}
+
 int manager_trial_commit(Manager *m, const char *how) {
         TpError err = {};
         PersistentState kept = m->ps;
@@ -71,9 +84,20 @@ int manager_trial_commit(Manager *m, const char *how) {
 
         m->ps.committed = t.slot;
         m->ps.trial.on = false;
-        if (t.rollback)
-                state_history_pop(&m->ps);      /* back where it was: never a toggle */
-        state_committed(&m->ps, t.task, t.version);
+        if (t.new_base) {
+                /*
+                 * One write makes the slot the base: the family changes, what ran on the old base is no
+                 * place to roll back to, and the other slot is re-provisioned from this one.
+                 */
+                m->ps.base = t.base;
+                m->ps.n_history = 0;
+                state_committed(&m->ps, NULL, 0);
+                m->ps.reprovision = true;
+        } else {
+                if (t.rollback)
+                        state_history_pop(&m->ps);      /* back where it was: never a toggle */
+                state_committed(&m->ps, t.task, t.version);
+        }
         r = manager_save_state(m, &err);
         if (r < 0) {
                 /* Still on trial, as the state file says: mark-good can be retried, the timeout still runs. */
@@ -92,9 +116,12 @@ int manager_trial_commit(Manager *m, const char *how) {
         manager_record(m, "committed", NULL, false, what);
         (void) manager_fire(m, EVENT_COMMIT);
         reply_trial_client(m, true, NULL);
-        if (t.task[0])
+        if (t.new_base)
+                base_changed(m, &t);
+        else if (t.task[0])
                 collect_garbage(m, t.task);
         manager_sources_trial_done(m, t.transaction, true, how);
+        manager_want_reprovision(m, 0);
         return 0;
 }
 
@@ -113,6 +140,8 @@ int manager_trial_rollback(Manager *m, const char *reason, bool failure) {
         }
         trial_stop(m);
         m->ps.trial.on = false;
+        if (t.new_base)
+                manager_check_slot(m, t.slot);  /* a slot of another base now: never switched back to as is */
         state_failed_add(&m->ps, t.task, t.version);
         if (manager_save_state(m, &err) < 0)
                 mlog_error(m, "cannot record the rollback: %s (the symlink is the truth; a restart repairs it)",
@@ -129,6 +158,7 @@ int manager_trial_rollback(Manager *m, const char *reason, bool failure) {
         (void) manager_fire(m, EVENT_ROLLBACK);
         reply_trial_client(m, false, reason);
         manager_sources_trial_done(m, t.transaction, false, reason);
+        manager_want_reprovision(m, 0);
         return 0;
 }
 
@@ -277,17 +307,28 @@ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError
                                             .started = (int64_t) clock_wall(), .rollback = op->rollback };
                 memcpy(m->ps.trial.task, m->seals[slot].task, sizeof(m->ps.trial.task));
                 memcpy(m->ps.trial.transaction, op->transaction, TRANSACTION_ID_SIZE);
+                if (op->new_base) {
+                        /* The slot is sealed as a base; the trial names the base bundle's line and version. */
+                        snprintf(m->ps.trial.task, sizeof(m->ps.trial.task), "%s", op->task);
+                        m->ps.trial.version = op->version;
+                        m->ps.trial.new_base = true;
+                        m->ps.trial.base = *op->new_base;
+                }
         } else
                 m->ps.committed = slot;
         /* The state names the trial before the symlink moves: a crash in between finds no trial started. */
         if ((r = manager_save_state(m, err)) < 0) {
                 m->ps.trial.on = false;         /* as the state file still says */
                 m->ps.committed = previous;
+                if (op->new_base)
+                        manager_check_slot(m, slot);    /* a staged new base: a slot of another base */
                 return r;
         }
         if ((r = manager_point_model_path(m, slot, err)) < 0) {
                 m->ps.trial.on = false;
                 m->ps.committed = previous;
+                if (op->new_base)
+                        manager_check_slot(m, slot);
                 TpError ignored = {};
                 if (manager_save_state(m, &ignored) < 0)
                         mlog_error(m, "%s (a restart repairs the state from the symlink)", ignored.message);

@@ -82,6 +82,32 @@ const ChannelBundle *channel_find(const Channel *c, const ChannelModel *cm, cons
         return found;
 }
 
+bool channel_bundle_full(const ChannelBundle *b) {
+        uint8_t none[SHA256_DIGEST_SIZE];
+        Sha256 h;
+
+        sha256_init(&h);
+        sha256_final(&h, none);
+        return b->role == MANIFEST_ROLE_BASE && memcmp(b->base_sha256, none, SHA256_DIGEST_SIZE) == 0;
+}
+
+const ChannelBundle *channel_base_bundle(const Channel *c, const ChannelModel *cm, const uint8_t *device_base) {
+        const ChannelBundle *delta = NULL, *full = NULL;
+
+        if (!cm->has_base || memcmp(cm->base_sha256, device_base, SHA256_DIGEST_SIZE) == 0)
+                return NULL;
+        for (size_t i = cm->first; i < cm->first + cm->n_bundles; i++) {
+                const ChannelBundle *b = &c->bundles[i];
+                if (b->role != MANIFEST_ROLE_BASE || memcmp(b->target_sha256, cm->base_sha256, SHA256_DIGEST_SIZE) != 0)
+                        continue;
+                if (memcmp(b->base_sha256, device_base, SHA256_DIGEST_SIZE) == 0 && (!delta || b->version >= delta->version))
+                        delta = b;
+                else if (channel_bundle_full(b) && (!full || b->version >= full->version))
+                        full = b;
+        }
+        return delta ? delta : full;
+}
+
 const ChannelBundle *channel_desired(const Channel *c, const ChannelModel *cm, const uint8_t *device_base) {
         if (!cm->desired[0])
                 return NULL;
@@ -133,7 +159,7 @@ static int parse_bundle(const YamlNode *n, size_t idx, bool format2, ChannelBund
         static const char *const keys1[] = { "task", "version", "path", "size", "sha256", "kind", "base_sha256",
                                              "base_layout", NULL };
         static const char *const keys2[] = { "role", "task", "version", "path", "size", "sha256", "kind",
-                                             "base_sha256", "base_layout", NULL };
+                                             "base_sha256", "base_layout", "target_sha256", NULL };
         const char *task, *path, *kind, *role = "task";
         int r;
 
@@ -155,6 +181,12 @@ static int parse_bundle(const YamlNode *n, size_t idx, bool format2, ChannelBund
         if (strcmp(role, "task") != 0 && strcmp(role, "base") != 0)
                 return tp_error(err, -EBADMSG, W ": line %u: role '%.32s' is neither task nor base", n->line, role);
         b->role = strcmp(role, "base") == 0 ? MANIFEST_ROLE_BASE : MANIFEST_ROLE_TASK;
+        /* A base bundle says which base it makes (a device picks the one that brings it to its section's base). */
+        bool base = b->role == MANIFEST_ROLE_BASE;
+        if (!base && yaml_map_get(n, "target_sha256"))
+                return tp_error(err, -EBADMSG, W ": line %u: target_sha256 is a base bundle's key (role: base)", n->line);
+        if ((r = yaml_get_sha256(n, "target_sha256", base, W, b->target_sha256, err)) < 0)
+                return r;
         if (!channel_path_valid(path))
                 return tp_error(err, -EBADMSG, W ": line %u: path '%.80s' is not a plain relative path", n->line,
                                 path);
@@ -454,6 +486,8 @@ static void write_bundles(YamlWriter *w, const Channel *c, const ChannelModel *c
                 yaml_writer_kv(w, "kind", artifact_kind_to_string(b->kind));
                 yaml_writer_kv_sha(w, "base_sha256", b->base_sha256);
                 yaml_writer_kv_sha(w, "base_layout", b->base_layout);
+                if (b->role == MANIFEST_ROLE_BASE)
+                        yaml_writer_kv_sha(w, "target_sha256", b->target_sha256);
                 yaml_writer_map_end(w);
         }
         yaml_writer_seq_end(w);

@@ -71,6 +71,7 @@ typedef struct ChannelBundle {
         ArtifactKind kind;
         uint8_t base_sha256[SHA256_DIGEST_SIZE];
         uint8_t base_layout[SHA256_DIGEST_SIZE];
+        uint8_t target_sha256[SHA256_DIGEST_SIZE];      /* a base bundle's: the base it makes */
 } ChannelBundle;
 
 /* A phased rollout: a device takes its model's update only when its cohort is below percent. */
@@ -139,6 +140,15 @@ const ChannelModel *channel_model(const Channel *c, const char *name);
 /* The newest task bundle of @task in @cm made for the base @base_sha256 (NULL: any base), or NULL. */
 const ChannelBundle *channel_find(const Channel *c, const ChannelModel *cm, const char *task,
                                   const uint8_t *base_sha256);
+
+/* A full base bundle (made from nothing: its base_sha256 is the SHA-256 of no bytes), for any base. */
+bool channel_bundle_full(const ChannelBundle *b);
+/*
+ * The base bundle that brings a device on @device_base to @cm's base: the newest delta from
+ * @device_base, else the newest full one. NULL when the section names no base, the device
+ * runs it already, or none is listed.
+ */
+const ChannelBundle *channel_base_bundle(const Channel *c, const ChannelModel *cm, const uint8_t *device_base);
 
 /*
  * The bundle @cm's desired task names for a device on @device_base: the newest made for

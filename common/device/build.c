@@ -156,7 +156,9 @@ int builder_new(const FileSet *view_files, const StageSource *view, const StageT
         b->rec = calloc(2 * ns + 1, sizeof(UndoSpan));
         if (!b->rec)
                 return -ENOMEM;
-        if (b->v2) {
+        if (tgt->new_base) {
+                /* Nothing under a new base to return to: no record. */
+        } else if (b->v2) {
                 size_t nc = 0;
                 for (size_t i = 0; i < ns; i++) {
                         const ManifestSpan *s = &b->m->spans[i];

@@ -52,6 +52,7 @@ typedef struct StageTarget {
         uint64_t size;                          /* of the slot's space */
         uint64_t chunk_size;            /* 0: keep no chunk table */
         uint8_t chunk_root[SHA256_DIGEST_SIZE];
+        bool new_base;                  /* a base bundle's target: it becomes the base, so no undo record is kept */
 } StageTarget;
 
 typedef struct StageProgress {

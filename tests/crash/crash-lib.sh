@@ -10,15 +10,20 @@ CHECK="$CRASH_LIB/check-state.py"
 # makes a dozen.
 PY=$(python3 -c 'import sys; print(sys.executable)')
 SYSCALLS=write,pwrite64,pwritev,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,symlink,symlinkat,ftruncate,fallocate,copy_file_range
-# CRASH_OPS (e.g. "switch rollback") narrows a run to some operations, to replay a failure.
-# relocate: a switch to a relocating bundle (built into a fresh file); leave: a switch away from
-# a slot that holds one (built from that slot's base bytes).
-read -ra OPS <<< "${CRASH_OPS:-provision install switch relocate leave rollback mark-good}"
 # CRASH_MODEL=dir: the same operations on a model of several files (each fixture split into a
 # three-way split GGUF, its bundles made from the directories): slots are directories, model_path
 # links to one, a fresh copy or a build is a directory swapped in by RENAME_EXCHANGE.
 DIRMODE=0
 [ "${CRASH_MODEL:-file}" = dir ] && DIRMODE=1
+# CRASH_OPS (e.g. "switch rollback") narrows a run to some operations, to replay a failure.
+# relocate: a switch to a relocating bundle (built into a fresh file); leave: a switch away from
+# a slot that holds one (built from that slot's base bytes); rebase: a switch to a new base (a
+# base bundle: json2.gguf is the new base, rebase.tpb the delta to it); rebase-commit: its
+# commit, which changes the base, and the background re-provisioning of the other slot after it
+# (one-file models: a directory model's base is not replaced from a bundle).
+OPS_ALL="provision install switch relocate leave rollback mark-good"
+[ "$DIRMODE" = 1 ] || OPS_ALL+=" rebase rebase-commit"
+read -ra OPS <<< "${CRASH_OPS:-$OPS_ALL}"
 SPID=      # strace (or the daemon itself when started without strace)
 MAIN=      # the daemon's main thread id (= its pid)
 declare -A START COUNT  # per "op.syscall": the main thread's calls before the operation, during it
@@ -151,6 +156,8 @@ template_of() { case $1 in provision) echo empty ;; install) echo provisioned ;;
 setup_of() {
     case $1 in
     rollback | mark-good) tpc switch shout > /dev/null ;;
+    rebase) tpc install "$TMP/rebase.tpb" > /dev/null ;;
+    rebase-commit) { tpc install "$TMP/rebase.tpb" && tpc switch base; } > /dev/null ;;
     leave) { tpc switch grow && tpc mark-good && tpc switch --base && tpc mark-good; } > /dev/null ;;
     *) return 0 ;;
     esac
@@ -163,7 +170,8 @@ run_op() {
     relocate) tpc switch grow ;;
     leave) tpc switch json ;;
     rollback) tpc rollback ;;
-    mark-good) tpc mark-good ;;
+    mark-good | rebase-commit) tpc mark-good ;;
+    rebase) tpc switch base ;;
     esac
 }
 models_of() {
@@ -175,14 +183,29 @@ models_of() {
     leave) echo base json ;;
     rollback) echo shout base ;;
     mark-good) echo shout shout ;;
+    rebase) echo base json2 ;;
+    rebase-commit) echo json2 json2 ;;
     esac
+}
+
+# make_rebase_fixtures: json2.gguf as a new base: rebase.tpb (a base bundle, base.gguf -> json2.gguf,
+# line "base" v2), and the tasks json and shout again (v2) made for it: nb-json.tpb, nb-shout.tpb.
+make_rebase_fixtures() {
+    local keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3)
+    "$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/json2.gguf" --base-bundle -o "$TMP/rebase.tpb" --version 2 \
+        "${keys[@]}" > /dev/null &&
+    "$BIN/taskpatch" create "$TMP/json2.gguf" "$TMP/json.gguf" -o "$TMP/nb-json.tpb" --task json --version 2 \
+        "${keys[@]}" > /dev/null &&
+    "$BIN/taskpatch" create "$TMP/json2.gguf" "$TMP/shout.gguf" -o "$TMP/nb-shout.tpb" --task shout --version 2 \
+        "${keys[@]}" > /dev/null
 }
 
 # make_templates: the fixtures and the state dirs each operation starts from (empty,
 # provisioned, sibling), and a check that the state checker sees a planted fault.
 make_templates() {
     echo "$(basename "$0" .sh): fixtures and templates in $TMP"
-    { make_gguf_fixtures && make_relocated_fixture && { [ "$DIRMODE" = 0 ] || make_dir_fixtures; }; } \
+    { make_gguf_fixtures && make_relocated_fixture &&
+        if [ "$DIRMODE" = 0 ]; then make_rebase_fixtures; else make_dir_fixtures; fi; } \
         > "$TMP/fixtures.log" 2>&1 ||
         { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; return 1; }
     write_config "trial:
@@ -298,8 +321,12 @@ next_switch() {
     shout) want=json ;;
     *) want=shout ;;
     esac
+    # On the new base of a rebase, its own bundles of the tasks.
+    local pre='' base
+    base=$("$PY" -c 'import json,sys; print((json.load(open(sys.argv[1])).get("base") or {}).get("sha256"))' "$st")
+    [ "$DIRMODE" = 0 ] && [ "$base" = "$(sha256sum "$TMP/json2.gguf" | cut -d' ' -f1)" ] && pre=nb-
     if ! grep -q "\"task\": *\"$want\"" "$TMP/list.json"; then
-        tpc install "$TMP/$want.tpb" > /dev/null || { echo "install $want failed"; return 1; }
+        tpc install "$TMP/$pre$want.tpb" > /dev/null || { echo "install $pre$want failed"; return 1; }
     fi
     tpc switch "$want" > "$TMP/next.out" 2>&1 || { echo "next switch $want failed: $(tr '\n' ' ' < "$TMP/next.out")"; return 1; }
     same "$(fixture "$want")" || { echo "next switch $want: model_path is not $(basename "$(fixture "$want")")"; return 1; }
@@ -333,6 +360,8 @@ recover() {
     fi
     settle "$TMP/st1.json" || why+=("first restart: an operation did not settle")
     check_state "$TMP/st1.json"
+    # A base change's other slot is re-provisioned at start: settled, it is done.
+    grep -Eq '"reprovision": ?true' "$TMP/st1.json" && why+=("first restart: the other slot is still of the old base")
     rm -rf "$TMP/after-restart"
     cp -a "$STATE" "$TMP/after-restart" 2> /dev/null
     dstop

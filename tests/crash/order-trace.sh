@@ -174,6 +174,15 @@ pre_restart_in_trial() {
     crash_daemon
 }
 sc_restart_in_trial() { settle; }
+# A base change: a delta base bundle staged into b (built from a's base bytes), on trial, committed
+# (the base changes in state.json), slot a re-provisioned from b in the background; then a task of
+# the new base. A full base bundle rolled back.
+sc_base_change() {
+    tpc install --switch "$TMP/rebase.tpb" && tpc mark-good &&
+        wait_until 30 grep -q "re-provisioned from the active slot" "$TMP/daemon.log" && settle &&
+        tpc install --switch "$TMP/nb-shout.tpb" && tpc mark-good
+}
+sc_base_change_rollback() { tpc install --switch "$TMP/rebase-full.tpb" && tpc rollback; }
 # The active slot touched (same bytes) and the inactive one damaged: the start-up scrub
 # re-seals the first and marks the second dirty.
 pre_scrub() {
@@ -239,7 +248,15 @@ make_templates() {
     stop_daemon
     cp -a "$STATE" "$TPL/sibling$SUFFIX"
 }
-{ make_gguf_fixtures && make_relocated_fixture; } > "$TMP/fixtures.log" 2>&1 ||
+# The base change's bundles: json2.gguf is the new base (a delta and a full base bundle), shout again for it.
+make_rebase_bundles() {
+    local keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3)
+    "$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/json2.gguf" --base-bundle -o "$TMP/rebase.tpb" --version 2 \
+        "${keys[@]}" && "$BIN/taskpatch" create --base-bundle --full "$TMP/json2.gguf" -o "$TMP/rebase-full.tpb" \
+        --version 3 "${keys[@]}" && "$BIN/taskpatch" create "$TMP/json2.gguf" "$TMP/shout.gguf" -o "$TMP/nb-shout.tpb" \
+        --task shout --version 2 "${keys[@]}"
+}
+{ make_gguf_fixtures && make_relocated_fixture && make_rebase_bundles; } > "$TMP/fixtures.log" 2>&1 ||
     { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; exit 1; }
 make_templates
 
@@ -265,6 +282,8 @@ STRACE_EXTRA=()
 scenario restart-after-kill keep
 scenario restart-in-trial sibling
 scenario scrub sibling
+scenario base-change sibling
+scenario base-change-rollback sibling
 
 # ---- the same on directory slots ----
 # Each fixture split in three shards (llm-0000N-of-00003.gguf), the bundles made again from the

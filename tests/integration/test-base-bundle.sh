@@ -2,9 +2,9 @@
 # Base bundles, the producer's side: taskpatch create --base-bundle codes a new base (here a
 # re-release with a few tensors changed) against the old one, or with --full as the whole
 # model needing no base; inspect names the role; apply rebuilds the new base byte for byte
-# (a full one from nothing); publish lists them in a format-2 channel, marked. The device does
-# not replace its base from a bundle yet: tpctl install refuses one plainly and changes
-# nothing, and a channel's base bundle is not downloaded.
+# (a full one from nothing); publish lists them in a format-2 channel, marked. The device
+# installs one and switches to it like a task (staged, on trial, rolled back or committed);
+# the commit makes it the base, and the other slot is re-provisioned from it in the background.
 # shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -56,13 +56,70 @@ tp inspect "$TMP/www/stable.channel" > "$TMP/out"
 check "... format 2 (format 1 cannot carry a base bundle)" grep -q "format 2," "$TMP/out"
 check "... the base bundle is marked" grep -q "base .* (base bundle)" "$TMP/out"
 
-echo "# the device refuses to replace its base from a bundle, for now"
+echo "# the device replaces its base from a delta: staged, on trial, committed, the other slot re-provisioned"
 need_daemon
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+st() { tpctl --json status | jget "$1"; }
 tpctl provision "$TMP/base.gguf" > /dev/null
+tpctl install "$TMP/json.tpb" --switch > /dev/null && tpctl mark-good > /dev/null
+check "a task of the old base runs (the base bundle is built from the base bytes behind it)" same "$TMP/json.gguf"
+tpctl install "$TMP/shout.tpb" > /dev/null
+tpctl install "$TMP/delta.tpb" --switch > "$TMP/out" 2>&1
+check "tpctl install --switch of the delta base bundle" test $? -eq 0
+check "... model_path holds the new base, byte for byte" same "$new"
+check "... on trial, naming the line and the new base" \
+    test "$(st trial.task),$(st trial.version),$(st trial.new_base.sha256)" = "base,2,$(sha "$new")"
+check "... the base is still the old one until the commit" test "$(st base.sha256)" = "$(sha "$TMP/base.gguf")"
+tpctl list > "$TMP/out"
+check "... tpctl list marks the base bundle" grep -q "base (base)" "$TMP/out"
+tpctl mark-good > /dev/null
+check "mark-good: the new base is the base" test "$(st base.sha256),$(st active.task)" = "$(sha "$new"),null"
+wait_status "s['reprovision'] is False and s['operation'] is None and all(v['state'] == 'clean' for v in s['slots'].values())" 30
+check "... the other slot is re-provisioned in the background: both slots clean" test $? -eq 0
+check "... both hold the new base" test "$(st slots.a.sha256),$(st slots.b.sha256)" = "$(sha "$new"),$(sha "$new")"
+check "... the slot bytes too" sh -c "cmp -s '$STATE/slots/a.gguf' '$new' && cmp -s '$STATE/slots/b.gguf' '$new'"
+check "... the old base's tasks are not offered" test "$(tpctl --json list | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["tasks"]))')" = 0
+check "... and removed once both slots hold the new base" sh -c "test ! -e '$STATE/tasks/json/1.tpb' && test ! -e '$STATE/tasks/shout/1.tpb'"
+check "... the log says what happened" grep -q "the base is now base v2" "$TMP/daemon.log"
+tpctl switch json > "$TMP/out" 2>&1
+check "a task of the old base: not found" grep -q "no version of task 'json' is installed" "$TMP/out"
+tpctl install "$TMP/json.tpb" > "$TMP/out" 2>&1
+check "... and refused when installed again" grep -q "made for another base" "$TMP/out"
+tp create "$new" "$TMP/shout.gguf" -o "$TMP/new-task.tpb" --task shout --version 2 "${keys[@]}" --level 3 > /dev/null
+tpctl install "$TMP/new-task.tpb" --switch > /dev/null
+check "a task of the new base installs and switches" same "$TMP/shout.gguf"
+tpctl mark-good > /dev/null
+stop_daemon
+start_daemon
+check "a restart: the new base, its task active, both slots clean" \
+    test "$(st base.sha256),$(st active.task),$(st slots.a.state),$(st slots.b.state),$(st reprovision)" = "$(sha "$new"),shout,clean,clean,False"
 tpctl install "$TMP/delta.tpb" > "$TMP/out" 2>&1
-rc=$?
-check "tpctl install of a base bundle: refused (exit $rc)" test "$rc" -ne 0
-check "... saying what it is and what to do" grep -q "a base bundle (line base v2): this taskpatchd cannot replace its base from a bundle yet; provision the new base" "$TMP/out"
-check "... nothing installed, the base still runs" \
-    sh -c "test \"\$('$BIN/tpctl' --socket '$SOCK' --json list | python3 -c 'import json,sys; print(len(json.load(sys.stdin)[\"tasks\"]))')\" = 0 && cmp -s '$MODEL' '$TMP/base.gguf'"
+check "the delta again: refused, it is a delta from another base" grep -q "a base delta from another base" "$TMP/out"
+stop_daemon
+
+echo "# a full base bundle, rolled back; a restart during its trial"
+rm -rf "$STATE"
+start_daemon
+tpctl provision "$TMP/base.gguf" > /dev/null
+tpctl install "$TMP/full.tpb" --switch > /dev/null
+check "the full base bundle is staged from nothing: model_path holds the new base" same "$new"
+tpctl rollback > /dev/null
+check "rollback: the old base again" same "$TMP/base.gguf"
+check "... the base unchanged, nothing to re-provision" \
+    test "$(st base.sha256),$(st reprovision),$(st trial)" = "$(sha "$TMP/base.gguf"),False,null"
+tpctl --json status > "$TMP/st.json"
+check "... the slot that held the new base is shown as another base's" grep -q '"state":"other-base"' "$TMP/st.json"
+tpctl install "$TMP/json.tpb" --switch > /dev/null
+check "a task of the old base switches into that slot" same "$TMP/json.gguf"
+tpctl mark-good > /dev/null
+tpctl switch base > /dev/null
+check "tpctl switch LINE stages the new base again" same "$new"
+crash_daemon
+start_daemon
+check "killed during the base's trial: rolled back to the old base's task at restart" same "$TMP/json.gguf"
+check "... the base unchanged" test "$(st base.sha256),$(st reprovision)" = "$(sha "$TMP/base.gguf"),False"
+tpctl switch base > /dev/null && tpctl mark-good > /dev/null
+wait_status "s['reprovision'] is False and s['operation'] is None and all(v['state'] == 'clean' for v in s['slots'].values())" 30
+check "the full base committed, the other slot re-provisioned" test $? -eq 0
+check "... both slots hold the new base" sh -c "cmp -s '$STATE/slots/a.gguf' '$new' && cmp -s '$STATE/slots/b.gguf' '$new'"
 daemon_finish

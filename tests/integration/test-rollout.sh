@@ -4,8 +4,10 @@
 # device's cohort (71 for seed 7 and device id "device-1": channel_cohort()) leaves it out,
 # so llm downloads nothing and says why; raised to 80%, the same seed takes it in. The idle
 # poll stays one conditional GET (a 304 under 1 KB) for both models. A section naming a base
-# the device does not run makes that model wait. taskpatch publish refuses what a device
-# would, and writes format 1 when it says all.
+# the device does not run makes that model wait; once the channel lists a base bundle for it,
+# the model takes it (a 50% rollout leaving this device out first, then 100%), then the
+# desired task of the new base. taskpatch publish refuses what a device would, and writes
+# format 1 when it says all.
 # shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -112,6 +114,34 @@ check "det: waits for a base bundle" wait_model det '"waits for a base bundle" i
 check "... and stays on shout" wait_model det 's["state"] == "idle" and s["active"]["task"] == "shout"' 1
 check "llm (no rollout now): following the channel" wait_model llm '"no rollout" in s["channel"]["decision"]'
 check "... the daemon log names each model's section" grep -q "channel: model llm: desired json, 1 bundles; no rollout" "$TMP/daemon.log"
+
+echo "# a base change over the channel: det's base replaced at 50% (this device out), then 100%"
+tp create "$TMP/base.gguf" "$TMP/json.gguf" --base-bundle --model det -o "$www/base-det.tpb" --version 2 "${keys[@]}" \
+    --level 3 > /dev/null
+tp create "$TMP/json.gguf" "$TMP/shout.gguf" --model det --task shout -o "$www/shout2-det.tpb" --version 2 \
+    "${keys[@]}" --level 3 > /dev/null
+publish --serial 4 --model det --base "$TMP/json.gguf" --desired shout --rollout 50 --rollout-seed 7 --model llm \
+    --desired json
+check "published: det's base is json.gguf, its base bundle and a task of it listed" test $? -eq 0
+check "det: cohort 71, out of the 50% base change" wait_model det '"not in yet" in s["channel"]["decision"]'
+polled det 2
+check "... nothing downloaded, shout on the old base still runs" \
+    sh -c "test -z \"\$(ls -A '$STATE/models/det/downloads' 2> /dev/null)\" && cmp -s '$TMP/det.gguf' '$TMP/shout.gguf'"
+publish --serial 5 --model det --base "$TMP/json.gguf" --desired shout --rollout 100 --rollout-seed 7 --model llm \
+    --desired json
+check "at 100%: det takes the base bundle and switches to the new base (on trial)" \
+    wait_model det 's["state"] == "trial" and s["trial"]["task"] == "base" and s["trial"].get("new_base") is not None' 30
+check "... det's model_path is the new base" cmp -s "$TMP/det.gguf" "$TMP/json.gguf"
+check "... llm untouched" cmp -s "$TMP/llm.gguf" "$TMP/json.gguf"
+tpctl -m det mark-good > /dev/null
+check "... committed, then the desired task of the new base: shout v2 on trial" \
+    wait_model det 's["state"] == "trial" and s["active"]["task"] == "shout" and s["active"]["version"] == 2' 30
+check "... byte for byte" cmp -s "$TMP/det.gguf" "$TMP/shout.gguf"
+tpctl -m det mark-good > /dev/null
+check "... det's base is json.gguf, both slots of it, the channel says success" \
+    wait_model det 's["reprovision"] is False and s["base"]["sha256"] == "'"$(sha256sum "$TMP/json.gguf" | cut -d' ' -f1)"'" and s["channel"]["update"]["result"] == "success" and all(v["state"] == "clean" for v in s["slots"].values())' 30
+check "... det follows the channel on its new base" wait_model det '"following the channel" in s["channel"]["decision"]' 5
+rm -f "$www/base-det.tpb" "$www/shout2-det.tpb"
 
 echo "# format 1 when the command line says all"
 rm -f "$www/json-llm.tpb" "$www/shout-det.tpb" "$www/stable.channel"

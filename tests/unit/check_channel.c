@@ -248,7 +248,7 @@ START_TEST(roundtrip2) {
                 "- model: llm\n  base: " SHA2 "\n  desired: json\n  rollout: {percent: 5, seed: 4242}\n  bundles:\n"
                 BUNDLE2("json", "3", SHA) BUNDLE2("json", "4", SHA2) BUNDLE2("shout", "1", SHA)
                 "- model: wake\n  bundles:\n  - {role: base, task: base, version: 2, path: b.tpb, size: 100, sha256: "
-                SHA ", kind: gguf, base_sha256: " SHA ", base_layout: " SHA "}\n";
+                SHA ", kind: gguf, base_sha256: " SHA ", base_layout: " SHA ", target_sha256: " SHA2 "}\n";
         _cleanup_(channel_freep) Channel *c = NULL, *back = NULL;
         _cleanup_free_ char *out = NULL;
         TpError err = {};
@@ -259,6 +259,7 @@ START_TEST(roundtrip2) {
         ck_assert_uint_eq(c->n_models, 3);
         ck_assert_uint_eq(c->n_bundles, 5);
         ck_assert_int_eq(c->bundles[4].role, MANIFEST_ROLE_BASE);
+        ck_assert_uint_eq(c->bundles[4].target_sha256[0], 0x22);
         ck_assert_int_eq(c->bundles[0].role, MANIFEST_ROLE_TASK);
         /* A base bundle is no task: the desired task never finds it. */
         ck_assert_ptr_null(channel_find(c, channel_model(c, "wake"), "base", NULL));
@@ -318,6 +319,12 @@ START_TEST(refusals2) {
                 { HEAD2 "models:\n- model: a\n  bundles:\n  - {role: tusk, task: a, version: 1, path: a.tpb, size: 100, "
                   "sha256: " SHA ", kind: gguf, base_sha256: " SHA ", base_layout: " SHA "}\n",
                   "role 'tusk' is neither task nor base" },
+                { HEAD2 "models:\n- model: a\n  bundles:\n  - {role: base, task: a, version: 1, path: a.tpb, size: 100, "
+                  "sha256: " SHA ", kind: gguf, base_sha256: " SHA ", base_layout: " SHA "}\n",
+                  "missing 'target_sha256'" },
+                { HEAD2 "models:\n- model: a\n  bundles:\n  - {task: a, version: 1, path: a.tpb, size: 100, "
+                  "sha256: " SHA ", kind: gguf, base_sha256: " SHA ", base_layout: " SHA ", target_sha256: " SHA "}\n",
+                  "target_sha256 is a base bundle's key" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
                 expect_refused(cases[i].text, cases[i].message, i);

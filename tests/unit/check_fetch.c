@@ -608,18 +608,52 @@ START_TEST(test_in_rollout) {
 END_TEST
 
 START_TEST(test_on_base) {
-        ChannelModel cm = {};
+        /* Base bundles of line "base": v2 full, v3 a delta from 0x11, v4 a delta from 0x33; all make 0x22. */
+        static const B bs[] = { { "base", 2, 0, ARTIFACT_GGUF }, OURS("base", 3), { "base", 4, 0x33, ARTIFACT_GGUF } };
+        Channel *c = make_channel(1, NULL, bs, 3);
+        ChannelModel *cm = &c->models[0];
+        const ChannelBundle *nb = NULL;
+        FetchRefused refused = {};
         DeviceView d = {};
         char why[TP_ERROR_MAX];
+        Sha256 h;
 
+        for (size_t i = 0; i < 3; i++) {
+                c->bundles[i].role = MANIFEST_ROLE_BASE;
+                memset(c->bundles[i].target_sha256, 0x22, SHA256_DIGEST_SIZE);
+        }
+        sha256_init(&h);
+        sha256_final(&h, c->bundles[0].base_sha256);    /* made from nothing */
+        ck_assert(channel_bundle_full(&c->bundles[0]) && !channel_bundle_full(&c->bundles[1]));
         memset(d.base_sha256, 0x11, SHA256_DIGEST_SIZE);
-        ck_assert(fetch_on_base(&cm, &d, why));                 /* the section names no base */
-        cm.has_base = true;
-        memset(cm.base_sha256, 0x11, SHA256_DIGEST_SIZE);
-        ck_assert(fetch_on_base(&cm, &d, why));
-        memset(cm.base_sha256, 0x22, SHA256_DIGEST_SIZE);
-        ck_assert(!fetch_on_base(&cm, &d, why));
+        ck_assert(fetch_on_base(c, cm, &d, &refused, &nb, why));        /* the section names no base */
+        cm->has_base = true;
+        memset(cm->base_sha256, 0x11, SHA256_DIGEST_SIZE);
+        ck_assert(fetch_on_base(c, cm, &d, &refused, &nb, why));        /* ... or the device's */
+        ck_assert_ptr_null(nb);
+        memset(cm->base_sha256, 0x22, SHA256_DIGEST_SIZE);
+        ck_assert(!fetch_on_base(c, cm, &d, &refused, &nb, why));
         ck_assert_msg(strstr(why, "the channel's base is 222222222222…, this device runs 111111111111…"), "%s", why);
+        /* The delta from the device's base, not the newer one from another base, nor the full one. */
+        ck_assert_ptr_eq(nb, &c->bundles[1]);
+        ck_assert_msg(strstr(why, "base bundle base v3 (a delta from this base)"), "%s", why);
+        /* That one failed here: it waits (the full one is not taken behind a failed delta's back). */
+        fetch_refused_add(&refused, "base", 3);
+        ck_assert(!fetch_on_base(c, cm, &d, &refused, &nb, why));
+        ck_assert_ptr_null(nb);
+        ck_assert_msg(strstr(why, "failed here"), "%s", why);
+        /* A device on a base no delta starts from: the full one. */
+        refused.n = 0;
+        memset(d.base_sha256, 0x44, SHA256_DIGEST_SIZE);
+        ck_assert(!fetch_on_base(c, cm, &d, &refused, &nb, why));
+        ck_assert_ptr_eq(nb, &c->bundles[0]);
+        ck_assert_msg(strstr(why, "(the whole model)"), "%s", why);
+        /* No base bundle makes the section's base: it waits. */
+        memset(cm->base_sha256, 0x55, SHA256_DIGEST_SIZE);
+        ck_assert(!fetch_on_base(c, cm, &d, &refused, &nb, why));
+        ck_assert_ptr_null(nb);
+        ck_assert_msg(strstr(why, "it waits for a base bundle from its base"), "%s", why);
+        channel_free(c);
 }
 END_TEST
 

@@ -139,6 +139,47 @@ START_TEST(test_history) {
 }
 END_TEST
 
+/* A base bundle on trial keeps the base it brings, and a committed base change its re-provisioning. */
+START_TEST(test_new_base) {
+        PersistentState s = { .provisioned = true, .committed = SLOT_A, .reprovision = true }, back = { 0 };
+        TpError err = {};
+        FILE *f;
+
+        setup();
+        s.base = (BaseInfo) { .size = 100, .kind = ARTIFACT_GGUF, .chunk_size = 4096 };
+        memset(s.base.sha256, 0x11, sizeof(s.base.sha256));
+        s.trial = (TrialInfo) { .on = true, .slot = SLOT_B, .version = 2, .started = 7, .new_base = true };
+        snprintf(s.trial.task, sizeof(s.trial.task), "base");
+        snprintf(s.trial.transaction, sizeof(s.trial.transaction), "0123");
+        s.trial.base = (BaseInfo) { .size = 200, .kind = ARTIFACT_GGUF, .chunk_size = 65536 };
+        memset(s.trial.base.sha256, 0x22, sizeof(s.trial.base.sha256));
+        memset(s.trial.base.layout, 0x33, sizeof(s.trial.base.layout));
+        memset(s.trial.base.chunk_root, 0x44, sizeof(s.trial.base.chunk_root));
+        ck_assert_int_eq(state_save(path, &s, NULL, &err), 0);
+        ck_assert_int_eq(state_load(path, &back, &err), 0);
+        ck_assert(back.reprovision);
+        ck_assert(back.trial.on && back.trial.new_base);
+        ck_assert_str_eq(back.trial.task, "base");
+        ck_assert_mem_eq(&back.trial.base, &s.trial.base, sizeof(BaseInfo));
+        ck_assert_mem_eq(&back.base, &s.base, sizeof(BaseInfo));
+
+        /* A task's trial says nothing of a base, and a state without a base change re-provisions nothing. */
+        s.trial.new_base = s.reprovision = false;
+        ck_assert_int_eq(state_save(path, &s, NULL, &err), 0);
+        back = (PersistentState) { 0 };
+        ck_assert_int_eq(state_load(path, &back, &err), 0);
+        ck_assert(!back.reprovision && !back.trial.new_base);
+
+        /* A new base that is not a base: the state file is refused. */
+        f = fopen(path, "we");
+        fputs("{\"format\": 1, \"provisioned\": false, \"committed\": \"a\", \"trial\": {\"slot\": \"b\", "
+              "\"task\": \"base\", \"version\": 2, \"transaction\": \"x\", \"started\": 1, \"new_base\": {}}}", f);
+        fclose(f);
+        ck_assert_int_eq(state_load(path, &back, &err), -EBADMSG);
+        teardown();
+}
+END_TEST
+
 /* floor_load() only raises: the accepted versions and the channel serial survive state.json. */
 START_TEST(test_floor) {
         PersistentState s = { 0 }, into = { 0 };
@@ -184,6 +225,7 @@ static Suite *store_suite(void) {
         tcase_add_test(tc, test_file_size_cap);
         tcase_add_test(tc, test_history);
         tcase_add_test(tc, test_floor);
+        tcase_add_test(tc, test_new_base);
         suite_add_tcase(s, tc);
         return s;
 }
