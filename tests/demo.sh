@@ -7,7 +7,9 @@
 # switches by hand; an inference service (real llama.cpp, tests/runtime/service.mjs) follows every
 # switch, and its health check commits a trial or, for a broken task, rolls it back; a tampered
 # bundle is refused. Then the device gains a second model, an ONNX detector, and a phased rollout
-# (50%, then 100%) of its task on the same plain channel updates it without touching the first.
+# (50%, then 100%) of its task on the same plain channel updates it without touching the first;
+# last, a new release of the language model's base replaces the old one the same way (a base
+# bundle, 50% then 100%), and both slots end on it.
 # Usage: tests/demo.sh BUILD_DIR
 set -eu
 build=$(cd "$1" && pwd)
@@ -256,6 +258,30 @@ until_status "(s['channel'].get('update') or {}).get('result') == 'success'" > /
 echo "  update $(update)"
 [ "$(sha "$work/device/detector.onnx")" = "$(sha "$work/night.onnx")" ] &&
     echo "=> the detector serves night, byte for byte; the language model: $(model_name=default status "s['active']['task']")"
+
+bold "14. A new release of the language model's base (its ffn_gate retrained) replaces the old one
+    over the same channel: a base bundle, rolled out to 50% first, then to everyone"
+"$fix" --ggml "$ggml" "${dims[@]}" --mode lora --targets ffn_gate --task-seed 21 -o "$work/base2.gguf" > /dev/null
+run "$tp" create "$work/base.gguf" "$work/base2.gguf" --base-bundle -o "$work/www/base-2.tpb" --version 2 "${sign[@]}"
+quiet "$tp" publish "$work/www" --channel stable --serial 5 "${sign[@]}" --model default --base "$work/base2.gguf" \
+    --rollout 50 --rollout-seed "$seed" --model detector --desired night
+model_name=default
+until_status "s['channel'].get('serial') == 5" > /dev/null
+echo "language model: $(status "s['channel']['decision']")"
+quiet "$tp" publish "$work/www" --channel stable --serial 6 "${sign[@]}" --model default --base "$work/base2.gguf" \
+    --rollout 100 --rollout-seed "$seed" --model detector --desired night
+until_status "s['state'] == 'trial' and (s['trial'] or {}).get('new_base') is not None"
+echo "language model: $(status "s['channel']['decision']")"
+echo "the new base is on trial; the service loads it and its /health commits it:"
+until_status "s['base']['sha256'] == '$(sha "$work/base2.gguf")' and not s['reprovision'] and s['operation'] is None"
+service_log
+tpctl -m default status | sed -n '/^Slot/p;/^Base:/p;/^Installed:/p'
+[ "$(sha "$model")" = "$(sha "$work/base2.gguf")" ] &&
+    echo "=> the language model runs the new base, byte for byte; both slots hold it (the second one"
+echo "   re-provisioned from the first in the background); the old base's tasks are no longer offered"
+awk -v b="$(bytes "$work/www/base-2.tpb")" -v f="$(bytes "$work/base2.gguf")" 'BEGIN {
+    printf "the base bundle: %d bytes for a %d-byte model (%.1f%%)\n", b, f, 100 * b / f }'
+echo "the detector, untouched: $(model_name=detector status "s['active']['task']")"
 
 kill "$service" "$daemon"
 wait "$service" "$daemon" 2> /dev/null || true

@@ -6,6 +6,7 @@
 // has loaded it and found it sane, and rolled back when the service finds it broken.
 //
 //   node tests/runtime/service.mjs --socket PATH [--port N] [--host H] [--threads N] [--port-file F]
+//                                  [--model NAME]   (the daemon's model it serves: default "default")
 //
 //   GET  /health    200 {"status":"ready",...}  the active model is loaded and decodes finite logits
 //                   503 {"status":"loading"}    no model yet, or the new one is loading (not yet)
@@ -38,6 +39,7 @@ const { values: opt } = parseArgs({
         port: { type: "string", default: "8080" },
         "port-file": { type: "string" },
         threads: { type: "string", default: "0" },
+        model: { type: "string", default: "default" },
     },
 });
 const threads = Number(opt.threads);
@@ -177,6 +179,9 @@ function follow() {
             subscribed = true;
             return;
         }
+        // A subscription hears every model's events: this service serves one of them.
+        if (msg.model && msg.model !== opt.model)
+            return;
         if (msg.event === "snapshot") {
             const meta = activeOf(msg);
             const same = current && meta && current.meta.sha256 === meta.sha256 && current.meta.slot === meta.slot;

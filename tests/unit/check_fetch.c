@@ -549,6 +549,46 @@ START_TEST(test_install_downloaded) {
 }
 END_TEST
 
+/* A section on another base: its base bundle (on disk already) is installed and switched to, held to make that base. */
+START_TEST(test_install_base_bundle) {
+        Fixture fx;
+        const B bs[] = { OURS("base", 2), OURS("json", 1) };
+        char dir[128], part[192];
+        TpError err = {};
+        Sha256 h;
+
+        setup(&fx);
+        snprintf(dir, sizeof(dir), "%s/downloads", fx.root);
+        snprintf(part, sizeof(part), "%s/base-2.tpb.part", dir);
+        ck_assert_int_eq(mkdir(dir, 0750), 0);
+        int fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "hello", 5), 5);
+        close(fd);
+
+        Channel *c = make_channel(5, "json", bs, 2);
+        ChannelModel *cm = &c->models[0];
+        cm->has_base = true;
+        memset(cm->base_sha256, 0x22, SHA256_DIGEST_SIZE);
+        c->bundles[0].role = MANIFEST_ROLE_BASE;
+        memset(c->bundles[0].target_sha256, 0x22, SHA256_DIGEST_SIZE);
+        memset(c->bundles[1].base_sha256, 0x22, SHA256_DIGEST_SIZE);   /* json: a task of the new base */
+        sha256_init(&h);
+        sha256_update(&h, "hello", 5);
+        sha256_final(&h, c->bundles[0].sha256);
+        ck_assert_int_eq(fetcher_take_channel(fx.f, c, URL, &err), 0);
+        pump(fx.e, 30);
+
+        ck_assert_uint_eq(fx.fake.installs, 1);
+        ck_assert(fx.fake.last_install.then_switch);    /* a base bundle is switched to */
+        ck_assert_ptr_nonnull(fx.fake.last_install.expect_target);
+        ck_assert_uint_eq(fx.fake.last_install.expect_target[0], 0x22);
+        ck_assert_str_eq(STATUS(&fx, "state", NULL), "switching");
+        ck_assert_ptr_nonnull(strstr(STATUS(&fx, "decision", NULL), "replacing it with base bundle base v2"));
+        teardown(&fx);
+}
+END_TEST
+
 /* ---- rollouts and bases ---- */
 
 START_TEST(test_cohort) {
@@ -766,6 +806,7 @@ static Suite *fetch_suite(void) {
         tcase_add_loop_test(tc, test_next_bundle, 0, (int) ELEMENTSOF(next_cases));
         tcase_add_test(tc, test_refused_set);
         tcase_add_test(tc, test_then_switch);
+        tcase_add_test(tc, test_install_base_bundle);
         tcase_add_loop_test(tc, test_switch_target, 0, (int) ELEMENTSOF(switch_cases));
         tcase_add_test(tc, test_cohort);
         tcase_add_test(tc, test_in_rollout);
