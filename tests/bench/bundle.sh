@@ -15,9 +15,11 @@
 #     ONNX model with external data (make-onnx.py --kind matmul --external one) and a two-shard
 #     BF16 safetensors model with its index (safetensors-shards.py): random, bundle vs the
 #     changed tensors' bytes (<= 1.05x + 64 KiB); low-rank, bundle vs the same peers run per
-#     file and summed (<= 0.9x); apply checked file for file. MULTI_MB sets the size (300).
+#     file and summed (<= 0.9x); apply checked file for file. MULTI_MB sets the size (300);
+#  7. base bundles (issue 18): a re-release of the q4_0 base with two tensors retrained: the base
+#     delta vs the same peers as 1 (<= 0.9x), the full base bundle vs the model's size (<= 1.005x).
 # Usage: tests/bench/bundle.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/bundle.json;
-#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6")
+#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6 7")
 set -eu
 build=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,7 +34,7 @@ dims=(--dim 1024 --ff 2816 --layers 4 --vocab 2048)
 results="$work/results.jsonl"
 : > "$results"
 
-sections=" ${SECTIONS:-1 2 3 4 5 6} "
+sections=" ${SECTIONS:-1 2 3 4 5 6 7} "
 apply_failed=0
 
 size() { stat -c %s "$1"; }
@@ -251,6 +253,38 @@ echo "   random: ratio = bundle / changed tensor bytes, required <= 1.05 (+ 64 K
 echo "   lowrank: ratio = bundle / best peer (bsdiff, xdelta3, zstd --patch-from, per file, summed), required <= 0.9"
 rm -rf "$work/mo-b" "$work/mo-t" "$work/ms-b" "$work/ms-t"
 fi  # section 6
+
+if want 7; then
+echo
+echo "7. base bundles (issue 18): a re-release of the q4_0 base with two ffn_gate tensors retrained (LoRA folded)"
+b="$work/base-q4_0.gguf" k="$work/rerelease-q4_0.gguf"
+[ -f "$b" ] || "$fix" --ggml "$ggml" --type q4_0 "${dims[@]}" -o "$b" > /dev/null    # section 1's base
+"$fix" --ggml "$ggml" --type q4_0 "${dims[@]}" --mode lora --targets blk.0.ffn_gate.weight,blk.2.ffn_gate.weight \
+    --task-seed 21 -o "$k" > /dev/null
+changed=$("$tp" diff --json "$b" "$k" | python3 -c 'import json,sys; print(sum(r["site_bytes"] or r["length"] for r in json.load(sys.stdin)["regions"]))')
+"$tp" create "$b" "$k" --base-bundle -o "$work/base-delta.tpb" --version 2 "${sign[@]}" > /dev/null
+"$tp" apply "$b" "$work/base-delta.tpb" -o "$work/out.gguf" --ca "$work/pki/ca.pem" > /dev/null
+cmp -s "$work/out.gguf" "$k" || { echo "bundle.sh: the base delta's apply is not byte-identical" >&2; exit 1; }
+t0=$(date +%s%N)
+"$tp" create --base-bundle --full "$k" -o "$work/base-full.tpb" --version 2 "${sign[@]}" > /dev/null
+t_full=$(( ($(date +%s%N) - t0) / 1000000 ))
+"$tp" apply "$work/base-full.tpb" -o "$work/out.gguf" --ca "$work/pki/ca.pem" > /dev/null
+cmp -s "$work/out.gguf" "$k" || { echo "bundle.sh: the full base bundle's apply is not byte-identical" >&2; exit 1; }
+bsdiff "$b" "$k" "$work/p.bsdiff"
+xdelta3 -f -9 -e -s "$b" "$k" "$work/p.xd3"
+zstd -q -f -19 --long=27 --patch-from="$b" "$k" -o "$work/p.zst" 2> /dev/null
+ours=$(size "$work/base-delta.tpb") bs=$(size "$work/p.bsdiff") xd=$(size "$work/p.xd3") zs=$(size "$work/p.zst")
+best=$(printf '%s\n' "$bs" "$xd" "$zs" | sort -n | head -n 1)
+ratio=$(awk -v a="$ours" -v b="$best" 'BEGIN {printf "%.3f", a / b}')
+full=$(size "$work/base-full.tpb") model=$(size "$k")
+over=$(awk -v a="$full" -v b="$model" 'BEGIN {printf "%.4f", a / b}')
+printf '   base delta: changed %d B, bundle %d B; bsdiff %d, xdelta3 %d, zstd --patch-from %d: %sx the best (required <= 0.9)\n' \
+    "$changed" "$ours" "$bs" "$xd" "$zs" "$ratio"
+printf '   full base bundle: %d B for a %d-byte model: %sx its size (required <= 1.005), made in %d ms\n' \
+    "$full" "$model" "$over" "$t_full"
+emit "{\"case\": \"base-delta-q4_0\", \"changed_site_bytes\": $changed, \"bundle\": $ours, \"bsdiff\": $bs, \"xdelta3\": $xd, \"zstd_patch_from\": $zs, \"ratio_to_best_peer\": $ratio}"
+emit "{\"case\": \"base-full-q4_0\", \"model_bytes\": $model, \"bundle\": $full, \"ratio_to_model\": $over, \"create_ms\": $t_full}"
+fi  # section 7
 
 BENCH_DIR="$root/tests/bench" python3 - "$results" "$work/bundle.json" <<'PY'
 import json, os, sys

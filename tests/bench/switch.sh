@@ -18,7 +18,10 @@
 #     every file);
 #  6. daemon memory with three models configured (issue 18: models:): RssAnon idle with all
 #     three provisioned (the ~350 MB file, its split, the ONNX directory) and at its peak while
-#     switching the ~350 MB one.
+#     switching the ~350 MB one;
+#  7. base replacement on the ~350 MB model (issue 18): a base bundle of a re-release (three
+#     tensors retrained) switched to, then the background re-provisioning of the other slot after
+#     its commit: time vs the full-copy alternative, and the slowest status answer meanwhile.
 # Usage: tests/bench/switch.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/switch.json;
 #        SKIP_4G=1 leaves out part 4's 4 GiB models, which need ~30 GB of disk, and carries the
 #        recorded part-4 cases over into switch.json, marked so and with their own conditions)
@@ -458,6 +461,48 @@ printf '   RssAnon with three models configured: %d KB before provisioning, %d K
     "$idle_empty" "$idle3" "$idle_after" "$peak" "$hwm"
 emit "{\"case\": \"memory-three-models\", \"models\": 3, \"rss_anon_empty_kb\": $idle_empty, \"rss_anon_idle_kb\": $idle3, \"rss_anon_idle_after_kb\": $idle_after, \"rss_anon_peak_kb\": $peak, \"vmhwm_kb\": $hwm}"
 rm -rf "$d"
+
+echo
+echo "7. base replacement on the ~350 MB model (issue 18): a re-release with three ffn_gate tensors retrained"
+rr="$work/rerelease.gguf"
+[ -f "$rr" ] || "$fix" --ggml "$ggml" "${dims[@]}" --mode lora --task-seed 21 \
+    --targets blk.0.ffn_gate.weight,blk.5.ffn_gate.weight,blk.11.ffn_gate.weight -o "$rr" > /dev/null
+"$tp" create "$work/base.gguf" "$rr" --base-bundle -o "$work/rerelease.tpb" --version 2 "${sign[@]}" --level 3 > /dev/null
+start_daemon rebase
+ctl provision "$work/base.gguf" > /dev/null
+ctl install "$work/rerelease.tpb" > /dev/null
+t0=$(ns); ctl switch base > /dev/null; t1=$(ns)
+t_rebase=$((t1 - t0))
+same_model "$rr" || { echo "switch.sh: the switch to the new base is not byte-identical" >&2; exit 1; }
+# From mark-good until status says both slots hold the new base, asking every 5 ms: how long the
+# background re-provisioning takes, and the slowest answer meanwhile.
+python3 - "$sock" > "$work/reprovision.txt" <<'PY'
+import json, socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile('rb')
+def ask(cmd):
+    t0 = time.perf_counter(); s.sendall((json.dumps({"cmd": cmd}) + "\n").encode()); r = json.loads(f.readline())
+    return r, time.perf_counter() - t0
+t0 = time.perf_counter()
+ask("mark-good")
+worst, n = 0.0, 0
+while True:
+    st, dt = ask("status")
+    worst, n = max(worst, dt), n + 1
+    if not st["reprovision"] and st["operation"] is None:
+        break
+    time.sleep(0.005)
+print(f"{time.perf_counter() - t0:.4f} {worst * 1000:.2f} {n}")
+PY
+read -r t_reprov worst n < "$work/reprovision.txt"
+cmp -s "$work/rebase/state/slots/a.gguf" "$rr" && cmp -s "$work/rebase/state/slots/b.gguf" "$rr" ||
+    { echo "switch.sh: the slots do not both hold the new base" >&2; exit 1; }
+stop_daemon
+rm -rf "$work/rebase"
+printf '   base bundle %d B; the switch to the new base %s s (%s x full copy); re-provisioning the other slot\n' \
+    "$(size "$work/rerelease.tpb")" "$(secs "$t_rebase")" "$(ratio "$t_rebase" "$t_copy")"
+printf '   in the background: %s s after mark-good (%s x cp + fsync + openssl dgst of the model), %d status answers meanwhile, the slowest %s ms\n' \
+    "$t_reprov" "$(awk -v a="$t_reprov" -v b="$t_copy" 'BEGIN {printf "%.3f", a * 1e9 / b}')" "$n" "$worst"
+emit "{\"case\": \"base-replacement-350MB\", \"model_bytes\": $(size "$rr"), \"bundle\": $(size "$work/rerelease.tpb"), \"switch_s\": $(secs "$t_rebase"), \"reprovision_s\": $t_reprov, \"full_copy_s\": $(secs "$t_copy"), \"reprovision_ratio_to_full_copy\": $(awk -v a="$t_reprov" -v b="$t_copy" 'BEGIN {printf "%.3f", a * 1e9 / b}'), \"status_requests\": $n, \"status_worst_ms\": $worst}"
 
 # SKIP_4G=1: part 4's cases are carried over from the recorded results, each with the conditions
 # it was measured under, so that a record without them keeps the README's 4 GiB numbers.

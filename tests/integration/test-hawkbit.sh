@@ -142,6 +142,23 @@ state '{"sleep": "00:00:01", "action": {"id": "12", "artifacts": [{"file": "shou
 check "a module for a model the device does not have: closed/failure naming it" \
     logged "$(closed 12) and e['body']['status']['result']['finished'] == 'failure' and \"model 'wake', which this device does not have (it has llm, det)\" in e['body']['status']['details'][0]"
 
+echo "# a base bundle in a module: det's base replaced"
+$WRAP "$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/json.gguf" --base-bundle --model det -o "$ddi/files/base-det.tpb" \
+    --version 2 --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3 > /dev/null
+state '{"sleep": "00:00:01", "action": {"id": "13", "artifacts": [{"file": "base-det.tpb", "model": "det"}]}, "cancel": null}'
+check "det switches to the new base: on trial" \
+    wait_model det 's["state"] == "trial" and s["trial"]["task"] == "base" and s["trial"].get("new_base") is not None' 30
+check "... no 'closed' while on trial" sh -c "! grep -q '/deploymentBase/13/feedback.*closed' '$ddi/log.jsonl'"
+tpctl -m det mark-good > /dev/null
+check "committed: closed/success" logged "$(closed 13) and e['body']['status']['result']['finished'] == 'success'"
+newbase=$(sha256sum "$TMP/json.gguf" | cut -d' ' -f1)
+check "... det's base is the new one, both slots of it" \
+    wait_model det 's["base"]["sha256"] == "'"$newbase"'" and not s["reprovision"] and all(v["state"] == "clean" for v in s["slots"].values())' 30
+state '{"sleep": "00:00:01", "config": true, "action": null, "cancel": null}'
+check "... configData (asked again) names det's new base" \
+    logged "e['method'] == 'PUT' and e['body']['data'].get('det.base_sha256') == '$newbase'" 30
+check "... llm untouched" cmp -s "$TMP/llm.gguf" "$TMP/json.gguf"
+
 # 400/401: a malformed or unauthenticated request. (A 404 is not one: a deployment closed between
 # a poll and the fetch of its link is gone, as on a real server.)
 check "the fixture rejected no request" \
