@@ -94,7 +94,8 @@ static void print_trial(json_t *trial) {
                 return;
         }
         printf(LABEL "%s%s in slot %s: ", "Trial:", format_task(trial, task, sizeof(task)) ?: "?",
-               json_is_object(json_object_get(trial, "new_base")) ? " (a new base)" : "", get_str(trial, "slot") ?: "?");
+               json_is_object(json_object_get(trial, "new_base")) ? " (a new base)" : "",
+               get_str(trial, "slot") ?: "?");
         if (parse_iso8601(get_str(trial, "deadline"), &deadline) >= 0) {
                 int64_t left = deadline - (int64_t) clock_wall();
                 if (left >= 0)

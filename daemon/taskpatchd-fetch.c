@@ -493,7 +493,8 @@ static bool take_base(Fetcher *f, FetchModel *fm, const ChannelBundle *b) {
         }
         int r = fm->host->submit_switch(fm->host, tv.task, tv.version, ORIGIN_CHANNEL, transaction, &err);
         if (r < 0) {
-                set_model_error(fm, "switch to base %s v%" PRIu64 ": %s", tv.task, tv.version, tp_error_message(&err, r));
+                set_model_error(fm, "switch to base %s v%" PRIu64 ": %s", tv.task, tv.version,
+                                tp_error_message(&err, r));
                 set_update(fm, tv.task, tv.version, "failure", fm->last_error);
                 mark_failed(fm, &tv);
                 return false;

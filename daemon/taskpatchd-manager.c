@@ -536,11 +536,12 @@ void manager_start(Manager *m, Operation *op, Client *c, bool wait) {
 }
 
 /*
- * A technician's request does not wait for the daemon's own background check: a running scrub
- * is stopped (each slot it judged stays judged) and runs again a minute later. Returns whether
- * one was stopped.
+ * A technician's request does not wait for the daemon's own background work: a running scrub
+ * is stopped (each slot it judged stays judged) and runs again a minute later; a running
+ * re-provisioning is stopped (its slot stays dirty) and starts again once the daemon is idle.
+ * Returns whether one was stopped.
  */
-bool manager_stop_scrub(Manager *m) {
+bool manager_stop_background(Manager *m) {
         if (!m->op || m->op->start >= 0)
                 return false;
         Operation *op = TAKE_PTR(m->op);
@@ -622,7 +623,7 @@ void manager_rollback(Manager *m, Client *c, bool allow_downgrade, bool wait) {
                                                   slot_id_to_string(m->active)));
                 return;
         }
-        (void) manager_stop_scrub(m);
+        (void) manager_stop_background(m);
         if (m->op || manager_state(m) != STATE_IDLE) {
                 client_reply_error(c, "busy", "%s is running", m->op ? m->op->cmd : manager_state_to_string(manager_state(m)));
                 return;

@@ -335,8 +335,11 @@ _warn_unused_result_ int switch_new(Manager *m, const char *task, uint64_t versi
 _warn_unused_result_ int manager_replace_damaged(Manager *m, Operation *op);
 /* A full verification of both slots against their seals (taskpatchd-scrub.c). */
 _warn_unused_result_ int scrub_new(Operation **ret);
-/* Stop a running scrub for a request (it runs again in a minute): whether one was stopped. */
-bool manager_stop_scrub(Manager *m);
+/*
+ * Stop the daemon's own background work for a request (a scrub runs again in a minute, a
+ * re-provisioning once the daemon is idle): whether one was stopped.
+ */
+bool manager_stop_background(Manager *m);
 /* Run a scrub after @after_usec (and then every scrub_interval hours). */
 int manager_schedule_scrub(Manager *m, uint64_t after_usec);
 /*

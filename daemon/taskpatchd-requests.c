@@ -86,7 +86,7 @@ int request_check(json_t *req, const Command **ret_cmd, TpError *err) {
 
 static json_t *slot_json(Manager *m, SlotId s) {
         const Seal *seal = &m->seals[s];
-        /* "other-base": sealed for another base (the old one after a base change, re-provisioned from the active slot). */
+        /* "other-base": sealed for another base (the old one after a base change, until re-provisioned). */
         bool other_family = seal->size && memcmp(seal->base_sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0;
         const char *state = m->sealed[s] ? "clean" : seal->dirty ? "dirty" : other_family ? "other-base" : "missing";
         json_t *o = json_pack("{s:s, s:b, s:o, s:I, s:o, s:b, s:I}", "state", state, "active",
@@ -222,8 +222,8 @@ json_t *manager_list(Manager *m) {
                         if (m->sealed[s] && !m->seals[s].task[0] &&
                             memcmp(m->seals[s].sha256, t->target_sha256, SHA256_DIGEST_SIZE) == 0)
                                 slot = json_string(slot_id_to_string(s));
-                json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:o, s:I, s:I, s:s, s:s, s:b, s:o}", "task", t->task,
-                                                   "role", manifest_role_to_string(t->role),
+                json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:o, s:I, s:I, s:s, s:s, s:b, s:o}", "task",
+                                                   t->task, "role", manifest_role_to_string(t->role),
                                                    "version", (json_int_t) t->version, "sha256",
                                                    json_sha256(t->target_sha256), "bundle_size", (json_int_t) t->bundle_size,
                                                    "span_bytes", (json_int_t) t->span_bytes, "created", created,
@@ -238,7 +238,7 @@ json_t *manager_list(Manager *m) {
 static bool refuse_busy(Manager *m, Client *c, bool trial_too) {
         const Manager *peer;
 
-        (void) manager_stop_scrub(m);
+        (void) manager_stop_background(m);
         if (m->op) {
                 client_reply_error(c, "busy", "%s is running (transaction %s)", m->op->cmd, m->op->transaction);
                 return true;

@@ -539,8 +539,9 @@ static int reprovision_done(Operation *op, Switch *sw) {
         if ((r = manager_save_state(m, &op->err)) < 0)
                 return r;
         int n = store_remove_stranded(&m->store);
-        mlog_info(m, "slot %s holds the base again%s; %d bundle(s) of the old base removed", slot_id_to_string(sw->slot),
-                  sw->stager || sw->builder ? " (re-provisioned from the active slot)" : "", n);
+        mlog_info(m, "slot %s holds the base again%s; %d bundle(s) of the old base removed",
+                  slot_id_to_string(sw->slot), sw->stager || sw->builder ? " (re-provisioned from the active slot)" : "",
+                  n);
         manager_record(m, "reprovisioned", NULL, false, "both slots hold the new base's family again");
         sw->stage = _SWITCH_STAGE_MAX;
         return 0;

@@ -100,7 +100,8 @@ const ChannelBundle *channel_base_bundle(const Channel *c, const ChannelModel *c
                 const ChannelBundle *b = &c->bundles[i];
                 if (b->role != MANIFEST_ROLE_BASE || memcmp(b->target_sha256, cm->base_sha256, SHA256_DIGEST_SIZE) != 0)
                         continue;
-                if (memcmp(b->base_sha256, device_base, SHA256_DIGEST_SIZE) == 0 && (!delta || b->version >= delta->version))
+                if (memcmp(b->base_sha256, device_base, SHA256_DIGEST_SIZE) == 0 &&
+                    (!delta || b->version >= delta->version))
                         delta = b;
                 else if (channel_bundle_full(b) && (!full || b->version >= full->version))
                         full = b;
@@ -184,7 +185,8 @@ static int parse_bundle(const YamlNode *n, size_t idx, bool format2, ChannelBund
         /* A base bundle says which base it makes (a device picks the one that brings it to its section's base). */
         bool base = b->role == MANIFEST_ROLE_BASE;
         if (!base && yaml_map_get(n, "target_sha256"))
-                return tp_error(err, -EBADMSG, W ": line %u: target_sha256 is a base bundle's key (role: base)", n->line);
+                return tp_error(err, -EBADMSG, W ": line %u: target_sha256 is a base bundle's key (role: base)",
+                                n->line);
         if ((r = yaml_get_sha256(n, "target_sha256", base, W, b->target_sha256, err)) < 0)
                 return r;
         if (!channel_path_valid(path))

@@ -122,4 +122,37 @@ tpctl switch base > /dev/null && tpctl mark-good > /dev/null
 wait_status "s['reprovision'] is False and s['operation'] is None and all(v['state'] == 'clean' for v in s['slots'].values())" 30
 check "the full base committed, the other slot re-provisioned" test $? -eq 0
 check "... both slots hold the new base" sh -c "cmp -s '$STATE/slots/a.gguf' '$new' && cmp -s '$STATE/slots/b.gguf' '$new'"
+
+echo "# a task of the new base switched to before the other slot is re-provisioned"
+stop_daemon
+rm -rf "$STATE"
+start_daemon
+tpctl provision "$TMP/base.gguf" > /dev/null
+tpctl install "$TMP/delta.tpb" --switch > /dev/null
+from=$(wc -l < "$TMP/daemon.log")
+# mark-good and the install of a task of the new base in one write: the daemon handles both in
+# the same turn of its loop, before the re-provisioning the commit asks for can start.
+python3 - "$SOCK" "$TMP/new-task.tpb" > "$TMP/out" <<'PY'
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rb")
+fds = [os.open("/dev/null", os.O_RDONLY), os.open(sys.argv[2], os.O_RDONLY)]   # the first goes with mark-good
+socket.send_fds(s, [b'{"cmd":"mark-good"}\n{"cmd":"install","switch":true}\n'], fds)
+for _ in range(2):
+    print(f.readline().decode().strip())
+PY
+check "mark-good and the install both answered ok" test "$(grep -c '"ok":true' "$TMP/out")" = 2
+check "the task of the new base goes on trial" wait_status 's["state"] == "trial" and s["active"]["task"] == "shout"' 30
+check "... byte for byte" same "$TMP/shout.gguf"
+check "... the other slot was never re-provisioned: the task was staged into it from the active slot" \
+    sh -c "! tail -n +$((from + 1)) '$TMP/daemon.log' | grep -q 'holds the base again'"
+tpctl --json status > "$TMP/st.json"
+check "... the committed slot holds the new base, clean: the rollback target" python3 -c 'import json, sys
+s = json.load(open(sys.argv[1])); other = "a" if s["trial"]["slot"] == "b" else "b"
+sys.exit(not (s["slots"][other]["state"] == "clean" and s["slots"][other]["sha256"] == s["base"]["sha256"] == sys.argv[2]))' \
+    "$TMP/st.json" "$(sha "$new")"
+tpctl rollback > /dev/null
+check "rollback: the new base again" same "$new"
+wait_status "s['reprovision'] is False and s['operation'] is None and all(v['state'] == 'clean' for v in s['slots'].values())" 30
+check "... then the other slot is re-provisioned: both slots hold the new base" \
+    sh -c "cmp -s '$STATE/slots/a.gguf' '$new' && cmp -s '$STATE/slots/b.gguf' '$new'"
 daemon_finish
