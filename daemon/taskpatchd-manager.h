@@ -113,6 +113,7 @@ struct Manager {
         PersistentState ps;
         SlotFiles files[_SLOT_ID_MAX];
         char *base_files_path;          /* <state_dir>/base-files.json */
+        char *base_files_next_path;     /* <state_dir>/base-files.next.json: a new base's, before its commit */
         ManifestFiles base_files;       /* a directory base's files; an empty list for a one-file base */
         Seal seals[_SLOT_ID_MAX];
         bool sealed[_SLOT_ID_MAX];      /* seal loaded, clean, and the file is the one sealed */

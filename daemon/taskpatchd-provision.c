@@ -351,14 +351,17 @@ static int check_task_bundle(Manager *m, const Manifest *mf, const char *what, T
         return 0;
 }
 
-/* A base bundle: full (from nothing), or a delta from the provisioned base; one file (a directory: not yet). */
+/* A base bundle: full (from nothing), or a delta from the provisioned base; a base of the same shape. */
 static int check_base_bundle(Manager *m, const Manifest *mf, const char *what, TpError *err) {
         char want[SHA256_HEX_SIZE], got[SHA256_HEX_SIZE];
+        bool directory = mf->target.files.set.directory;
 
-        if (m->ps.base.directory || mf->target.files.set.directory)
-                return tp_error(err, -EOPNOTSUPP, "%s: a base bundle (line %s v%" PRIu64 ") for a model directory: "
-                                "this taskpatchd replaces one-file bases from bundles only; provision the new base "
-                                "(tpctl provision DIR)", what, mf->task, mf->version);
+        if (directory != m->ps.base.directory)
+                return tp_error(err, -EOPNOTSUPP, "%s: a base bundle (line %s v%" PRIu64 ") that makes %s, and this "
+                                "device's model is %s: a base bundle keeps the model's shape; provision the new base "
+                                "(tpctl provision)", what, mf->task, mf->version,
+                                directory ? "a model directory" : "one file", m->ps.base.directory ? "a directory" :
+                                "one file");
         if (mf->base.size == 0)
                 return 0;
         if (memcmp(mf->base.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0) {

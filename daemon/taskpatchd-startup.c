@@ -159,7 +159,8 @@ static int rebuild_state(Manager *m) {
                 for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
                         if (m->sealed[s] && !m->seals[s].task[0])
                                 ps.base.size = m->seals[s].size;
-                if (ps.base.size == 0 || base_files_load(m->base_files_path, &ps.base, &m->base_files, &ignored) < 0)
+                if (ps.base.size == 0 || base_files_load_either(m->base_files_path, m->base_files_next_path, &ps.base,
+                                                                &m->base_files, &ignored) < 0)
                         return 0;
         }
         state_committed(&ps, a->task, a->version);
@@ -343,7 +344,8 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
         machine_init(&m->machine, STATE_UNPROVISIONED, NULL, NULL);
         if (asprintf(&m->state_path, "%s/state.json", config->state_dir) < 0 ||
             asprintf(&m->floor_path, "%s/floor.json", config->state_dir) < 0 ||
-            asprintf(&m->base_files_path, "%s/base-files.json", config->state_dir) < 0)
+            asprintf(&m->base_files_path, "%s/base-files.json", config->state_dir) < 0 ||
+            asprintf(&m->base_files_next_path, "%s/base-files.next.json", config->state_dir) < 0)
                 return -ENOMEM;
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
                 if ((r = slot_files_init(m, s)) < 0)
@@ -409,7 +411,8 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                 return r;
         manager_use_slot_kind(m, m->ps.base.directory);
         if ((m->ps.provisioned || m->ps.provisioning) && m->ps.base.directory && !m->base_files.set.n_files &&
-            (r = base_files_load(m->base_files_path, &m->ps.base, &m->base_files, err)) < 0) {
+            (r = base_files_load_either(m->base_files_path, m->base_files_next_path, &m->ps.base, &m->base_files,
+                                        err)) < 0) {
                 /* The slots cannot be checked without it: what they hold is provisioned again. */
                 mlog_error(m, "%s: provision the base model again", err->message);
                 manager_record(m, "error", "io", true, err->message);
@@ -504,6 +507,7 @@ Manager *manager_free(Manager *m) {
         free(m->state_path);
         free(m->floor_path);
         free(m->base_files_path);
+        free(m->base_files_next_path);
         manifest_files_done(&m->base_files);
         free(m->floor_written);
         sd_event_source_disable_unref(m->retry_timer);

@@ -570,6 +570,21 @@ int base_files_save(const char *path, const ManifestFiles *f, TpError *err) {
         return json_save_atomic(path, o, JSON_INDENT(1), NULL, err);
 }
 
+int base_files_load_either(const char *path, const char *next_path, const BaseInfo *base, ManifestFiles *ret,
+                           TpError *err) {
+        TpError ignored = {};
+        int r = base_files_load(path, base, ret, err);
+
+        if (r != -EBADMSG && r != -ENOENT)
+                return r;
+        if (base_files_load(next_path, base, ret, &ignored) < 0)
+                return r;
+        *err = (TpError) {};
+        if (rename(next_path, path) < 0 || fsync_parent_dir(path) < 0)
+                return 0;       /* loaded; put in place at the next start */
+        return 0;
+}
+
 int base_files_load(const char *path, const BaseInfo *base, ManifestFiles *ret, TpError *err) {
         _cleanup_(manifest_files_done) ManifestFiles f = { .set = FILESET_NULL };
         json_error_t je;

@@ -177,3 +177,11 @@ int store_gc(Store *s, const char *task, uint64_t keep, bool (*keep_also)(void *
  */
 _warn_unused_result_ int base_files_save(const char *path, const ManifestFiles *f, TpError *err);
 _warn_unused_result_ int base_files_load(const char *path, const BaseInfo *base, ManifestFiles *ret, TpError *err);
+/*
+ * A directory base replaced from a bundle: the new base's list is written to @next_path before
+ * its trial and renamed over @path after the commit's state write. This loads @path, else
+ * @next_path when that is the list of @base (and renames it into place: a crash came between
+ * the two); else the error of @path.
+ */
+_warn_unused_result_ int base_files_load_either(const char *path, const char *next_path, const BaseInfo *base,
+                                                ManifestFiles *ret, TpError *err);

@@ -443,10 +443,14 @@ static int new_base_info(Manager *m, Switch *sw, TpError *err) {
                 return r;
         if ((r = artifact_open_set(&set, &art, err)) < 0)
                 return tp_error_prefix(err, r, "the new base (%s v%" PRIu64 ")", mf->task, mf->version);
-        sw->base = (BaseInfo) { .size = mf->target.size, .kind = art->kind, .chunk_size = mf->target.chunk_size };
+        sw->base = (BaseInfo) { .size = mf->target.size, .kind = art->kind, .chunk_size = mf->target.chunk_size,
+                                .directory = mf->target.files.set.directory };
         memcpy(sw->base.sha256, mf->target.sha256, SHA256_DIGEST_SIZE);
         memcpy(sw->base.layout, art->layout, SHA256_DIGEST_SIZE);
         memcpy(sw->base.chunk_root, mf->target.chunk_root, SHA256_DIGEST_SIZE);
+        /* A directory's list of files, durable before the trial: its commit puts it in place. */
+        if (sw->base.directory && (r = base_files_save(m->base_files_next_path, &mf->target.files, err)) < 0)
+                return r;
         return 0;
 }
 

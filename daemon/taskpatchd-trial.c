@@ -67,7 +67,15 @@ static void collect_garbage(Manager *m, const char *task) {
 static void base_changed(Manager *m, const TrialInfo *t) {
         char h[SHA256_HEX_SIZE];
         _cleanup_free_ char *tasks = strdup(m->store.dir);
+        TpError err = {};
 
+        /* A directory's list of files: the new one, written before the trial, goes in place. */
+        if (m->ps.base.directory) {
+                manifest_files_done(&m->base_files);
+                if (base_files_load_either(m->base_files_path, m->base_files_next_path, &m->ps.base, &m->base_files,
+                                           &err) < 0)
+                        mlog_error(m, "%s (a restart tries again)", err.message);
+        }
         if (!tasks || store_scan(&m->store, tasks, m->config->trust.ca, &m->ps.base, NULL) < 0)
                 mlog_warning(m, "cannot list the installed bundles in %s", tasks ? tasks : m->store.dir);
         sha256_to_hex(m->ps.base.sha256, h);

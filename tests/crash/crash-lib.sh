@@ -18,12 +18,9 @@ DIRMODE=0
 # CRASH_OPS (e.g. "switch rollback") narrows a run to some operations, to replay a failure.
 # relocate: a switch to a relocating bundle (built into a fresh file); leave: a switch away from
 # a slot that holds one (built from that slot's base bytes); rebase: a switch to a new base (a
-# base bundle: json2.gguf is the new base, rebase.tpb the delta to it); rebase-commit: its
-# commit, which changes the base, and the background re-provisioning of the other slot after it
-# (one-file models: a directory model's base is not replaced from a bundle).
-OPS_ALL="provision install switch relocate leave rollback mark-good"
-[ "$DIRMODE" = 1 ] || OPS_ALL+=" rebase rebase-commit"
-read -ra OPS <<< "${CRASH_OPS:-$OPS_ALL}"
+# base bundle: json2 is the new base, rebase.tpb the delta to it); rebase-commit: its commit,
+# which changes the base, and the background re-provisioning of the other slot after it.
+read -ra OPS <<< "${CRASH_OPS:-provision install switch relocate leave rollback mark-good rebase rebase-commit}"
 SPID=      # strace (or the daemon itself when started without strace)
 MAIN=      # the daemon's main thread id (= its pid)
 declare -A START COUNT  # per "op.syscall": the main thread's calls before the operation, during it
@@ -188,15 +185,20 @@ models_of() {
     esac
 }
 
-# make_rebase_fixtures: json2.gguf as a new base: rebase.tpb (a base bundle, base.gguf -> json2.gguf,
-# line "base" v2), and the tasks json and shout again (v2) made for it: nb-json.tpb, nb-shout.tpb.
+# make_rebase_fixtures: json2 as a new base: rebase.tpb (a base bundle, base -> json2, line "base"
+# v2), and the tasks json and shout again (v2) made for it: nb-json.tpb, nb-shout.tpb (after
+# make_dir_fixtures on a directory model: json2 split the same way).
 make_rebase_fixtures() {
     local keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3)
-    "$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/json2.gguf" --base-bundle -o "$TMP/rebase.tpb" --version 2 \
+    if [ "$DIRMODE" = 1 ]; then
+        python3 "$CRASH_LIB/../tools/gguf-split.py" --shards 3 --prefix llm "$TMP/json2.gguf" "$TMP/json2.d" > /dev/null ||
+            return 1
+    fi
+    "$BIN/taskpatch" create "$(fixture base)" "$(fixture json2)" --base-bundle -o "$TMP/rebase.tpb" --version 2 \
         "${keys[@]}" > /dev/null &&
-    "$BIN/taskpatch" create "$TMP/json2.gguf" "$TMP/json.gguf" -o "$TMP/nb-json.tpb" --task json --version 2 \
+    "$BIN/taskpatch" create "$(fixture json2)" "$(fixture json)" -o "$TMP/nb-json.tpb" --task json --version 2 \
         "${keys[@]}" > /dev/null &&
-    "$BIN/taskpatch" create "$TMP/json2.gguf" "$TMP/shout.gguf" -o "$TMP/nb-shout.tpb" --task shout --version 2 \
+    "$BIN/taskpatch" create "$(fixture json2)" "$(fixture shout)" -o "$TMP/nb-shout.tpb" --task shout --version 2 \
         "${keys[@]}" > /dev/null
 }
 
@@ -204,8 +206,8 @@ make_rebase_fixtures() {
 # provisioned, sibling), and a check that the state checker sees a planted fault.
 make_templates() {
     echo "$(basename "$0" .sh): fixtures and templates in $TMP"
-    { make_gguf_fixtures && make_relocated_fixture &&
-        if [ "$DIRMODE" = 0 ]; then make_rebase_fixtures; else make_dir_fixtures; fi; } \
+    { make_gguf_fixtures && make_relocated_fixture && { [ "$DIRMODE" = 0 ] || make_dir_fixtures; } &&
+        make_rebase_fixtures; } \
         > "$TMP/fixtures.log" 2>&1 ||
         { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; return 1; }
     write_config "trial:
@@ -324,7 +326,7 @@ next_switch() {
     # On the new base of a rebase, its own bundles of the tasks.
     local pre='' base
     base=$("$PY" -c 'import json,sys; print((json.load(open(sys.argv[1])).get("base") or {}).get("sha256"))' "$st")
-    [ "$DIRMODE" = 0 ] && [ "$base" = "$(sha256sum "$TMP/json2.gguf" | cut -d' ' -f1)" ] && pre=nb-
+    [ "$base" = "$("$BIN/taskpatch" hash "$(fixture json2)" | cut -c1-64)" ] && pre=nb-
     if ! grep -q "\"task\": *\"$want\"" "$TMP/list.json"; then
         tpc install "$TMP/$pre$want.tpb" > /dev/null || { echo "install $pre$want failed"; return 1; }
     fi

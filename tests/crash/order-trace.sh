@@ -251,10 +251,10 @@ make_templates() {
 # The base change's bundles: json2.gguf is the new base (a delta and a full base bundle), shout again for it.
 make_rebase_bundles() {
     local keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3)
-    "$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/json2.gguf" --base-bundle -o "$TMP/rebase.tpb" --version 2 \
-        "${keys[@]}" && "$BIN/taskpatch" create --base-bundle --full "$TMP/json2.gguf" -o "$TMP/rebase-full.tpb" \
-        --version 3 "${keys[@]}" && "$BIN/taskpatch" create "$TMP/json2.gguf" "$TMP/shout.gguf" -o "$TMP/nb-shout.tpb" \
-        --task shout --version 2 "${keys[@]}"
+    "$BIN/taskpatch" create "$(fixture base)" "$(fixture json2)" --base-bundle -o "$TMP/rebase.tpb" --version 2 \
+        "${keys[@]}" && "$BIN/taskpatch" create --base-bundle --full "$(fixture json2)" -o "$TMP/rebase-full.tpb" \
+        --version 3 "${keys[@]}" && "$BIN/taskpatch" create "$(fixture json2)" "$(fixture shout)" \
+        -o "$TMP/nb-shout.tpb" --task shout --version 2 "${keys[@]}"
 }
 { make_gguf_fixtures && make_relocated_fixture && make_rebase_bundles; } > "$TMP/fixtures.log" 2>&1 ||
     { echo "fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; exit 1; }
@@ -289,11 +289,12 @@ scenario base-change-rollback sibling
 # Each fixture split in three shards (llm-0000N-of-00003.gguf), the bundles made again from the
 # directories under the same names; model_path without an extension: a link to a directory.
 DIRMODE=1 SUFFIX=-dir MODEL="$STATE/llm"
-for n in base json shout grow; do
+for n in base json shout grow json2; do
     python3 "$here/../tools/gguf-split.py" --shards 3 --prefix llm "$TMP/$n.gguf" "$TMP/$n.d" &&
-        { [ "$n" = base ] || "$BIN/taskpatch" create "$TMP/base.d" "$TMP/$n.d" -o "$TMP/$n.tpb" --task "$n" \
-            --version 1 --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3; }
+        { [ "$n" = base ] || [ "$n" = json2 ] || "$BIN/taskpatch" create "$TMP/base.d" "$TMP/$n.d" -o "$TMP/$n.tpb" \
+            --task "$n" --version 1 --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" --level 3; }
 done > "$TMP/fixtures.log" 2>&1 || { echo "directory fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; exit 1; }
+make_rebase_bundles > "$TMP/fixtures.log" 2>&1 || { echo "directory fixtures failed: $(tail -n 3 "$TMP/fixtures.log")"; exit 1; }
 make_templates
 scenario provision none
 scenario reprovision provisioned
@@ -308,6 +309,8 @@ scenario killed-switch sibling
 STRACE_EXTRA=()
 scenario restart-after-kill keep
 scenario scrub sibling
+scenario base-change sibling
+scenario base-change-rollback sibling
 
 # ---- the check ----
 echo "order-trace: the durability rules on ${#TRACES[@]} traces (state dir $STATE)"

@@ -155,4 +155,32 @@ check "rollback: the new base again" same "$new"
 wait_status "s['reprovision'] is False and s['operation'] is None and all(v['state'] == 'clean' for v in s['slots'].values())" 30
 check "... then the other slot is re-provisioned: both slots hold the new base" \
     sh -c "cmp -s '$STATE/slots/a.gguf' '$new' && cmp -s '$STATE/slots/b.gguf' '$new'"
+
+echo "# a model directory (a three-way split GGUF): its base replaced from a bundle"
+stop_daemon
+rm -rf "$STATE"
+for n in base json; do
+    python3 "$root/tests/tools/gguf-split.py" --shards 3 --prefix llm "$TMP/$n.gguf" "$TMP/$n.d" > /dev/null
+done
+tp create "$TMP/base.d" "$TMP/json.d" --base-bundle -o "$TMP/dir-delta.tpb" --version 2 "${keys[@]}" --level 3 \
+    > /dev/null
+check "a base delta between two model directories" test -s "$TMP/dir-delta.tpb"
+MODEL="$STATE/llm"
+write_config
+start_daemon
+tpctl provision "$TMP/base.d" > /dev/null
+tpctl install "$TMP/delta.tpb" > "$TMP/out" 2>&1
+check "a one-file base bundle for a model directory: refused, saying why" grep -q "a base bundle keeps the model's shape" "$TMP/out"
+tpctl install "$TMP/dir-delta.tpb" --switch > /dev/null
+check "the directory's new base on trial, file for file" diff -r "$MODEL/" "$TMP/json.d/"
+tpctl mark-good > /dev/null
+wait_status "s['reprovision'] is False and s['operation'] is None and all(v['state'] == 'clean' for v in s['slots'].values())" 30
+check "committed; the other slot directory re-provisioned: both hold the new base" \
+    sh -c "diff -r '$STATE/slots/a.dir' '$TMP/json.d' && diff -r '$STATE/slots/b.dir' '$TMP/json.d'"
+check "... base-files.json lists the new base's files" test "$(st base.sha256)" = "$("$BIN/taskpatch" hash "$TMP/json.d" | cut -c1-64)"
+check "... the list put in place" test ! -e "$STATE/base-files.next.json"
+stop_daemon
+start_daemon
+check "a restart: the new base, both slots clean" \
+    test "$(st base.sha256),$(st slots.a.state),$(st slots.b.state)" = "$("$BIN/taskpatch" hash "$TMP/json.d" | cut -c1-64),clean,clean"
 daemon_finish
