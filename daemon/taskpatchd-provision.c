@@ -351,6 +351,13 @@ static int check_task_bundle(Manager *m, const Manifest *mf, const char *what, T
         return 0;
 }
 
+static int already_the_base(Manager *m, const Manifest *mf, const char *what, TpError *err) {
+        if (memcmp(mf->target.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) == 0)
+                return tp_error(err, -EBADMSG, "%s: a base bundle (line %s v%" PRIu64 ") that makes the base this device "
+                                "runs already", what, mf->task, mf->version);
+        return 0;
+}
+
 /* A base bundle: full (from nothing), or a delta from the provisioned base; a base of the same shape. */
 static int check_base_bundle(Manager *m, const Manifest *mf, const char *what, TpError *err) {
         char want[SHA256_HEX_SIZE], got[SHA256_HEX_SIZE];
@@ -363,7 +370,7 @@ static int check_base_bundle(Manager *m, const Manifest *mf, const char *what, T
                                 directory ? "a model directory" : "one file", m->ps.base.directory ? "a directory" :
                                 "one file");
         if (mf->base.size == 0)
-                return 0;
+                return already_the_base(m, mf, what, err);
         if (memcmp(mf->base.sha256, m->ps.base.sha256, SHA256_DIGEST_SIZE) != 0) {
                 sha256_to_hex(mf->base.sha256, got);
                 sha256_to_hex(m->ps.base.sha256, want);
@@ -375,7 +382,7 @@ static int check_base_bundle(Manager *m, const Manifest *mf, const char *what, T
                 return tp_error(err, -EBADMSG, "%s: its base layout is not the provisioned base's", what);
         if (mf->format != MANIFEST_FORMAT_RELOCATING && mf->target.size != m->ps.base.size)
                 return tp_error(err, -EBADMSG, "%s: an in-layout base delta (format 1) that changes the size", what);
-        return 0;
+        return already_the_base(m, mf, what, err);
 }
 
 int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char signer[256], const char **ret_code,

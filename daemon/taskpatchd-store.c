@@ -455,11 +455,11 @@ static void scan_task(Store *s, const char *task, const char *ca_path, const Bas
                 }
                 const Manifest *mf = b->manifest;
                 bool full_base = mf->role == MANIFEST_ROLE_BASE && mf->base.size == 0;
-                if (base && mf->role == MANIFEST_ROLE_BASE &&
-                    memcmp(mf->target.sha256, base->sha256, SHA256_DIGEST_SIZE) == 0)
-                        continue;       /* the base it makes is the base now: nothing to switch to */
-                if (base && !full_base && memcmp(mf->base.sha256, base->sha256, SHA256_DIGEST_SIZE) != 0) {
-                        if (report)
+                /* The base it makes is the base now: nothing to switch to (removed with the old base's). */
+                bool made = base && mf->role == MANIFEST_ROLE_BASE &&
+                            memcmp(mf->target.sha256, base->sha256, SHA256_DIGEST_SIZE) == 0;
+                if (made || (base && !full_base && memcmp(mf->base.sha256, base->sha256, SHA256_DIGEST_SIZE) != 0)) {
+                        if (report && !made)
                                 report(path, "made for another base (removed once the other slot holds this one)");
                         char **p = realloc(s->stranded, (s->n_stranded + 1) * sizeof(char *));
                         if (p) {

@@ -147,9 +147,9 @@ void store_done(Store *s);
 /*
  * List <dir>: every <task>/<version>.tpb whose bundle opens, verifies
  * against @ca_path and was made for @base (NULL: not checked; a full base
- * bundle is made for any base, and one whose target is @base is not
- * listed). Files that fail are skipped and reported through @report (may
- * be NULL); those made for another base are kept in s->stranded.
+ * bundle is made for any base). Files that fail are skipped and reported
+ * through @report (may be NULL); those made for another base, and base
+ * bundles that make @base (it is the base now), are kept in s->stranded.
  */
 _warn_unused_result_ int store_scan(Store *s, const char *dir, const char *ca_path, const BaseInfo *base,
                                     void (*report)(const char *path, const char *why));

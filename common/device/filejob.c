@@ -64,7 +64,7 @@ void set_copy_init(SetCopy *c, const FileSet *src, const FileSet *dst) {
                 file_copy_init(&c->cur, src->files[0].fd, dst->files[0].fd, src->files[0].size);
 }
 
-int set_copy_step(SetCopy *c, uint64_t budget) {
+static int set_copy_run(SetCopy *c, uint64_t budget) {
         while (c->file < c->src->n_files) {
                 uint64_t before = c->cur.pos;
                 int r = file_copy_step(&c->cur, budget);
@@ -81,6 +81,16 @@ int set_copy_step(SetCopy *c, uint64_t budget) {
                         return c->file < c->src->n_files;
         }
         return 0;
+}
+
+int set_copy_step(SetCopy *c, uint64_t budget) {
+        uint64_t start = c->pos;
+
+        /* Writeback starts as the copy goes, so that the caller's fdatasync at the end is short. */
+        int r = set_copy_run(c, budget);
+        if (r >= 0 && c->pos > start)
+                fileset_start_writeback(c->dst, start, c->pos - start);
+        return r;
 }
 
 struct FileHash {

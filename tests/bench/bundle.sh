@@ -19,7 +19,8 @@
 #  7. base bundles (issue 18): a re-release of the q4_0 base with two tensors retrained: the base
 #     delta vs the same peers as 1 (<= 0.9x), the full base bundle vs the model's size (<= 1.005x).
 # Usage: tests/bench/bundle.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/bundle.json;
-#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6 7")
+#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6 7", and carries the
+#        recorded cases of the others over, marked so and with their own conditions)
 set -eu
 build=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -286,12 +287,24 @@ emit "{\"case\": \"base-delta-q4_0\", \"changed_site_bytes\": $changed, \"bundle
 emit "{\"case\": \"base-full-q4_0\", \"model_bytes\": $model, \"bundle\": $full, \"ratio_to_model\": $over, \"create_ms\": $t_full}"
 fi  # section 7
 
-BENCH_DIR="$root/tests/bench" python3 - "$results" "$work/bundle.json" <<'PY'
+# SECTIONS given: the recorded cases of the sections not run are carried over, each with the
+# conditions it was measured under, so that a record of some sections keeps the others' numbers.
+kept=
+[ -n "${SECTIONS:-}" ] && [ -f "$root/tests/bench/results/bundle.json" ] && kept="$root/tests/bench/results/bundle.json"
+BENCH_DIR="$root/tests/bench" python3 - "$results" "$work/bundle.json" "$kept" <<'PY'
 import json, os, sys
 sys.path.insert(0, os.environ["BENCH_DIR"])
 from conditions import conditions
 cases = [json.loads(l) for l in open(sys.argv[1])]
 cond = conditions(path=os.path.dirname(sys.argv[2]), page_cache="warm", flush="excluded (apply --no-sync, plain cp)")
+if sys.argv[3]:
+    old = json.load(open(sys.argv[3]))
+    measured = {c["case"] for c in cases}
+    for c in old["cases"]:
+        if c["case"] not in measured:
+            c.setdefault("conditions", old["conditions"])
+            c.setdefault("carried_over", "SECTIONS=%s: not measured in this run" % os.environ.get("SECTIONS", ""))
+            cases.append(c)
 json.dump({"benchmark": "bundle", "conditions": cond, "cases": cases}, open(sys.argv[2], "w"), indent=2)
 PY
 if [ "${RECORD:-0}" = 1 ]; then

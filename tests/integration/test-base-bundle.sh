@@ -79,7 +79,7 @@ check "... the other slot is re-provisioned in the background: both slots clean"
 check "... both hold the new base" test "$(st slots.a.sha256),$(st slots.b.sha256)" = "$(sha "$new"),$(sha "$new")"
 check "... the slot bytes too" sh -c "cmp -s '$STATE/slots/a.gguf' '$new' && cmp -s '$STATE/slots/b.gguf' '$new'"
 check "... the old base's tasks are not offered" test "$(tpctl --json list | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["tasks"]))')" = 0
-check "... and removed once both slots hold the new base" sh -c "test ! -e '$STATE/tasks/json/1.tpb' && test ! -e '$STATE/tasks/shout/1.tpb'"
+check "... and removed once both slots hold the new base, with the base bundle" sh -c "test ! -e '$STATE/tasks/json/1.tpb' && test ! -e '$STATE/tasks/shout/1.tpb' && test ! -e '$STATE/tasks/base/2.tpb'"
 check "... the log says what happened" grep -q "the base is now base v2" "$TMP/daemon.log"
 tpctl switch json > "$TMP/out" 2>&1
 check "a task of the old base: not found" grep -q "no version of task 'json' is installed" "$TMP/out"
@@ -95,6 +95,8 @@ check "a restart: the new base, its task active, both slots clean" \
     test "$(st base.sha256),$(st active.task),$(st slots.a.state),$(st slots.b.state),$(st reprovision)" = "$(sha "$new"),shout,clean,clean,False"
 tpctl install "$TMP/delta.tpb" > "$TMP/out" 2>&1
 check "the delta again: refused, it is a delta from another base" grep -q "a base delta from another base" "$TMP/out"
+tpctl install "$TMP/full.tpb" > "$TMP/out" 2>&1
+check "the full one: refused, it makes the base the device runs" grep -q "makes the base this device runs already" "$TMP/out"
 stop_daemon
 
 echo "# a full base bundle, rolled back; a restart during its trial"
@@ -160,7 +162,7 @@ echo "# a model directory (a three-way split GGUF): its base replaced from a bun
 stop_daemon
 rm -rf "$STATE"
 for n in base json; do
-    python3 "$root/tests/tools/gguf-split.py" --shards 3 --prefix llm "$TMP/$n.gguf" "$TMP/$n.d" > /dev/null
+    python3 "$(dirname "$0")/../tools/gguf-split.py" --shards 3 --prefix llm "$TMP/$n.gguf" "$TMP/$n.d" > /dev/null
 done
 tp create "$TMP/base.d" "$TMP/json.d" --base-bundle -o "$TMP/dir-delta.tpb" --version 2 "${keys[@]}" --level 3 \
     > /dev/null
