@@ -40,6 +40,15 @@ apply_failed=0
 
 size() { stat -c %s "$1"; }
 emit() { echo "$1" >> "$results"; }
+best_of() { printf '%s\n' "$@" | sort -n | head -n 1; }
+# peers BASE TARGET [WINDOW-LOG]: bsdiff, xdelta3 -9 -e and zstd -19 --long --patch-from of TARGET
+# against BASE, their sizes in p_bs, p_xd, p_zs.
+peers() {
+    bsdiff "$1" "$2" "$work/p.bsdiff"
+    xdelta3 -f -9 -e -s "$1" "$2" "$work/p.xd3"
+    zstd -q -f -19 --long="${3:-27}" --patch-from="$1" "$2" -o "$work/p.zst" 2> /dev/null
+    p_bs=$(size "$work/p.bsdiff") p_xd=$(size "$work/p.xd3") p_zs=$(size "$work/p.zst")
+}
 want() { case $sections in *" $1 "*) return 0 ;; esac; return 1; }
 
 if want 1; then
@@ -53,11 +62,9 @@ for t in q4_0 q8_0 q4_K q6_K; do
     "$tp" create "$b" "$k" -o "$work/$t.tpb" --task bench "${sign[@]}" > /dev/null
     "$tp" apply "$b" "$work/$t.tpb" -o "$work/out.gguf" --ca "$work/pki/ca.pem" > /dev/null
     cmp -s "$work/out.gguf" "$k" || { echo "bundle.sh: $t: apply is not byte-identical" >&2; exit 1; }
-    bsdiff "$b" "$k" "$work/p.bsdiff"
-    xdelta3 -f -9 -e -s "$b" "$k" "$work/p.xd3"
-    zstd -q -f -19 --long=27 --patch-from="$b" "$k" -o "$work/p.zst" 2> /dev/null
-    ours=$(size "$work/$t.tpb") bs=$(size "$work/p.bsdiff") xd=$(size "$work/p.xd3") zs=$(size "$work/p.zst")
-    best=$(printf '%s\n' "$bs" "$xd" "$zs" | sort -n | head -n 1)
+    peers "$b" "$k"
+    ours=$(size "$work/$t.tpb") bs=$p_bs xd=$p_xd zs=$p_zs
+    best=$(best_of "$bs" "$xd" "$zs")
     ratio=$(awk -v a="$ours" -v b="$best" 'BEGIN {printf "%.3f", a / b}')
     printf '%-6s %10d %10d %10d %10d %10d %7sx\n' "$t" "$changed" "$ours" "$bs" "$xd" "$zs" "$ratio"
     emit "{\"case\": \"realistic-$t\", \"changed_site_bytes\": $changed, \"bundle\": $ours, \"bsdiff\": $bs, \"xdelta3\": $xd, \"zstd_patch_from\": $zs, \"ratio_to_best_peer\": $ratio}"
@@ -172,11 +179,9 @@ relayout_row() {
     else
         status="CREATE FAILS" apply_failed=1
     fi
-    bsdiff "$b" "$k" "$work/p.bsdiff"
-    xdelta3 -f -9 -e -s "$b" "$k" "$work/p.xd3"
-    zstd -q -f -19 --long=27 --patch-from="$b" "$k" -o "$work/p.zst" 2> /dev/null
-    bs=$(size "$work/p.bsdiff") xd=$(size "$work/p.xd3") zs=$(size "$work/p.zst")
-    best=$(printf '%s\n' "$bs" "$xd" "$zs" | sort -n | head -n 1)
+    peers "$b" "$k"
+    bs=$p_bs xd=$p_xd zs=$p_zs
+    best=$(best_of "$bs" "$xd" "$zs")
     ratio=$(awk -v a="$ours" -v b="$best" 'BEGIN {printf "%.3f", a / b}')
     if [ "$status" = ok ] && awk -v r="$ratio" 'BEGIN {exit !(r > 1.0)}'; then
         status=OVER
@@ -223,12 +228,10 @@ multi_row() {
         diff -r -q "$work/m-out" "$k" > /dev/null || { status="APPLY FAILS" apply_failed=1; }
     changed=$("$tp" diff --json "$b" "$k" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(sum(r["site_bytes"] or r["length"] for r in j["regions"]) if j["regions"] else j["changed_bytes"])')
     for f in $(cd "$k" && find . -type f | sort); do
-        bsdiff "$b/$f" "$k/$f" "$work/p.bsdiff"
-        xdelta3 -f -9 -e -s "$b/$f" "$k/$f" "$work/p.xd3"
-        zstd -q -f -19 --long=30 --patch-from="$b/$f" "$k/$f" -o "$work/p.zst" 2> /dev/null
-        bs=$((bs + $(size "$work/p.bsdiff"))) xd=$((xd + $(size "$work/p.xd3"))) zs=$((zs + $(size "$work/p.zst")))
+        peers "$b/$f" "$k/$f" 30
+        bs=$((bs + p_bs)) xd=$((xd + p_xd)) zs=$((zs + p_zs))
     done
-    best=$(printf '%s\n' "$bs" "$xd" "$zs" | sort -n | head -n 1)
+    best=$(best_of "$bs" "$xd" "$zs")
     if [ "$mode" = random ]; then
         ratio=$(awk -v a="$ours" -v c="$changed" 'BEGIN {printf "%.3f", a / c}')
         [ "$status" = ok ] && awk -v a="$ours" -v c="$changed" 'BEGIN {exit !(a > 1.05 * c + 65536)}' && status=OVER
@@ -271,11 +274,9 @@ t0=$(date +%s%N)
 t_full=$(( ($(date +%s%N) - t0) / 1000000 ))
 "$tp" apply "$work/base-full.tpb" -o "$work/out.gguf" --ca "$work/pki/ca.pem" > /dev/null
 cmp -s "$work/out.gguf" "$k" || { echo "bundle.sh: the full base bundle's apply is not byte-identical" >&2; exit 1; }
-bsdiff "$b" "$k" "$work/p.bsdiff"
-xdelta3 -f -9 -e -s "$b" "$k" "$work/p.xd3"
-zstd -q -f -19 --long=27 --patch-from="$b" "$k" -o "$work/p.zst" 2> /dev/null
-ours=$(size "$work/base-delta.tpb") bs=$(size "$work/p.bsdiff") xd=$(size "$work/p.xd3") zs=$(size "$work/p.zst")
-best=$(printf '%s\n' "$bs" "$xd" "$zs" | sort -n | head -n 1)
+peers "$b" "$k"
+ours=$(size "$work/base-delta.tpb") bs=$p_bs xd=$p_xd zs=$p_zs
+best=$(best_of "$bs" "$xd" "$zs")
 ratio=$(awk -v a="$ours" -v b="$best" 'BEGIN {printf "%.3f", a / b}')
 full=$(size "$work/base-full.tpb") model=$(size "$k")
 over=$(awk -v a="$full" -v b="$model" 'BEGIN {printf "%.4f", a / b}')

@@ -277,28 +277,35 @@ START_TEST(test_waits_for_idle) {
 END_TEST
 
 /* A bundle whose bytes are all on disk already (an earlier run) is installed at once, with its switch. */
-START_TEST(test_install_downloaded) {
-        Fixture fx;
-        const B bs[] = { OURS("json", 2), OURS("shout", 1) };
-        char dir[128], part[192];
-        TpError err = {};
-        struct stat st;
+/* A download whose bytes are all on disk already (an earlier run): <downloads>/@name.part holding
+ * "hello", its path in @part, its SHA-256 in @sha256. */
+static void downloaded(Fixture *fx, const char *name, char part[192], uint8_t sha256[SHA256_DIGEST_SIZE]) {
+        char dir[128];
+        Sha256 h;
 
-        setup(&fx);
-        snprintf(dir, sizeof(dir), "%s/downloads", fx.root);
-        snprintf(part, sizeof(part), "%s/json-2.tpb.part", dir);
+        snprintf(dir, sizeof(dir), "%s/downloads", fx->root);
+        snprintf(part, 192, "%s/%s.part", dir, name);
         ck_assert_int_eq(mkdir(dir, 0750), 0);
         int fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(write(fd, "hello", 5), 5);
         close(fd);
-        ck_assert_int_eq(stat(part, &st), 0);
-
-        Channel *c = make_channel(5, "json", bs, 2);
-        Sha256 h;
         sha256_init(&h);
         sha256_update(&h, "hello", 5);
-        sha256_final(&h, c->bundles[0].sha256);
+        sha256_final(&h, sha256);
+}
+
+START_TEST(test_install_downloaded) {
+        Fixture fx;
+        const B bs[] = { OURS("json", 2), OURS("shout", 1) };
+        char part[192];
+        TpError err = {};
+        struct stat st;
+
+        setup(&fx);
+        Channel *c = make_channel(5, "json", bs, 2);
+        downloaded(&fx, "json-2.tpb", part, c->bundles[0].sha256);
+        ck_assert_int_eq(stat(part, &st), 0);
         ck_assert_int_eq(fetcher_take_channel(fx.f, c, URL, &err), 0);
         pump(fx.e, 30);
 
@@ -325,29 +332,18 @@ END_TEST
 START_TEST(test_install_base_bundle) {
         Fixture fx;
         const B bs[] = { OURS("base", 2), OURS("json", 1) };
-        char dir[128], part[192];
+        char part[192];
         TpError err = {};
-        Sha256 h;
 
         setup(&fx);
-        snprintf(dir, sizeof(dir), "%s/downloads", fx.root);
-        snprintf(part, sizeof(part), "%s/base-2.tpb.part", dir);
-        ck_assert_int_eq(mkdir(dir, 0750), 0);
-        int fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(write(fd, "hello", 5), 5);
-        close(fd);
-
         Channel *c = make_channel(5, "json", bs, 2);
+        downloaded(&fx, "base-2.tpb", part, c->bundles[0].sha256);
         ChannelModel *cm = &c->models[0];
         cm->has_base = true;
         memset(cm->base_sha256, 0x22, SHA256_DIGEST_SIZE);
         c->bundles[0].role = MANIFEST_ROLE_BASE;
         memset(c->bundles[0].target_sha256, 0x22, SHA256_DIGEST_SIZE);
         memset(c->bundles[1].base_sha256, 0x22, SHA256_DIGEST_SIZE);   /* json: a task of the new base */
-        sha256_init(&h);
-        sha256_update(&h, "hello", 5);
-        sha256_final(&h, c->bundles[0].sha256);
         ck_assert_int_eq(fetcher_take_channel(fx.f, c, URL, &err), 0);
         pump(fx.e, 30);
 
