@@ -296,7 +296,7 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         TpError err = {};
         int r = channel_parse(f->body.data, f->body.len, url, &c, &err);
         if (r >= 0)
-                r = channel_verify(c, url, f->config->trust.ca, clock_for_dates(), signer, &err);
+                r = channel_verify(c, url, config_channel_ca(f->config), clock_for_dates(), signer, &err);
         if (r < 0) {
                 /* A bad mirror (tampered, stale, foreign): the next one may be good. */
                 poll_failed(f, tp_error_message(&err, r));

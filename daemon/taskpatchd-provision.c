@@ -140,7 +140,7 @@ static int provision_commit(Operation *op, Provision *p) {
         /* Bundles made for another base are of no use now; they stay on disk but are not listed. */
         char *tasks = strdup(m->store.dir);
         if (tasks) {
-                if (store_scan(&m->store, tasks, m->config->trust.ca, &m->ps.base, NULL) < 0)
+                if (store_scan(&m->store, tasks, config_bundle_ca(m->config), &m->ps.base, NULL) < 0)
                         mlog_warning(m, "cannot list the installed bundles in %s", tasks);
                 free(tasks);
         }
@@ -326,7 +326,7 @@ static void install_free(void *data) {
 }
 
 BundleTrust manager_bundle_trust(const Manager *m) {
-        return (BundleTrust) { .ca_path = m->config->trust.ca, .now = clock_for_dates(),
+        return (BundleTrust) { .ca_path = config_bundle_ca(m->config), .now = clock_for_dates(),
                                .max_manifest_bytes = m->config->limits.manifest_bytes,
                                .max_spans = m->config->limits.manifest_spans };
 }

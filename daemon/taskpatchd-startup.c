@@ -446,7 +446,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                 char *tasks;
                 if (asprintf(&tasks, "%s/tasks", config->state_dir) < 0)
                         return -ENOMEM;
-                r = store_scan(&m->store, tasks, config->trust.ca, m->ps.provisioned ? &m->ps.base : NULL,
+                r = store_scan(&m->store, tasks, config_bundle_ca(config), m->ps.provisioned ? &m->ps.base : NULL,
                                report_bundle);
                 free(tasks);
                 if (r < 0)

@@ -76,7 +76,7 @@ static void base_changed(Manager *m, const TrialInfo *t) {
                                            &err) < 0)
                         mlog_error(m, "%s (a restart tries again)", err.message);
         }
-        if (!tasks || store_scan(&m->store, tasks, m->config->trust.ca, &m->ps.base, NULL) < 0)
+        if (!tasks || store_scan(&m->store, tasks, config_bundle_ca(m->config), &m->ps.base, NULL) < 0)
                 mlog_warning(m, "cannot list the installed bundles in %s", tasks ? tasks : m->store.dir);
         sha256_to_hex(m->ps.base.sha256, h);
         mlog_info(m, "the base is now %s v%" PRIu64 " (%" PRIu64 " bytes, SHA-256 %s); %zu installed bundle(s) for it, "

@@ -102,7 +102,7 @@ int main(int argc, char *argv[]) {
                 config_done(&config);
                 return 1;
         }
-        bool trust_missing = false;
+        const char *trust_missing = NULL;
         if ((r = config_check_files(&config, &trust_missing, &err)) < 0) {
                 log_error("%s: %s", config_path, tp_error_message(&err, r));
                 config_done(&config);
@@ -111,18 +111,21 @@ int main(int argc, char *argv[]) {
         /* The first model's settings (the top level's without models:): what --check prints of one model. */
         DaemonConfig view = config_model_view(&config, 0);
         if (trust_missing)
-                log_warning("%s: trust.ca %s does not exist: every bundle and channel will be refused until it does",
-                            config_path, config.trust.ca);
+                log_warning("%s: %s does not exist: the bundles or channels it verifies are refused until it does",
+                            config_path, trust_missing);
+        char warning[64] = "";
+        if (trust_missing)
+                snprintf(warning, sizeof(warning), "; warning: %s does not exist", trust_missing);
         if (check_only && config.n_models == 1)
                 printf("%s: OK (state_dir %s, socket %s, model_path %s, verify %s, model %s)%s\n", config_path,
                        view.state_dir, view.socket, view.model_path, verify_mode_to_string(view.verify), view.model,
-                       trust_missing ? "; warning: trust.ca does not exist" : "");
+                       warning);
         else if (check_only) {
                 printf("%s: OK (state_dir %s, socket %s, verify %s, %zu models:", config_path, config.state_dir,
                        config.socket, verify_mode_to_string(config.verify), config.n_models);
                 for (size_t i = 0; i < config.n_models; i++)
                         printf("%s %s model_path %s", i ? "," : "", config.models[i].name, config.models[i].model_path);
-                printf(")%s\n", trust_missing ? "; warning: trust.ca does not exist" : "");
+                printf(")%s\n", warning);
         }
         if (check_only) {
                 config_done(&config);

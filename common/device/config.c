@@ -118,6 +118,8 @@ void config_done(DaemonConfig *c) {
         free(c->admin_group);
         free(c->model_path);
         free(c->trust.ca);
+        free(c->trust.bundle_ca);
+        free(c->trust.channel_ca);
         trial_done(&c->trial);
         for (size_t i = 0; i < c->channel.n_urls; i++)
                 free(c->channel.urls[i]);
@@ -200,11 +202,13 @@ static bool text_is_empty(const char *text, size_t len) {
 }
 
 static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
-        static const char *const keys[] = { "ca", "max_version_jump", NULL };
+        static const char *const keys[] = { "ca", "bundle_ca", "channel_ca", "max_version_jump", NULL };
         int r;
 
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
             (r = config_get_path(map, "ca", PATH_MAX, false, what, &c->trust.ca, err)) < 0 ||
+            (r = config_get_path(map, "bundle_ca", PATH_MAX, false, what, &c->trust.bundle_ca, err)) < 0 ||
+            (r = config_get_path(map, "channel_ca", PATH_MAX, false, what, &c->trust.channel_ca, err)) < 0 ||
             (r = config_get_uint(map, "max_version_jump", 0, INT64_MAX, what, &c->trust.max_version_jump, err)) < 0)
                 return r;
         return 0;
@@ -413,7 +417,7 @@ static int check_model_path(const DaemonConfig *c, const char *model_path, const
         return 0;
 }
 
-static int check_regular(const char *key, const char *path, bool *ret_missing, TpError *err) {
+static int check_regular(const char *key, const char *path, const char **ret_missing, TpError *err) {
         struct stat st;
 
         if (!path)
@@ -421,8 +425,8 @@ static int check_regular(const char *key, const char *path, bool *ret_missing, T
         if (stat(path, &st) < 0) {
                 if (errno != ENOENT)
                         return tp_error(err, negative_errno(), "%s %s: %s", key, path, strerror(errno));
-                if (ret_missing)
-                        *ret_missing = true;
+                if (ret_missing && !*ret_missing)
+                        *ret_missing = key;
                 return 0;
         }
         if (!S_ISREG(st.st_mode))
@@ -431,11 +435,14 @@ static int check_regular(const char *key, const char *path, bool *ret_missing, T
         return 0;
 }
 
-int config_check_files(const DaemonConfig *c, bool *ret_trust_missing, TpError *err) {
-        bool missing = false;
+int config_check_files(const DaemonConfig *c, const char **ret_trust_missing, TpError *err) {
+        const char *missing = NULL;
+        bool ca_used = !c->trust.bundle_ca || !c->trust.channel_ca;
         int r;
 
-        if ((r = check_regular("trust.ca", c->trust.ca, &missing, err)) < 0 ||
+        if ((r = check_regular("trust.ca", ca_used ? c->trust.ca : NULL, &missing, err)) < 0 ||
+            (r = check_regular("trust.bundle_ca", c->trust.bundle_ca, &missing, err)) < 0 ||
+            (r = check_regular("trust.channel_ca", c->trust.channel_ca, &missing, err)) < 0 ||
             (r = check_regular("tls.ca", c->tls.ca, NULL, err)) < 0 ||
             (r = check_regular("hawkbit.token_file", c->hawkbit.token_file, NULL, err)) < 0)
                 return r;

@@ -67,6 +67,8 @@ typedef struct DaemonConfig {
         char *model_path;               /* "/var/lib/taskpatch/model.gguf"; absolute */
         struct {
                 char *ca;               /* "/etc/taskpatch/ca.pem"; absolute */
+                /* The roles' own trust, NULL when not set (then trust.ca): config_bundle_ca(), config_channel_ca(). */
+                char *bundle_ca, *channel_ca;
                 uint64_t max_version_jump;      /* the most a task's version may rise at once; 0: no cap;
                                                  * default CONFIG_DEFAULT_VERSION_JUMP */
         } trust;
@@ -112,6 +114,14 @@ VerifyMode verify_mode_from_string(const char *s);
 #define CONFIG_DEFAULT_MANIFEST_BYTES (8u << 20)
 #define CONFIG_DEFAULT_MANIFEST_SPANS (128u << 10)
 
+/* What bundles' and channels' signatures chain to: trust.bundle_ca and trust.channel_ca, else trust.ca. */
+static inline const char *config_bundle_ca(const DaemonConfig *c) {
+        return c->trust.bundle_ca ? c->trust.bundle_ca : c->trust.ca;
+}
+static inline const char *config_channel_ca(const DaemonConfig *c) {
+        return c->trust.channel_ca ? c->trust.channel_ca : c->trust.ca;
+}
+
 /* Fill @c with the defaults (allocating the strings). */
 _warn_unused_result_ int config_init(DaemonConfig *c);
 /* Free the strings; @c may be zero-filled. */
@@ -140,9 +150,10 @@ DaemonConfig config_model_view(const DaemonConfig *c, size_t i);
 extern const char *const config_state_entries[];
 
 /*
- * The files the configuration names (trust.ca, tls.ca, hawkbit.token_file) must be regular
- * files where they exist: a FIFO or a device would hang or mislead the daemon. 0, or a
- * negative errno naming the key; *@ret_trust_missing says whether trust.ca does not exist
- * (every bundle would be refused).
+ * The files the configuration names (trust.ca, trust.bundle_ca, trust.channel_ca, tls.ca,
+ * hawkbit.token_file) must be regular files where they exist: a FIFO or a device would hang
+ * or mislead the daemon. 0, or a negative errno naming the key; *@ret_trust_missing is the
+ * key of a CA file the daemon uses that does not exist (what it signs would all be refused),
+ * else NULL. trust.ca is not used when both roles have their own.
  */
-_warn_unused_result_ int config_check_files(const DaemonConfig *c, bool *ret_trust_missing, TpError *err);
+_warn_unused_result_ int config_check_files(const DaemonConfig *c, const char **ret_trust_missing, TpError *err);

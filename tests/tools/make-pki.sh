@@ -22,6 +22,9 @@
 #   other-ca.key, other-ca.pem        an unrelated root "CN=TaskPatch Other Root CA",
 #                                     2020-01-01..2030-01-01 (expires before its signer)
 #   other-signer.key, other-signer.crt  "CN=other-signer" (directly by other-ca), 2020-01-01..2099-01-01
+#   channel-ca.key, channel-ca.pem    a root for the channel role "CN=TaskPatch Test Channel CA",
+#                                     2000-01-01..2100-01-01 (trust.channel_ca in the role tests)
+#   channel-signer.key, .crt          "CN=channel-signer" (directly by channel-ca), 2024-01-01..2090-01-01
 #   expired-signer.key, .crt          "CN=expired-signer", 2000-01-01..2001-01-01 (in the past)
 #   future-signer.key, .crt           "CN=future-signer", 2090-01-01..2099-01-01 (not yet valid;
 #                                     outlives the intermediate, which ends 2095-01-01)
@@ -42,7 +45,7 @@
 #                                     (not a certificate: ignored, only *.pem / *.crt count)
 set -eu
 
-STAMP_VERSION="make-pki 2"
+STAMP_VERSION="make-pki 3"
 
 if [ $# -ne 1 ] || [ -z "$1" ]; then
         echo "usage: $0 DIR" >&2
@@ -184,10 +187,13 @@ key intermediate ec-p256
 issue intermediate "TaskPatch Test Intermediate CA" ca v3_intermediate 20000101000000Z 20950101000000Z
 key other-ca ec-p256
 issue other-ca "TaskPatch Other Root CA" self v3_root 20200101000000Z 20300101000000Z
+key channel-ca ec-p256
+issue channel-ca "TaskPatch Test Channel CA" self v3_root 20000101000000Z 21000101000000Z
 
 signer signer ci-signer ec-p256 v3_signer 20240101000000Z 20400101000000Z
 cp "$work/signer.pem" "$dir/signer-leaf.crt"
 signer other-signer other-signer ec-p256 v3_signer 20200101000000Z 20990101000000Z other-ca
+signer channel-signer channel-signer ec-p256 v3_signer 20240101000000Z 20900101000000Z channel-ca
 signer expired-signer expired-signer ec-p256 v3_signer 20000101000000Z 20010101000000Z
 signer future-signer future-signer ec-p256 v3_signer 20900101000000Z 20990101000000Z
 signer nodigsig-signer nodigsig-signer ec-p256 v3_nodigsig 20240101000000Z 20400101000000Z
@@ -203,7 +209,7 @@ cat "$work/underfake-signer.pem" "$work/fake-intermediate.pem" > "$dir/underfake
 signer rsa-signer rsa-signer rsa v3_signer 20240101000000Z 20400101000000Z
 signer p384-signer p384-signer ec-p384 v3_signer 20240101000000Z 20400101000000Z
 
-for f in ca intermediate other-ca fake-intermediate; do
+for f in ca intermediate other-ca channel-ca fake-intermediate; do
         mv "$work/$f.key" "$dir/$f.key"
         cp "$work/$f.pem" "$dir/$f.pem"
 done

@@ -82,6 +82,7 @@ static const char all_keys[] =
         "model_path: /srv/models/current.gguf\n"
         "trust:\n"
         "  ca: /etc/tp/ca.d\n"
+        "  channel_ca: /etc/tp/channel-ca.pem\n"
         "  max_version_jump: 1000\n"
         "trial:\n"
         "  timeout: 604800\n"
@@ -122,6 +123,8 @@ START_TEST(test_defaults) {
         ck_assert_str_eq(c.admin_group, "taskpatch-admin");
         ck_assert_str_eq(c.model_path, "/var/lib/taskpatch/model.gguf");
         ck_assert_str_eq(c.trust.ca, "/etc/taskpatch/ca.pem");
+        ck_assert_str_eq(config_bundle_ca(&c), "/etc/taskpatch/ca.pem");        /* the roles default to trust.ca */
+        ck_assert_str_eq(config_channel_ca(&c), "/etc/taskpatch/ca.pem");
         ck_assert_uint_eq(c.trust.max_version_jump, UINT64_C(4294967296));
         ck_assert_uint_eq(c.trial.timeout, 120);
         ck_assert_ptr_null(c.trial.health_command);
@@ -171,6 +174,8 @@ START_TEST(test_all_keys) {
         ck_assert_str_eq(c.admin_group, "wheel");
         ck_assert_str_eq(c.model_path, "/srv/models/current.gguf");
         ck_assert_str_eq(c.trust.ca, "/etc/tp/ca.d");
+        ck_assert_str_eq(config_bundle_ca(&c), "/etc/tp/ca.d");
+        ck_assert_str_eq(config_channel_ca(&c), "/etc/tp/channel-ca.pem");
         ck_assert_uint_eq(c.trust.max_version_jump, 1000);
         ck_assert_uint_eq(c.trial.timeout, 604800);
         ck_assert_str_eq(c.trial.health_command, "curl -fsS localhost:8080/ready || exit 75");
@@ -310,6 +315,7 @@ static const struct {
         { "trial:\n  timeout: 5\n  retries: 3\n", { "line 3", "unknown key 'retries'" } },
         { "trust:\n  ca: /a\n  crl: /b\n", { "line 3", "unknown key 'crl'" } },
         { "trust:\n  max_version_jump: -1\n", { "line 2", "'max_version_jump'", "expected an integer" } },
+        { "trust:\n  bundle_ca: relative.pem\n", { "line 2", "'bundle_ca'" } },
         { "verify: full\nverify: full\n", { "line 2", "duplicate key 'verify'" } },
         /* enums and URLs */
         { "verify: fast\n", { "line 1", "'verify'", "full or incremental", "found 'fast'" } },
@@ -571,7 +577,7 @@ START_TEST(test_load) {
 
         /* The files a configuration names: a FIFO as trust.ca is refused; a missing one is reported. */
         DaemonConfig f = {};
-        bool missing = false;
+        const char *missing = NULL;
         ck_assert_int_eq(config_init(&f), 0);
         free(f.trust.ca);
         f.trust.ca = strdup(fifo);
@@ -580,11 +586,22 @@ START_TEST(test_load) {
         free(f.trust.ca);
         f.trust.ca = strdup("/nonexistent/ca.pem");
         ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
-        ck_assert(missing);
+        ck_assert_str_eq(missing, "trust.ca");
+        /* Both roles with CAs of their own: trust.ca is not used, its absence no matter. */
+        f.trust.bundle_ca = strdup(path);
+        f.trust.channel_ca = strdup("/nonexistent/channel-ca.pem");
+        missing = NULL;
+        ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
+        ck_assert_str_eq(missing, "trust.channel_ca");
+        free(f.trust.channel_ca);
+        f.trust.channel_ca = strdup(path);
+        missing = NULL;
+        ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
+        ck_assert_ptr_null(missing);
         free(f.trust.ca);
         f.trust.ca = strdup(path);
         ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
-        ck_assert(!missing);
+        ck_assert_ptr_null(missing);
         config_done(&f);
         unlink(fifo);
 
