@@ -205,10 +205,11 @@ static int accept_channel(Fetcher *f, Channel *c, const char *url, TpError *err)
                 ChannelView cv;
                 f->models[i].host->channel(f->models[i].host, &cv);
                 if (cv.have_serial && c->serial < cv.serial)
-                        return f->models[i].host->channel_accept_serial(f->models[i].host, c->serial, err);
+                        return f->models[i].host->channel_accept_serial(f->models[i].host, c->serial, c->created,
+                                                                        err);
         }
         for (size_t i = 0; i < f->n_models; i++) {
-                r = f->models[i].host->channel_accept_serial(f->models[i].host, c->serial, &save);
+                r = f->models[i].host->channel_accept_serial(f->models[i].host, c->serial, c->created, &save);
                 if (r == -ESTALE)
                         return tp_error(err, r, "%s", save.message);
                 changed = changed || r > 0 || r == -EIO;
@@ -294,9 +295,12 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         _cleanup_(channel_freep) Channel *c = NULL;
         char signer[256];
         TpError err = {};
+        time_t now = SIGNATURE_CLOCK_UNKNOWN;
         int r = channel_parse(f->body.data, f->body.len, url, &c, &err);
+        if (r >= 0 && (r = f->models[0].host->dates_now(f->models[0].host, &now, &err)) < 0)
+                tp_error_prefix(&err, r, "%s", url);
         if (r >= 0)
-                r = channel_verify(c, url, config_channel_ca(f->config), clock_for_dates(), signer, &err);
+                r = channel_verify(c, url, config_channel_ca(f->config), now, signer, &err);
         if (r < 0) {
                 /* A bad mirror (tampered, stale, foreign): the next one may be good. */
                 poll_failed(f, tp_error_message(&err, r));

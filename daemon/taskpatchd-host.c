@@ -117,7 +117,7 @@ static void host_channel(const SourceHost *h, ChannelView *ret) {
                                .pinned = m->ps.pinned };
 }
 
-static int host_channel_accept_serial(const SourceHost *h, uint64_t serial, TpError *err) {
+static int host_channel_accept_serial(const SourceHost *h, uint64_t serial, int64_t created, TpError *err) {
         Manager *m = h->userdata;
         TpError save = {};
         bool unpinned;
@@ -125,11 +125,17 @@ static int host_channel_accept_serial(const SourceHost *h, uint64_t serial, TpEr
 
         if (r <= 0)
                 return r;
+        if (created > m->ps.time_floor)
+                m->ps.time_floor = created;     /* the clock never goes back behind an accepted channel */
         if (unpinned)
                 mlog_info(m, "the technician's switch no longer pins the task: the channel's serial changed");
         if (manager_save_state(m, &save) < 0)
                 return tp_error(err, -EIO, "%s", save.message);
         return 1;
+}
+
+static int host_dates_now(const SourceHost *h, time_t *ret, TpError *err) {
+        return manager_dates_now(h->userdata, ret, err);
 }
 
 static void host_emit(const SourceHost *h, json_t *event) {
@@ -189,6 +195,7 @@ void manager_init_host(Manager *m) {
                 .accepted = host_accepted,
                 .channel = host_channel,
                 .channel_accept_serial = host_channel_accept_serial,
+                .dates_now = host_dates_now,
                 .emit = host_emit,
                 .report_error = host_report_error,
                 .userdata = m,

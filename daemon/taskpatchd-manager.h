@@ -258,7 +258,13 @@ json_t *manager_list(Manager *m);
  */
 void manager_send_snapshot(Manager *m, Client *c);
 
-/* What a bundle is verified against: the CA, the clock, the manifest caps. */
+/*
+ * The time signatures' dates are checked at, under trust.clock (policy_dates_now() with the
+ * wall clock, the build and the newest accepted channel's time as the floor): 0, or < 0 and
+ * @err when strict refuses to verify anything now.
+ */
+_warn_unused_result_ int manager_dates_now(const Manager *m, time_t *ret, TpError *err);
+/* What a bundle is verified against: the CA, the clock (unknown when strict refuses), the manifest caps. */
 BundleTrust manager_bundle_trust(const Manager *m);
 /*
  * Open and verify a bundle (takes @fd): signature to the CA, manifest, made

@@ -4,6 +4,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "parse.h"
+#include "sign.h"
 #include "taskpatchd-policy.h"
 
 int policy_channel_serial(PersistentState *ps, uint64_t serial, bool *ret_unpinned, TpError *err) {
@@ -20,6 +22,25 @@ int policy_channel_serial(PersistentState *ps, uint64_t serial, bool *ret_unpinn
                 *ret_unpinned = true;
         }
         return 1;
+}
+
+int policy_dates_now(ClockPolicy policy, time_t wall, time_t floor, bool synchronized, time_t *ret, TpError *err) {
+        char now[21], before[21];
+
+        *ret = SIGNATURE_CLOCK_UNKNOWN;
+        if (wall <= 0 || wall < floor) {
+                if (policy != CLOCK_STRICT)
+                        return 0;
+                format_time_utc((int64_t) wall, now);
+                format_time_utc((int64_t) floor, before);
+                return tp_error(err, -EKEYREJECTED, "the clock reads %s, before %s (the build, or the newest channel "
+                                "accepted): trust.clock strict verifies nothing until it is set", now, before);
+        }
+        if (policy == CLOCK_STRICT && !synchronized)
+                return tp_error(err, -EKEYREJECTED, "the clock is not synchronized to network time: trust.clock strict "
+                                "verifies nothing until it is");
+        *ret = wall;
+        return 0;
 }
 
 bool policy_pin(PersistentState *ps, UpdateOrigin origin, const char *cmd, int r) {

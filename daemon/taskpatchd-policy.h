@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "error.h"
 #include "taskpatchd-source.h"
 #include "taskpatchd-store.h"
@@ -23,6 +24,17 @@
  */
 _warn_unused_result_ int policy_channel_serial(PersistentState *ps, uint64_t serial, bool *ret_unpinned,
                                                TpError *err);
+
+/*
+ * The time a signature's dates are checked at (sign.h) under trust.clock @policy, for a
+ * wall clock reading @wall and @floor, the time it cannot be before (the build, or the
+ * newest channel accepted: the clock never goes back behind it): @wall, or when @wall reads
+ * before @floor, SIGNATURE_CLOCK_UNKNOWN (build-floor: dates are not checked, everything
+ * else is). Strict refuses instead, -EKEYREJECTED with @err saying why, and also when the
+ * clock is not @synchronized.
+ */
+_warn_unused_result_ int policy_dates_now(ClockPolicy policy, time_t wall, time_t floor, bool synchronized,
+                                          time_t *ret, TpError *err);
 
 /*
  * An operation ended (@r < 0: failed): a switch that ended well and that @origin was not

@@ -18,6 +18,7 @@
 #include "sign.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
+#include "taskpatchd-policy.h"
 #include "yaml-doc.h"
 
 #define SPACE_MARGIN (1u << 20)
@@ -325,8 +326,18 @@ static void install_free(void *data) {
         free(in);
 }
 
+int manager_dates_now(const Manager *m, time_t *ret, TpError *err) {
+        time_t floor = clock_floor() > (time_t) m->ps.time_floor ? clock_floor() : (time_t) m->ps.time_floor;
+        bool strict = m->config->trust.clock == CLOCK_STRICT;
+        return policy_dates_now(m->config->trust.clock, clock_wall(), floor, strict && clock_synchronized(), ret, err);
+}
+
 BundleTrust manager_bundle_trust(const Manager *m) {
-        return (BundleTrust) { .ca_path = config_bundle_ca(m->config), .now = clock_for_dates(),
+        time_t now = SIGNATURE_CLOCK_UNKNOWN;
+        TpError ignored = {};
+        if (manager_dates_now(m, &now, &ignored) < 0)
+                now = SIGNATURE_CLOCK_UNKNOWN;  /* manager_open_bundle() refuses, saying why */
+        return (BundleTrust) { .ca_path = config_bundle_ca(m->config), .now = now,
                                .max_manifest_bytes = m->config->limits.manifest_bytes,
                                .max_spans = m->config->limits.manifest_spans };
 }
@@ -392,13 +403,20 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
         int r;
 
         *ret_code = "refused";
+        time_t dates;
+        if ((r = manager_dates_now(m, &dates, err)) < 0) {
+                safe_close(fd);
+                return tp_error_prefix(err, r, "%s", what);
+        }
+        trust.now = dates;
         if (trust.now == SIGNATURE_CLOCK_UNKNOWN) {
                 char now[21], floor[21];
                 format_time_utc((int64_t) clock_wall(), now);
-                format_time_utc((int64_t) clock_floor(), floor);
+                format_time_utc(clock_floor() > m->ps.time_floor ? (int64_t) clock_floor() : m->ps.time_floor, floor);
                 mlog_warning(m,
-                             "the clock reads %s, before this build (%s): it is not set, so certificate and expiry "
-                             "dates of %s are not checked",
+                             "the clock reads %s, before %s (this build, or the newest channel accepted): it is not "
+                             "set, so certificate and expiry dates of %s are not checked (trust.clock: strict refuses "
+                             "instead)",
                              now, floor, what);
         }
         if ((r = bundle_open_verified_fd(fd, what, &trust, &b, err)) < 0)

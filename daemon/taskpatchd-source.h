@@ -127,11 +127,18 @@ struct SourceHost {
         /*
          * A verified channel's @serial: -ESTALE (and @err) when it is below the accepted one
          * (a replay), 0 when it is the accepted one, 1 when it is new (recorded in
-         * state.json; a pin made under another serial is dropped); -EIO (and @err) when it
+         * state.json with its @created time, which the clock is not trusted before from
+         * then on; a pin made under another serial is dropped); -EIO (and @err) when it
          * is new but state.json cannot be written (the manager holds it from now on all the
          * same, and writes it with the next change; the channel is not followed).
          */
-        int (*channel_accept_serial)(const SourceHost *host, uint64_t serial, TpError *err);
+        int (*channel_accept_serial)(const SourceHost *host, uint64_t serial, int64_t created, TpError *err);
+        /*
+         * The time a signature's dates are checked at (sign.h: SIGNATURE_CLOCK_UNKNOWN when
+         * they are not), under trust.clock; < 0 and @err when nothing may be verified now
+         * (strict: the clock is not to be trusted).
+         */
+        int (*dates_now)(const SourceHost *host, time_t *ret, TpError *err);
 
         /* Send @event (reference stolen) to the subscribers; the time is added. */
         void (*emit)(const SourceHost *host, json_t *event);

@@ -226,7 +226,7 @@ static int repair(Manager *m, TpError *err) {
                 mlog_warning(m, "a provisioning was interrupted: provision the base model again");
                 /* The floor outlives a base (provision_commit() keeps it too). */
                 PersistentState fresh = { .n_accepted = m->ps.n_accepted, .have_channel = m->ps.have_channel,
-                                          .channel_serial = m->ps.channel_serial };
+                                          .channel_serial = m->ps.channel_serial, .time_floor = m->ps.time_floor };
                 memcpy(fresh.accepted, m->ps.accepted, sizeof(fresh.accepted));
                 m->ps = fresh;
                 return manager_save_state(m, err);

@@ -57,6 +57,8 @@ int state_save(const char *path, const PersistentState *s, uint64_t *ret_bytes, 
                         json_object_set_new(acc, s->accepted[i].task, json_integer((json_int_t) s->accepted[i].version));
                 json_object_set_new(o, "accepted", acc);
         }
+        if (s->time_floor > 0)
+                json_object_set_new(o, "time_floor", json_integer((json_int_t) s->time_floor));
         if (s->have_channel) {
                 json_t *ch = json_pack("{s:I}", "serial", (json_int_t) s->channel_serial);
                 if (s->pinned)
@@ -146,7 +148,7 @@ static int parse_base(json_t *o, BaseInfo *b) {
 
 static int parse_state(json_t *o, PersistentState *s) {
         json_t *base = json_object_get(o, "base"), *trial = json_object_get(o, "trial");
-        uint64_t format, u;
+        uint64_t format, u = 0;
 
         if (get_uint(o, "format", &format) < 0 || format != STATE_FORMAT)
                 return -EPROTONOSUPPORT;
@@ -184,6 +186,9 @@ static int parse_state(json_t *o, PersistentState *s) {
                         return -EBADMSG;
         } else if (trial && !json_is_null(trial))
                 return -EBADMSG;
+        if (json_object_get(o, "time_floor") && get_uint(o, "time_floor", &u) < 0)
+                return -EBADMSG;
+        s->time_floor = json_object_get(o, "time_floor") ? (int64_t) u : 0;
         json_t *ch = json_object_get(o, "channel");
         if (ch) {
                 if (!json_is_object(ch) || get_uint(ch, "serial", &s->channel_serial) < 0)
@@ -259,6 +264,8 @@ char *floor_text(const PersistentState *s) {
         json_object_set_new(o, "accepted", acc);
         if (s->have_channel)
                 json_object_set_new(o, "channel_serial", json_integer((json_int_t) s->channel_serial));
+        if (s->time_floor > 0)
+                json_object_set_new(o, "time_floor", json_integer((json_int_t) s->time_floor));
         text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(o);
         return text;
@@ -300,12 +307,17 @@ int floor_load(const char *path, PersistentState *s, TpError *err) {
         bool have_serial = r == 0 && json_object_get(o, "channel_serial");
         if (have_serial && get_uint(o, "channel_serial", &serial) < 0)
                 r = -EBADMSG;
+        uint64_t time_floor = 0;
+        if (r == 0 && json_object_get(o, "time_floor") && get_uint(o, "time_floor", &time_floor) < 0)
+                r = -EBADMSG;
         json_decref(o);
         if (r < 0)
                 return tp_error(err, r, "%s: not a floor file this daemon can read", path);
         for (size_t i = 0; i < f.n_accepted; i++)
                 if (state_accept(s, f.accepted[i].task, f.accepted[i].version) == -E2BIG)
                         return tp_error(err, -E2BIG, "%s: more than %u tasks", path, STATE_MAX_TASKS);
+        if ((int64_t) time_floor > s->time_floor)
+                s->time_floor = (int64_t) time_floor;
         if (have_serial && (!s->have_channel || serial > s->channel_serial)) {
                 s->have_channel = true;
                 s->channel_serial = serial;

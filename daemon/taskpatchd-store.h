@@ -84,6 +84,8 @@ typedef struct PersistentState {
         /* The fleet channel: the highest serial accepted (a lower one is a replay), and a technician's pin. */
         bool have_channel;
         uint64_t channel_serial;
+        /* The newest accepted channel's created time: a clock that reads earlier is not trusted for dates. */
+        int64_t time_floor;
         bool pinned;                    /* a technician switched: the channel's desired task waits ... */
         uint64_t pinned_serial;         /* ... until a channel with another serial than this one arrives */
         /* What was committed, oldest first; the last entry is what is committed now. */

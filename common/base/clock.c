@@ -2,6 +2,9 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/timex.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "parse.h"
@@ -21,4 +24,16 @@ time_t clock_wall(void) {
 
 time_t clock_floor(void) {
         return (time_t) TASKPATCH_BUILD_EPOCH;
+}
+
+bool clock_synchronized(void) {
+        const char *e = getenv("TASKPATCH_TEST_SYNCHRONIZED");
+        struct timex tx = { 0 };
+
+        if (e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0))
+                return e[0] == '1';
+        if (access("/run/systemd/timesync/synchronized", F_OK) == 0)
+                return true;
+        int state = adjtimex(&tx);
+        return state >= 0 && state != TIME_ERROR && !(tx.status & STA_UNSYNC);
 }

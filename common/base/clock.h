@@ -18,9 +18,16 @@
  * the date checks are skipped (see CLOCK in sign.h for the trade-off).
  */
 
+#include <stdbool.h>
 #include <time.h>
 
 /* Seconds since the epoch: TASKPATCH_TEST_NOW when set to a number, else time(NULL). */
 time_t clock_wall(void);
 /* The time before which the clock is known to be wrong (the build time; 0 when unknown). */
 time_t clock_floor(void);
+/*
+ * Whether the system clock is synchronized to network time: systemd-timesyncd's
+ * /run/systemd/timesync/synchronized exists, or the kernel's NTP state says so (adjtimex(2),
+ * which chrony and ntpd keep too). TASKPATCH_TEST_SYNCHRONIZED=0|1 replaces the answer in tests.
+ */
+bool clock_synchronized(void);

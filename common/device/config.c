@@ -32,6 +32,22 @@ VerifyMode verify_mode_from_string(const char *s) {
         return _VERIFY_MODE_INVALID;
 }
 
+static const char *const clock_policy_table[_CLOCK_POLICY_MAX] = {
+        [CLOCK_BUILD_FLOOR] = "build-floor",
+        [CLOCK_STRICT] = "strict",
+};
+
+const char *clock_policy_to_string(ClockPolicy p) {
+        return p >= 0 && p < _CLOCK_POLICY_MAX ? clock_policy_table[p] : NULL;
+}
+
+ClockPolicy clock_policy_from_string(const char *s) {
+        for (ClockPolicy p = 0; s && p < _CLOCK_POLICY_MAX; p++)
+                if (strcmp(clock_policy_table[p], s) == 0)
+                        return p;
+        return _CLOCK_POLICY_INVALID;
+}
+
 static int default_model(DaemonConfig *c);
 
 int config_init(DaemonConfig *c) {
@@ -202,9 +218,17 @@ static bool text_is_empty(const char *text, size_t len) {
 }
 
 static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
-        static const char *const keys[] = { "ca", "bundle_ca", "channel_ca", "max_version_jump", NULL };
+        static const char *const keys[] = { "ca", "bundle_ca", "channel_ca", "clock", "max_version_jump", NULL };
+        const YamlNode *clock = yaml_map_get(map, "clock");
         int r;
 
+        if (clock) {
+                ClockPolicy p = clock->kind == YAML_SCALAR ? clock_policy_from_string(clock->scalar)
+                                                           : _CLOCK_POLICY_INVALID;
+                if (p < 0)
+                        return config_bad_value(clock, "clock", what, "build-floor or strict", err);
+                c->trust.clock = p;
+        }
         if ((r = yaml_check_keys(map, keys, what, err)) < 0 ||
             (r = config_get_path(map, "ca", PATH_MAX, false, what, &c->trust.ca, err)) < 0 ||
             (r = config_get_path(map, "bundle_ca", PATH_MAX, false, what, &c->trust.bundle_ca, err)) < 0 ||

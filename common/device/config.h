@@ -30,6 +30,17 @@ typedef enum VerifyMode {
         _VERIFY_MODE_INVALID = -EINVAL,
 } VerifyMode;
 
+/* What the daemon does when it cannot trust its clock for a signature's dates (trust.clock). */
+typedef enum ClockPolicy {
+        CLOCK_BUILD_FLOOR,      /* a clock before the floor is unknown: dates are not checked (the default) */
+        CLOCK_STRICT,           /* ... or not synchronized: nothing is verified until it is */
+        _CLOCK_POLICY_MAX,
+        _CLOCK_POLICY_INVALID = -EINVAL,
+} ClockPolicy;
+
+const char *clock_policy_to_string(ClockPolicy p);     /* "build-floor", "strict" */
+ClockPolicy clock_policy_from_string(const char *s);
+
 typedef struct TrialConfig {
         uint64_t timeout;               /* seconds, 1..604800; default 120 */
         char *health_command;           /* NULL when "" or absent; run with /bin/sh -c */
@@ -69,6 +80,7 @@ typedef struct DaemonConfig {
                 char *ca;               /* "/etc/taskpatch/ca.pem"; absolute */
                 /* The roles' own trust, NULL when not set (then trust.ca): config_bundle_ca(), config_channel_ca(). */
                 char *bundle_ca, *channel_ca;
+                ClockPolicy clock;      /* "clock: build-floor|strict"; default build-floor */
                 uint64_t max_version_jump;      /* the most a task's version may rise at once; 0: no cap;
                                                  * default CONFIG_DEFAULT_VERSION_JUMP */
         } trust;

@@ -166,9 +166,28 @@ export TASKPATCH_TEST_NOW=86400
 start_daemon
 tpctl install "$TMP/shout.tpb" > "$TMP/out" 2>&1
 check "clock in 1970 (before the build): a valid bundle installs" test $? -eq 0
-check "... and the log says the dates were not checked" grep -q "before this build.*not checked" "$TMP/daemon.log"
+check "... and the log says the dates were not checked" grep -q "before .* (this build, or the newest channel accepted).*not checked" "$TMP/daemon.log"
+stop_daemon
+
+echo "# a clock that fails closed (trust.clock: strict)"
+sed -i "/^  ca: /a\\  clock: strict" "$CONF"
+(unset TASKPATCH_TEST_NOW; make_bundle shout.gguf shout-v3.tpb shout 3)
+export TASKPATCH_TEST_SYNCHRONIZED=1
+start_daemon
+refused "$TMP/shout-v3.tpb" "strict, the clock in 1970 (before the build)" "trust.clock strict verifies nothing until it is set"
 stop_daemon
 unset TASKPATCH_TEST_NOW
+export TASKPATCH_TEST_SYNCHRONIZED=0
+start_daemon
+refused "$TMP/shout-v3.tpb" "strict, the clock not synchronized" "not synchronized to network time"
+stop_daemon
+export TASKPATCH_TEST_SYNCHRONIZED=1
+start_daemon
+tpctl install "$TMP/shout-v3.tpb" > "$TMP/out" 2>&1
+check "strict, a synchronized clock past the build: the bundle installs" test $? -eq 0
+stop_daemon
+unset TASKPATCH_TEST_SYNCHRONIZED
+sed -i "/^  clock: strict$/d" "$CONF"
 start_daemon
 
 echo "# endless data"

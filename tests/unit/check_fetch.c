@@ -210,8 +210,10 @@ START_TEST(test_replayed_serial) {
         fx.fake.switch_result = 0;      /* what runs: the fetcher stays idle */
         ck_assert_int_eq(take(&fx, 5), 0);
         unsigned errors = fx.fake.errors;
+        ck_assert_int_eq(fx.fake.ps.time_floor, 1700000005);  /* the clock is not trusted before its time */
         ck_assert_int_eq(take(&fx, 4), -ESTALE);
         ck_assert_uint_eq(fx.fake.ps.channel_serial, 5);
+        ck_assert_int_eq(fx.fake.ps.time_floor, 1700000005);  /* a replay moves nothing */
         ck_assert_uint_eq(fx.fake.errors, errors + 1);
         ck_assert_str_eq(fx.fake.last_error_code, "channel");
         const char *e = STATUS(&fx, "last_error", NULL);

@@ -158,7 +158,28 @@ START_TEST(test_switch_target) {
 }
 END_TEST
 
-/* ---- the manager's policy: the serial and the pin ---- */
+/* ---- the manager's policy: the serial, the pin, the clock ---- */
+
+START_TEST(test_policy_dates) {
+        TpError err = {};
+        time_t now = 1;
+
+        /* After the floor: the clock is trusted (strict: only when synchronized). */
+        ck_assert_int_eq(policy_dates_now(CLOCK_BUILD_FLOOR, 2000, 1000, false, &now, &err), 0);
+        ck_assert_int_eq(now, 2000);
+        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 2000, 1000, true, &now, &err), 0);
+        ck_assert_int_eq(now, 2000);
+        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 2000, 1000, false, &now, &err), -EKEYREJECTED);
+        ck_assert_msg(strstr(err.message, "not synchronized"), "%s", err.message);
+        /* Before it: dates are not checked (build-floor), or nothing is verified (strict). */
+        ck_assert_int_eq(policy_dates_now(CLOCK_BUILD_FLOOR, 999, 1000, true, &now, &err), 0);
+        ck_assert_int_eq(now, SIGNATURE_CLOCK_UNKNOWN);
+        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 999, 1000, true, &now, &err), -EKEYREJECTED);
+        ck_assert_msg(strstr(err.message, "the clock reads 1970-01-01T00:16:39Z, before 1970-01-01T00:16:40Z"), "%s",
+                      err.message);
+        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 0, 0, true, &now, &err), -EKEYREJECTED);   /* no clock at all */
+}
+END_TEST
 
 START_TEST(test_policy_serial) {
         PersistentState ps = {};
@@ -345,6 +366,7 @@ static Suite *fetch_plan_suite(void) {
         tc = tcase_create("policy");
         tcase_add_test(tc, test_policy_serial);
         tcase_add_test(tc, test_policy_pin);
+        tcase_add_test(tc, test_policy_dates);
         suite_add_tcase(s, tc);
         return s;
 }

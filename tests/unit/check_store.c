@@ -163,6 +163,26 @@ START_TEST(test_new_base) {
         ck_assert_mem_eq(&back.trial.base, &s.trial.base, sizeof(BaseInfo));
         ck_assert_mem_eq(&back.base, &s.base, sizeof(BaseInfo));
 
+        ck_assert_int_eq(back.time_floor, 0);
+        /* The newest accepted channel's time: kept in state.json and in floor.json, which only raises it. */
+        s.time_floor = 1764000000;
+        ck_assert_int_eq(state_save(path, &s, NULL, &err), 0);
+        back = (PersistentState) { 0 };
+        ck_assert_int_eq(state_load(path, &back, &err), 0);
+        ck_assert_int_eq(back.time_floor, 1764000000);
+        _cleanup_free_ char *text = floor_text(&s);
+        ck_assert_ptr_nonnull(strstr(text, "\"time_floor\": 1764000000"));
+        f = fopen(path, "we");
+        fputs(text, f);
+        fclose(f);
+        back.time_floor = 5;
+        ck_assert_int_eq(floor_load(path, &back, &err), 0);
+        ck_assert_int_eq(back.time_floor, 1764000000);
+        back.time_floor = 1764000001;
+        ck_assert_int_eq(floor_load(path, &back, &err), 0);
+        ck_assert_int_eq(back.time_floor, 1764000001);             /* never lowered */
+        s.time_floor = 0;
+
         /* A task's trial says nothing of a base, and a state without a base change re-provisions nothing. */
         s.trial.new_base = s.reprovision = false;
         ck_assert_int_eq(state_save(path, &s, NULL, &err), 0);

@@ -126,10 +126,12 @@ static inline void fake_channel(const SourceHost *h, ChannelView *ret) {
         *ret = (ChannelView) { .have_serial = ps->have_channel, .serial = ps->channel_serial, .pinned = ps->pinned };
 }
 
-static inline int fake_channel_accept_serial(const SourceHost *h, uint64_t serial, TpError *err) {
+static inline int fake_channel_accept_serial(const SourceHost *h, uint64_t serial, int64_t created, TpError *err) {
         FakeHost *f = fake_of(h);
         bool unpinned;
         int r = policy_channel_serial(&f->ps, serial, &unpinned, err);
+        if (r > 0 && created > f->ps.time_floor)
+                f->ps.time_floor = created;
         if (r > 0 && f->save_fails)
                 return tp_error(err, -EIO, "state.json: No space left on device (fake)");
         return r;
@@ -150,6 +152,14 @@ static inline void fake_report_error(const SourceHost *h, const char *code, cons
         ck_assert_str_eq(cmd, "fetch");
 }
 
+/* Dates are checked at the real time, under the build floor. */
+static inline int fake_dates_now(const SourceHost *h, time_t *ret, TpError *err) {
+        (void) h;
+        (void) err;
+        *ret = time(NULL);
+        return 0;
+}
+
 /* Idle, provisioned on a GGUF base whose digest is all 0x11, the base active, nothing installed. */
 static inline void fake_host_init(FakeHost *f) {
         *f = (FakeHost) {
@@ -158,7 +168,7 @@ static inline void fake_host_init(FakeHost *f) {
                           .newest_installed = fake_newest_installed, .installed = fake_installed,
                           .accepted = fake_accepted, .channel = fake_channel,
                           .channel_accept_serial = fake_channel_accept_serial, .emit = fake_emit,
-                          .report_error = fake_report_error, .userdata = f },
+                          .report_error = fake_report_error, .dates_now = fake_dates_now, .userdata = f },
                 .can_start = true,
                 .device = { .provisioned = true, .base_kind = ARTIFACT_GGUF },
                 .install_result = 1,

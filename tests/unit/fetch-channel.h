@@ -23,6 +23,7 @@ static Channel *make_channel(uint64_t serial, const char *desired, const B *bs, 
         snprintf(c->name, sizeof(c->name), "stable");
         c->format = CHANNEL_FORMAT_1;
         c->serial = serial;
+        c->created = 1700000000 + (int64_t) serial;   /* signed at: each serial a second later */
         c->models = calloc(1, sizeof(ChannelModel));
         ck_assert_ptr_nonnull(c->models);
         c->n_models = 1;
