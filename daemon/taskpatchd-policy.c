@@ -24,17 +24,23 @@ int policy_channel_serial(PersistentState *ps, uint64_t serial, bool *ret_unpinn
         return 1;
 }
 
-int policy_dates_now(ClockPolicy policy, time_t wall, time_t floor, bool synchronized, time_t *ret, TpError *err) {
+int policy_dates_now(ClockPolicy policy, time_t wall, time_t build, time_t seen, bool synchronized, time_t *ret,
+                     TpError *err) {
+        time_t floor = build > seen ? build : seen;
         char now[21], before[21];
 
         *ret = SIGNATURE_CLOCK_UNKNOWN;
         if (wall <= 0 || wall < floor) {
-                if (policy != CLOCK_STRICT)
+                if (policy != CLOCK_STRICT) {
+                        if (seen > 0 && seen >= build)
+                                *ret = seen;    /* the newest time known: expired keys are still refused */
                         return 0;
+                }
                 format_time_utc((int64_t) wall, now);
                 format_time_utc((int64_t) floor, before);
-                return tp_error(err, -EKEYREJECTED, "the clock reads %s, before %s (the build, or the newest channel "
-                                "accepted): trust.clock strict verifies nothing until it is set", now, before);
+                return tp_error(err, -EKEYREJECTED, "the clock reads %s, before %s (%s): trust.clock strict verifies "
+                                "nothing until it is set", now, before,
+                                floor == seen ? "the newest channel accepted" : "this build");
         }
         if (policy == CLOCK_STRICT && !synchronized)
                 return tp_error(err, -EKEYREJECTED, "the clock is not synchronized to network time: trust.clock strict "

@@ -26,15 +26,15 @@ _warn_unused_result_ int policy_channel_serial(PersistentState *ps, uint64_t ser
                                                TpError *err);
 
 /*
- * The time a signature's dates are checked at (sign.h) under trust.clock @policy, for a
- * wall clock reading @wall and @floor, the time it cannot be before (the build, or the
- * newest channel accepted: the clock never goes back behind it): @wall, or when @wall reads
- * before @floor, SIGNATURE_CLOCK_UNKNOWN (build-floor: dates are not checked, everything
- * else is). Strict refuses instead, -EKEYREJECTED with @err saying why, and also when the
- * clock is not @synchronized.
+ * The time a signature's dates are checked at (sign.h) under trust.clock @policy, for a wall
+ * clock reading @wall, the @build time it cannot be before, and @seen, the newest accepted
+ * channel's time (0: none), which time never goes back behind. @wall when it is past both;
+ * else, build-floor: @seen when that is past the build (dates are checked at the newest time
+ * known), or SIGNATURE_CLOCK_UNKNOWN (dates not checked, everything else is). Strict refuses
+ * instead, -EKEYREJECTED with @err saying why, and also when the clock is not @synchronized.
  */
-_warn_unused_result_ int policy_dates_now(ClockPolicy policy, time_t wall, time_t floor, bool synchronized,
-                                          time_t *ret, TpError *err);
+_warn_unused_result_ int policy_dates_now(ClockPolicy policy, time_t wall, time_t build, time_t seen,
+                                          bool synchronized, time_t *ret, TpError *err);
 
 /*
  * An operation ended (@r < 0: failed): a switch that ended well and that @origin was not

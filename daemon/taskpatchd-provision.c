@@ -327,9 +327,9 @@ static void install_free(void *data) {
 }
 
 int manager_dates_now(const Manager *m, time_t *ret, TpError *err) {
-        time_t floor = clock_floor() > (time_t) m->ps.time_floor ? clock_floor() : (time_t) m->ps.time_floor;
         bool strict = m->config->trust.clock == CLOCK_STRICT;
-        return policy_dates_now(m->config->trust.clock, clock_wall(), floor, strict && clock_synchronized(), ret, err);
+        return policy_dates_now(m->config->trust.clock, clock_wall(), clock_floor(), (time_t) m->ps.time_floor,
+                                strict && clock_synchronized(), ret, err);
 }
 
 BundleTrust manager_bundle_trust(const Manager *m) {
@@ -412,11 +412,10 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
         if (trust.now == SIGNATURE_CLOCK_UNKNOWN) {
                 char now[21], floor[21];
                 format_time_utc((int64_t) clock_wall(), now);
-                format_time_utc(clock_floor() > m->ps.time_floor ? (int64_t) clock_floor() : m->ps.time_floor, floor);
+                format_time_utc((int64_t) clock_floor(), floor);
                 mlog_warning(m,
-                             "the clock reads %s, before %s (this build, or the newest channel accepted): it is not "
-                             "set, so certificate and expiry dates of %s are not checked (trust.clock: strict refuses "
-                             "instead)",
+                             "the clock reads %s, before this build (%s): it is not set, so certificate and expiry "
+                             "dates of %s are not checked (trust.clock: strict refuses instead)",
                              now, floor, what);
         }
         if ((r = bundle_open_verified_fd(fd, what, &trust, &b, err)) < 0)

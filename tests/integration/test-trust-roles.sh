@@ -5,6 +5,8 @@
 # by the channel signer is followed, and its bundles, signed by the bundle signer, install; a
 # bundle signed by the channel signer is refused at install. taskpatchd --check names a role's
 # CA file that does not exist, and trust.ca no longer matters once both roles have their own.
+# Last, the clock (issue 19, item 6): once a channel was accepted, a clock set back to 1970
+# checks dates at that channel's time, so a long-expired signer is refused.
 # shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -64,4 +66,21 @@ rc=$?
 check "refused at install (exit $rc)" test "$rc" -ne 0
 check "... saying it does not chain to trust.bundle_ca" grep -q "does not verify against $TMP/pki/ca.pem" "$TMP/out"
 check "... nothing installed" sh -c "! '$BIN/tpctl' --socket '$SOCK' --json list | grep -q '\"shout\"'"
+
+echo "# time never goes back behind a channel seen (trust.clock: build-floor)"
+TASKPATCH_TEST_NOW=959817600 "$BIN/taskpatch" create "$TMP/base.gguf" "$TMP/shout.gguf" -o "$TMP/old-signer.tpb" \
+    --task shout --version 2 --key "$TMP/pki/expired-signer.key" --cert "$TMP/pki/expired-signer.crt" --level 1 \
+    > /dev/null
+check "the accepted channel's time is kept (state.json and floor.json)" \
+    sh -c "grep -q '\"time_floor\"' '$STATE/state.json' && grep -q '\"time_floor\"' '$STATE/floor.json'"
+stop_daemon
+export TASKPATCH_TEST_NOW=86400        # a reboot without a real-time clock: 1970
+start_daemon
+tpctl install "$TMP/old-signer.tpb" > "$TMP/out" 2>&1
+rc=$?
+check "a clock in 1970 after a channel was seen: a signer that expired in 2001 is refused (exit $rc)" test "$rc" -ne 0
+check "... its dates checked at the channel's time" grep -q "expired" "$TMP/out"
+stop_daemon
+unset TASKPATCH_TEST_NOW
+start_daemon
 daemon_finish

@@ -164,20 +164,27 @@ START_TEST(test_policy_dates) {
         TpError err = {};
         time_t now = 1;
 
-        /* After the floor: the clock is trusted (strict: only when synchronized). */
-        ck_assert_int_eq(policy_dates_now(CLOCK_BUILD_FLOOR, 2000, 1000, false, &now, &err), 0);
+        /* Past the build and the newest channel: the clock is trusted (strict: only when synchronized). */
+        ck_assert_int_eq(policy_dates_now(CLOCK_BUILD_FLOOR, 2000, 1000, 1500, false, &now, &err), 0);
         ck_assert_int_eq(now, 2000);
-        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 2000, 1000, true, &now, &err), 0);
+        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 2000, 1000, 1500, true, &now, &err), 0);
         ck_assert_int_eq(now, 2000);
-        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 2000, 1000, false, &now, &err), -EKEYREJECTED);
+        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 2000, 1000, 0, false, &now, &err), -EKEYREJECTED);
         ck_assert_msg(strstr(err.message, "not synchronized"), "%s", err.message);
-        /* Before it: dates are not checked (build-floor), or nothing is verified (strict). */
-        ck_assert_int_eq(policy_dates_now(CLOCK_BUILD_FLOOR, 999, 1000, true, &now, &err), 0);
+        /* Before the build: dates are not checked (build-floor), or nothing is verified (strict). */
+        ck_assert_int_eq(policy_dates_now(CLOCK_BUILD_FLOOR, 999, 1000, 0, true, &now, &err), 0);
         ck_assert_int_eq(now, SIGNATURE_CLOCK_UNKNOWN);
-        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 999, 1000, true, &now, &err), -EKEYREJECTED);
-        ck_assert_msg(strstr(err.message, "the clock reads 1970-01-01T00:16:39Z, before 1970-01-01T00:16:40Z"), "%s",
-                      err.message);
-        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 0, 0, true, &now, &err), -EKEYREJECTED);   /* no clock at all */
+        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 999, 1000, 0, true, &now, &err), -EKEYREJECTED);
+        ck_assert_msg(strstr(err.message, "the clock reads 1970-01-01T00:16:39Z, before 1970-01-01T00:16:40Z (this "
+                             "build)"), "%s", err.message);
+        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 0, 0, 0, true, &now, &err), -EKEYREJECTED); /* no clock at all */
+        /* Behind the newest channel accepted: time does not go back (build-floor checks dates at that time). */
+        ck_assert_int_eq(policy_dates_now(CLOCK_BUILD_FLOOR, 1200, 1000, 1500, true, &now, &err), 0);
+        ck_assert_int_eq(now, 1500);
+        ck_assert_int_eq(policy_dates_now(CLOCK_BUILD_FLOOR, 10, 1000, 1500, true, &now, &err), 0);
+        ck_assert_int_eq(now, 1500);            /* even a clock in 1970, once a channel was seen */
+        ck_assert_int_eq(policy_dates_now(CLOCK_STRICT, 1200, 1000, 1500, true, &now, &err), -EKEYREJECTED);
+        ck_assert_msg(strstr(err.message, "(the newest channel accepted)"), "%s", err.message);
 }
 END_TEST
 
