@@ -107,10 +107,13 @@ dstop() {
     SPID=
 }
 
-# settle: wait until no operation (e.g. a start-up scrub) runs; the status is left in $1.
+# settle FILE [due]: wait until no operation (e.g. a start-up scrub) runs; with "due", also until
+# none is due (a base change's re-provisioning, which a start begins once the daemon is idle).
+# The status is left in FILE.
 settle() {
     for _ in $(seq 200); do
-        tpc --json status > "$1" 2> /dev/null && grep -Eq '"operation": ?null' "$1" && return 0
+        tpc --json status > "$1" 2> /dev/null && grep -Eq '"operation": ?null' "$1" &&
+            { [ "${2:-}" != due ] || ! grep -Eq '"reprovision": ?true' "$1"; } && return 0
         sleep 0.05
     done
     return 1
@@ -343,7 +346,7 @@ second_start() {
         why+=("second restart failed: $(tail -n 1 "$TMP/daemon.log")")
         return
     fi
-    settle "$TMP/st2.json" || why+=("second restart: an operation did not settle")
+    settle "$TMP/st2.json" due || why+=("second restart: an operation did not settle")
     add_why "$PY" "$CHECK" same "$1" "$TMP/st2.json"
     [ "$("$PY" "$CHECK" check "$TMP/st2.json" "$MODEL" "$STATE" "$TMP" | head -n 1)" = "$model" ] ||
         why+=("second restart changed the model bytes")
@@ -360,7 +363,7 @@ recover() {
         why+=("restart after the crash failed: $(tail -n 1 "$TMP/daemon.log")")
         return
     fi
-    settle "$TMP/st1.json" || why+=("first restart: an operation did not settle")
+    settle "$TMP/st1.json" due || why+=("first restart: an operation did not settle")
     check_state "$TMP/st1.json"
     # A base change's other slot is re-provisioned at start: settled, it is done.
     grep -Eq '"reprovision": ?true' "$TMP/st1.json" && why+=("first restart: the other slot is still of the old base")
