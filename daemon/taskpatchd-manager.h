@@ -264,8 +264,8 @@ void manager_send_snapshot(Manager *m, Client *c);
  * @err when strict refuses to verify anything now.
  */
 _warn_unused_result_ int manager_dates_now(const Manager *m, time_t *ret, TpError *err);
-/* What a bundle is verified against: the CA, the clock (unknown when strict refuses), the manifest caps. */
-BundleTrust manager_bundle_trust(const Manager *m);
+/* What a bundle is verified against: the CA, the manifest caps, and dates at @now (from manager_dates_now()). */
+BundleTrust manager_bundle_trust(const Manager *m, time_t now);
 /*
  * Open and verify a bundle (takes @fd): signature to the CA, manifest, made
  * for the provisioned base, same size. *@ret_code is the protocol error code on failure.

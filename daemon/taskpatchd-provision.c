@@ -332,11 +332,7 @@ int manager_dates_now(const Manager *m, time_t *ret, TpError *err) {
                                 strict && clock_synchronized(), ret, err);
 }
 
-BundleTrust manager_bundle_trust(const Manager *m) {
-        time_t now = SIGNATURE_CLOCK_UNKNOWN;
-        TpError ignored = {};
-        if (manager_dates_now(m, &now, &ignored) < 0)
-                now = SIGNATURE_CLOCK_UNKNOWN;  /* manager_open_bundle() refuses, saying why */
+BundleTrust manager_bundle_trust(const Manager *m, time_t now) {
         return (BundleTrust) { .ca_path = config_bundle_ca(m->config), .now = now,
                                .max_manifest_bytes = m->config->limits.manifest_bytes,
                                .max_spans = m->config->limits.manifest_spans };
@@ -399,16 +395,15 @@ static int check_base_bundle(Manager *m, const Manifest *mf, const char *what, T
 int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char signer[256], const char **ret_code,
                          TpError *err) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
-        BundleTrust trust = manager_bundle_trust(m);
+        time_t dates;
         int r;
 
         *ret_code = "refused";
-        time_t dates;
         if ((r = manager_dates_now(m, &dates, err)) < 0) {
                 safe_close(fd);
                 return tp_error_prefix(err, r, "%s", what);
         }
-        trust.now = dates;
+        BundleTrust trust = manager_bundle_trust(m, dates);
         if (trust.now == SIGNATURE_CLOCK_UNKNOWN) {
                 char now[21], floor[21];
                 format_time_utc((int64_t) clock_wall(), now);

@@ -592,8 +592,9 @@ int base_files_load_either(const char *path, const char *next_path, const BaseIn
         if (base_files_load(next_path, base, ret, &ignored) < 0)
                 return r;
         *err = (TpError) {};
-        if (rename(next_path, path) < 0 || fsync_parent_dir(path) < 0)
-                return 0;       /* loaded; put in place at the next start */
+        /* Loaded. A rename or fsync that fails leaves @next_path, which the next start loads again. */
+        int put = rename(next_path, path) < 0 ? -errno : fsync_parent_dir(path);
+        (void) put;
         return 0;
 }
 

@@ -1,17 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bundle.h"
 #include "channel.h"
 #include "fileio.h"
-#include "le.h"
 #include "sign.h"
+#include "signed-file.h"
 #include "yaml-doc.h"
 #include "yaml-write.h"
 
@@ -379,76 +377,42 @@ static int parse_index(Channel *c, uint32_t header_format, TpError *err) {
         return c->format == CHANNEL_FORMAT_1 ? parse_format1(c, root, err) : parse_format2(c, root, err);
 }
 
+static const SignedFileKind channel_kind = {
+        .magic = CHANNEL_MAGIC, .noun = "channel", .format_min = CHANNEL_FORMAT_1, .format_max = CHANNEL_FORMAT,
+        .max_text = CHANNEL_MAX_INDEX,
+};
+
 int channel_parse(const uint8_t *data, size_t len, const char *what, Channel **ret, TpError *err) {
         _cleanup_(channel_freep) Channel *c = NULL;
-        uint64_t index_size, signature_size;
+        SignedFile f;
         int r;
 
-        if (len < CHANNEL_HEADER_SIZE)
-                return tp_error(err, -EBADMSG, "%s: %zu bytes, shorter than a channel header", what, len);
-        if (memcmp(data, CHANNEL_MAGIC, 8) != 0)
-                return tp_error(err, -EBADMSG, "%s: not a TaskPatch channel (bad magic)", what);
-        uint32_t format = get_le32(data + 8);
-        if (format != CHANNEL_FORMAT && format != CHANNEL_FORMAT_1)
-                return tp_error(err, -EPROTONOSUPPORT, "%s: channel file format %" PRIu32 " is not supported (this "
-                                "build reads %d and %d)", what, format, CHANNEL_FORMAT_1, CHANNEL_FORMAT);
-        if (get_le32(data + 12) != 0)
-                return tp_error(err, -EBADMSG, "%s: header: unknown flags 0x%08" PRIx32, what, get_le32(data + 12));
-        for (unsigned i = 32; i < CHANNEL_HEADER_SIZE; i++)
-                if (data[i] != 0)
-                        return tp_error(err, -EBADMSG, "%s: header: reserved byte %u is not zero", what, i);
-        index_size = get_le64(data + 16);
-        signature_size = get_le64(data + 24);
-        if (index_size == 0 || index_size > CHANNEL_MAX_INDEX)
-                return tp_error(err, -EBADMSG, "%s: header: index size %" PRIu64 " is outside 1..%u", what, index_size,
-                                CHANNEL_MAX_INDEX);
-        if (signature_size == 0)
-                return tp_error(err, -EKEYREJECTED, "%s: the channel is unsigned", what);
-        if (signature_size > BUNDLE_MAX_SIGNATURE)
-                return tp_error(err, -EBADMSG, "%s: header: signature size %" PRIu64 " exceeds the %u-byte cap", what,
-                                signature_size, BUNDLE_MAX_SIGNATURE);
-        if (len - CHANNEL_HEADER_SIZE != index_size + signature_size)
-                return tp_error(err, -EBADMSG, "%s: header: sections add up to %" PRIu64 " bytes, the file has %zu "
-                                "(truncated or padded?)", what, CHANNEL_HEADER_SIZE + index_size + signature_size, len);
-
+        if ((r = signed_file_split(&channel_kind, data, len, what, &f, err)) < 0)
+                return r;
         c = calloc(1, sizeof(Channel));
         if (!c)
                 return -ENOMEM;
-        c->index_len = (size_t) index_size;
-        c->signature_len = (size_t) signature_size;
+        c->index_len = f.text_len;
+        c->signature_len = f.signature_len;
         c->index_text = malloc(c->index_len);
         c->signature = malloc(c->signature_len);
         if (!c->index_text || !c->signature)
                 return -ENOMEM;
-        memcpy(c->index_text, data + CHANNEL_HEADER_SIZE, c->index_len);
-        memcpy(c->signature, data + CHANNEL_HEADER_SIZE + c->index_len, c->signature_len);
-        if ((r = parse_index(c, format, err)) < 0)
+        memcpy(c->index_text, f.text, c->index_len);
+        memcpy(c->signature, f.signature, c->signature_len);
+        if ((r = parse_index(c, f.format, err)) < 0)
                 return tp_error_prefix(err, r, "%s", what);
         *ret = TAKE_PTR(c);
         return 0;
 }
 
 int channel_load(const char *path, Channel **ret, TpError *err) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         _cleanup_free_ uint8_t *buf = NULL;
-        size_t len = 0;
-        ssize_t n;
+        size_t len;
+        int r = signed_file_read(&channel_kind, path, &buf, &len, err);
 
-        if (fd < 0)
-                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-        buf = malloc(CHANNEL_MAX_FILE + 1);
-        if (!buf)
-                return -ENOMEM;
-        /* One byte more than the cap: that is how a file over it shows. */
-        while (len <= CHANNEL_MAX_FILE && (n = read(fd, buf + len, CHANNEL_MAX_FILE + 1 - len)) != 0) {
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-                len += (size_t) n;
-        }
-        if (len > CHANNEL_MAX_FILE)
-                return tp_error(err, -EFBIG, "%s: larger than a channel can be (%u bytes)", path, CHANNEL_MAX_FILE);
+        if (r < 0)
+                return r;
         return channel_parse(buf, len, path, ret, err);
 }
 
@@ -599,20 +563,7 @@ int channel_index_write(Channel *c, char **ret_text, size_t *ret_len, TpError *e
 
 int channel_pack(uint32_t format, const char *text, size_t text_len, const uint8_t *sig, size_t sig_len,
                  uint8_t **ret_data, size_t *ret_len) {
-        uint8_t *data = malloc(CHANNEL_HEADER_SIZE + text_len + sig_len);
-
-        if (!data)
-                return -ENOMEM;
-        memset(data, 0, CHANNEL_HEADER_SIZE);
-        memcpy(data, CHANNEL_MAGIC, 8);
-        put_le32(data + 8, format);
-        put_le64(data + 16, text_len);
-        put_le64(data + 24, sig_len);
-        memcpy(data + CHANNEL_HEADER_SIZE, text, text_len);
-        memcpy(data + CHANNEL_HEADER_SIZE + text_len, sig, sig_len);
-        *ret_data = data;
-        *ret_len = CHANNEL_HEADER_SIZE + text_len + sig_len;
-        return 0;
+        return signed_file_pack(&channel_kind, format, text, text_len, sig, sig_len, ret_data, ret_len);
 }
 
 int channel_write(Channel *c, Signer *signer, uint8_t **ret_data, size_t *ret_len, TpError *err) {

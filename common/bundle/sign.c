@@ -1,13 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 
 #include <ctype.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <mbedtls/asn1.h>
 #include <mbedtls/ctr_drbg.h>
@@ -23,6 +19,8 @@
 #include "clock.h"
 #include "le.h"
 #include "sha256.h"
+#include "sign-files.h"
+#include "revoke.h"
 #include "sign.h"
 
 struct Signer {
@@ -48,26 +46,6 @@ static const mbedtls_x509_crt_profile verify_profile = {
 #define TIME_STR_MAX 32
 
 /* ---- mbedTLS errors, translated here and nowhere else ------------------------------------------- */
-
-static bool mbed_is_alloc_failure(int mret) {
-        int high = -((-mret) & 0xFF80), low = -((-mret) & 0x007F);
-
-        return high == MBEDTLS_ERR_X509_ALLOC_FAILED || high == MBEDTLS_ERR_PK_ALLOC_FAILED ||
-               high == MBEDTLS_ERR_ECP_ALLOC_FAILED || high == MBEDTLS_ERR_PEM_ALLOC_FAILED ||
-               low == MBEDTLS_ERR_ASN1_ALLOC_FAILED || low == MBEDTLS_ERR_MPI_ALLOC_FAILED;
-}
-
-/* "<what>: <mbedTLS's description>", returned as @code (or -ENOMEM for an allocation failure). */
-_printf_(4, 5) static int mbed_error(TpError *err, int code, int mret, const char *fmt, ...) {
-        char what[TP_ERROR_MAX], why[200];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(what, sizeof(what), fmt, ap);
-        va_end(ap);
-        mbedtls_strerror(mret, why, sizeof(why));
-        return tp_error(err, mbed_is_alloc_failure(mret) ? -ENOMEM : code, "%s: %s", what, why);
-}
 
 /* mbedTLS's verify flags as one line: "the certificate is not correctly signed by the trusted CA; ..." */
 static void verify_flags_string(uint32_t flags, char *buf, size_t size) {
@@ -187,140 +165,6 @@ static int signer_cert_check(const mbedtls_x509_crt *leaf, TpError *err) {
         if (!eku_lists(leaf, MBEDTLS_OID_CODE_SIGNING, MBEDTLS_OID_SIZE(MBEDTLS_OID_CODE_SIGNING)))
                 return tp_error(err, -EKEYREJECTED,
                                 "signer certificate '%s': extended key usage present without codeSigning", subject);
-        return 0;
-}
-
-/* ---- files --------------------------------------------------------------------------------------- */
-
-typedef struct FileData {
-        uint8_t *data;          /* NUL-terminated: data[len] == 0 */
-        size_t len;
-        size_t size;            /* allocated: size + 1 bytes */
-        bool secret;            /* wipe before freeing */
-} FileData;
-
-static void file_data_done(FileData *f) {
-        if (f->data && f->secret)
-                mbedtls_platform_zeroize(f->data, f->size + 1);
-        free(f->data);
-        f->data = NULL;
-}
-
-/* Read a whole regular file of at most @max bytes, NUL-terminated (PEM parsers want that). */
-static int file_read(const char *path, size_t max, bool secret, FileData *ret, TpError *err) {
-        _cleanup_close_ int fd = -1;
-        _cleanup_free_ uint8_t *data = NULL;
-        size_t size, len = 0;
-        struct stat st;
-
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-        if (fstat(fd, &st) < 0)
-                return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-        if (S_ISDIR(st.st_mode))
-                return tp_error(err, -EISDIR, "%s: is a directory", path);
-        if (!S_ISREG(st.st_mode))
-                return tp_error(err, -EINVAL, "%s: not a regular file", path);
-        if ((uint64_t) st.st_size > max)
-                return tp_error(err, -EFBIG, "%s: %" PRIu64 " bytes, more than the limit of %zu", path,
-                                (uint64_t) st.st_size, max);
-
-        size = (size_t) st.st_size;
-        data = malloc(size + 1);
-        if (!data)
-                return -ENOMEM;
-        /* A file that shrinks meanwhile gives what was there; one that grows is read up to its old size. */
-        while (len < size) {
-                ssize_t n = read(fd, data + len, size - len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        int r = tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-                        if (secret)
-                                mbedtls_platform_zeroize(data, size + 1);
-                        return r;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t) n;
-        }
-        data[len] = '\0';
-        /* The secret flag makes file_data_done() wipe all size + 1 bytes, however many were read. */
-        *ret = (FileData) { .data = TAKE_PTR(data), .len = len, .size = size, .secret = secret };
-        return 0;
-}
-
-/* Add every certificate of a PEM (or single DER) file to @chain; all must parse. */
-static int certs_load_file(mbedtls_x509_crt *chain, const char *path, size_t max, TpError *err) {
-        _cleanup_(file_data_done) FileData f = {};
-        int r;
-
-        r = file_read(path, max, false, &f, err);
-        if (r < 0)
-                return r;
-        if (f.len == 0)
-                return tp_error(err, -EBADMSG, "%s: empty file, no certificate", path);
-        r = mbedtls_x509_crt_parse(chain, f.data, f.len + 1);
-        if (r < 0)
-                return mbed_error(err, -EBADMSG, r, "%s: not a certificate file", path);
-        if (r > 0)
-                return tp_error(err, -EBADMSG, "%s: %d certificate(s) in it do not parse", path, r);
-        return 0;
-}
-
-static int ca_dir_filter(const struct dirent *de) {
-        size_t n = strlen(de->d_name);
-
-        return de->d_name[0] != '.' && n > 4 &&
-               (strcmp(de->d_name + n - 4, ".pem") == 0 || strcmp(de->d_name + n - 4, ".crt") == 0);
-}
-
-typedef struct DirList {
-        struct dirent **entries;
-        int n;
-} DirList;
-
-static void dir_list_done(DirList *l) {
-        for (int i = 0; i < l->n; i++)
-                free(l->entries[i]);
-        free(l->entries);
-}
-
-/* Trust anchors from a file, or from the *.pem / *.crt regular files of a directory (sorted). */
-static int ca_load(mbedtls_x509_crt *ca, const char *ca_path, TpError *err) {
-        _cleanup_(dir_list_done) DirList l = {};
-        struct stat st;
-        int r;
-
-        if (stat(ca_path, &st) < 0)
-                return tp_error(err, negative_errno(), "CA path %s: %s", ca_path, strerror(errno));
-        if (!S_ISDIR(st.st_mode))
-                return certs_load_file(ca, ca_path, SIGNATURE_CA_FILE_MAX, err);
-
-        /* scandir() opens the directory with O_CLOEXEC. */
-        r = scandir(ca_path, &l.entries, ca_dir_filter, alphasort);
-        if (r < 0)
-                return tp_error(err, negative_errno(), "CA directory %s: %s", ca_path, strerror(errno));
-        l.n = r;
-        if (l.n > SIGNATURE_CA_DIR_FILES_MAX)
-                return tp_error(err, -E2BIG, "CA directory %s: %d certificate files, more than the limit of %d",
-                                ca_path, l.n, SIGNATURE_CA_DIR_FILES_MAX);
-        for (int i = 0; i < l.n; i++) {
-                char path[PATH_MAX];
-
-                if ((size_t) snprintf(path, sizeof(path), "%s/%s", ca_path, l.entries[i]->d_name) >= sizeof(path))
-                        return tp_error(err, -ENAMETOOLONG, "CA directory %s: file name too long", ca_path);
-                if (stat(path, &st) < 0)
-                        return tp_error(err, negative_errno(), "%s: %s", path, strerror(errno));
-                if (!S_ISREG(st.st_mode))
-                        continue;
-                r = certs_load_file(ca, path, SIGNATURE_CA_FILE_MAX, err);
-                if (r < 0)
-                        return r;
-        }
-        if (ca->version == 0)
-                return tp_error(err, -ENOKEY, "CA directory %s holds no certificate (*.pem, *.crt)", ca_path);
         return 0;
 }
 
@@ -475,6 +319,13 @@ static void info_fill(const mbedtls_x509_crt *leaf, bool dates_checked, Signatur
         dn_string(&leaf->issuer, info.issuer, sizeof(info.issuer));
         info.not_before = x509_time_to_time(&leaf->valid_from);
         info.not_after = x509_time_to_time(&leaf->valid_to);
+        sha256_digest(leaf->pk_raw.p, leaf->pk_raw.len, info.key_sha256);
+        for (size_t i = 0, n = 0; i < leaf->serial.len && n + 3 <= sizeof(info.serial); i++) {
+                /* The DER INTEGER's leading zero byte (a positive number's sign) is not part of the number. */
+                if (n == 0 && leaf->serial.p[i] == 0 && i + 1 < leaf->serial.len)
+                        continue;
+                n += (size_t) snprintf(info.serial + n, sizeof(info.serial) - n, "%02x", leaf->serial.p[i]);
+        }
         *ret = info;
 }
 
@@ -496,44 +347,89 @@ int signature_parse_info(const uint8_t *block, size_t block_len, SignatureInfo *
 
 /* ---- verification -------------------------------------------------------------------------------- */
 
-typedef struct VerifyState {
-        time_t now;                     /* <= 0: unknown, dates not checked */
+typedef struct VerifyState VerifyState;
+struct VerifyState {
+        const SignatureTrust *trust;
+        const mbedtls_x509_crl *crl;    /* the loaded CRLs, NULL when none */
         int top_depth;                  /* depth of the chain's top (the trust anchor), -1 before the first call */
-        uint32_t bad_flags;             /* flags of the topmost certificate that has any (dates excluded) */
+        uint32_t bad_flags;             /* flags of the topmost certificate that has any (dates and CRLs excluded) */
         char bad_subject[DN_MAX];
         int date_depth;                 /* depth of the lowest certificate out of its validity, -1 if none */
         bool date_future;               /* not yet valid (else expired) */
         time_t date_limit;              /* the date it is out of */
         char date_subject[DN_MAX];
-} VerifyState;
+        char revoked_subject[DN_MAX];   /* a certificate a CRL revokes ("" if none) */
+        char revoked_issuer[DN_MAX];
+        const RevokedEntry *listed;     /* ... or the revocation list names */
+        char listed_subject[DN_MAX];
+        const mbedtls_x509_crl *stale;  /* a CRL of the chain past its nextUpdate, NULL if none */
+};
+
+static void check_dates(VerifyState *v, const mbedtls_x509_crt *crt, int depth) {
+        time_t now = v->trust->now;
+
+        if (now <= 0 || (v->date_depth >= 0 && depth >= v->date_depth))
+                return;
+        time_t from = x509_time_to_time(&crt->valid_from), to = x509_time_to_time(&crt->valid_to);
+        if (now < from || now > to) {
+                v->date_depth = depth;
+                v->date_future = now < from;
+                v->date_limit = v->date_future ? from : to;
+                dn_string(&crt->subject, v->date_subject, sizeof(v->date_subject));
+        }
+}
+
+/* Whether @crt is listed by the revocation list: by its key, or by its issuer and serial. */
+static void check_listed(VerifyState *v, const mbedtls_x509_crt *crt) {
+        uint8_t key[SHA256_DIGEST_SIZE];
+        char issuer[DN_MAX];
+
+        if (!v->trust->revoked || v->listed)
+                return;
+        sha256_digest(crt->pk_raw.p, crt->pk_raw.len, key);
+        dn_string(&crt->issuer, issuer, sizeof(issuer));
+        v->listed = revocations_match(v->trust->revoked, key, issuer, crt->serial.p, crt->serial.len);
+        if (v->listed)
+                dn_string(&crt->subject, v->listed_subject, sizeof(v->listed_subject));
+}
+
+/* A CRL from @crt's issuer that is out of date at the caller's clock (mbedTLS's own verdict used the system's). */
+static void check_crl_dates(VerifyState *v, const mbedtls_x509_crt *crt) {
+        time_t now = v->trust->now;
+
+        for (const mbedtls_x509_crl *c = v->crl; now > 0 && !v->stale && c && c->version; c = c->next)
+                if (c->issuer_raw.len == crt->issuer_raw.len &&
+                    memcmp(c->issuer_raw.p, crt->issuer_raw.p, c->issuer_raw.len) == 0 && c->next_update.year != 0 &&
+                    now > x509_time_to_time(&c->next_update))
+                        v->stale = c;
+}
 
 /*
  * Called by mbedTLS for every certificate of the chain it built, from the
  * trust anchor (highest depth) down to the signer (depth 0). mbedTLS has
- * compared the dates with the system clock: drop that verdict and compare
- * with the caller's clock instead.
+ * compared the dates of certificates and CRLs with the system clock: drop
+ * that verdict and compare with the caller's clock instead.
  */
 static int verify_cb(void *userdata, mbedtls_x509_crt *crt, int depth, uint32_t *flags) {
         VerifyState *v = userdata;
 
         if (v->top_depth < 0)
                 v->top_depth = depth;
-        *flags &= ~(uint32_t) (MBEDTLS_X509_BADCERT_EXPIRED | MBEDTLS_X509_BADCERT_FUTURE);
+        *flags &= ~(uint32_t) (MBEDTLS_X509_BADCERT_EXPIRED | MBEDTLS_X509_BADCERT_FUTURE |
+                               MBEDTLS_X509_BADCRL_EXPIRED | MBEDTLS_X509_BADCRL_FUTURE);
+        if ((*flags & MBEDTLS_X509_BADCERT_REVOKED) && !v->revoked_subject[0]) {
+                dn_string(&crt->subject, v->revoked_subject, sizeof(v->revoked_subject));
+                dn_string(&crt->issuer, v->revoked_issuer, sizeof(v->revoked_issuer));
+        }
+        *flags &= ~(uint32_t) MBEDTLS_X509_BADCERT_REVOKED;
         if (*flags != 0 && v->bad_flags == 0) {
                 v->bad_flags = *flags;
                 dn_string(&crt->subject, v->bad_subject, sizeof(v->bad_subject));
         }
-
-        if (v->now > 0 && (v->date_depth < 0 || depth < v->date_depth)) {
-                time_t from = x509_time_to_time(&crt->valid_from), to = x509_time_to_time(&crt->valid_to);
-
-                if (v->now < from || v->now > to) {
-                        v->date_depth = depth;
-                        v->date_future = v->now < from;
-                        v->date_limit = v->date_future ? from : to;
-                        dn_string(&crt->subject, v->date_subject, sizeof(v->date_subject));
-                }
-        }
+        check_dates(v, crt, depth);
+        check_listed(v, crt);
+        if (depth < v->top_depth)
+                check_crl_dates(v, crt);
         return 0;
 }
 
@@ -568,47 +464,81 @@ static bool diagnose_issuers(const mbedtls_x509_crt *chain, char *buf, size_t si
         return false;
 }
 
-static int verify_chain(mbedtls_x509_crt *chain, const char *ca_path, time_t now, TpError *err) {
+static int chain_refusal(const mbedtls_x509_crt *chain, const char *ca_path, uint32_t flags, const VerifyState *v,
+                         TpError *err) {
+        char why[2 * DN_MAX + 200];
+
+        if ((flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED) && diagnose_issuers(chain, why, sizeof(why)))
+                return tp_error(err, -EKEYREJECTED, "certificate chain does not verify against %s: %s", ca_path, why);
+        verify_flags_string(flags, why, sizeof(why));
+        if (v->bad_subject[0])
+                return tp_error(err, -EKEYREJECTED, "certificate chain does not verify against %s: %s (at certificate "
+                                "'%s')", ca_path, why, v->bad_subject);
+        return tp_error(err, -EKEYREJECTED, "certificate chain does not verify against %s: %s", ca_path, why);
+}
+
+/* What the CRLs and the revocation list say, once the chain is known to be trusted. */
+static int revocation_refusal(const VerifyState *v, SignatureInfo *info, TpError *err) {
+        char t1[TIME_STR_MAX], t2[TIME_STR_MAX], what[DN_MAX + 200];
+
+        if (v->revoked_subject[0])
+                return tp_error(err, -EKEYREVOKED, "certificate '%s' is revoked by the CRL of '%s'", v->revoked_subject,
+                                v->revoked_issuer);
+        if (v->listed)
+                return tp_error(err, -EKEYREVOKED, "certificate '%s' is revoked by revocation list version %" PRIu64
+                                " (%s%s%s)", v->listed_subject, v->trust->revoked->version,
+                                revoked_entry_describe(v->listed, what, sizeof(what)), v->listed->reason[0] ? ": " : "",
+                                v->listed->reason);
+        if (!v->stale)
+                return 0;
+        time_t next = x509_time_to_time(&v->stale->next_update);
+        if (!v->trust->crl_expired_warn)
+                return tp_error(err, -EKEYREJECTED, "the CRL of '%s' is out of date: its next update was due %s "
+                                "(now %s)", dn_string(&v->stale->issuer, what, sizeof(what)), format_time(next, t1),
+                                format_time(v->trust->now, t2));
+        info->crl_expired = true;
+        dn_string(&v->stale->issuer, info->crl_issuer, sizeof(info->crl_issuer));
+        info->crl_next_update = next;
+        return 0;
+}
+
+static int verify_chain(mbedtls_x509_crt *chain, const SignatureTrust *trust, SignatureInfo *info, TpError *err) {
         _cleanup_(mbedtls_x509_crt_free) mbedtls_x509_crt ca;
-        VerifyState v = { .now = now, .top_depth = -1, .date_depth = -1 };
-        char why[2 * DN_MAX + 200], t1[TIME_STR_MAX], t2[TIME_STR_MAX];
-        const char *kind;
+        _cleanup_(mbedtls_x509_crl_free) mbedtls_x509_crl crl;
+        VerifyState v = { .trust = trust, .top_depth = -1, .date_depth = -1 };
+        char t1[TIME_STR_MAX], t2[TIME_STR_MAX];
         uint32_t flags = 0;
         int r;
 
         mbedtls_x509_crt_init(&ca);
-        r = ca_load(&ca, ca_path, err);
-        if (r < 0)
+        mbedtls_x509_crl_init(&crl);
+        if ((r = ca_load(&ca, trust->ca_path, err)) < 0 ||
+            (trust->crl_path && (r = crl_load(&crl, trust->crl_path, err)) < 0))
                 return r;
+        v.crl = trust->crl_path ? &crl : NULL;
 
-        r = mbedtls_x509_crt_verify_with_profile(chain, &ca, NULL, &verify_profile, NULL, &flags, verify_cb, &v);
+        r = mbedtls_x509_crt_verify_with_profile(chain, &ca, trust->crl_path ? &crl : NULL, &verify_profile, NULL,
+                                                 &flags, verify_cb, &v);
         if (r != 0 && r != MBEDTLS_ERR_X509_CERT_VERIFY_FAILED)
-                return mbed_error(err, -EIO, r, "certificate chain verification against %s failed", ca_path);
-        if (r != 0 || flags != 0) {
-                if ((flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED) && diagnose_issuers(chain, why, sizeof(why)))
-                        return tp_error(err, -EKEYREJECTED, "certificate chain does not verify against %s: %s",
-                                        ca_path, why);
-                verify_flags_string(flags, why, sizeof(why));
-                if (v.bad_subject[0])
-                        return tp_error(err, -EKEYREJECTED,
-                                        "certificate chain does not verify against %s: %s (at certificate '%s')",
-                                        ca_path, why, v.bad_subject);
-                return tp_error(err, -EKEYREJECTED, "certificate chain does not verify against %s: %s", ca_path, why);
-        }
-
+                return mbed_error(err, -EIO, r, "certificate chain verification against %s failed", trust->ca_path);
+        if (flags != 0)
+                return chain_refusal(chain, trust->ca_path, flags, &v, err);
+        if ((r = revocation_refusal(&v, info, err)) < 0)
+                return r;
         if (v.date_depth >= 0) {
-                kind = v.date_depth == 0 ? "signer" : v.date_depth == v.top_depth ? "CA" : "intermediate";
+                const char *kind = v.date_depth == 0 ? "signer" : v.date_depth == v.top_depth ? "CA" : "intermediate";
                 return tp_error(err, -EKEYREJECTED, "%s certificate '%s' %s %s (now %s)", kind, v.date_subject,
                                 v.date_future ? "is not valid before" : "expired on", format_time(v.date_limit, t1),
-                                format_time(now, t2));
+                                format_time(trust->now, t2));
         }
         return 0;
 }
 
-int signature_verify(const uint8_t *block, size_t block_len, const void *data, size_t len, const char *ca_path,
-                     time_t now, SignatureInfo *ret_info, TpError *err) {
+int signature_verify_trust(const uint8_t *block, size_t block_len, const void *data, size_t len,
+                           const SignatureTrust *trust, SignatureInfo *ret_info, TpError *err) {
         _cleanup_(mbedtls_x509_crt_free) mbedtls_x509_crt chain;
         uint8_t hash[SHA256_DIGEST_SIZE];
+        SignatureInfo crl_info = {};
         SignatureBlock b;
         int r;
 
@@ -620,7 +550,7 @@ int signature_verify(const uint8_t *block, size_t block_len, const void *data, s
         if (r < 0)
                 return r;
 
-        r = verify_chain(&chain, ca_path, now, err);
+        r = verify_chain(&chain, trust, &crl_info, err);
         if (r < 0)
                 return r;
         r = signer_cert_check(&chain, err);
@@ -634,9 +564,19 @@ int signature_verify(const uint8_t *block, size_t block_len, const void *data, s
         if (r != 0)
                 return mbed_error(err, -EKEYREJECTED, r, "signature does not match the signed data");
 
-        if (ret_info)
-                info_fill(&chain, now > 0, ret_info);
+        if (ret_info) {
+                info_fill(&chain, trust->now > 0, ret_info);
+                ret_info->crl_expired = crl_info.crl_expired;
+                memcpy(ret_info->crl_issuer, crl_info.crl_issuer, sizeof(ret_info->crl_issuer));
+                ret_info->crl_next_update = crl_info.crl_next_update;
+        }
         return 0;
+}
+
+int signature_verify(const uint8_t *block, size_t block_len, const void *data, size_t len, const char *ca_path,
+                     time_t now, SignatureInfo *ret_info, TpError *err) {
+        SignatureTrust trust = { .ca_path = ca_path, .now = now };
+        return signature_verify_trust(block, block_len, data, len, &trust, ret_info, err);
 }
 
 time_t signature_clock(time_t clock, time_t floor) {

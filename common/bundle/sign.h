@@ -33,6 +33,9 @@
  *   3. the chain verifies against them (mbedtls_x509_crt_verify_with_profile:
  *      signatures, CA basic constraints and key usage, path length; SHA-2
  *      only; EC P-256/P-384/P-521 or RSA >= 2048 for CA keys);
+ *   3b. with signature_verify_trust(): no certificate of the chain is revoked
+ *      by a CRL or the revocation list (-EKEYREVOKED), and no CRL that
+ *      applies is past its nextUpdate at @now (see SignatureTrust);
  *   4. the validity dates of every certificate of the chain, trust anchor
  *      included, against the caller's @now (see CLOCK below; both ends are
  *      inclusive; when several are out of date, the one nearest the signer
@@ -189,7 +192,31 @@ typedef struct SignatureInfo {
         char issuer[256];       /* the leaf's issuer DN */
         time_t not_before, not_after;   /* the leaf's validity (UTC) */
         bool dates_checked;     /* false when the clock was unknown (and always from signature_parse_info) */
+        /* What a revocation list names: the SHA-256 of the leaf's SubjectPublicKeyInfo (DER), its serial (hex). */
+        uint8_t key_sha256[32];
+        char serial[41];
+        /* A CRL of the chain is past its nextUpdate, and SignatureTrust.crl_expired_warn let it pass: which. */
+        bool crl_expired;
+        char crl_issuer[256];
+        time_t crl_next_update;
 } SignatureInfo;
+
+typedef struct Revocations Revocations;        /* revoke.h */
+
+/* What signature_verify_trust() verifies against. */
+typedef struct SignatureTrust {
+        const char *ca_path;            /* the trust anchors: a PEM file or a directory of them */
+        time_t now;                     /* <= 0: SIGNATURE_CLOCK_UNKNOWN */
+        /*
+         * X.509 CRLs (a file of one or more PEM CRLs or one DER CRL, or a directory of *.pem and
+         * *.crl files), NULL: none. A CRL applies to the certificates its issuer issued in the
+         * chain; mbedTLS checks its signature and whether it lists them.
+         */
+        const char *crl_path;
+        /* A CRL past its nextUpdate (at @now; never when the clock is unknown): refused, or only reported. */
+        bool crl_expired_warn;
+        const Revocations *revoked;     /* a verified revocation list (revoke.h), NULL: none */
+} SignatureTrust;
 
 /*
  * Verify @block over @data (@len bytes; NULL if 0) against the trust anchors at
@@ -200,6 +227,17 @@ typedef struct SignatureInfo {
  */
 _warn_unused_result_ int signature_verify(const uint8_t *block, size_t block_len, const void *data, size_t len,
                                           const char *ca_path, time_t now, SignatureInfo *ret_info, TpError *err);
+/*
+ * signature_verify() with the whole of @trust: also, after step 3, no certificate of the
+ * chain is revoked by a CRL of trust->crl_path or listed by trust->revoked (-EKEYREVOKED,
+ * naming the certificate and what revoked it), and no CRL that applies is out of date
+ * (-EKEYREJECTED, or with crl_expired_warn reported in @ret_info). A CRL that does not
+ * verify against its issuer is refused (-EKEYREJECTED); CRL files that do not load are
+ * errors of their path (as for trust anchors).
+ */
+_warn_unused_result_ int signature_verify_trust(const uint8_t *block, size_t block_len, const void *data,
+                                                size_t len, const SignatureTrust *trust, SignatureInfo *ret_info,
+                                                TpError *err);
 
 /*
  * Parse @block without verifying anything (for `inspect`): fills

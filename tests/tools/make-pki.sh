@@ -43,9 +43,17 @@
 #   p384-signer.key, .crt             "CN=p384-signer": EC P-384 key (not P-256)
 #   ca.d/                             a CA directory: ca.pem, other-ca.pem and README.txt
 #                                     (not a certificate: ignored, only *.pem / *.crt count)
+#   revoked-signer.key, .crt          "CN=revoked-signer" (by the intermediate), 2024-01-01..2040-01-01,
+#                                     revoked on 2025-01-01 by the CRLs below
+#   intermediate.crl                  the intermediate's CRL (PEM): revoked-signer; 2025-01-01..2099-01-01
+#   intermediate-stale.crl            the same, out of date: next update 2026-01-01
+#   ca.crl                            the root's CRL: revokes no certificate it issued; 2025-01-01..2099-01-01
+#   forged.crl                        a CRL in the intermediate's name revoking ci-signer, signed by
+#                                     another key (impostor.key): it does not verify
+#   crl.d/                            a CRL directory: ca.crl, intermediate.crl and README.txt (ignored)
 set -eu
 
-STAMP_VERSION="make-pki 3"
+STAMP_VERSION="make-pki 4"
 
 if [ $# -ne 1 ] || [ -z "$1" ]; then
         echo "usage: $0 DIR" >&2
@@ -208,6 +216,34 @@ signer underfake-signer underfake-signer ec-p256 v3_signer 20240101000000Z 20400
 cat "$work/underfake-signer.pem" "$work/fake-intermediate.pem" > "$dir/underfake-signer.crt"
 signer rsa-signer rsa-signer rsa v3_signer 20240101000000Z 20400101000000Z
 signer p384-signer p384-signer ec-p384 v3_signer 20240101000000Z 20400101000000Z
+
+signer revoked-signer revoked-signer ec-p256 v3_signer 20240101000000Z 20400101000000Z
+# Revoked on a fixed date in the past (openssl ca -revoke writes now): the database's third field.
+openssl ca -config "$work/ca.cnf" -revoke "$work/revoked-signer.pem" -cert "$work/intermediate.pem" \
+        -keyfile "$work/intermediate.key" 2>"$work/ca.log" || { cat "$work/ca.log" >&2; exit 1; }
+awk 'BEGIN { FS = OFS = "\t" } $1 == "R" { $3 = "250101000000Z" } { print }' "$work/index.txt" \
+        > "$work/index.new" && mv "$work/index.new" "$work/index.txt"
+# crl NAME ISSUER NEXT_UPDATE [CONFIG] → NAME.crl (every revoked entry of the database, signed by ISSUER)
+crl() {
+        openssl ca -config "$work/${4:-ca}.cnf" -gencrl -cert "$work/$2.pem" -keyfile "$work/$2.key" \
+                -crl_lastupdate 20250101000000Z -crl_nextupdate "$3" -out "$dir/$1.crl" 2>"$work/ca.log" ||
+                { cat "$work/ca.log" >&2; exit 1; }
+}
+crl intermediate intermediate 20990101000000Z
+crl intermediate-stale intermediate 20260101000000Z
+crl ca ca 20990101000000Z
+# An impostor with the intermediate's name: its CRL claims ci-signer is revoked.
+key impostor ec-p256
+issue impostor "TaskPatch Test Intermediate CA" self v3_root 20000101000000Z 21000101000000Z
+signer_serial=$(openssl x509 -in "$work/signer.pem" -noout -serial | cut -d= -f2)
+# Its own database (a serial is listed once in one): ci-signer's, revoked.
+sed "s|^database = .*|database = $work/forged-index.txt|" "$work/ca.cnf" > "$work/forged.cnf"
+printf 'R\t400101000000Z\t250101000000Z\t%s\tunknown\t/CN=ci-signer\n' "$signer_serial" > "$work/forged-index.txt"
+crl forged impostor 20990101000000Z forged
+rm -rf "$dir/crl.d"
+mkdir "$dir/crl.d"
+cp "$dir/ca.crl" "$dir/intermediate.crl" "$dir/crl.d/"
+echo "Not a CRL: only *.pem and *.crl are read." > "$dir/crl.d/README.txt"
 
 for f in ca intermediate other-ca channel-ca fake-intermediate; do
         mv "$work/$f.key" "$dir/$f.key"

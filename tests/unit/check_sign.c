@@ -25,21 +25,6 @@
 
 static const char manifest[] = "format: 1\ntask: json\nversion: 7\nbase: {sha256: 0123abcd, size: 4096}\n";
 
-/* A block from signer_load()/signer_sign() with NAME.key and NAME.crt. */
-static void sign_ok(const char *name, const void *data, size_t len, uint8_t **ret, size_t *ret_len) {
-        _cleanup_(signer_freep) Signer *s = NULL;
-        char key[64], crt[64];
-        TpError err = {};
-        int r;
-
-        snprintf(key, sizeof(key), "%s.key", name);
-        snprintf(crt, sizeof(crt), "%s.crt", name);
-        r = signer_load(P(key), P(crt), &s, &err);
-        ck_assert_msg(r == 0, "signer_load(%s): %d %s", name, r, err.message);
-        r = signer_sign(s, data, len, ret, ret_len, &err);
-        ck_assert_msg(r == 0, "signer_sign(%s): %d %s", name, r, err.message);
-}
-
 /*
  * A block made without the Signer's checks (mbedTLS directly + signature_block_write), so that
  * certificates signer_load() refuses can still be put in front of the verifier.

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "sign.h"
 
 /* The fixture's directory and the PKI in it (one per test binary). */
 static char tmp[64];
@@ -100,4 +101,19 @@ static inline void expect(int r, const TpError *err, int want, const char *subst
         ck_assert_msg(r == want, "%s: returned %d (%s), want %d", what, r, err->message, want);
         if (substr)
                 ck_assert_msg(strstr(err->message, substr), "%s: message '%s' lacks '%s'", what, err->message, substr);
+}
+
+/* A block from signer_load()/signer_sign() with NAME.key and NAME.crt. */
+static inline void sign_ok(const char *name, const void *data, size_t len, uint8_t **ret, size_t *ret_len) {
+        _cleanup_(signer_freep) Signer *s = NULL;
+        char key[64], crt[64];
+        TpError err = {};
+        int r;
+
+        snprintf(key, sizeof(key), "%s.key", name);
+        snprintf(crt, sizeof(crt), "%s.crt", name);
+        r = signer_load(P(key), P(crt), &s, &err);
+        ck_assert_msg(r == 0, "signer_load(%s): %d %s", name, r, err.message);
+        r = signer_sign(s, data, len, ret, ret_len, &err);
+        ck_assert_msg(r == 0, "signer_sign(%s): %d %s", name, r, err.message);
 }
