@@ -14,13 +14,17 @@
 #include "taskpatch.h"
 #include "yaml-doc.h"
 
-bool cli_is_channel(const char *path) {
-        char magic[8] = {};
+bool cli_has_magic(const char *path, const char *magic) {
+        char head[8] = {};
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        bool yes = fd >= 0 && read(fd, magic, sizeof(magic)) == (ssize_t) sizeof(magic) &&
-                   memcmp(magic, CHANNEL_MAGIC, sizeof(magic)) == 0;
+        bool yes = fd >= 0 && read(fd, head, sizeof(head)) == (ssize_t) sizeof(head) &&
+                   memcmp(head, magic, sizeof(head)) == 0;
         safe_close(fd);
         return yes;
+}
+
+bool cli_is_channel(const char *path) {
+        return cli_has_magic(path, CHANNEL_MAGIC);
 }
 
 static json_t *sha_json(const uint8_t d[SHA256_DIGEST_SIZE]) {
@@ -99,6 +103,18 @@ static void print_model(const Channel *c, const ChannelModel *cm) {
                        c->bundles[i].role == MANIFEST_ROLE_BASE ? " (base bundle)" : "");
 }
 
+json_t *signer_json(const SignatureInfo *info) {
+        return json_pack("{s:s, s:s, s:s, s:o}", "subject", info->subject, "issuer", info->issuer, "serial",
+                         info->serial, "key_sha256", sha_json(info->key_sha256));
+}
+
+void signer_print(const SignatureInfo *info) {
+        char hex[SHA256_HEX_SIZE];
+
+        sha256_to_hex(info->key_sha256, hex);
+        printf("          key sha256 %s\n          certificate %s of '%s'\n", hex, info->serial, info->issuer);
+}
+
 void channel_print(const Channel *c) {
         char when[21];
 
@@ -125,6 +141,8 @@ int channel_inspect(const char *path, bool json) {
         if (json) {
                 json_t *j = channel_to_json(c);
                 json_object_set_new(j, "signer", have_signer ? json_string(info.subject) : json_null());
+                if (have_signer)
+                        json_object_set_new(j, "signer_certificate", signer_json(&info));
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -132,6 +150,8 @@ int channel_inspect(const char *path, bool json) {
         }
         channel_print(c);
         printf("signer    %s\n", have_signer ? info.subject : "(unreadable)");
+        if (have_signer)
+                signer_print(&info);
         return EXIT_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "sign.h"
 #include "yaml-doc.h"
+#include "revoke.h"
 #include "taskpatch.h"
 
 static void help(void) {
@@ -123,6 +124,8 @@ int verb_inspect(int argc, char *argv[]) {
         }
         if (cli_is_channel(argv[optind]))
                 return channel_inspect(argv[optind], json);
+        if (cli_has_magic(argv[optind], REVOCATIONS_MAGIC))
+                return revocations_inspect(argv[optind], json);
         r = bundle_open(argv[optind], &b, &err);
         if (r < 0) {
                 cli_error("%s", tp_error_message(&err, r));
@@ -171,6 +174,8 @@ int verb_inspect(int argc, char *argv[]) {
                 json_object_set_new(j, "model", json_string(m->model));
                 json_object_set_new(j, "role", json_string(manifest_role_to_string(m->role)));
                 json_object_set_new(j, "copied_bytes", json_integer((json_int_t) copied));
+                if (have_signer)
+                        json_object_set_new(j, "signer_certificate", signer_json(&info));
                 if (m->base.files.set.n_files)
                         json_object_set_new(json_object_get(j, "base"), "files", files_json(&m->base.files));
                 if (m->target.files.set.n_files)
@@ -199,6 +204,8 @@ int verb_inspect(int argc, char *argv[]) {
                m->target.files.set.n_files ? " (a directory)" : "");
         files_print("target", &m->target.files);
         printf("signer    %s\n", !b->signature ? "(unsigned)" : have_signer ? info.subject : "(unreadable)");
+        if (have_signer)
+                signer_print(&info);
         printf("format    %" PRIu64 "%s\n", m->format,
                m->format == MANIFEST_FORMAT_RELOCATING ? " (relocating: the spans tile the target)" : " (in place)");
         printf("spans     %zu (%" PRIu64 " delta, %" PRIu64 " raw, %" PRIu64 " ref, %" PRIu64 " copy), coding %" PRIu64

@@ -43,7 +43,17 @@ void span_list_print(const Manifest *m);
 
 /* Channel files (taskpatch-channel.c), for inspect, verify and publish. */
 bool cli_is_channel(const char *path);
+/* Whether the file at @path starts with the 8-byte @magic. */
+bool cli_has_magic(const char *path, const char *magic);
+/* A signer certificate as inspect shows it: subject, issuer, serial, key_sha256 (what revoke names). */
+json_t *signer_json(const SignatureInfo *info);
+void signer_print(const SignatureInfo *info);
 json_t *channel_to_json(const Channel *c);
 void channel_print(const Channel *c);
 int channel_inspect(const char *path, bool json);
 int channel_verify_files(const char *path, const char *ca_path);
+
+/* Revocation lists (taskpatch-revoke.c), for revoke, inspect and verify. */
+int verb_revoke(int argc, char *argv[]);
+int revocations_inspect(const char *path, bool json);
+int revocations_verify_file(const char *path, const char *ca_path);

@@ -77,6 +77,17 @@ static void print_outcome(const char *command, json_t *req, json_t *resp, const 
                 printf("%s committed\n", label ?: "the task on trial");
                 return;
         }
+        if (strcmp(command, "trust") == 0) {
+                json_int_t v = json_integer_value(json_object_get(resp, "version"));
+                json_int_t n = json_integer_value(json_object_get(resp, "entries"));
+                json_int_t b = json_integer_value(json_object_get(resp, "revoked_bundles"));
+                if (json_is_true(json_object_get(resp, "changed")))
+                        printf("revocation list version %" JSON_INTEGER_FORMAT " accepted: %" JSON_INTEGER_FORMAT
+                               " entries; %" JSON_INTEGER_FORMAT " installed bundle(s) revoked\n", v, n, b);
+                else
+                        printf("revocation list version %" JSON_INTEGER_FORMAT " is the one held already\n", v);
+                return;
+        }
 
         /* switch, install --switch, rollback: a model is now active. */
         printf("%s active", label ?: "the model");
@@ -372,4 +383,37 @@ int cmd_rollback(Tpctl *t, int argc, char *argv[]) {
         if (!req || (a.allow_downgrade && json_object_set_new(req, "allow_downgrade", json_true()) < 0))
                 return oom();
         return operation_run(t, "rollback", req, -1);
+}
+
+static int no_option(int c, void *userdata) {
+        (void) c;
+        (void) userdata;
+        return TPCTL_EXIT_USAGE;
+}
+
+int cmd_trust(Tpctl *t, int argc, char *argv[]) {
+        static const struct option options[] = {
+                TPCTL_GLOBAL_OPTIONS,
+                {},
+        };
+        _cleanup_(json_decrefp) json_t *req = NULL;
+        _cleanup_close_ int fd = -1;
+        const char *path = NULL;
+        int ex;
+
+        ex = parse(t, "trust", argc, argv, options, no_option, NULL);
+        if (ex == TPCTL_GO_ON && (optind >= argc || strcmp(argv[optind], "update") != 0))
+                ex = tpctl_usage_error("trust", "expected 'update FILE'");
+        if (ex == TPCTL_GO_ON) {
+                optind++;
+                ex = one_file("trust", argc, argv, &path);
+        }
+        if (ex == TPCTL_GO_ON)
+                ex = open_input("trust", path, &fd);
+        if (ex != TPCTL_GO_ON)
+                return ex;
+        req = request_new("trust-update", false);
+        if (!req)
+                return oom();
+        return operation_run(t, "trust", req, fd);
 }

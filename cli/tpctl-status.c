@@ -84,6 +84,28 @@ static void print_tasks(json_t *tasks) {
         printf("\n");
 }
 
+/* The revoked bundles (never used), the model a revoked signer made, the revocation list held. */
+static void print_revoked(json_t *s) {
+        json_t *revoked = json_object_get(s, "revoked"), *trust = json_object_get(s, "trust");
+        json_t *rl = json_object_get(trust, "revocations");
+        uint64_t v = 0, n = 0;
+
+        for (size_t i = 0; i < json_array_size(revoked); i++) {
+                json_t *e = json_array_get(revoked, i);
+                char task[160];
+                printf(LABEL "%s: %s\n", i == 0 ? "Revoked:" : "", format_task(e, task, sizeof(task)) ?: "?",
+                       get_str(e, "why") ?: "?");
+        }
+        if (get_str(trust, "revoked_active"))
+                printf(LABEL "%s: it is replaced through a trial\n", "Replacing:", get_str(trust, "revoked_active"));
+        if (json_is_object(rl) && get_u64(rl, "version", &v) && get_u64(rl, "entries", &n))
+                printf(LABEL "revocation list version %" PRIu64 " (%" PRIu64 " entries, created %s)%s%s\n", "Trust:", v,
+                       n, get_str(rl, "created") ?: "?", get_str(trust, "crl") ? "; CRLs from " : "",
+                       get_str(trust, "crl") ?: "");
+        else if (get_str(trust, "crl"))
+                printf(LABEL "CRLs from %s\n", "Trust:", get_str(trust, "crl"));
+}
+
 static void print_trial(json_t *trial) {
         char task[160];
         int64_t deadline;
@@ -233,6 +255,7 @@ static void print_status(json_t *s) {
         print_slots(json_object_get(s, "slots"));
         print_base(json_object_get(s, "base"));
         print_tasks(json_object_get(s, "tasks"));
+        print_revoked(s);
         print_trial(json_object_get(s, "trial"));
         if (json_is_true(json_object_get(s, "reprovision")))
                 printf(LABEL "the other slot still holds the old base: it is re-provisioned from the active one\n",
@@ -348,15 +371,27 @@ static void list_row(json_t *e, ListRow *r) {
  * "  TASK  VERSION  SLOT  SIZE  SIGNER  SHA256", the active one marked '*' in the first
  * column. A column the daemon tells nothing of (an older one) is left out.
  */
-static int print_list(json_t *tasks) {
+/* Installed but revoked: listed after the table, never used. */
+static void print_revoked_list(json_t *revoked) {
+        for (size_t i = 0; i < json_array_size(revoked); i++) {
+                json_t *e = json_array_get(revoked, i);
+                uint64_t v = 0;
+                (void) get_u64(e, "version", &v);
+                printf("  revoked: %s v%" PRIu64 ": %s\n", get_str(e, "task") ?: "?", v, get_str(e, "why") ?: "?");
+        }
+}
+
+static int print_list(json_t *tasks, json_t *revoked) {
         bool has_slot = false, has_size = false, has_signer = false, has_sha = false;
         size_t task_w = 4, size_w = 4, signer_w = 6;
         size_t n = json_array_size(tasks);
         _cleanup_free_ ListRow *rows = NULL;
 
         json_sanitize(tasks);
+        json_sanitize(revoked);
         if (n == 0) {
                 printf("No task bundles installed.\n");
+                print_revoked_list(revoked);
                 return TPCTL_EXIT_OK;
         }
         rows = calloc(n, sizeof(ListRow));
@@ -408,6 +443,7 @@ static int print_list(json_t *tasks) {
                         printf("  %s", r->sha256 ?: "-");
                 printf("\n");
         }
+        print_revoked_list(revoked);
         return TPCTL_EXIT_OK;
 }
 
@@ -427,10 +463,10 @@ int cmd_list(Tpctl *t, int argc, char *argv[]) {
         json_t *models = json_object_get(resp, "models"), *l;
         const char *name;
         if (!json_is_object(models))
-                return print_list(json_object_get(resp, "tasks"));
+                return print_list(json_object_get(resp, "tasks"), json_object_get(resp, "revoked"));
         json_object_foreach(models, name, l) {
                 print_model_heading(models, name);
-                if ((ex = print_list(json_object_get(l, "tasks"))) != TPCTL_EXIT_OK)
+                if ((ex = print_list(json_object_get(l, "tasks"), json_object_get(l, "revoked"))) != TPCTL_EXIT_OK)
                         return ex;
         }
         return ex;

@@ -57,6 +57,14 @@ static const struct {
           "version is below the one this device has accepted.\n"
           "\n"
           "  --allow-downgrade   roll back to a version below the accepted one anyway\n" },
+        { "trust", cmd_trust, "update FILE", "give the device a revocation list",
+          "Pass FILE, a revocation list written by 'taskpatch revoke' (opened by tpctl, handed\n"
+          "over as a descriptor), to the daemon. It takes the list when it verifies against the\n"
+          "root role (trust.root_ca, else trust.ca) and its version is higher than the one it\n"
+          "holds, keeps it across restarts, and from then on refuses every bundle and channel\n"
+          "whose signer it revokes; a model that runs from a revoked bundle is replaced through\n"
+          "a trial by the newest good version of its task, else by the base. The channel can\n"
+          "carry the list too (taskpatch publish --revocations).\n" },
         { "watch", cmd_watch, "[--exec CMD]", "print the daemon's events as they come",
           "Subscribe to the daemon's events and print one line per event (with --json, each\n"
           "event line as the daemon sent it) until the daemon closes the connection.\n"

@@ -221,4 +221,5 @@ int cmd_install(Tpctl *t, int argc, char *argv[]);
 int cmd_switch(Tpctl *t, int argc, char *argv[]);
 int cmd_mark_good(Tpctl *t, int argc, char *argv[]);
 int cmd_rollback(Tpctl *t, int argc, char *argv[]);
+int cmd_trust(Tpctl *t, int argc, char *argv[]);
 int cmd_watch(Tpctl *t, int argc, char *argv[]);

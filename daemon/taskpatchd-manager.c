@@ -436,10 +436,10 @@ static void operation_finish(Manager *m, int r) {
         /* A failed re-provisioning (no room, a read error) is tried again later, not at once. */
         bool retry = r < 0 && strcmp(op->cmd, "reprovision") == 0;
         operation_free(op);
-        manager_want_reprovision(m, retry ? REPROVISION_RETRY_USEC : 0);
+        manager_want_idle_work(m, retry ? REPROVISION_RETRY_USEC : 0);
         for (size_t i = 0; i < m->n_peers; i++)
                 if (m->peers[i] != m)
-                        manager_want_reprovision(m->peers[i], 0);       /* one that waited for this operation */
+                        manager_want_idle_work(m->peers[i], 0);       /* one that waited for this operation */
         /* A large manifest's parse is freed now: give the pages back, do not keep them as the peak. */
         (void) malloc_trim(0);
 }
@@ -556,11 +556,11 @@ bool manager_stop_background(Manager *m) {
         if (scrub)
                 (void) manager_schedule_scrub(m, 60 * UINT64_C(1000000));
         else
-                manager_want_reprovision(m, 0);
+                manager_want_idle_work(m, 0);
         return true;
 }
 
-static int on_reprovision(sd_event_source *s, uint64_t usec, void *userdata) {
+static int on_idle_work(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
         Operation *op = NULL;
         TpError err = {};
@@ -568,26 +568,28 @@ static int on_reprovision(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) usec;
 
         m->reprovision_source = sd_event_source_disable_unref(m->reprovision_source);
+        if (m->revoked_active[0] && manager_replace_revoked(m))
+                return 0;
         /* Busy (an operation, a trial, a peer's operation): the end of that asks again. */
         if (!m->ps.reprovision || !manager_can_start(m))
                 return 0;
         if (reprovision_new(m, &op, &err) < 0) {
                 mlog_error(m, "cannot re-provision the inactive slot: %s", err.message);
-                manager_want_reprovision(m, REPROVISION_RETRY_USEC);
+                manager_want_idle_work(m, REPROVISION_RETRY_USEC);
                 return 0;
         }
         manager_start(m, op, NULL, false);
         return 0;
 }
 
-void manager_want_reprovision(Manager *m, uint64_t after_usec) {
-        if (!m->ps.reprovision || m->reprovision_source)
+void manager_want_idle_work(Manager *m, uint64_t after_usec) {
+        if ((!m->ps.reprovision && !m->revoked_active[0]) || m->reprovision_source)
                 return;
-        if (sd_event_add_time_relative(m->event, &m->reprovision_source, CLOCK_BOOTTIME, after_usec, 0, on_reprovision,
+        if (sd_event_add_time_relative(m->event, &m->reprovision_source, CLOCK_BOOTTIME, after_usec, 0, on_idle_work,
                                        m) < 0)
                 return;
         (void) sd_event_source_set_priority(m->reprovision_source, SD_EVENT_PRIORITY_IDLE);
-        (void) sd_event_source_set_description(m->reprovision_source, "reprovision");
+        (void) sd_event_source_set_description(m->reprovision_source, "idle-work");
 }
 
 /* ---- requests that need no operation ---- */

@@ -39,6 +39,7 @@
 #include "taskpatchd-source.h"
 #include "taskpatchd-spool.h"
 #include "taskpatchd-store.h"
+#include "taskpatchd-trust.h"
 
 #define OPERATION_SLICE (8u << 20)
 #define MODEL_PATH_LINK_SUFFIX ".taskpatchd-new"  /* model_path's new symlink: "." + its name + this, renamed over it */      /* bytes of copying, hashing or staging per event-loop turn */
@@ -119,6 +120,10 @@ struct Manager {
         bool sealed[_SLOT_ID_MAX];      /* seal loaded, clean, and the file is the one sealed */
         SlotId active;                  /* what model_path points at (valid once provisioned) */
         Store store;
+        const TrustStore *trust;        /* the device's revocation list (Models owns it), NULL when none */
+        /* What runs (or is on trial) is signed by a revoked signer: why, for status; "" when not. */
+        char revoked_active[TP_ERROR_MAX];
+        uint64_t revoked_tried_usec;    /* CLOCK_BOOTTIME of the last replacement started, 0: none */
 
         Operation *op;
         sd_event_source *op_source;
@@ -154,7 +159,7 @@ struct Manager {
         json_t *startup_events;
         json_t *startup_slot_changed;   /* ... and to the notifier (units, command) once the loop runs */
         sd_event_source *notify_source;
-        sd_event_source *reprovision_source;    /* a deferred start of the re-provisioning */
+        sd_event_source *reprovision_source;    /* the deferred idle work: a revoked model replaced, re-provisioning */
 };
 
 static inline ManagerState manager_state(const Manager *m) {
@@ -164,7 +169,9 @@ static inline bool manager_on_trial(const Manager *m) {
         return manager_state_on_trial(m->machine.state);
 }
 
-_warn_unused_result_ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError *err);
+/* @trust (the device's revocation list; shared by the models, may be NULL) must outlive the manager. */
+_warn_unused_result_ int manager_new(sd_event *e, const DaemonConfig *config, const TrustStore *trust, Manager **ret,
+                                     TpError *err);
 Manager *manager_free(Manager *m);
 DEFINE_POINTER_CLEANUP(Manager, manager_free)
 
@@ -267,6 +274,20 @@ _warn_unused_result_ int manager_dates_now(const Manager *m, time_t *ret, TpErro
 /* What a bundle is verified against: the CA, the manifest caps, and dates at @now (from manager_dates_now()). */
 BundleTrust manager_bundle_trust(const Manager *m, time_t now);
 /*
+ * List the installed bundles again (store_scan() of @tasks against the bundle trust: CA, CRLs,
+ * the revocation list), then manager_check_revoked().
+ */
+_warn_unused_result_ int manager_scan_store(Manager *m, const char *tasks,
+                                            void (*report)(const char *path, const char *why));
+/*
+ * Whether what runs, or is on trial, was signed by a revoked signer (its bundle is in
+ * store.revoked): sets m->revoked_active and asks for the daemon's idle work, which rolls a
+ * trial of it back, or replaces the committed one through a trial (manager_replace_revoked()).
+ */
+void manager_check_revoked(Manager *m);
+/* Status's "trust": {revocations: {version, created, entries} | null, crl, revoked_active}. */
+json_t *trust_status_json(const Manager *m);
+/*
  * Open and verify a bundle (takes @fd): signature to the CA, manifest, made
  * for the provisioned base, same size. *@ret_code is the protocol error code on failure.
  */
@@ -355,8 +376,18 @@ int manager_schedule_scrub(Manager *m, uint64_t after_usec);
  * activating it; then ps.reprovision is cleared and the old base's bundles removed.
  */
 _warn_unused_result_ int reprovision_new(Manager *m, Operation **ret, TpError *err);
-/* Start the re-provisioning from the event loop after @after_usec when it is due and the daemon idle. */
+/*
+ * The daemon's own work once it is idle, from the event loop after @after_usec: replacing a
+ * model signed by a revoked signer (m->revoked_active), then the re-provisioning when due.
+ */
 #define REPROVISION_RETRY_USEC (60 * UINT64_C(1000000))
-void manager_want_reprovision(Manager *m, uint64_t after_usec);
+void manager_want_idle_work(Manager *m, uint64_t after_usec);
+/*
+ * What runs is revoked (taskpatchd-revoke.c): a trial of it is rolled back; a committed one is
+ * replaced through a trial by the newest installed version of its task that is neither revoked
+ * nor failed, else by the base. True when it did something or waits (an operation runs, a try
+ * less than a minute ago), so the rest of the idle work waits too.
+ */
+bool manager_replace_revoked(Manager *m);
 /* Turn a running install into a switch to what it installed (install --switch): 1, or 0 when it is already active. */
 _warn_unused_result_ int switch_continue(Operation *op, const char *task, uint64_t version, TpError *err);

@@ -32,10 +32,17 @@ int models_new(sd_event *e, const DaemonConfig *config, Models **ret, TpError *e
 
         if (!s)
                 return -ENOMEM;
+        s->config = config;
+        if ((r = trust_store_load(&s->trust, config, err)) < 0)
+                return r;
+        if (err->message[0]) {
+                log_error("%s: not used (a newer list replaces it)", err->message);
+                *err = (TpError) {};
+        }
         for (size_t i = 0; i < config->n_models; i++) {
                 s->views[i] = config_model_view(config, i);
                 if ((r = make_model_dirs(config, &s->views[i], err)) < 0 ||
-                    (r = manager_new(e, &s->views[i], &s->managers[i], err)) < 0)
+                    (r = manager_new(e, &s->views[i], &s->trust, &s->managers[i], err)) < 0)
                         return config->n_models > 1 ? tp_error_prefix(err, r, "model %s", config->models[i].name) : r;
                 s->n++;
         }
@@ -55,6 +62,7 @@ Models *models_free(Models *s) {
         s->spool = spool_free(s->spool);
         for (size_t i = 0; i < s->n; i++)
                 manager_free(s->managers[i]);
+        trust_store_done(&s->trust);
         free(s);
         return NULL;
 }
@@ -176,6 +184,17 @@ void models_handle_request(void *userdata, Client *c, json_t *req, int fd) {
         if (request_check(req, &cmd, &err) < 0) {
                 safe_close(fd);
                 client_reply_error(c, "usage", "%s", err.message);
+                return;
+        }
+        if (strcmp(cmd->name, "trust-update") == 0) {
+                if (!client_is_admin(c)) {
+                        safe_close(fd);
+                        client_reply_error(c, "permission", "trust-update changes what the device trusts: only root "
+                                           "and members of '%s' may do that", s->config->admin_group ?
+                                           s->config->admin_group : "(no admin group)");
+                        return;
+                }
+                models_trust_update(s, c, fd);
                 return;
         }
         if (name && !task_name_valid(name)) {

@@ -24,6 +24,8 @@ typedef struct Models {
         Fetcher *fetcher;                       /* the channel's, for every model; NULL when none */
         Hawkbit *hawkbit;                       /* the hawkBit client, for every model; NULL when none */
         Spool *spool;                           /* the spool folder's watcher, for every model; NULL when none */
+        TrustStore trust;                       /* the revocation list, for every model */
+        const DaemonConfig *config;             /* the whole configuration (borrowed) */
 } Models;
 
 /*
@@ -42,6 +44,13 @@ _warn_unused_result_ int models_add_sources(Models *s, CurlGlue *glue, TpError *
 
 /* The model named @name, or NULL. */
 Manager *models_find(Models *s, const char *name);
+/*
+ * Revocation (taskpatchd-revoke.c): the "trust-update" request (a revocation list passed as
+ * @fd, taken), and what every model does when the list changes (lists its bundles again,
+ * replaces a revoked model).
+ */
+void models_trust_update(Models *s, Client *c, int fd);
+void models_trust_changed(Models *s);
 /* The socket server's request handler (RequestHandler): routes each request to its model. */
 void models_handle_request(void *userdata, Client *c, json_t *req, int fd);
 void models_set_server(Models *s, Server *server);

@@ -141,7 +141,7 @@ static int provision_commit(Operation *op, Provision *p) {
         /* Bundles made for another base are of no use now; they stay on disk but are not listed. */
         char *tasks = strdup(m->store.dir);
         if (tasks) {
-                if (store_scan(&m->store, tasks, config_bundle_ca(m->config), &m->ps.base, NULL) < 0)
+                if (manager_scan_store(m, tasks, NULL) < 0)
                         mlog_warning(m, "cannot list the installed bundles in %s", tasks);
                 free(tasks);
         }
@@ -333,9 +333,19 @@ int manager_dates_now(const Manager *m, time_t *ret, TpError *err) {
 }
 
 BundleTrust manager_bundle_trust(const Manager *m, time_t now) {
-        return (BundleTrust) { .ca_path = config_bundle_ca(m->config), .now = now,
+        return (BundleTrust) { .ca_path = config_bundle_ca(m->config), .now = now, .crl_path = m->config->trust.crl,
+                               .crl_expired_warn = m->config->trust.crl_expired_warn,
+                               .revoked = trust_store_list(m->trust),
                                .max_manifest_bytes = m->config->limits.manifest_bytes,
                                .max_spans = m->config->limits.manifest_spans };
+}
+
+int manager_scan_store(Manager *m, const char *tasks, void (*report)(const char *path, const char *why)) {
+        BundleTrust trust = manager_bundle_trust(m, SIGNATURE_CLOCK_UNKNOWN);
+        int r = store_scan(&m->store, tasks, &trust, m->ps.provisioned ? &m->ps.base : NULL, report);
+
+        manager_check_revoked(m);
+        return r;
 }
 
 /* A task: made for the provisioned base, in its layout (or a relocating bundle). */
@@ -429,6 +439,12 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
                 return tp_error(err, -EFBIG, "%s: its target of %" PRIu64 " bytes is larger than the whole file system "
                                 "of %s (%" PRIu64 " bytes): it could never be staged", what, mf->target.size,
                                 m->config->state_dir, (uint64_t) sv.f_blocks * sv.f_frsize);
+        if (trust.signer_info.crl_expired) {
+                char when[21];
+                format_time_utc((int64_t) trust.signer_info.crl_next_update, when);
+                mlog_warning(m, "%s: the CRL of '%s' is out of date (its next update was due %s): accepted because "
+                             "trust.crl_expired is warn; update trust.crl", what, trust.signer_info.crl_issuer, when);
+        }
         snprintf(signer, 256, "%s", trust.signer);
         *ret = TAKE_PTR(b);
         return 0;

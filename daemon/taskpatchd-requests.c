@@ -20,6 +20,7 @@ static const Command commands[] = {
         { "switch", ACCESS_ADMIN, { "task", "version", "wait", NULL } },
         { "mark-good", ACCESS_ADMIN, { NULL } },
         { "rollback", ACCESS_ADMIN, { "allow_downgrade", "wait", NULL } },
+        { "trust-update", ACCESS_ADMIN, { NULL } },     /* the device's, not a model's: Models handles it */
 };
 
 /*
@@ -123,6 +124,17 @@ static json_t *base_files_json(Manager *m) {
         return a;
 }
 
+/* The installed bundles a revoked signer made: [{task, version, why}]. */
+static json_t *revoked_json(const Manager *m) {
+        json_t *a = json_array();
+
+        for (size_t i = 0; i < m->store.n_revoked; i++)
+                json_array_append_new(a, json_pack("{s:s, s:I, s:s}", "task", m->store.revoked[i].task, "version",
+                                                   (json_int_t) m->store.revoked[i].version, "why",
+                                                   m->store.revoked[i].why));
+        return a;
+}
+
 json_t *manager_status(Manager *m) {
         json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "model", m->model, "state",
                               manager_state_to_string(manager_state(m)), "model_path", m->config->model_path, "version",
@@ -157,6 +169,8 @@ json_t *manager_status(Manager *m) {
                 json_array_append_new(tasks, t);
         }
         json_object_set_new(o, "tasks", tasks);
+        json_object_set_new(o, "revoked", revoked_json(m));
+        json_object_set_new(o, "trust", trust_status_json(m));
         json_object_set_new(o, "reprovision", json_boolean(m->ps.provisioned && m->ps.reprovision));
 
         if (manager_on_trial(m)) {
@@ -232,7 +246,7 @@ json_t *manager_list(Manager *m) {
                                                            slot_id_from_string(json_string_value(slot)) == m->active,
                                                    "slot", slot));
         }
-        return json_pack("{s:o}", "tasks", a);
+        return json_pack("{s:o, s:o}", "tasks", a, "revoked", revoked_json(m));
 }
 
 static bool refuse_busy(Manager *m, Client *c, bool trial_too) {

@@ -305,7 +305,7 @@ static int on_write_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         manager_record(m, "repaired", NULL, false, "the state directory is writable again");
         manager_send_status(m);
         manager_sources_idle(m);        /* a bundle waiting in the spool may go in now */
-        manager_want_reprovision(m, 0);
+        manager_want_idle_work(m, 0);
         return 0;
 }
 
@@ -328,13 +328,14 @@ static int on_lease_break(sd_event_source *s, const struct signalfd_siginfo *si,
         return 0;
 }
 
-int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError *err) {
+int manager_new(sd_event *e, const DaemonConfig *config, const TrustStore *trust, Manager **ret, TpError *err) {
         _cleanup_(manager_freep) Manager *m = calloc(1, sizeof(*m));
         char *slots;
         int r;
 
         if (!m)
                 return -ENOMEM;
+        m->trust = trust;
         m->lock_fd = -1;
         m->event = sd_event_ref(e);
         m->config = config;
@@ -446,8 +447,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                 char *tasks;
                 if (asprintf(&tasks, "%s/tasks", config->state_dir) < 0)
                         return -ENOMEM;
-                r = store_scan(&m->store, tasks, config_bundle_ca(config), m->ps.provisioned ? &m->ps.base : NULL,
-                               report_bundle);
+                r = manager_scan_store(m, tasks, report_bundle);
                 free(tasks);
                 if (r < 0)
                         return tp_error(err, r, "%s/tasks: %s", config->state_dir, strerror(-r));
@@ -461,7 +461,7 @@ int manager_new(sd_event *e, const DaemonConfig *config, Manager **ret, TpError 
                 r = manager_schedule_scrub(m, config->scrub_interval * 3600 * UINT64_C(1000000));
         if (r < 0)
                 return tp_error(err, r, "cannot schedule the scrub: %s", strerror(-r));
-        manager_want_reprovision(m, 0);         /* a base change whose other slot is not re-provisioned yet */
+        manager_want_idle_work(m, 0);         /* a base change whose other slot is not re-provisioned yet */
         if (m->ps.provisioned)
                 mlog_info(m, "slot %s active: %s v%" PRIu64 ", %zu installed bundle(s)", slot_id_to_string(m->active),
                           m->seals[m->active].task[0] ? m->seals[m->active].task : "base", m->seals[m->active].version,

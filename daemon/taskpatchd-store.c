@@ -382,6 +382,7 @@ void store_done(Store *s) {
         for (size_t i = 0; i < s->n_stranded; i++)
                 free(s->stranded[i]);
         free(s->stranded);
+        free(s->revoked);
         free(s->tasks);
         free(s->dir);
         *s = (Store) { 0 };
@@ -428,7 +429,25 @@ char *store_bundle_path(const Store *s, const char *task, uint64_t version) {
         return p;
 }
 
-static void scan_task(Store *s, const char *task, const char *ca_path, const BaseInfo *base,
+static void add_revoked(Store *s, const char *task, uint64_t version, const char *why) {
+        RevokedTask *p = realloc(s->revoked, (s->n_revoked + 1) * sizeof(RevokedTask));
+        if (!p)
+                return;
+        s->revoked = p;
+        p = &s->revoked[s->n_revoked++];
+        snprintf(p->task, sizeof(p->task), "%s", task);
+        p->version = version;
+        snprintf(p->why, sizeof(p->why), "%s", why);
+}
+
+const RevokedTask *store_find_revoked(const Store *s, const char *task, uint64_t version) {
+        for (size_t i = 0; i < s->n_revoked; i++)
+                if (strcmp(s->revoked[i].task, task) == 0 && s->revoked[i].version == version)
+                        return &s->revoked[i];
+        return NULL;
+}
+
+static void scan_task(Store *s, const char *task, const BundleTrust *scan_trust, const BaseInfo *base,
                       void (*report)(const char *path, const char *why)) {
         _cleanup_free_ char *tdir = NULL;
         DIR *d;
@@ -451,11 +470,20 @@ static void scan_task(Store *s, const char *task, const char *ca_path, const Bas
                         continue;
                 _cleanup_free_ char *path = store_bundle_path(s, task, version);
                 _cleanup_(bundle_freep) Bundle *b = NULL;
-                BundleTrust trust = { .ca_path = ca_path };
+                BundleTrust trust = *scan_trust;
                 TpError err = {};
                 if (!path)
                         continue;
-                if (bundle_open_verified(path, &trust, &b, &err) < 0) {
+                int r = bundle_open_verified(path, &trust, &b, &err);
+                if (r == -EKEYREVOKED) {
+                        if (report)
+                                report(path, err.message);
+                        size_t skip = strlen(path);     /* the message names the file: the entry says it */
+                        bool prefixed = strncmp(err.message, path, skip) == 0 && err.message[skip] == ':';
+                        add_revoked(s, task, version, err.message + (prefixed ? skip + 2 : 0));
+                        continue;
+                }
+                if (r < 0) {
                         if (report)
                                 report(path, tp_error_message(&err, -EBADMSG));
                         continue;
@@ -503,7 +531,7 @@ int store_remove_stranded(Store *s) {
         return n;
 }
 
-int store_scan(Store *s, const char *dir, const char *ca_path, const BaseInfo *base,
+int store_scan(Store *s, const char *dir, const BundleTrust *trust, const BaseInfo *base,
                void (*report)(const char *path, const char *why)) {
         DIR *d;
         struct dirent *de;
@@ -520,7 +548,7 @@ int store_scan(Store *s, const char *dir, const char *ca_path, const BaseInfo *b
                 return negative_errno();
         while ((de = readdir(d)))
                 if (task_name_valid(de->d_name))
-                        scan_task(s, de->d_name, ca_path, base, report);
+                        scan_task(s, de->d_name, trust, base, report);
         closedir(d);
         return 0;
 }

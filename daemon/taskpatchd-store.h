@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "artifact.h"
+#include "bundle.h"
 #include "error.h"
 #include "manifest.h"
 #include "slot.h"
@@ -137,10 +138,19 @@ typedef struct InstalledTask {
         ManifestRole role;              /* a task, or a base bundle (task: its line of bases) */
 } InstalledTask;
 
+/* A bundle whose signer is revoked (a CRL, the revocation list): listed, never used. */
+typedef struct RevokedTask {
+        char task[TASK_NAME_MAX + 1];
+        uint64_t version;
+        char why[TP_ERROR_MAX];         /* "certificate 'CN=...' is revoked by ..." */
+} RevokedTask;
+
 typedef struct Store {
         char *dir;                      /* <state_dir>/tasks */
         InstalledTask *tasks;           /* sorted by task, then version */
         size_t n;
+        RevokedTask *revoked;           /* in the order found */
+        size_t n_revoked;
         char **stranded;                /* bundles made for another base (the one before a base change): not listed */
         size_t n_stranded;
 } Store;
@@ -148,13 +158,17 @@ typedef struct Store {
 void store_done(Store *s);
 /*
  * List <dir>: every <task>/<version>.tpb whose bundle opens, verifies
- * against @ca_path and was made for @base (NULL: not checked; a full base
- * bundle is made for any base). Files that fail are skipped and reported
- * through @report (may be NULL); those made for another base, and base
- * bundles that make @base (it is the base now), are kept in s->stranded.
+ * against @trust (its CA, CRLs and revocation list; dates are not checked
+ * here) and was made for @base (NULL: not checked; a full base bundle is
+ * made for any base). Files that fail are skipped and reported through
+ * @report (may be NULL); those whose signer is revoked are kept in
+ * s->revoked; those made for another base, and base bundles that make
+ * @base (it is the base now), in s->stranded.
  */
-_warn_unused_result_ int store_scan(Store *s, const char *dir, const char *ca_path, const BaseInfo *base,
+_warn_unused_result_ int store_scan(Store *s, const char *dir, const BundleTrust *trust, const BaseInfo *base,
                                     void (*report)(const char *path, const char *why));
+/* @task at @version is installed but revoked: why, else NULL. */
+const RevokedTask *store_find_revoked(const Store *s, const char *task, uint64_t version);
 /* Remove the stranded bundles store_scan() found: how many were removed. */
 int store_remove_stranded(Store *s);
 /* @version 0: the newest. NULL when not installed. */

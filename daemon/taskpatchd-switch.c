@@ -645,6 +645,16 @@ static int switch_setup(Manager *m, const char *task, uint64_t version, Switch *
                         *ret_code = task_name_valid(task) ? "not-found" : "usage";
                         if (!task_name_valid(task))
                                 return tp_error(err, -EINVAL, "'%.80s' is not a valid task name", task);
+                        const RevokedTask *rt = store_find_revoked(&m->store, task, version);
+                        for (size_t i = 0; !version && !rt && i < m->store.n_revoked; i++)
+                                if (strcmp(m->store.revoked[i].task, task) == 0)
+                                        rt = &m->store.revoked[i];
+                        if (rt) {
+                                *ret_code = "refused";
+                                return tp_error(err, -EKEYREVOKED, "%s v%" PRIu64 " is installed but revoked: %s%s",
+                                                task, rt->version, rt->why, version ? "" : " (and no other version is "
+                                                "installed)");
+                        }
                         if (version)
                                 return tp_error(err, -ENOENT, "%s v%" PRIu64 " is not installed", task, version);
                         return tp_error(err, -ENOENT, "no version of task '%s' is installed", task);

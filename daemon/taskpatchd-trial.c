@@ -76,7 +76,7 @@ static void base_changed(Manager *m, const TrialInfo *t) {
                                            &err) < 0)
                         mlog_error(m, "%s (a restart tries again)", err.message);
         }
-        if (!tasks || store_scan(&m->store, tasks, config_bundle_ca(m->config), &m->ps.base, NULL) < 0)
+        if (!tasks || manager_scan_store(m, tasks, NULL) < 0)
                 mlog_warning(m, "cannot list the installed bundles in %s", tasks ? tasks : m->store.dir);
         sha256_to_hex(m->ps.base.sha256, h);
         mlog_info(m, "the base is now %s v%" PRIu64 " (%" PRIu64 " bytes, SHA-256 %s); %zu installed bundle(s) for it, "
@@ -129,7 +129,7 @@ int manager_trial_commit(Manager *m, const char *how) {
         else if (t.task[0])
                 collect_garbage(m, t.task);
         manager_sources_trial_done(m, t.transaction, true, how);
-        manager_want_reprovision(m, 0);
+        manager_want_idle_work(m, 0);
         return 0;
 }
 
@@ -166,7 +166,7 @@ int manager_trial_rollback(Manager *m, const char *reason, bool failure) {
         (void) manager_fire(m, EVENT_ROLLBACK);
         reply_trial_client(m, false, reason);
         manager_sources_trial_done(m, t.transaction, false, reason);
-        manager_want_reprovision(m, 0);
+        manager_want_idle_work(m, 0);
         return 0;
 }
 

@@ -173,12 +173,13 @@ static int bundle_check_signature(Bundle *b, BundleTrust *trust, TpError *err) {
                 return tp_error(err, -EKEYREJECTED, "%s: the bundle is unsigned (allow it with --allow-unsigned, for tests only)",
                                 b->what);
         if (b->signature && trust->ca_path) {
-                SignatureInfo info;
-                r = signature_verify(b->signature, b->signature_len, b->manifest_text, b->manifest_len,
-                                     trust->ca_path, trust->now, &info, err);
+                SignatureTrust st = { .ca_path = trust->ca_path, .now = trust->now, .crl_path = trust->crl_path,
+                                      .crl_expired_warn = trust->crl_expired_warn, .revoked = trust->revoked };
+                r = signature_verify_trust(b->signature, b->signature_len, b->manifest_text, b->manifest_len, &st,
+                                           &trust->signer_info, err);
                 if (r < 0)
                         return tp_error_prefix(err, r, "%s", b->what);
-                snprintf(trust->signer, sizeof(trust->signer), "%s", info.subject);
+                snprintf(trust->signer, sizeof(trust->signer), "%s", trust->signer_info.subject);
                 trust->signature_checked = true;
         }
         return 0;

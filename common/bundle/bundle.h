@@ -27,6 +27,7 @@
 
 #include "error.h"
 #include "manifest.h"
+#include "sign.h"
 
 #define BUNDLE_MAGIC "TPBUNDL"          /* 8 bytes with its NUL */
 #define BUNDLE_FORMAT 1                 /* equals the manifest's format */
@@ -73,6 +74,10 @@ typedef struct BundleTrust {
         const char *ca_path;            /* PEM file or directory; NULL: do not check the signature */
         bool allow_unsigned;            /* accept a bundle without a signature */
         time_t now;                     /* for certificate validity and expiry; 0: clock unknown, skip dates */
+        /* Revocation (sign.h's SignatureTrust): CRLs, whether a stale one only warns, a revocation list. */
+        const char *crl_path;
+        bool crl_expired_warn;
+        const Revocations *revoked;
         /* A device's caps (bundle_open_verified*): the manifest's bytes, checked before they are read
          * (format 2: its section's bytes, and the YAML they decode to, checked before it is decoded),
          * and its spans, checked after the parse; 0: the format's own (MANIFEST_MAX_BYTES, _SPANS). */
@@ -80,6 +85,7 @@ typedef struct BundleTrust {
         uint64_t max_spans;
         char signer[256];               /* out: the signer's subject, "" when none was checked */
         bool signature_checked;         /* out */
+        SignatureInfo signer_info;      /* out, when signature_checked: the signer, and a stale CRL let pass */
 } BundleTrust;
 
 /*

@@ -136,6 +136,8 @@ void config_done(DaemonConfig *c) {
         free(c->trust.ca);
         free(c->trust.bundle_ca);
         free(c->trust.channel_ca);
+        free(c->trust.root_ca);
+        free(c->trust.crl);
         trial_done(&c->trial);
         for (size_t i = 0; i < c->channel.n_urls; i++)
                 free(c->channel.urls[i]);
@@ -218,10 +220,17 @@ static bool text_is_empty(const char *text, size_t len) {
 }
 
 static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
-        static const char *const keys[] = { "ca", "bundle_ca", "channel_ca", "clock", "max_version_jump", NULL };
-        const YamlNode *clock = yaml_map_get(map, "clock");
+        static const char *const keys[] = { "ca", "bundle_ca", "channel_ca", "root_ca", "crl", "crl_expired",
+                                            "clock", "max_version_jump", NULL };
+        const YamlNode *clock = yaml_map_get(map, "clock"), *crl_expired = yaml_map_get(map, "crl_expired");
         int r;
 
+        if (crl_expired) {
+                bool warn = crl_expired->kind == YAML_SCALAR && strcmp(crl_expired->scalar, "warn") == 0;
+                if (!warn && (crl_expired->kind != YAML_SCALAR || strcmp(crl_expired->scalar, "refuse") != 0))
+                        return config_bad_value(crl_expired, "crl_expired", what, "refuse or warn", err);
+                c->trust.crl_expired_warn = warn;
+        }
         if (clock) {
                 ClockPolicy p = clock->kind == YAML_SCALAR ? clock_policy_from_string(clock->scalar)
                                                            : _CLOCK_POLICY_INVALID;
@@ -233,6 +242,8 @@ static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, T
             (r = config_get_path(map, "ca", PATH_MAX, false, what, &c->trust.ca, err)) < 0 ||
             (r = config_get_path(map, "bundle_ca", PATH_MAX, false, what, &c->trust.bundle_ca, err)) < 0 ||
             (r = config_get_path(map, "channel_ca", PATH_MAX, false, what, &c->trust.channel_ca, err)) < 0 ||
+            (r = config_get_path(map, "root_ca", PATH_MAX, false, what, &c->trust.root_ca, err)) < 0 ||
+            (r = config_get_path(map, "crl", PATH_MAX, false, what, &c->trust.crl, err)) < 0 ||
             (r = config_get_uint(map, "max_version_jump", 0, INT64_MAX, what, &c->trust.max_version_jump, err)) < 0)
                 return r;
         return 0;
@@ -408,7 +419,7 @@ static bool path_at_or_below(const char *path, const char *dir) {
 }
 
 const char *const config_state_entries[] = { "state.json", "floor.json", "taskpatchd.lock", "slots", "tasks",
-                                             "downloads", "models", NULL };
+                                             "downloads", "models", "revocations", NULL };
 
 /*
  * model_path is replaced by a symlink at every switch: it must not name anything else the
@@ -441,7 +452,8 @@ static int check_model_path(const DaemonConfig *c, const char *model_path, const
         return 0;
 }
 
-static int check_regular(const char *key, const char *path, const char **ret_missing, TpError *err) {
+static int check_regular_or_dir(const char *key, const char *path, bool dir_ok, const char **ret_missing,
+                                TpError *err) {
         struct stat st;
 
         if (!path)
@@ -453,20 +465,27 @@ static int check_regular(const char *key, const char *path, const char **ret_mis
                         *ret_missing = key;
                 return 0;
         }
-        if (!S_ISREG(st.st_mode))
+        if (!S_ISREG(st.st_mode) && !(dir_ok && S_ISDIR(st.st_mode)))
                 return tp_error(err, -EINVAL, "%s %s: not a regular file (%s)", key, path,
                                 S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
         return 0;
 }
 
+static int check_regular(const char *key, const char *path, const char **ret_missing, TpError *err) {
+        return check_regular_or_dir(key, path, false, ret_missing, err);
+}
+
 int config_check_files(const DaemonConfig *c, const char **ret_trust_missing, TpError *err) {
         const char *missing = NULL;
-        bool ca_used = !c->trust.bundle_ca || !c->trust.channel_ca;
+        bool ca_used = !c->trust.bundle_ca || !c->trust.channel_ca || !c->trust.root_ca;
         int r;
 
-        if ((r = check_regular("trust.ca", ca_used ? c->trust.ca : NULL, &missing, err)) < 0 ||
-            (r = check_regular("trust.bundle_ca", c->trust.bundle_ca, &missing, err)) < 0 ||
+        /* The roles' own files first: a missing one is named rather than trust.ca behind it. */
+        if ((r = check_regular("trust.bundle_ca", c->trust.bundle_ca, &missing, err)) < 0 ||
             (r = check_regular("trust.channel_ca", c->trust.channel_ca, &missing, err)) < 0 ||
+            (r = check_regular("trust.root_ca", c->trust.root_ca, &missing, err)) < 0 ||
+            (r = check_regular("trust.ca", ca_used ? c->trust.ca : NULL, &missing, err)) < 0 ||
+            (r = check_regular_or_dir("trust.crl", c->trust.crl, true, &missing, err)) < 0 ||
             (r = check_regular("tls.ca", c->tls.ca, NULL, err)) < 0 ||
             (r = check_regular("hawkbit.token_file", c->hawkbit.token_file, NULL, err)) < 0)
                 return r;

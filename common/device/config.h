@@ -80,6 +80,9 @@ typedef struct DaemonConfig {
                 char *ca;               /* "/etc/taskpatch/ca.pem"; absolute */
                 /* The roles' own trust, NULL when not set (then trust.ca): config_bundle_ca(), config_channel_ca(). */
                 char *bundle_ca, *channel_ca;
+                char *root_ca;          /* the root role (revocation lists), NULL: trust.ca; config_root_ca() */
+                char *crl;              /* X.509 CRLs checked with every chain: a file or a directory; NULL: none */
+                bool crl_expired_warn;  /* "crl_expired: refuse|warn": a CRL past its next update; default refuse */
                 ClockPolicy clock;      /* "clock: build-floor|strict"; default build-floor */
                 uint64_t max_version_jump;      /* the most a task's version may rise at once; 0: no cap;
                                                  * default CONFIG_DEFAULT_VERSION_JUMP */
@@ -133,6 +136,10 @@ static inline const char *config_bundle_ca(const DaemonConfig *c) {
 static inline const char *config_channel_ca(const DaemonConfig *c) {
         return c->trust.channel_ca ? c->trust.channel_ca : c->trust.ca;
 }
+/* What revocation lists' signatures chain to: trust.root_ca, else trust.ca. */
+static inline const char *config_root_ca(const DaemonConfig *c) {
+        return c->trust.root_ca ? c->trust.root_ca : c->trust.ca;
+}
 
 /* Fill @c with the defaults (allocating the strings). */
 _warn_unused_result_ int config_init(DaemonConfig *c);
@@ -162,7 +169,7 @@ DaemonConfig config_model_view(const DaemonConfig *c, size_t i);
 extern const char *const config_state_entries[];
 
 /*
- * The files the configuration names (trust.ca, trust.bundle_ca, trust.channel_ca, tls.ca,
+ * The files the configuration names (trust.ca, trust.bundle_ca, trust.channel_ca, trust.root_ca, tls.ca,
  * hawkbit.token_file) must be regular files where they exist: a FIFO or a device would hang
  * or mislead the daemon. 0, or a negative errno naming the key; *@ret_trust_missing is the
  * key of a CA file the daemon uses that does not exist (what it signs would all be refused),

@@ -4,7 +4,8 @@
 # (it does not chain to the channel CA) and nothing is taken from it; the same channel signed
 # by the channel signer is followed, and its bundles, signed by the bundle signer, install; a
 # bundle signed by the channel signer is refused at install. taskpatchd --check names a role's
-# CA file that does not exist, and trust.ca no longer matters once both roles have their own.
+# CA file that does not exist, and trust.ca no longer matters once every role (bundle, channel,
+# root) has its own.
 # Last, the clock (issue 19, item 6): once a channel was accepted, a clock set back to 1970
 # checks dates at that channel's time, so a long-expired signer is refused.
 # shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
@@ -24,6 +25,7 @@ roles="trust:
   ca: /nonexistent/ca.pem
   bundle_ca: $TMP/pki/ca.pem
   channel_ca: $TMP/pki/channel-ca.pem
+  root_ca: $TMP/pki/channel-ca.pem
 $LONG_TRIAL
 channel:
   url: https://127.0.0.1:$HTTPS_PORT/stable.channel
@@ -40,7 +42,7 @@ write_roles_config "${roles/channel-ca.pem/missing-ca.pem}"
 check "a role's CA that does not exist: named as a warning" grep -q "warning: trust.channel_ca does not exist" "$TMP/out"
 write_roles_config "$roles"
 "$BIN/taskpatchd" --config "$CONF" --check > "$TMP/out" 2>&1
-check "both roles with CAs of their own: trust.ca is not used (no warning)" sh -c "grep -q OK '$TMP/out' && ! grep -q warning '$TMP/out'"
+check "every role with CAs of its own: trust.ca is not used (no warning)" sh -c "grep -q OK '$TMP/out' && ! grep -q warning '$TMP/out'"
 
 echo "# a channel signed by a bundle signer"
 tp publish "$www" --channel stable --serial 1 --desired json "${bundle_keys[@]}" > /dev/null

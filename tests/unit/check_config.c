@@ -83,6 +83,9 @@ static const char all_keys[] =
         "trust:\n"
         "  ca: /etc/tp/ca.d\n"
         "  channel_ca: /etc/tp/channel-ca.pem\n"
+        "  root_ca: /etc/tp/root-ca.pem\n"
+        "  crl: /etc/tp/crl.d\n"
+        "  crl_expired: warn\n"
         "  max_version_jump: 1000\n"
         "trial:\n"
         "  timeout: 604800\n"
@@ -125,6 +128,9 @@ START_TEST(test_defaults) {
         ck_assert_str_eq(c.trust.ca, "/etc/taskpatch/ca.pem");
         ck_assert_str_eq(config_bundle_ca(&c), "/etc/taskpatch/ca.pem");        /* the roles default to trust.ca */
         ck_assert_str_eq(config_channel_ca(&c), "/etc/taskpatch/ca.pem");
+        ck_assert_str_eq(config_root_ca(&c), "/etc/taskpatch/ca.pem");
+        ck_assert_ptr_null(c.trust.crl);
+        ck_assert(!c.trust.crl_expired_warn);           /* an out-of-date CRL refuses by default */
         ck_assert_uint_eq(c.trust.max_version_jump, UINT64_C(4294967296));
         ck_assert_uint_eq(c.trial.timeout, 120);
         ck_assert_ptr_null(c.trial.health_command);
@@ -176,6 +182,9 @@ START_TEST(test_all_keys) {
         ck_assert_str_eq(c.trust.ca, "/etc/tp/ca.d");
         ck_assert_str_eq(config_bundle_ca(&c), "/etc/tp/ca.d");
         ck_assert_str_eq(config_channel_ca(&c), "/etc/tp/channel-ca.pem");
+        ck_assert_str_eq(config_root_ca(&c), "/etc/tp/root-ca.pem");
+        ck_assert_str_eq(c.trust.crl, "/etc/tp/crl.d");
+        ck_assert(c.trust.crl_expired_warn);
         ck_assert_uint_eq(c.trust.max_version_jump, 1000);
         ck_assert_uint_eq(c.trial.timeout, 604800);
         ck_assert_str_eq(c.trial.health_command, "curl -fsS localhost:8080/ready || exit 75");
@@ -313,7 +322,10 @@ static const struct {
         /* unknown and duplicate keys */
         { "state_dir: /a\nstatedir: /b\n", { "line 2", "unknown key 'statedir'" } },
         { "trial:\n  timeout: 5\n  retries: 3\n", { "line 3", "unknown key 'retries'" } },
-        { "trust:\n  ca: /a\n  crl: /b\n", { "line 3", "unknown key 'crl'" } },
+        { "trust:\n  ca: /a\n  crls: /b\n", { "line 3", "unknown key 'crls'" } },
+        { "trust:\n  crl_expired: ignore\n", { "line 2", "'crl_expired'", "refuse or warn" } },
+        { "trust:\n  crl: relative.crl\n", { "line 2", "'crl'" } },
+        { "trust:\n  root_ca: relative.pem\n", { "line 2", "'root_ca'" } },
         { "trust:\n  max_version_jump: -1\n", { "line 2", "'max_version_jump'", "expected an integer" } },
         { "trust:\n  bundle_ca: relative.pem\n", { "line 2", "'bundle_ca'" } },
         { "verify: full\nverify: full\n", { "line 2", "duplicate key 'verify'" } },
@@ -587,8 +599,9 @@ START_TEST(test_load) {
         f.trust.ca = strdup("/nonexistent/ca.pem");
         ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
         ck_assert_str_eq(missing, "trust.ca");
-        /* Both roles with CAs of their own: trust.ca is not used, its absence no matter. */
+        /* Every role with CAs of its own: trust.ca is not used, its absence no matter. */
         f.trust.bundle_ca = strdup(path);
+        f.trust.root_ca = strdup(path);
         f.trust.channel_ca = strdup("/nonexistent/channel-ca.pem");
         missing = NULL;
         ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
@@ -598,6 +611,16 @@ START_TEST(test_load) {
         missing = NULL;
         ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
         ck_assert_ptr_null(missing);
+        /* trust.crl may be a directory; one that does not exist is reported (every chain would fail). */
+        f.trust.crl = strdup(tmpdir);
+        ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
+        ck_assert_ptr_null(missing);
+        free(f.trust.crl);
+        f.trust.crl = strdup("/nonexistent/ca.crl");
+        ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
+        ck_assert_str_eq(missing, "trust.crl");
+        free(f.trust.crl);
+        f.trust.crl = NULL;
         free(f.trust.ca);
         f.trust.ca = strdup(path);
         ck_assert_int_eq(config_check_files(&f, &missing, &err), 0);
