@@ -68,6 +68,10 @@ json_t *channel_to_json(const Channel *c) {
         json_t *o = json_pack("{s:i, s:s, s:I, s:s, s:o}", "format", (int) c->format, "channel", c->name, "serial",
                               (json_int_t) c->serial, "created", created, "expires",
                               c->expires ? json_string(expires) : json_null());
+        json_object_set_new(o, "revocations", !c->revocations.set ? json_null() :
+                            json_pack("{s:I, s:s, s:I, s:o}", "version", (json_int_t) c->revocations.version, "path",
+                                      c->revocations.path, "size", (json_int_t) c->revocations.size, "sha256",
+                                      sha_json(c->revocations.sha256)));
         if (c->format == CHANNEL_FORMAT_1) {
                 json_t *m = model_to_json(c, &c->models[0]);
                 json_object_set(o, "desired", json_object_get(m, "desired"));
@@ -123,6 +127,9 @@ void channel_print(const Channel *c) {
                when);
         format_time_utc(c->expires, when);
         printf("%s%s\n", c->expires ? ", expires " : "", c->expires ? when : "");
+        if (c->revocations.set)
+                printf("revocations version %" PRIu64 ": %s (%" PRIu64 " bytes)\n", c->revocations.version,
+                       c->revocations.path, c->revocations.size);
         for (size_t i = 0; i < c->n_models; i++)
                 print_model(c, &c->models[i]);
 }
@@ -167,24 +174,29 @@ int channel_verify_files(const char *path, const char *ca_path) {
         if (!copy)
                 return EXIT_FAILED;
         if ((r = channel_load(path, &c, &err)) < 0 ||
-            (r = channel_verify(c, path, ca_path, clock_wall(), signer, &err)) < 0) {
+            (r = channel_verify(c, path, &(SignatureTrust) { .ca_path = ca_path, .now = clock_wall() }, signer,
+                                &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
         const char *dir = dirname(copy);
-        for (size_t i = 0; i < c->n_bundles; i++) {
-                const ChannelBundle *b = &c->bundles[i];
+        for (size_t i = 0; i <= c->n_bundles; i++) {
+                /* Every bundle, then the revocation list it carries. */
+                const char *name = i < c->n_bundles ? c->bundles[i].path : c->revocations.path;
+                const uint8_t *sha = i < c->n_bundles ? c->bundles[i].sha256 : c->revocations.sha256;
+                uint64_t want = i < c->n_bundles ? c->bundles[i].size : c->revocations.size, size;
                 _cleanup_free_ char *bpath = NULL;
                 uint8_t d[SHA256_DIGEST_SIZE];
-                uint64_t size;
-                if (asprintf(&bpath, "%s/%s", dir, b->path) < 0)
+                if (i == c->n_bundles && !c->revocations.set)
+                        break;
+                if (asprintf(&bpath, "%s/%s", dir, name) < 0)
                         return EXIT_FAILED;
                 if ((r = hash_file(bpath, d, &size)) < 0) {
                         cli_error("%s: %s", bpath, strerror(-r));
                         bad++;
-                } else if (size != b->size || memcmp(d, b->sha256, sizeof(d)) != 0) {
+                } else if (size != want || memcmp(d, sha, sizeof(d)) != 0) {
                         cli_error("%s: does not match the channel (size %" PRIu64 ", listed %" PRIu64 ", or its SHA-256)",
-                                  bpath, size, b->size);
+                                  bpath, size, want);
                         bad++;
                 }
         }

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,12 +14,13 @@
 #include "fileio.h"
 #include "hashfile.h"
 #include "parse.h"
+#include "revoke.h"
 #include "taskpatch.h"
 #include "yaml-doc.h"
 
 static void help(void) {
         printf("Usage: taskpatch publish DIR --channel NAME --serial N --key KEY --cert CERT\n"
-               "                         [--expires DAYS] [--json]\n"
+               "                         [--expires DAYS] [--revocations FILE] [--json]\n"
                "                         [--model MODEL] [--desired TASK] [--base BASE]\n"
                "                         [--rollout PERCENT [--rollout-seed SEED]] ...\n"
                "\n"
@@ -34,6 +36,10 @@ static void help(void) {
                "                   devices refuse a channel older than the last one they accepted\n"
                "  --expires DAYS   devices refuse the channel DAYS days from now (republish before)\n"
                "  --key FILE, --cert FILE  ECDSA P-256 signing key and certificate chain (PEM)\n"
+               "  --revocations FILE  a revocation list (taskpatch revoke) the channel carries: copied\n"
+               "                   into DIR and named with its version, size and SHA-256; devices\n"
+               "                   fetch it when it is newer than theirs. Without it, the list the\n"
+               "                   channel in DIR carries is kept\n"
                "  --json           print the summary as JSON\n"
                "\n"
                "For each model:\n"
@@ -263,9 +269,81 @@ static int build_sections(Channel *c, const PublishOptions *o) {
 
 static int parse_model_option(PublishOptions *o, ModelOptions **cur, int opt, const char *value);
 
+/* DIR/NAME's size and SHA-256 into @rv (the file must be a revocation list). */
+static int describe_revocations(const char *dir, const char *name, ChannelRevocations *rv) {
+        _cleanup_(revocations_freep) Revocations *rl = NULL;
+        _cleanup_free_ char *path = NULL;
+        TpError err = {};
+        int r;
+
+        if (asprintf(&path, "%s/%s", dir, name) < 0)
+                return -ENOMEM;
+        if ((r = revocations_load(path, &rl, &err)) < 0) {
+                cli_error("%s", tp_error_message(&err, r));
+                return r;
+        }
+        if ((r = hash_file(path, rv->sha256, &rv->size)) < 0) {
+                cli_error("%s: %s", path, strerror(-r));
+                return r;
+        }
+        rv->version = rl->version;
+        snprintf(rv->path, sizeof(rv->path), "%s", name);
+        rv->set = true;
+        return 0;
+}
+
+/*
+ * The revocation list the channel carries: @file copied into @dir (under its own name), or
+ * the one the channel it replaces named, while it is still there; never an older version.
+ */
+static int carry_revocations(Channel *c, const Channel *old, const char *dir, const char *file) {
+        const ChannelRevocations *before = old && old->revocations.set ? &old->revocations : NULL;
+        _cleanup_(revocations_freep) Revocations *rl = NULL;
+        _cleanup_free_ char *copy = NULL, *dest = NULL;
+        _cleanup_free_ uint8_t *data = NULL;
+        TpError err = {};
+        size_t len;
+        int r;
+
+        if (!file) {
+                if (before && describe_revocations(dir, before->path, &c->revocations) < 0) {
+                        cli_error("the channel in %s named %s: publish --revocations FILE again", dir, before->path);
+                        return -ENOENT;
+                }
+                return 0;
+        }
+        if (!(copy = strdup(file)))
+                return -ENOMEM;
+        const char *name = basename(copy);
+        if (!channel_path_valid(name)) {
+                cli_error("--revocations %s: the name '%s' is not a plain file name for a channel", file, name);
+                return -EINVAL;
+        }
+        if (asprintf(&dest, "%s/%s", dir, name) < 0)
+                return -ENOMEM;
+        /* The very bytes that were signed, in a file of its own (the header is fixed by them). */
+        if ((r = revocations_load(file, &rl, &err)) < 0 ||
+            (r = revocations_pack(rl->text, rl->text_len, rl->signature, rl->signature_len, &data, &len)) < 0) {
+                cli_error("--revocations: %s", tp_error_message(&err, r));
+                return r;
+        }
+        if ((r = atomic_file_write(dest, data, len)) < 0) {
+                cli_error("%s: %s", dest, strerror(-r));
+                return r;
+        }
+        if ((r = describe_revocations(dir, name, &c->revocations)) < 0)
+                return r;
+        if (before && c->revocations.version < before->version) {
+                cli_error("--revocations %s: version %" PRIu64 ", lower than the %" PRIu64 " the channel carried: "
+                          "devices keep the newer one", file, c->revocations.version, before->version);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 int verb_publish(int argc, char *argv[]) {
         enum { OPT_CHANNEL = 256, OPT_SERIAL, OPT_DESIRED, OPT_EXPIRES, OPT_KEY, OPT_CERT, OPT_JSON, OPT_MODEL,
-               OPT_BASE, OPT_ROLLOUT, OPT_SEED };
+               OPT_BASE, OPT_ROLLOUT, OPT_SEED, OPT_REVOCATIONS };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "channel", required_argument, NULL, OPT_CHANNEL },
@@ -279,6 +357,7 @@ int verb_publish(int argc, char *argv[]) {
                 { "base", required_argument, NULL, OPT_BASE },
                 { "rollout", required_argument, NULL, OPT_ROLLOUT },
                 { "rollout-seed", required_argument, NULL, OPT_SEED },
+                { "revocations", required_argument, NULL, OPT_REVOCATIONS },
                 {},
         };
         _cleanup_(channel_freep) Channel *c = calloc(1, sizeof(Channel));
@@ -287,7 +366,7 @@ int verb_publish(int argc, char *argv[]) {
         _cleanup_free_ PublishOptions *po = calloc(1, sizeof(PublishOptions));
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_free_ char *path = NULL;
-        const char *name = NULL, *key = NULL, *cert = NULL;
+        const char *name = NULL, *key = NULL, *cert = NULL, *revocations = NULL;
         ModelOptions *cur = NULL;       /* the model the per-model options are for */
         int64_t expires = 0;             /* seconds from now; 0: never */
         bool json = false, have_serial = false;
@@ -323,6 +402,9 @@ int verb_publish(int argc, char *argv[]) {
                         break;
                 case OPT_JSON:
                         json = true;
+                        break;
+                case OPT_REVOCATIONS:
+                        revocations = optarg;
                         break;
                 case OPT_MODEL:
                 case OPT_DESIRED:
@@ -375,7 +457,7 @@ int verb_publish(int argc, char *argv[]) {
                 cli_error("warning: %s holds no bundle (*.tpb): the channel lists none", dir);
         c->created = (int64_t) clock_wall();
         c->expires = expires ? c->created + expires : 0;
-        if (build_sections(c, po) < 0)
+        if (build_sections(c, po) < 0 || carry_revocations(c, old, dir, revocations) < 0)
                 return EXIT_FAILED;
         if ((r = channel_write(c, signer, &data, &len, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));

@@ -13,86 +13,9 @@
 
 #include "clock.h"
 #include "taskpatchd-download.h"
-#include "taskpatchd-fetch.h"
+#include "taskpatchd-fetch-impl.h"
 #include "taskpatchd-log.h"
 #include "yaml-doc.h"
-
-#define CHANNEL_TIMEOUT_SEC 120         /* a whole channel transfer */
-
-/* Where the fetcher's work on the channel stands (polls run beside it: Fetcher.polling). */
-typedef enum FetchPhase {
-        FETCH_IDLE,
-        FETCH_DOWNLOADING,
-        FETCH_INSTALLING,               /* our install (maybe with its switch) runs */
-        FETCH_SWITCHING,                /* our switch runs, or its trial */
-        _FETCH_PHASE_MAX,
-} FetchPhase;
-
-static const char *const phase_names[_FETCH_PHASE_MAX] = {
-        [FETCH_IDLE] = "idle",
-        [FETCH_DOWNLOADING] = "downloading",
-        [FETCH_INSTALLING] = "installing",
-        [FETCH_SWITCHING] = "switching",
-};
-
-/* One model's side: what it downloads, installs and switches to, and why. */
-struct FetchModel {
-        Fetcher *f;
-        const SourceHost *host;
-        const DaemonConfig *config;     /* the model's view: its state_dir holds its downloads */
-        size_t index;
-        const char *name;               /* the model's */
-        char log_prefix[TASK_NAME_MAX + 4];     /* "[MODEL] " with several models (as the manager's lines) */
-        FetchPhase phase;
-        FetchRefused refused;           /* under the current serial */
-        char transaction[TRANSACTION_ID_SIZE];  /* of the operation we started */
-        bool wait_for_poll;             /* a download failed: try again after the next poll, not at once */
-        char last_error[TP_ERROR_MAX];  /* of its downloads, installs and switches */
-        struct {
-                TaskVersion what;
-                const char *result;     /* NULL, "pending", "success", "failure" */
-                char reason[TP_ERROR_MAX];
-        } update;
-};
-
-struct Fetcher {
-        const DaemonConfig *config;     /* the first model's view: the device-wide keys */
-        sd_event *event;
-        CurlGlue *glue;                 /* borrowed */
-        CURL *easy;                     /* one handle for every transfer: its connections are reused */
-        struct curl_slist *headers;
-        sd_event_source *timer;         /* the next poll */
-        sd_event_source *defer;         /* fetch_next() once the current callback has returned */
-        bool polling;                   /* a channel transfer runs on easy */
-        char device_id[CONFIG_DEVICE_ID_MAX + 1];      /* "" when there is none */
-        const char *device_id_source;   /* "device_id", "/etc/machine-id" or "none" */
-
-        size_t mirror;                  /* the URL being tried, or that answered last */
-        unsigned failures;              /* polls in a row that failed everywhere: back-off */
-        char etag[256];                 /* of the channel the mirror last sent (conditional GET) */
-        HttpBody body;
-
-        Channel *channel;               /* the last one accepted */
-        char *channel_url;              /* where it came from: bundle paths are relative to it */
-        Download dl;                    /* one at a time, whatever the model */
-        FetchModel *dl_model;           /* whose download dl is, while it runs */
-        TaskVersion dl_what;            /* what dl fetches */
-        bool dl_base;                   /* ... a base bundle: switched to once installed (no pin holds it) */
-
-        /* for status */
-        char last_error[TP_ERROR_MAX];  /* of the polls */
-        int64_t last_poll, last_change;
-        uint64_t last_poll_bytes;       /* HTTP bytes of the last poll: request, headers, body */
-        long last_status;
-
-        FetchModel models[CONFIG_MAX_MODELS];
-        size_t n_models;
-};
-
-/* A poll's error, reported once (through the first model). */
-#define set_error(f, ...) source_error((f)->models[0].host, "channel", (f)->last_error, __VA_ARGS__)
-/* A model's own. */
-#define set_model_error(fm, ...) source_error((fm)->host, "channel", (fm)->last_error, __VA_ARGS__)
 
 static void set_update(FetchModel *fm, const char *task, uint64_t version, const char *result, const char *reason) {
         snprintf(fm->update.what.task, sizeof(fm->update.what.task), "%s", task);
@@ -105,7 +28,7 @@ static void kick(Fetcher *f) {
         (void) sd_event_source_set_enabled(f->defer, SD_EVENT_ONESHOT);
 }
 
-static const ChannelModel *section_of(const FetchModel *fm) {
+const ChannelModel *fetch_model_section(const FetchModel *fm) {
         const Fetcher *f = fm->f;
         return f->channel ? fetch_section(f->channel, fm->index, fm->name) : NULL;
 }
@@ -148,7 +71,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata) {
 static void poll_start(Fetcher *f);
 
 /* A poll failed at this mirror: the next one now, or back off when every mirror failed. */
-static void poll_failed(Fetcher *f, const char *why) {
+void fetch_poll_failed(Fetcher *f, const char *why) {
         set_error(f, "%s", why);
         f->etag[0] = '\0';
         if (f->mirror + 1 < f->config->channel.n_urls) {
@@ -177,7 +100,7 @@ static void poll_succeeded(Fetcher *f) {
 
 /* The log line of what a model does with a new channel. */
 static void log_section(const FetchModel *fm) {
-        const ChannelModel *cm = section_of(fm);
+        const ChannelModel *cm = fetch_model_section(fm);
         const char *model = fm->name;
         char why[TP_ERROR_MAX];
         unsigned cohort;
@@ -251,7 +174,7 @@ int fetcher_take_channel(Fetcher *f, Channel *c, const char *url, TpError *err) 
                 char why[2 * TP_ERROR_MAX];
                 /* A stale mirror: the next one may be good. */
                 snprintf(why, sizeof(why), "%s: %s", url, err->message);
-                poll_failed(f, why);
+                fetch_poll_failed(f, why);
                 return r;
         }
         poll_succeeded(f);
@@ -278,12 +201,12 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         f->last_status = status;
         if (f->body.capped) {
                 snprintf(why, sizeof(why), "%s: larger than a channel can be (%u bytes): cut", url, CHANNEL_MAX_FILE);
-                poll_failed(f, why);
+                fetch_poll_failed(f, why);
                 return;
         }
         if (result != CURLE_OK || (status != 200 && status != 304)) {
                 http_describe(f->config, result, status, url, why, sizeof(why));
-                poll_failed(f, why);
+                fetch_poll_failed(f, why);
                 return;
         }
         if (status == 304) {
@@ -300,12 +223,17 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         if (r >= 0 && (r = f->models[0].host->dates_now(f->models[0].host, &now, &err)) < 0)
                 tp_error_prefix(&err, r, "%s", url);
         if (r >= 0)
-                r = channel_verify(c, url, config_channel_ca(f->config), now, signer, &err);
+                r = channel_verify(c, url, &(SignatureTrust) {
+                        .ca_path = config_channel_ca(f->config), .now = now, .crl_path = f->config->trust.crl,
+                        .crl_expired_warn = f->config->trust.crl_expired_warn,
+                        .revoked = f->models[0].host->revocations(f->models[0].host) }, signer, &err);
         if (r < 0) {
                 /* A bad mirror (tampered, stale, foreign): the next one may be good. */
-                poll_failed(f, tp_error_message(&err, r));
+                fetch_poll_failed(f, tp_error_message(&err, r));
                 return;
         }
+        if (fetch_revocations_start(f, &c, url))
+                return;                 /* taken once its revocation list is */
         (void) fetcher_take_channel(f, TAKE_PTR(c), url, &err);        /* reports its own errors */
 }
 
@@ -323,7 +251,7 @@ static void poll_start(Fetcher *f) {
         if (http_setup_get(f->easy, f->config, url, f->headers, CHANNEL_TIMEOUT_SEC, &f->body) < 0 ||
             curl_easy_setopt(f->easy, CURLOPT_HEADERFUNCTION, on_header) ||
             curl_easy_setopt(f->easy, CURLOPT_HEADERDATA, f) || curl_glue_add(f->glue, f->easy, on_poll_done, f) < 0) {
-                poll_failed(f, "cannot start the transfer (out of memory?)");
+                fetch_poll_failed(f, "cannot start the transfer (out of memory?)");
                 return;
         }
         log_debug("polling %s%s", url, f->etag[0] ? " (conditional)" : "");
@@ -356,7 +284,7 @@ static void download_over(Fetcher *f, FetchModel *fm, FetchPhase phase) {
 
 /* The bundle has all its bytes and they hash as the channel says: install it. */
 static void install_download(Fetcher *f, FetchModel *fm) {
-        const ChannelModel *cm = section_of(fm);
+        const ChannelModel *cm = fetch_model_section(fm);
         TaskVersion tv = f->dl_what;
         char transaction[TRANSACTION_ID_SIZE];
         ChannelView cv;
@@ -515,7 +443,7 @@ static bool take_base(Fetcher *f, FetchModel *fm, const ChannelBundle *b) {
 
 /* What @fm does next: a download (true: it holds the handle), or a switch, or nothing. */
 static bool model_next(Fetcher *f, FetchModel *fm) {
-        const ChannelModel *cm = section_of(fm);
+        const ChannelModel *cm = fetch_model_section(fm);
         const ChannelBundle *b;
         char why[TP_ERROR_MAX];
         unsigned cohort;
@@ -611,95 +539,6 @@ const UpdateSource fetcher_source = {
         .idle = on_idle,
 };
 
-/* Why the model does or does not take the channel's update, in words (for status). */
-static void describe(const FetchModel *fm, const ChannelModel *cm, const ChannelView *cv, char *why,
-                     unsigned *ret_cohort) {
-        char rollout[TP_ERROR_MAX];
-        DeviceView d;
-
-        *ret_cohort = UINT_MAX;
-        if (!fm->f->channel) {
-                snprintf(why, TP_ERROR_MAX, "no channel accepted yet");
-                return;
-        }
-        if (!cm) {
-                snprintf(why, TP_ERROR_MAX, "the channel has no section for this model: nothing to take");
-                return;
-        }
-        if (!fetch_in_rollout(cm, fm->f->device_id, ret_cohort, rollout)) {
-                snprintf(why, TP_ERROR_MAX, "%s", rollout);
-                return;
-        }
-        fm->host->device(fm->host, &d);
-        const ChannelBundle *nb;
-        if (!fetch_on_base(fm->f->channel, cm, &d, &fm->refused, &nb, why))
-                return;
-        if (cv->pinned)
-                snprintf(why, TP_ERROR_MAX, "pinned: a technician's switch holds the task until the channel's "
-                         "serial changes");
-        else if (!cm->desired[0])
-                snprintf(why, TP_ERROR_MAX, "following the channel (%.200s): no desired task, bundles are "
-                         "installed only", rollout);
-        else if (!channel_desired(fm->f->channel, cm, d.base_sha256))
-                snprintf(why, TP_ERROR_MAX, "the desired task %s has no bundle for this device's base", cm->desired);
-        else
-                snprintf(why, TP_ERROR_MAX, "following the channel (%.200s)", rollout);
-}
-
-static json_t *rollout_json(const ChannelModel *cm, unsigned cohort) {
-        if (!cm || !cm->rollout.set)
-                return json_null();
-        return json_pack("{s:i, s:I, s:o, s:b}", "percent", (int) cm->rollout.percent, "seed",
-                         (json_int_t) cm->rollout.seed, "cohort",
-                         cohort == UINT_MAX ? json_null() : json_integer(cohort), "included",
-                         cohort == UINT_MAX ? cm->rollout.percent >= 100 : cohort < cm->rollout.percent);
-}
-
-json_t *fetcher_status(const FetchModel *fm) {
-        const Fetcher *f = fm->f;
-        const ChannelModel *cm = section_of(fm);
-        char when[21], why[TP_ERROR_MAX];
-        unsigned cohort;
-        ChannelView cv;
-        json_t *urls = json_array();
-
-        fm->host->channel(fm->host, &cv);
-        describe(fm, cm, &cv, why, &cohort);
-        for (size_t i = 0; i < f->config->channel.n_urls; i++)
-                json_array_append_new(urls, json_string(f->config->channel.urls[i]));
-        const char *error = fm->last_error[0] ? fm->last_error : f->last_error[0] ? f->last_error : NULL;
-        const char *state = fm->phase != FETCH_IDLE ? phase_names[fm->phase] : f->polling ? "polling" : "idle";
-        json_t *o = json_pack("{s:o, s:s, s:o, s:o, s:s}", "urls", urls, "state", state, "serial",
-                              cv.have_serial ? json_integer((json_int_t) cv.serial) : json_null(), "last_error",
-                              error ? json_string(error) : json_null(), "device_id_source", f->device_id_source);
-        if (f->channel) {
-                json_object_set_new(o, "name", json_string(f->channel->name));
-                json_object_set_new(o, "format", json_integer(f->channel->format));
-                json_object_set_new(o, "desired", cm && cm->desired[0] ? json_string(cm->desired) : json_null());
-                json_object_set_new(o, "rollout", rollout_json(cm, cohort));
-                json_object_set_new(o, "decision", json_string(why));
-        }
-        json_object_set_new(o, "pinned", json_boolean(cv.pinned));
-        if (f->last_poll) {
-                format_time_utc(f->last_poll, when);
-                json_object_set_new(o, "last_poll", json_string(when));
-                json_object_set_new(o, "last_poll_http_status", json_integer(f->last_status));
-                json_object_set_new(o, "last_poll_bytes", json_integer((json_int_t) f->last_poll_bytes));
-        }
-        if (f->dl_model == fm && f->dl.easy)
-                json_object_set_new(o, "download",
-                                    download_json(&f->dl, json_pack("{s:s, s:I, s:s}", "task", f->dl_what.task,
-                                                                    "version", (json_int_t) f->dl_what.version,
-                                                                    "url", f->dl.url)));
-        if (fm->update.result)
-                json_object_set_new(o, "update",
-                                    json_pack("{s:s, s:I, s:s, s:o}", "task", fm->update.what.task, "version",
-                                              (json_int_t) fm->update.what.version, "result", fm->update.result,
-                                              "reason", fm->update.reason[0] ? json_string(fm->update.reason) :
-                                                                               json_null()));
-        return o;
-}
-
 /* ---- life ---- */
 
 /* device_id when configured, else /etc/machine-id (as sd_id128_get_machine() reads it), else none. */
@@ -776,6 +615,8 @@ Fetcher *fetcher_free(Fetcher *f) {
         sd_event_source_disable_unref(f->defer);
         channel_free(f->channel);
         free(f->channel_url);
+        channel_free(f->pending);
+        free(f->pending_url);
         http_body_done(&f->body);
         free(f);
         return NULL;

@@ -96,6 +96,16 @@ static void host_device(const SourceHost *h, DeviceView *ret) {
         snprintf(ret->active_task, sizeof(ret->active_task), "%s", a->task);
 }
 
+static const Revocations *host_revocations(const SourceHost *h) {
+        const Manager *m = h->userdata;
+        return trust_store_list(m->trust);
+}
+
+static int host_take_revocations(const SourceHost *h, const uint8_t *data, size_t len, const char *what,
+                                 TpError *err) {
+        return manager_take_revocations(h->userdata, data, len, what, err);
+}
+
 static uint64_t host_newest_installed(const SourceHost *h, const char *task) {
         const Manager *m = h->userdata;
         return store_newest(&m->store, task);
@@ -190,6 +200,8 @@ void manager_init_host(Manager *m) {
                 .submit_install = host_submit_install,
                 .submit_switch = host_submit_switch,
                 .device = host_device,
+                .revocations = host_revocations,
+                .take_revocations = host_take_revocations,
                 .newest_installed = host_newest_installed,
                 .installed = host_installed,
                 .accepted = host_accepted,

@@ -120,7 +120,7 @@ struct Manager {
         bool sealed[_SLOT_ID_MAX];      /* seal loaded, clean, and the file is the one sealed */
         SlotId active;                  /* what model_path points at (valid once provisioned) */
         Store store;
-        const TrustStore *trust;        /* the device's revocation list (Models owns it), NULL when none */
+        TrustStore *trust;              /* the device's revocation list (Models owns it), NULL when none */
         /* What runs (or is on trial) is signed by a revoked signer: why, for status; "" when not. */
         char revoked_active[TP_ERROR_MAX];
         uint64_t revoked_tried_usec;    /* CLOCK_BOOTTIME of the last replacement started, 0: none */
@@ -170,7 +170,7 @@ static inline bool manager_on_trial(const Manager *m) {
 }
 
 /* @trust (the device's revocation list; shared by the models, may be NULL) must outlive the manager. */
-_warn_unused_result_ int manager_new(sd_event *e, const DaemonConfig *config, const TrustStore *trust, Manager **ret,
+_warn_unused_result_ int manager_new(sd_event *e, const DaemonConfig *config, TrustStore *trust, Manager **ret,
                                      TpError *err);
 Manager *manager_free(Manager *m);
 DEFINE_POINTER_CLEANUP(Manager, manager_free)
@@ -285,6 +285,13 @@ _warn_unused_result_ int manager_scan_store(Manager *m, const char *tasks,
  * trial of it back, or replaces the committed one through a trial (manager_replace_revoked()).
  */
 void manager_check_revoked(Manager *m);
+/*
+ * Take a revocation list for the whole device (taskpatchd-revoke.c): trust_store_update() at
+ * the clock manager_dates_now() gives, then, when it was taken (1), every model (@m's peers)
+ * lists its bundles again and replaces what it revokes.
+ */
+_warn_unused_result_ int manager_take_revocations(Manager *m, const uint8_t *data, size_t len, const char *what,
+                                                  TpError *err);
 /* Status's "trust": {revocations: {version, created, entries} | null, crl, revoked_active}. */
 json_t *trust_status_json(const Manager *m);
 /*

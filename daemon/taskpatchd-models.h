@@ -44,13 +44,8 @@ _warn_unused_result_ int models_add_sources(Models *s, CurlGlue *glue, TpError *
 
 /* The model named @name, or NULL. */
 Manager *models_find(Models *s, const char *name);
-/*
- * Revocation (taskpatchd-revoke.c): the "trust-update" request (a revocation list passed as
- * @fd, taken), and what every model does when the list changes (lists its bundles again,
- * replaces a revoked model).
- */
+/* The "trust-update" request (taskpatchd-revoke.c): a revocation list passed as @fd (taken). */
 void models_trust_update(Models *s, Client *c, int fd);
-void models_trust_changed(Models *s);
 /* The socket server's request handler (RequestHandler): routes each request to its model. */
 void models_handle_request(void *userdata, Client *c, json_t *req, int fd);
 void models_set_server(Models *s, Server *server);

@@ -50,7 +50,8 @@ int policy_dates_now(ClockPolicy policy, time_t wall, time_t build, time_t seen,
 }
 
 bool policy_pin(PersistentState *ps, UpdateOrigin origin, const char *cmd, int r) {
-        if (r < 0 || origin == ORIGIN_CHANNEL || strcmp(cmd, "switch") != 0 || !ps->have_channel)
+        if (r < 0 || origin == ORIGIN_CHANNEL || origin == ORIGIN_DAEMON || strcmp(cmd, "switch") != 0 ||
+            !ps->have_channel)
                 return false;
         ps->pinned = true;
         ps->pinned_serial = ps->channel_serial;

@@ -38,7 +38,7 @@ _warn_unused_result_ int policy_dates_now(ClockPolicy policy, time_t wall, time_
 
 /*
  * An operation ended (@r < 0: failed): a switch that ended well and that @origin was not
- * the channel pins under the accepted serial. True when it pinned (@ps changed); never
+ * the channel (nor the daemon's own, ORIGIN_DAEMON) pins under the accepted serial. True when it pinned (@ps changed); never
  * before a channel was accepted.
  */
 bool policy_pin(PersistentState *ps, UpdateOrigin origin, const char *cmd, int r);

@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "parse.h"
-#include "signed-file.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
 #include "taskpatchd-models.h"
@@ -71,6 +70,7 @@ static bool start_replacement(Manager *m, const char *task, uint64_t version) {
         json_t *ev = json_pack("{s:s, s:s, s:I, s:s, s:o, s:I}", "event", "revoked", "task", a->task, "version",
                                (json_int_t) a->version, "reason", m->revoked_active, "replacement",
                                task ? json_string(task) : json_null(), "replacement_version", (json_int_t) version);
+        op->origin = ORIGIN_DAEMON;    /* not a technician's choice: the channel's task is not pinned */
         manager_start(m, op, NULL, false);
         manager_emit(m, m->op == op ? op->transaction : NULL, ev);
         return true;
@@ -114,49 +114,61 @@ bool manager_replace_revoked(Manager *m) {
 
 /* ---- tpctl trust update: the revocation list from a technician ---- */
 
-#define TRUST_FILE_MAX (SIGNED_FILE_HEADER_SIZE + REVOCATIONS_MAX_TEXT + BUNDLE_MAX_SIGNATURE)
-
 static int read_fd(int fd, uint8_t **ret, size_t *ret_len, TpError *err) {
-        _cleanup_free_ uint8_t *buf = malloc(TRUST_FILE_MAX + 1);
+        _cleanup_free_ uint8_t *buf = malloc(REVOCATIONS_MAX_FILE + 1);
         size_t len = 0;
         ssize_t n;
 
         if (!buf)
                 return -ENOMEM;
-        while (len <= TRUST_FILE_MAX && (n = pread(fd, buf + len, TRUST_FILE_MAX + 1 - len, (off_t) len)) != 0) {
+        while (len <= REVOCATIONS_MAX_FILE && (n = pread(fd, buf + len, REVOCATIONS_MAX_FILE + 1 - len, (off_t) len)) != 0) {
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0)
                         return tp_error(err, negative_errno(), "the file: %s", strerror(errno));
                 len += (size_t) n;
         }
-        if (len > TRUST_FILE_MAX)
+        if (len > REVOCATIONS_MAX_FILE)
                 return tp_error(err, -EFBIG, "the file: larger than a revocation list can be (%u bytes)",
-                                (unsigned) TRUST_FILE_MAX);
+                                (unsigned) REVOCATIONS_MAX_FILE);
         *ret = TAKE_PTR(buf);
         *ret_len = len;
         return 0;
 }
 
 /* Every model lists its bundles again and replaces what the list revokes. */
-void models_trust_changed(Models *s) {
-        for (size_t i = 0; i < s->n; i++) {
-                Manager *m = s->managers[i];
+static void trust_changed(Manager *m) {
+        for (size_t i = 0; i < m->n_peers; i++) {
+                Manager *p = m->peers[i];
                 _cleanup_free_ char *tasks = NULL;
                 /* A copy: the scan frees the store's own before it starts. */
-                if (asprintf(&tasks, "%s/tasks", m->config->state_dir) < 0 || manager_scan_store(m, tasks, NULL) < 0)
-                        mlog_warning(m, "cannot list the installed bundles in %s/tasks", m->config->state_dir);
-                for (size_t j = 0; j < m->store.n_revoked; j++)
-                        mlog_warning(m, "%s v%" PRIu64 ": %s", m->store.revoked[j].task, m->store.revoked[j].version,
-                                     m->store.revoked[j].why);
+                if (asprintf(&tasks, "%s/tasks", p->config->state_dir) < 0 || manager_scan_store(p, tasks, NULL) < 0)
+                        mlog_warning(p, "cannot list the installed bundles in %s/tasks", p->config->state_dir);
+                for (size_t j = 0; j < p->store.n_revoked; j++)
+                        mlog_warning(p, "%s v%" PRIu64 ": %s", p->store.revoked[j].task, p->store.revoked[j].version,
+                                     p->store.revoked[j].why);
         }
+}
+
+int manager_take_revocations(Manager *m, const uint8_t *data, size_t len, const char *what, TpError *err) {
+        time_t now;
+        int r;
+
+        if (!m->trust)
+                return tp_error(err, -EOPNOTSUPP, "%s: this daemon keeps no revocation list", what);
+        if ((r = manager_dates_now(m, &now, err)) < 0 ||
+            (r = trust_store_update(m->trust, m->config, now, data, len, what, err)) <= 0)
+                return r;
+        log_notice("revocation list version %" PRIu64 " accepted from %s (%zu entries)", m->trust->list->version,
+                   what, m->trust->list->n);
+        trust_changed(m);
+        return 1;
 }
 
 void models_trust_update(Models *s, Client *c, int fd) {
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_close_ int owned = fd;
         TpError err = {};
-        time_t now;
         size_t len = 0;
         int r;
 
@@ -164,17 +176,13 @@ void models_trust_update(Models *s, Client *c, int fd) {
                 client_reply_error(c, "usage", "trust-update: pass the file's descriptor (tpctl trust update FILE)");
                 return;
         }
-        if ((r = manager_dates_now(s->managers[0], &now, &err)) < 0 || (r = read_fd(fd, &data, &len, &err)) < 0 ||
-            (r = trust_store_update(&s->trust, s->config, now, data, len, "the revocation list", &err)) < 0) {
+        if ((r = read_fd(fd, &data, &len, &err)) < 0 ||
+            (r = manager_take_revocations(s->managers[0], data, len, "the revocation list", &err)) < 0) {
                 client_reply_error(c, r == -ENOMEM || r == -EIO || r == -ENOSPC ? "io" : "refused", "%s",
                                    tp_error_message(&err, r));
                 return;
         }
         const Revocations *rl = s->trust.list;
-        if (r > 0) {
-                log_notice("revocation list version %" PRIu64 " accepted (%zu entries)", rl->version, rl->n);
-                models_trust_changed(s);
-        }
         size_t revoked = 0;
         for (size_t i = 0; i < s->n; i++)
                 revoked += s->managers[i]->store.n_revoked;

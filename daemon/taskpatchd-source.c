@@ -13,6 +13,7 @@ static const char *const origin_names[_ORIGIN_MAX] = {
         [ORIGIN_CHANNEL] = "channel",
         [ORIGIN_HAWKBIT] = "hawkbit",
         [ORIGIN_SPOOL] = "spool",
+        [ORIGIN_DAEMON] = "daemon",
 };
 
 const char *update_origin_to_string(UpdateOrigin o) {

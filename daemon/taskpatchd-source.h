@@ -36,11 +36,12 @@ typedef enum UpdateOrigin {
         ORIGIN_CHANNEL,
         ORIGIN_HAWKBIT,
         ORIGIN_SPOOL,
+        ORIGIN_DAEMON,                  /* the daemon's own decision (a revoked model replaced): never pins */
         _ORIGIN_MAX,
         _ORIGIN_INVALID = -EINVAL,
 } UpdateOrigin;
 
-const char *update_origin_to_string(UpdateOrigin o);   /* "socket", "channel", "hawkbit", "spool" */
+const char *update_origin_to_string(UpdateOrigin o);   /* "socket", "channel", "hawkbit", "spool", "daemon" */
 
 /* What the device runs, as the manager fills it (a copy: it does not change under the reader). */
 typedef struct DeviceView {
@@ -117,6 +118,15 @@ struct SourceHost {
                              char ret_transaction[TRANSACTION_ID_SIZE], TpError *err);
 
         void (*device)(const SourceHost *host, DeviceView *ret);
+        /* The device's revocation list (valid until the next call into the host), NULL when it has none. */
+        const Revocations *(*revocations)(const SourceHost *host);
+        /*
+         * Give the device a revocation list (@len bytes; @what names it): 1 taken (every model
+         * lists its bundles again and replaces what it revokes), 0 the one held, < 0 and @err
+         * refused (taskpatchd-trust.h: trust_store_update()).
+         */
+        int (*take_revocations)(const SourceHost *host, const uint8_t *data, size_t len, const char *what,
+                                TpError *err);
         /* The newest installed version of @task, 0 when none. */
         uint64_t (*newest_installed)(const SourceHost *host, const char *task);
         bool (*installed)(const SourceHost *host, const char *task, uint64_t version);

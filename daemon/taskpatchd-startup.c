@@ -328,7 +328,7 @@ static int on_lease_break(sd_event_source *s, const struct signalfd_siginfo *si,
         return 0;
 }
 
-int manager_new(sd_event *e, const DaemonConfig *config, const TrustStore *trust, Manager **ret, TpError *err) {
+int manager_new(sd_event *e, const DaemonConfig *config, TrustStore *trust, Manager **ret, TpError *err) {
         _cleanup_(manager_freep) Manager *m = calloc(1, sizeof(*m));
         char *slots;
         int r;

@@ -291,8 +291,8 @@ static int parse_model(Channel *c, const YamlNode *n, size_t idx, TpError *err) 
 
 /* Format 1: the desired task and the bundles at the top level, one section. */
 static int parse_format1(Channel *c, const YamlNode *root, TpError *err) {
-        static const char *const keys[] = { "format", "channel", "serial", "created", "expires", "desired", "bundles",
-                                            NULL };
+        static const char *const keys[] = { "format", "channel", "serial", "created", "expires", "revocations",
+                                            "desired", "bundles", NULL };
         const YamlNode *bundles;
         const char *desired = NULL;
         int r;
@@ -317,7 +317,8 @@ static int parse_format1(Channel *c, const YamlNode *root, TpError *err) {
 }
 
 static int parse_format2(Channel *c, const YamlNode *root, TpError *err) {
-        static const char *const keys[] = { "format", "channel", "serial", "created", "expires", "models", NULL };
+        static const char *const keys[] = { "format", "channel", "serial", "created", "expires", "revocations",
+                                            "models", NULL };
         const YamlNode *models;
         size_t total = 0;
         int r;
@@ -349,6 +350,34 @@ static int parse_format2(Channel *c, const YamlNode *root, TpError *err) {
         return 0;
 }
 
+static int parse_revocations(Channel *c, const YamlNode *root, TpError *err) {
+        static const char *const keys[] = { "version", "path", "size", "sha256", NULL };
+        ChannelRevocations *rv = &c->revocations;
+        const YamlNode *n;
+        const char *path;
+        int r = yaml_get_map(root, "revocations", false, W, &n, err);
+
+        if (r <= 0)
+                return r;
+        if ((r = yaml_check_keys(n, keys, W, err)) < 0 ||
+            (r = yaml_get_u64(n, "version", true, W, &rv->version, err)) < 0 ||
+            (r = yaml_get_str(n, "path", true, W, &path, err)) < 0 ||
+            (r = yaml_get_u64(n, "size", true, W, &rv->size, err)) < 0 ||
+            (r = yaml_get_sha256(n, "sha256", true, W, rv->sha256, err)) < 0)
+                return r;
+        if (rv->version == 0)
+                return tp_error(err, -EBADMSG, W ": line %u: revocations: version must be at least 1", n->line);
+        if (!channel_path_valid(path))
+                return tp_error(err, -EBADMSG, W ": line %u: revocations: path '%.80s' is not a plain relative path",
+                                n->line, path);
+        if (rv->size < 64 || rv->size > REVOCATIONS_MAX_FILE)
+                return tp_error(err, -EBADMSG, W ": line %u: revocations: size %" PRIu64 " is outside 64..%u", n->line,
+                                rv->size, REVOCATIONS_MAX_FILE);
+        snprintf(rv->path, sizeof(rv->path), "%s", path);
+        rv->set = true;
+        return 0;
+}
+
 static int parse_index(Channel *c, uint32_t header_format, TpError *err) {
         _cleanup_(yaml_node_freep) YamlNode *root = NULL;
         const char *name;
@@ -374,6 +403,8 @@ static int parse_index(Channel *c, uint32_t header_format, TpError *err) {
                 return tp_error(err, -EBADMSG, W ": invalid channel name '%.80s' (expected [a-z0-9][a-z0-9._-]{0,63})",
                                 name);
         snprintf(c->name, sizeof(c->name), "%s", name);
+        if ((r = parse_revocations(c, root, err)) < 0)
+                return r;
         return c->format == CHANNEL_FORMAT_1 ? parse_format1(c, root, err) : parse_format2(c, root, err);
 }
 
@@ -416,12 +447,12 @@ int channel_load(const char *path, Channel **ret, TpError *err) {
         return channel_parse(buf, len, path, ret, err);
 }
 
-int channel_verify(const Channel *c, const char *what, const char *ca_path, time_t now, char *ret_signer,
-                   TpError *err) {
+int channel_verify(const Channel *c, const char *what, const SignatureTrust *trust, char *ret_signer, TpError *err) {
+        time_t now = trust->now;
         SignatureInfo info;
         int r;
 
-        r = signature_verify(c->signature, c->signature_len, c->index_text, c->index_len, ca_path, now, &info, err);
+        r = signature_verify_trust(c->signature, c->signature_len, c->index_text, c->index_len, trust, &info, err);
         if (r < 0)
                 return tp_error_prefix(err, r, "%s", what);
         if (c->expires != 0 && now != SIGNATURE_CLOCK_UNKNOWN && c->expires < (int64_t) now) {
@@ -485,6 +516,15 @@ static void write_index(YamlWriter *w, const Channel *c) {
         yaml_writer_kv_time(w, "created", c->created);
         if (c->expires != 0)
                 yaml_writer_kv_time(w, "expires", c->expires);
+        if (c->revocations.set) {
+                yaml_writer_str(w, "revocations");
+                yaml_writer_map_start(w, true);
+                yaml_writer_kv_u64(w, "version", c->revocations.version);
+                yaml_writer_kv(w, "path", c->revocations.path);
+                yaml_writer_kv_u64(w, "size", c->revocations.size);
+                yaml_writer_kv_sha(w, "sha256", c->revocations.sha256);
+                yaml_writer_map_end(w);
+        }
         if (c->format == CHANNEL_FORMAT_1) {
                 if (c->models[0].desired[0])
                         yaml_writer_kv(w, "desired", c->models[0].desired);

@@ -24,6 +24,7 @@
  *   serial: 42                      # raised by every publish; a device never goes back
  *   created: 2026-11-29T12:00:00Z
  *   expires: 2026-12-29T12:00:00Z   # optional
+ *   revocations: {version: 3, path: stable.revocations, size: 1294, sha256: ...}   # optional, either format
  *   models:                         # sorted by model, each once
  *   - model: llm
  *     base: ...                     # optional: the SHA-256 of the base the fleet should run
@@ -48,6 +49,7 @@
 #include "error.h"
 #include "manifest.h"
 #include "sha256.h"
+#include "revoke.h"
 #include "sign.h"
 
 #define CHANNEL_MAGIC "TPCHANL"         /* 8 bytes with its NUL */
@@ -91,6 +93,15 @@ typedef struct ChannelModel {
         size_t first, n_bundles;                /* its bundles: Channel.bundles[first .. first + n_bundles) */
 } ChannelModel;
 
+/* The revocation list the channel carries (revoke.h), fetched beside it when newer than the device's. */
+typedef struct ChannelRevocations {
+        bool set;
+        uint64_t version;                       /* the list's own version */
+        char path[CHANNEL_PATH_MAX + 1];        /* relative to the channel's URL */
+        uint64_t size;                          /* of the whole file, at most REVOCATIONS_MAX_FILE */
+        uint8_t sha256[SHA256_DIGEST_SIZE];
+} ChannelRevocations;
+
 typedef struct Channel {
         uint32_t format;                        /* CHANNEL_FORMAT_1 or CHANNEL_FORMAT */
         char name[CHANNEL_NAME_MAX + 1];
@@ -101,6 +112,7 @@ typedef struct Channel {
         size_t n_models;
         ChannelBundle *bundles;                 /* sorted by model, task, version; (model, task, version) unique */
         size_t n_bundles;
+        ChannelRevocations revocations;         /* either format */
         /* filled by channel_parse */
         char *index_text;                       /* exactly the signed bytes */
         size_t index_len;
@@ -127,11 +139,11 @@ _warn_unused_result_ int channel_parse(const uint8_t *data, size_t len, const ch
 _warn_unused_result_ int channel_load(const char *path, Channel **ret, TpError *err);
 
 /*
- * The trust decision: the signature chains to @ca_path at @now (0: clock
- * unknown, dates skipped) and the channel has not expired. On success
- * @ret_signer (256 bytes, may be NULL) names the signer.
+ * The trust decision: the signature chains to @trust's CA at its clock (0: clock unknown,
+ * dates skipped; CRLs and a revocation list in @trust apply) and the channel has not
+ * expired. On success @ret_signer (256 bytes, may be NULL) names the signer.
  */
-_warn_unused_result_ int channel_verify(const Channel *c, const char *what, const char *ca_path, time_t now,
+_warn_unused_result_ int channel_verify(const Channel *c, const char *what, const SignatureTrust *trust,
                                         char *ret_signer, TpError *err);
 
 /* The section of model @name ("" finds format 1's one section), or NULL. */

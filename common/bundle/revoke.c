@@ -12,6 +12,9 @@
 
 #define W "revocation list"
 
+_Static_assert(REVOCATIONS_MAX_FILE == SIGNED_FILE_HEADER_SIZE + REVOCATIONS_MAX_TEXT + BUNDLE_MAX_SIGNATURE,
+               "revoke.h's file cap is the container's");
+
 static const SignedFileKind revocations_kind = {
         .magic = REVOCATIONS_MAGIC, .noun = "revocation list", .format_min = REVOCATIONS_FORMAT,
         .format_max = REVOCATIONS_FORMAT, .max_text = REVOCATIONS_MAX_TEXT,

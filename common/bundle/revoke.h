@@ -35,6 +35,7 @@
 #define REVOCATIONS_MAGIC "TPREVOK"     /* 8 bytes with its NUL */
 #define REVOCATIONS_FORMAT 1
 #define REVOCATIONS_MAX_TEXT (1u << 20)
+#define REVOCATIONS_MAX_FILE (64 + REVOCATIONS_MAX_TEXT + (64u << 10))  /* header, text, signature block */
 #define REVOCATIONS_MAX_ENTRIES 4096
 #define REVOKED_SERIAL_MAX 20           /* RFC 5280: a serial number is at most 20 octets */
 #define REVOKED_TEXT_MAX 128

@@ -172,9 +172,47 @@ START_TEST(index_refusals) {
                   ", kind: zip, base_sha256: " SHA ", base_layout: " SHA "}\n",
                   "unknown kind" },
                 { HEAD "bundles: [1]\n", "not a mapping" },
+                { HEAD "revocations: {version: 0, path: r, size: 100, sha256: " SHA "}\nbundles: []\n",
+                  "revocations: version must be at least 1" },
+                { HEAD "revocations: {version: 1, path: ../r, size: 100, sha256: " SHA "}\nbundles: []\n",
+                  "revocations: path '../r' is not a plain relative path" },
+                { HEAD "revocations: {version: 1, path: r, size: 10, sha256: " SHA "}\nbundles: []\n",
+                  "revocations: size 10 is outside 64..1114176" },
+                { HEAD "revocations: {version: 1, path: r, size: 100}\nbundles: []\n", "'sha256'" },
+                { HEAD "revocations: {version: 1, path: r, size: 100, sha256: " SHA ", url: x}\nbundles: []\n",
+                  "unknown key 'url'" },
+                { HEAD "revocations: stable.revocations\nbundles: []\n", "'revocations'" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
                 expect_refused(cases[i].text, cases[i].message, i);
+}
+END_TEST
+
+/* The revocation list a channel carries: written, read back, in either format. */
+START_TEST(revocations) {
+        for (uint32_t format = CHANNEL_FORMAT_1; format <= CHANNEL_FORMAT; format++) {
+                _cleanup_(channel_freep) Channel *c = make_channel(2), *back = NULL;
+                _cleanup_free_ char *text = NULL;
+                TpError err = {};
+                size_t len;
+
+                c->format = format;
+                if (format == CHANNEL_FORMAT)
+                        snprintf(c->models[0].name, sizeof(c->models[0].name), "default");
+                for (size_t i = 0; format == CHANNEL_FORMAT && i < c->n_bundles; i++)
+                        snprintf(c->bundles[i].model, sizeof(c->bundles[i].model), "default");
+                c->revocations = (ChannelRevocations) { .set = true, .version = 7, .path = "stable.revocations",
+                                                        .size = 1294 };
+                memset(c->revocations.sha256, 0xab, SHA256_DIGEST_SIZE);
+                ck_assert_msg(channel_index_write(c, &text, &len, &err) == 0, "%s", err.message);
+                ck_assert_ptr_nonnull(memmem(text, len, "revocations: {version: 7, path: stable.revocations, size: 1294",
+                                             strlen("revocations: {version: 7, path: stable.revocations, size: 1294")));
+                char *z = strndup(text, len);
+                ck_assert_msg(parse_text(z, &back, &err) == 0, "format %u: %s", format, err.message);
+                free(z);
+                ck_assert(back->revocations.set);
+                ck_assert(memcmp(&back->revocations, &c->revocations, sizeof(ChannelRevocations)) == 0);
+        }
 }
 END_TEST
 
@@ -387,6 +425,7 @@ static Suite *channel_suite(void) {
         tcase_add_test(tc, paths);
         tcase_add_test(tc, index_refusals);
         tcase_add_test(tc, bundle_cap);
+        tcase_add_test(tc, revocations);
         tcase_add_test(tc, header_refusals);
         tcase_add_test(tc, roundtrip2);
         tcase_add_test(tc, refusals2);

@@ -100,6 +100,20 @@ static inline void fake_device(const SourceHost *h, DeviceView *ret) {
         *ret = fake_of(h)->device;
 }
 
+/* No revocation list: the fetcher's own tests do not carry one (test-revocation does, end to end). */
+static inline const Revocations *fake_revocations(const SourceHost *h) {
+        (void) h;
+        return NULL;
+}
+
+static inline int fake_take_revocations(const SourceHost *h, const uint8_t *data, size_t len, const char *what,
+                                        TpError *err) {
+        (void) h;
+        (void) data;
+        (void) len;
+        return tp_error(err, -EOPNOTSUPP, "%s: the fake host takes no revocation list", what);
+}
+
 static inline uint64_t fake_newest_installed(const SourceHost *h, const char *task) {
         const FakeHost *f = fake_of(h);
         uint64_t v = 0;
@@ -165,6 +179,8 @@ static inline void fake_host_init(FakeHost *f) {
         *f = (FakeHost) {
                 .host = { .can_start = fake_can_start, .submit_install = fake_submit_install,
                           .submit_switch = fake_submit_switch, .device = fake_device,
+                          .revocations = fake_revocations,
+                          .take_revocations = fake_take_revocations,
                           .newest_installed = fake_newest_installed, .installed = fake_installed,
                           .accepted = fake_accepted, .channel = fake_channel,
                           .channel_accept_serial = fake_channel_accept_serial, .emit = fake_emit,
