@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "parse.h"
-#include "taskpatchd-fetch-impl.h"
+#include "taskpatchd-fetch.h"
 
 static const char *const phase_names[_FETCH_PHASE_MAX] = {
         [FETCH_IDLE] = "idle",

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The revocation list a channel carries (taskpatchd-fetch-impl.h): fetched on the poll's
+ * The revocation list a channel carries (taskpatchd-fetch.h): fetched on the poll's
  * handle once the channel verified, before the channel is taken. A list that cannot be had
  * or is refused fails the poll at this mirror: the channel is not followed without it, so a
  * mirror that drops the list cannot make a device take what it revokes.
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "sha256.h"
-#include "taskpatchd-fetch-impl.h"
+#include "taskpatchd-fetch.h"
 #include "taskpatchd-log.h"
 
 static void on_revocations_done(CurlGlue *g, CURL *easy, CURLcode result, void *userdata) {

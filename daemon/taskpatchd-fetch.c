@@ -13,7 +13,7 @@
 
 #include "clock.h"
 #include "taskpatchd-download.h"
-#include "taskpatchd-fetch-impl.h"
+#include "taskpatchd-fetch.h"
 #include "taskpatchd-log.h"
 #include "yaml-doc.h"
 
