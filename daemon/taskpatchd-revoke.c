@@ -165,9 +165,9 @@ int manager_take_revocations(Manager *m, const uint8_t *data, size_t len, const 
         return 1;
 }
 
-void models_trust_update(Models *s, Client *c, int fd) {
+void models_trust_update(Models *s, Client *c, int passed) {
         _cleanup_free_ uint8_t *data = NULL;
-        _cleanup_close_ int owned = fd;
+        _cleanup_close_ int fd = passed;        /* taken */
         TpError err = {};
         size_t len = 0;
         int r;
