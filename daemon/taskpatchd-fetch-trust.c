@@ -48,6 +48,11 @@ static void on_revocations_done(CurlGlue *g, CURL *easy, CURLcode result, void *
                 fetch_poll_failed(f, why);
                 return;
         }
+        /* The list may revoke the channel's own signer: the channel is checked again under it. */
+        if (r > 0 && (r = fetch_verify_channel(f, c, url, &err)) < 0) {
+                fetch_poll_failed(f, tp_error_message(&err, r));
+                return;
+        }
         (void) fetcher_take_channel(f, TAKE_PTR(c), url, &err);        /* reports its own errors */
 }
 

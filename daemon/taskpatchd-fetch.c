@@ -216,17 +216,10 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         }
 
         _cleanup_(channel_freep) Channel *c = NULL;
-        char signer[256];
         TpError err = {};
-        time_t now = SIGNATURE_CLOCK_UNKNOWN;
         int r = channel_parse(f->body.data, f->body.len, url, &c, &err);
-        if (r >= 0 && (r = f->models[0].host->dates_now(f->models[0].host, &now, &err)) < 0)
-                tp_error_prefix(&err, r, "%s", url);
         if (r >= 0)
-                r = channel_verify(c, url, &(SignatureTrust) {
-                        .ca_path = config_channel_ca(f->config), .now = now, .crl_path = f->config->trust.crl,
-                        .crl_expired_warn = f->config->trust.crl_expired_warn,
-                        .revoked = f->models[0].host->revocations(f->models[0].host) }, signer, &err);
+                r = fetch_verify_channel(f, c, url, &err);
         if (r < 0) {
                 /* A bad mirror (tampered, stale, foreign): the next one may be good. */
                 fetch_poll_failed(f, tp_error_message(&err, r));
@@ -235,6 +228,18 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         if (fetch_revocations_start(f, &c, url))
                 return;                 /* taken once its revocation list is */
         (void) fetcher_take_channel(f, TAKE_PTR(c), url, &err);        /* reports its own errors */
+}
+
+int fetch_verify_channel(Fetcher *f, const Channel *c, const char *url, TpError *err) {
+        const SourceHost *host = f->models[0].host;
+        SignatureTrust trust = { .ca_path = config_channel_ca(f->config), .crl_path = f->config->trust.crl,
+                                 .crl_expired_warn = f->config->trust.crl_expired_warn };
+        int r = host->dates_now(host, &trust.now, err);
+
+        if (r < 0)
+                return tp_error_prefix(err, r, "%s", url);
+        trust.revoked = host->revocations(host);
+        return channel_verify(c, url, &trust, NULL, err);
 }
 
 static void poll_start(Fetcher *f) {

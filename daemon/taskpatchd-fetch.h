@@ -206,6 +206,11 @@ struct Fetcher {
 
 /* The section of the channel @fm follows, or NULL. */
 const ChannelModel *fetch_model_section(const FetchModel *fm);
+/*
+ * The channel's signature and expiry, against trust.channel_ca, the CRLs and the revocation
+ * list the device holds, at the host's clock.
+ */
+_warn_unused_result_ int fetch_verify_channel(Fetcher *f, const Channel *c, const char *url, TpError *err);
 /* A poll failed at this mirror (the channel is not taken): the next one now, or back off. */
 void fetch_poll_failed(Fetcher *f, const char *why);
 

@@ -90,4 +90,12 @@ check "another file under its name: not taken either" \
 mv "$TMP/kept.revocations" "$www/stable.revocations"
 check "the list back: taken (version 2), the channel followed at serial 4" \
     wait_status 's["trust"]["revocations"]["version"] == 2 and s["channel"]["serial"] == 4' 30
+
+echo "# a list that revokes the key of the channel it comes with"
+tp revoke -o "$TMP/self.revocations" --from "$TMP/stable.revocations" "${root_keys[@]}" \
+    --revoke "$pki/channel-signer.crt" > /dev/null
+publish --serial 5 --revocations "$TMP/self.revocations"
+check "the list is taken (version 3), the channel it came with is not followed (serial stays 4)" \
+    wait_status 's["trust"]["revocations"]["version"] == 3 and "is revoked by revocation list version 3" in
+                 (s["channel"]["last_error"] or "") and s["channel"]["serial"] == 4' 30
 daemon_finish
