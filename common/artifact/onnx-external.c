@@ -83,16 +83,6 @@ static int parse_number(PbWalker *w, const OnnxExternalKey *e, const char *key, 
         return 0;
 }
 
-static int unhex(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 /* 40 hex digits, either case: onnx.proto names no encoding, and this is the one sha1sum prints. */
 static int parse_checksum(PbWalker *w, const OnnxExternalKey *e, uint8_t ret[static ONNX_SHA1_SIZE]) {
         const char *s = e->value ? e->value : "";
@@ -101,7 +91,7 @@ static int parse_checksum(PbWalker *w, const OnnxExternalKey *e, uint8_t ret[sta
 
         bool ok = strlen(s) == 2 * ONNX_SHA1_SIZE;
         for (size_t i = 0; ok && i < ONNX_SHA1_SIZE; i++) {
-                int hi = unhex(s[2 * i]), lo = unhex(s[2 * i + 1]);
+                int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
                 if (hi < 0 || lo < 0)
                         ok = false;
                 else

@@ -25,12 +25,19 @@ int parse_u64(const char *s, uint64_t *ret) {
         return 0;
 }
 
-static int unhex(char c) {
+int hex_digit(char c) {
         if (c >= '0' && c <= '9')
                 return c - '0';
         if (c >= 'a' && c <= 'f')
                 return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
         return -1;
+}
+
+/* The canonical form is lowercase: an uppercase digit is not one. */
+static int lower_hex(char c) {
+        return c >= 'A' && c <= 'F' ? -1 : hex_digit(c);
 }
 
 int parse_sha256_hex(const char *s, uint8_t ret[SHA256_DIGEST_SIZE]) {
@@ -39,7 +46,7 @@ int parse_sha256_hex(const char *s, uint8_t ret[SHA256_DIGEST_SIZE]) {
         if (!s || strlen(s) != 2 * SHA256_DIGEST_SIZE)
                 return -EINVAL;
         for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++) {
-                int hi = unhex(s[2 * i]), lo = unhex(s[2 * i + 1]);
+                int hi = lower_hex(s[2 * i]), lo = lower_hex(s[2 * i + 1]);
                 if (hi < 0 || lo < 0)
                         return -EINVAL;
                 d[i] = (uint8_t) (hi << 4 | lo);

@@ -17,6 +17,8 @@
 
 _warn_unused_result_ int parse_u64(const char *s, uint64_t *ret);
 _warn_unused_result_ int parse_sha256_hex(const char *s, uint8_t ret[SHA256_DIGEST_SIZE]);
+/* A hex digit's value (either case), or -1. */
+int hex_digit(char c);
 /* ISO 8601 UTC "YYYY-MM-DDTHH:MM:SSZ" as seconds since the epoch; out-of-range fields (Feb 30) are refused. */
 _warn_unused_result_ int parse_time_utc(const char *s, int64_t *ret);
 /* Format @t as "YYYY-MM-DDTHH:MM:SSZ"; @buf must hold 21 bytes. */

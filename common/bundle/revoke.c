@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
 #include "revoke.h"
 #include "signed-file.h"
 #include "yaml-doc.h"
@@ -30,16 +31,6 @@ Revocations *revocations_free(Revocations *r) {
         return NULL;
 }
 
-static int hex_value(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 /* A serial number in hex (an odd count of digits is read as if a 0 led), leading zero bytes dropped. */
 static int parse_serial(const char *s, uint8_t ret[REVOKED_SERIAL_MAX], size_t *ret_len) {
         size_t n = strlen(s), len = (n + 1) / 2, skip = 0;
@@ -48,7 +39,7 @@ static int parse_serial(const char *s, uint8_t ret[REVOKED_SERIAL_MAX], size_t *
         if (n == 0 || len > REVOKED_SERIAL_MAX)
                 return -EINVAL;
         for (size_t i = 0; i < n; i++) {
-                int v = hex_value(s[i]);
+                int v = hex_digit(s[i]);
                 if (v < 0)
                         return -EINVAL;
                 size_t pos = i + (n % 2);       /* the digit's place in an even-length string */
