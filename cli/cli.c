@@ -110,3 +110,12 @@ int cli_parse_u64(const char *option, const char *value, uint64_t *ret) {
         }
         return 0;
 }
+
+int cli_load_signer(const char *key, const char *uri, const char *cert, Signer **ret) {
+        TpError err = {};
+        int r = uri ? signer_load_pkcs11(uri, cert, ret, &err) : signer_load(key, cert, ret, &err);
+
+        if (r < 0)
+                cli_error("%s", tp_error_message(&err, r));
+        return r;
+}

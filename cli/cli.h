@@ -62,3 +62,12 @@ int cli_parse_days(const char *option, const char *value, int64_t *ret_seconds);
 
 /* Parse a decimal unsigned integer option value; prints "--NAME: ..." and returns -EINVAL when bad. */
 int cli_parse_u64(const char *option, const char *value, uint64_t *ret);
+
+#include "sign.h"
+
+/*
+ * The signer of create, publish and revoke: a key file (--key) or a key in a PKCS#11 token
+ * (--pkcs11-uri), with its certificate chain (--cert). Exactly one of @key and @uri; prints
+ * the error and returns -errno on failure.
+ */
+int cli_load_signer(const char *key, const char *uri, const char *cert, Signer **ret);

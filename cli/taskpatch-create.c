@@ -23,7 +23,8 @@
 
 static void help(void) {
         printf("Usage: taskpatch create BASE TARGET -o OUT.tpb --task NAME\n"
-               "                        (--key KEY.pem --cert CERT.pem | --unsigned) [OPTIONS]\n"
+               "                        ((--key KEY.pem | --pkcs11-uri URI) --cert CERT.pem | --unsigned)\n"
+               "                        [OPTIONS]\n"
                "       taskpatch create OLD_BASE NEW_BASE --base-bundle -o OUT.tpb --version N [OPTIONS]\n"
                "       taskpatch create --base-bundle --full NEW_BASE -o OUT.tpb --version N [OPTIONS]\n"
                "\n"
@@ -45,6 +46,9 @@ static void help(void) {
                "                           [a-z0-9][a-z0-9._-]{0,63}; default 'default', the model\n"
                "                           of a one-model device (the manifest then names none)\n"
                "  --key FILE, --cert FILE  ECDSA P-256 signing key and certificate chain (PEM)\n"
+               "  --pkcs11-uri URI         sign with a key in a PKCS#11 token instead of --key (an\n"
+               "                           RFC 7512 URI: pkcs11:token=..;object=..?module-path=..;\n"
+               "                           the PIN from pin-value, pin-source or $TASKPATCH_PKCS11_PIN)\n"
                "  --unsigned               no signature (tests only: devices refuse it)\n"
                "  --expires DAYS           the bundle expires DAYS days from now\n"
                "  --expect-sites FILE      the sites the task must change: a list of names, one\n"
@@ -168,7 +172,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
 }
 
 int verb_create(int argc, char *argv[]) {
-        enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_KEY, OPT_CERT, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
+        enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_KEY, OPT_PKCS11, OPT_CERT, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
                OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -177,6 +181,7 @@ int verb_create(int argc, char *argv[]) {
                 { "model", required_argument, NULL, OPT_MODEL },
                 { "version", required_argument, NULL, OPT_VERSION },
                 { "key", required_argument, NULL, OPT_KEY },
+                { "pkcs11-uri", required_argument, NULL, OPT_PKCS11 },
                 { "cert", required_argument, NULL, OPT_CERT },
                 { "unsigned", no_argument, NULL, OPT_UNSIGNED },
                 { "expires", required_argument, NULL, OPT_EXPIRES },
@@ -189,7 +194,7 @@ int verb_create(int argc, char *argv[]) {
                 { "full", no_argument, NULL, OPT_FULL },
                 {},
         };
-        const char *out = NULL, *key = NULL, *cert = NULL, *expect_path = NULL;
+        const char *out = NULL, *key = NULL, *uri = NULL, *cert = NULL, *expect_path = NULL;
         CreateOptions o = { .version = 1, .level = CREATE_DEFAULT_LEVEL, .chunk_size = CREATE_DEFAULT_CHUNK };
         bool unsigned_ = false, json = false, dry_run = false, full = false;
         char scratch[] = "/tmp/taskpatch-plan.XXXXXX", plan_path[sizeof(scratch) + 16];
@@ -222,6 +227,9 @@ int verb_create(int argc, char *argv[]) {
                         break;
                 case OPT_KEY:
                         key = optarg;
+                        break;
+                case OPT_PKCS11:
+                        uri = optarg;
                         break;
                 case OPT_CERT:
                         cert = optarg;
@@ -278,14 +286,14 @@ int verb_create(int argc, char *argv[]) {
                                : "expected BASE TARGET -o OUT.tpb --task NAME (see --help)");
                 return EXIT_USAGE;
         }
-        if (dry_run && !key && !cert)
+        if (dry_run && !key && !uri && !cert)
                 unsigned_ = true;               /* the plan needs no key */
         if (!task_name_valid(o.task)) {
                 cli_error("--task '%s': expected [a-z0-9][a-z0-9._-]{0,63}", o.task);
                 return EXIT_USAGE;
         }
-        if (unsigned_ == (key || cert) || (!unsigned_ && !(key && cert))) {
-                cli_error("give either --key and --cert, or --unsigned");
+        if (unsigned_ == (key || uri || cert) || (!unsigned_ && !((key || uri) && cert)) || (key && uri)) {
+                cli_error("give either --key (or --pkcs11-uri) and --cert, or --unsigned");
                 return EXIT_USAGE;
         }
 
@@ -303,10 +311,8 @@ int verb_create(int argc, char *argv[]) {
         if (full)
                 bm.artifact->kind = tm.artifact->kind;  /* nothing, of the target's kind */
         const Artifact *base = bm.artifact, *target = tm.artifact;
-        if (key && (r = signer_load(key, cert, &signer, &err)) < 0) {
-                cli_error("%s", tp_error_message(&err, r));
+        if ((key || uri) && cli_load_signer(key, uri, cert, &signer) < 0)
                 return EXIT_FAILED;
-        }
         if (signer && check_signer_dates(signer, cert, o.expires) < 0)
                 return EXIT_FAILED;
         /* A full base bundle has nothing to compare with: every site is new (matched against nothing). */

@@ -19,7 +19,7 @@
 #include "yaml-doc.h"
 
 static void help(void) {
-        printf("Usage: taskpatch publish DIR --channel NAME --serial N --key KEY --cert CERT\n"
+        printf("Usage: taskpatch publish DIR --channel NAME --serial N (--key KEY | --pkcs11-uri URI) --cert CERT\n"
                "                         [--expires DAYS] [--revocations FILE] [--json]\n"
                "                         [--model MODEL] [--desired TASK] [--base BASE]\n"
                "                         [--rollout PERCENT [--rollout-seed SEED]] ...\n"
@@ -36,6 +36,7 @@ static void help(void) {
                "                   devices refuse a channel older than the last one they accepted\n"
                "  --expires DAYS   devices refuse the channel DAYS days from now (republish before)\n"
                "  --key FILE, --cert FILE  ECDSA P-256 signing key and certificate chain (PEM)\n"
+               "  --pkcs11-uri URI         the key in a PKCS#11 token instead (see taskpatch create)\n"
                "  --revocations FILE  a revocation list (taskpatch revoke) the channel carries: copied\n"
                "                   into DIR and named with its version, size and SHA-256; devices\n"
                "                   fetch it when it is newer than theirs. Without it, the list the\n"
@@ -343,7 +344,7 @@ static int carry_revocations(Channel *c, const Channel *old, const char *dir, co
 
 int verb_publish(int argc, char *argv[]) {
         enum { OPT_CHANNEL = 256, OPT_SERIAL, OPT_DESIRED, OPT_EXPIRES, OPT_KEY, OPT_CERT, OPT_JSON, OPT_MODEL,
-               OPT_BASE, OPT_ROLLOUT, OPT_SEED, OPT_REVOCATIONS };
+               OPT_BASE, OPT_ROLLOUT, OPT_SEED, OPT_REVOCATIONS, OPT_PKCS11 };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "channel", required_argument, NULL, OPT_CHANNEL },
@@ -358,6 +359,7 @@ int verb_publish(int argc, char *argv[]) {
                 { "rollout", required_argument, NULL, OPT_ROLLOUT },
                 { "rollout-seed", required_argument, NULL, OPT_SEED },
                 { "revocations", required_argument, NULL, OPT_REVOCATIONS },
+                { "pkcs11-uri", required_argument, NULL, OPT_PKCS11 },
                 {},
         };
         _cleanup_(channel_freep) Channel *c = calloc(1, sizeof(Channel));
@@ -366,7 +368,7 @@ int verb_publish(int argc, char *argv[]) {
         _cleanup_free_ PublishOptions *po = calloc(1, sizeof(PublishOptions));
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_free_ char *path = NULL;
-        const char *name = NULL, *key = NULL, *cert = NULL, *revocations = NULL;
+        const char *name = NULL, *key = NULL, *uri = NULL, *cert = NULL, *revocations = NULL;
         ModelOptions *cur = NULL;       /* the model the per-model options are for */
         int64_t expires = 0;             /* seconds from now; 0: never */
         bool json = false, have_serial = false;
@@ -406,6 +408,9 @@ int verb_publish(int argc, char *argv[]) {
                 case OPT_REVOCATIONS:
                         revocations = optarg;
                         break;
+                case OPT_PKCS11:
+                        uri = optarg;
+                        break;
                 case OPT_MODEL:
                 case OPT_DESIRED:
                 case OPT_BASE:
@@ -418,8 +423,8 @@ int verb_publish(int argc, char *argv[]) {
                 default:
                         return EXIT_USAGE;
                 }
-        if (argc - optind != 1 || !name || !have_serial || !key || !cert) {
-                cli_error("expected DIR --channel NAME --serial N --key KEY --cert CERT (see --help)");
+        if (argc - optind != 1 || !name || !have_serial || !(key || uri) || (key && uri) || !cert) {
+                cli_error("expected DIR --channel NAME --serial N (--key KEY | --pkcs11-uri URI) --cert CERT (see --help)");
                 return EXIT_USAGE;
         }
         if (!task_name_valid(name)) {
@@ -447,10 +452,8 @@ int verb_publish(int argc, char *argv[]) {
                 cli_error("%s (remove it to start the channel over)", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
-        if ((r = signer_load(key, cert, &signer, &err)) < 0) {
-                cli_error("%s", tp_error_message(&err, r));
+        if (cli_load_signer(key, uri, cert, &signer) < 0)
                 return EXIT_FAILED;
-        }
         if (scan_dir(dir, c) < 0)
                 return EXIT_FAILED;
         if (c->n_bundles == 0)

@@ -15,7 +15,8 @@
 #include "taskpatch.h"
 
 static void help(void) {
-        printf("Usage: taskpatch revoke -o OUT.revocations --key KEY --cert CERT [--from OLD.revocations]\n"
+        printf("Usage: taskpatch revoke -o OUT.revocations (--key KEY | --pkcs11-uri URI) --cert CERT\n"
+               "                        [--from OLD.revocations]\n"
                "                        [--version N] [--reason TEXT] [--json]\n"
                "                        [--revoke CERT.pem]... [--revoke-cert CERT.pem]... [--revoke-key SHA256]...\n"
                "\n"
@@ -27,6 +28,7 @@ static void help(void) {
                "\n"
                "  -o, --output FILE     the list to write (atomically)\n"
                "  --key FILE, --cert FILE  the root role's ECDSA P-256 key and certificate chain (PEM)\n"
+               "  --pkcs11-uri URI      the key in a PKCS#11 token instead (see taskpatch create)\n"
                "  --from FILE           start from this list's entries (the previous one)\n"
                "  --version N           the list's version (default: --from's + 1, else 1); devices\n"
                "                        take only a higher version than the one they hold\n"
@@ -152,12 +154,13 @@ static void list_print(const Revocations *rl, const char *path) {
 }
 
 int verb_revoke(int argc, char *argv[]) {
-        enum { OPT_KEY = 256, OPT_CERT, OPT_FROM, OPT_VERSION, OPT_REASON, OPT_JSON, OPT_REVOKE, OPT_REVOKE_CERT,
+        enum { OPT_KEY = 256, OPT_PKCS11, OPT_CERT, OPT_FROM, OPT_VERSION, OPT_REASON, OPT_JSON, OPT_REVOKE, OPT_REVOKE_CERT,
                OPT_REVOKE_KEY };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
                 { "key", required_argument, NULL, OPT_KEY },
+                { "pkcs11-uri", required_argument, NULL, OPT_PKCS11 },
                 { "cert", required_argument, NULL, OPT_CERT },
                 { "from", required_argument, NULL, OPT_FROM },
                 { "version", required_argument, NULL, OPT_VERSION },
@@ -172,7 +175,7 @@ int verb_revoke(int argc, char *argv[]) {
         _cleanup_(signer_freep) Signer *signer = NULL;
         _cleanup_free_ RevokeArgs *args = calloc((size_t) argc, sizeof(RevokeArgs));
         _cleanup_free_ uint8_t *data = NULL;
-        const char *out = NULL, *key = NULL, *cert = NULL, *from = NULL, *reason = NULL;
+        const char *out = NULL, *key = NULL, *uri = NULL, *cert = NULL, *from = NULL, *reason = NULL;
         uint64_t version = 0;
         bool json = false;
         size_t n_args = 0, added, len;
@@ -192,6 +195,9 @@ int verb_revoke(int argc, char *argv[]) {
                         break;
                 case OPT_KEY:
                         key = optarg;
+                        break;
+                case OPT_PKCS11:
+                        uri = optarg;
                         break;
                 case OPT_CERT:
                         cert = optarg;
@@ -224,8 +230,8 @@ int verb_revoke(int argc, char *argv[]) {
                 default:
                         return EXIT_USAGE;
                 }
-        if (optind != argc || !out || !key || !cert) {
-                cli_error("expected -o OUT --key KEY --cert CERT (see --help)");
+        if (optind != argc || !out || !(key || uri) || (key && uri) || !cert) {
+                cli_error("expected -o OUT (--key KEY | --pkcs11-uri URI) --cert CERT (see --help)");
                 return EXIT_USAGE;
         }
         if (from) {
@@ -246,7 +252,9 @@ int verb_revoke(int argc, char *argv[]) {
         rl->created = (int64_t) clock_wall();
         if (add_entries(rl, args, n_args, reason, &added) < 0)
                 return EXIT_FAILED;
-        if ((r = signer_load(key, cert, &signer, &err)) < 0 || (r = revocations_write(rl, signer, &data, &len, &err)) < 0) {
+        if (cli_load_signer(key, uri, cert, &signer) < 0)
+                return EXIT_FAILED;
+        if ((r = revocations_write(rl, signer, &data, &len, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }

@@ -152,6 +152,13 @@ typedef struct Signer Signer;
  * seeded; -ENOMEM.
  */
 _warn_unused_result_ int signer_load(const char *key_path, const char *cert_path, Signer **ret, TpError *err);
+/*
+ * A signer whose key stays in a PKCS#11 token (sign-pkcs11.h: the RFC 7512 URI, module-path,
+ * the PIN), with its certificate chain from @cert_path as for signer_load(); the pair is
+ * proven by a probe signature made in the token and verified with the certificate's key.
+ * The key's errors are sign-pkcs11.h's; -EKEYREJECTED when the certificate is not the key's.
+ */
+_warn_unused_result_ int signer_load_pkcs11(const char *uri, const char *cert_path, Signer **ret, TpError *err);
 
 /*
  * The signer (leaf) certificate's validity: its notBefore and notAfter,
