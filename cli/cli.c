@@ -111,11 +111,49 @@ int cli_parse_u64(const char *option, const char *value, uint64_t *ret) {
         return 0;
 }
 
-int cli_load_signer(const char *key, const char *uri, const char *cert, Signer **ret) {
-        TpError err = {};
-        int r = uri ? signer_load_pkcs11(uri, cert, ret, &err) : signer_load(key, cert, ret, &err);
+void cli_signers_key(CliSigners *s, const char *key, const char *uri) {
+        if (s->n_keys >= CLI_SIGNERS_MAX) {
+                s->too_many = true;
+                return;
+        }
+        s->keys[s->n_keys] = key;
+        s->uris[s->n_keys++] = uri;
+}
 
-        if (r < 0)
-                cli_error("%s", tp_error_message(&err, r));
-        return r;
+void cli_signers_cert(CliSigners *s, const char *cert) {
+        if (s->n_certs >= CLI_SIGNERS_MAX) {
+                s->too_many = true;
+                return;
+        }
+        s->certs[s->n_certs++] = cert;
+}
+
+bool cli_signers_any(const CliSigners *s) {
+        return s->n_keys > 0 || s->n_certs > 0;
+}
+
+bool cli_signers_valid(const CliSigners *s) {
+        return !s->too_many && s->n_keys > 0 && s->n_keys == s->n_certs;
+}
+
+int cli_load_signers(const CliSigners *s, Signer **ret) {
+        Signer *all = NULL;
+        TpError err = {};
+
+        for (size_t i = 0; i < s->n_keys; i++) {
+                Signer *one = NULL;
+                int r = s->uris[i] ? signer_load_pkcs11(s->uris[i], s->certs[i], &one, &err)
+                                   : signer_load(s->keys[i], s->certs[i], &one, &err);
+                if (r < 0) {
+                        cli_error("%s", tp_error_message(&err, r));
+                        signer_free(all);
+                        return r;
+                }
+                if (all)
+                        signer_add(all, one);
+                else
+                        all = one;
+        }
+        *ret = all;
+        return 0;
 }

@@ -66,8 +66,24 @@ int cli_parse_u64(const char *option, const char *value, uint64_t *ret);
 #include "sign.h"
 
 /*
- * The signer of create, publish and revoke: a key file (--key) or a key in a PKCS#11 token
- * (--pkcs11-uri), with its certificate chain (--cert). Exactly one of @key and @uri; prints
- * the error and returns -errno on failure.
+ * The signers of create, publish and revoke: each a key file (--key) or a key in a PKCS#11
+ * token (--pkcs11-uri), with its certificate chain (--cert); the n-th --cert is the n-th key's.
+ * Several sign one file together (a set of signatures, sigset.h).
  */
-int cli_load_signer(const char *key, const char *uri, const char *cert, Signer **ret);
+#define CLI_SIGNERS_MAX 8
+typedef struct CliSigners {
+        const char *keys[CLI_SIGNERS_MAX];      /* a key file, or NULL when uris[i] names a token's key */
+        const char *uris[CLI_SIGNERS_MAX];
+        const char *certs[CLI_SIGNERS_MAX];
+        size_t n_keys, n_certs;
+        bool too_many;
+} CliSigners;
+
+/* Record --key (@uri NULL) or --pkcs11-uri (@key NULL), or --cert. */
+void cli_signers_key(CliSigners *s, const char *key, const char *uri);
+void cli_signers_cert(CliSigners *s, const char *cert);
+/* Whether some key or certificate was given; whether they pair up (as many of each, 1..8). */
+bool cli_signers_any(const CliSigners *s);
+bool cli_signers_valid(const CliSigners *s);
+/* Load them all, the first one first (its dates are what create checks); prints the error, -errno. */
+int cli_load_signers(const CliSigners *s, Signer **ret);

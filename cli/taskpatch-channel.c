@@ -11,6 +11,7 @@
 #include "channel.h"
 #include "cli.h"
 #include "hashfile.h"
+#include "sigset.h"
 #include "taskpatch.h"
 #include "yaml-doc.h"
 
@@ -119,6 +120,39 @@ void signer_print(const SignatureInfo *info) {
         printf("          key sha256 %s\n          certificate %s of '%s'\n", hex, info->serial, info->issuer);
 }
 
+bool signers_first(const uint8_t *sig, size_t len, SignatureInfo *ret) {
+        SignatureSet set;
+        return sig && signature_set_parse(sig, len, &set, NULL) >= 0 &&
+               signature_parse_info(set.sigs[0].block, set.sigs[0].len, ret, NULL) >= 0;
+}
+
+json_t *signers_json(const uint8_t *sig, size_t len) {
+        json_t *a = json_array();
+        SignatureInfo info;
+        SignatureSet set;
+
+        for (size_t i = 0; sig && signature_set_parse(sig, len, &set, NULL) >= 0 && i < set.n; i++)
+                json_array_append_new(a, signature_parse_info(set.sigs[i].block, set.sigs[i].len, &info, NULL) >= 0 ?
+                                             signer_json(&info) : json_null());
+        return a;
+}
+
+void signers_print(const uint8_t *sig, size_t len) {
+        SignatureInfo info;
+        SignatureSet set;
+
+        if (!sig || signature_set_parse(sig, len, &set, NULL) < 0) {
+                printf("signer    %s\n", sig ? "(unreadable)" : "(unsigned)");
+                return;
+        }
+        for (size_t i = 0; i < set.n; i++) {
+                bool ok = signature_parse_info(set.sigs[i].block, set.sigs[i].len, &info, NULL) >= 0;
+                printf("signer    %s\n", ok ? info.subject : "(unreadable)");
+                if (ok)
+                        signer_print(&info);
+        }
+}
+
 void channel_print(const Channel *c) {
         char when[21];
 
@@ -144,26 +178,25 @@ int channel_inspect(const char *path, bool json) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
-        bool have_signer = signature_parse_info(c->signature, c->signature_len, &info, NULL) >= 0;
+        bool have_signer = signers_first(c->signature, c->signature_len, &info);
         if (json) {
                 json_t *j = channel_to_json(c);
                 json_object_set_new(j, "signer", have_signer ? json_string(info.subject) : json_null());
                 if (have_signer)
                         json_object_set_new(j, "signer_certificate", signer_json(&info));
+                json_object_set_new(j, "signers", signers_json(c->signature, c->signature_len));
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
                 return EXIT_OK;
         }
         channel_print(c);
-        printf("signer    %s\n", have_signer ? info.subject : "(unreadable)");
-        if (have_signer)
-                signer_print(&info);
+        signers_print(c->signature, c->signature_len);
         return EXIT_OK;
 }
 
 /* The signature and expiry, then every bundle it lists must be beside it with its size and SHA-256. */
-int channel_verify_files(const char *path, const char *ca_path) {
+int channel_verify_files(const char *path, const char *ca_path, unsigned threshold) {
         _cleanup_(channel_freep) Channel *c = NULL;
         _cleanup_free_ char *copy = strdup(path);
         char signer[256];
@@ -174,8 +207,8 @@ int channel_verify_files(const char *path, const char *ca_path) {
         if (!copy)
                 return EXIT_FAILED;
         if ((r = channel_load(path, &c, &err)) < 0 ||
-            (r = channel_verify(c, path, &(SignatureTrust) { .ca_path = ca_path, .now = clock_wall() }, signer,
-                                &err)) < 0) {
+            (r = channel_verify(c, path, &(SignatureTrust) { .ca_path = ca_path, .now = clock_wall(),
+                                                             .threshold = threshold }, signer, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }

@@ -46,6 +46,7 @@ static void help(void) {
                "                           [a-z0-9][a-z0-9._-]{0,63}; default 'default', the model\n"
                "                           of a one-model device (the manifest then names none)\n"
                "  --key FILE, --cert FILE  ECDSA P-256 signing key and certificate chain (PEM)\n"
+               "                           (once per signer: the file then carries a signature of each)\n"
                "  --pkcs11-uri URI         sign with a key in a PKCS#11 token instead of --key (an\n"
                "                           RFC 7512 URI: pkcs11:token=..;object=..?module-path=..;\n"
                "                           the PIN from pin-value, pin-source or $TASKPATCH_PKCS11_PIN)\n"
@@ -194,7 +195,8 @@ int verb_create(int argc, char *argv[]) {
                 { "full", no_argument, NULL, OPT_FULL },
                 {},
         };
-        const char *out = NULL, *key = NULL, *uri = NULL, *cert = NULL, *expect_path = NULL;
+        const char *out = NULL, *expect_path = NULL;
+        CliSigners signers = {};
         CreateOptions o = { .version = 1, .level = CREATE_DEFAULT_LEVEL, .chunk_size = CREATE_DEFAULT_CHUNK };
         bool unsigned_ = false, json = false, dry_run = false, full = false;
         char scratch[] = "/tmp/taskpatch-plan.XXXXXX", plan_path[sizeof(scratch) + 16];
@@ -226,13 +228,11 @@ int verb_create(int argc, char *argv[]) {
                                 return EXIT_USAGE;
                         break;
                 case OPT_KEY:
-                        key = optarg;
-                        break;
                 case OPT_PKCS11:
-                        uri = optarg;
+                        cli_signers_key(&signers, c == OPT_KEY ? optarg : NULL, c == OPT_PKCS11 ? optarg : NULL);
                         break;
                 case OPT_CERT:
-                        cert = optarg;
+                        cli_signers_cert(&signers, optarg);
                         break;
                 case OPT_UNSIGNED:
                         unsigned_ = true;
@@ -286,14 +286,15 @@ int verb_create(int argc, char *argv[]) {
                                : "expected BASE TARGET -o OUT.tpb --task NAME (see --help)");
                 return EXIT_USAGE;
         }
-        if (dry_run && !key && !uri && !cert)
+        if (dry_run && !cli_signers_any(&signers))
                 unsigned_ = true;               /* the plan needs no key */
         if (!task_name_valid(o.task)) {
                 cli_error("--task '%s': expected [a-z0-9][a-z0-9._-]{0,63}", o.task);
                 return EXIT_USAGE;
         }
-        if (unsigned_ == (key || uri || cert) || (!unsigned_ && !((key || uri) && cert)) || (key && uri)) {
-                cli_error("give either --key (or --pkcs11-uri) and --cert, or --unsigned");
+        if (unsigned_ == cli_signers_any(&signers) || (!unsigned_ && !cli_signers_valid(&signers))) {
+                cli_error("give either --key (or --pkcs11-uri) and --cert, once per signer (at most %d), or "
+                          "--unsigned", CLI_SIGNERS_MAX);
                 return EXIT_USAGE;
         }
 
@@ -311,10 +312,12 @@ int verb_create(int argc, char *argv[]) {
         if (full)
                 bm.artifact->kind = tm.artifact->kind;  /* nothing, of the target's kind */
         const Artifact *base = bm.artifact, *target = tm.artifact;
-        if ((key || uri) && cli_load_signer(key, uri, cert, &signer) < 0)
+        if (!unsigned_ && cli_load_signers(&signers, &signer) < 0)
                 return EXIT_FAILED;
-        if (signer && check_signer_dates(signer, cert, o.expires) < 0)
-                return EXIT_FAILED;
+        size_t i = 0;
+        for (const Signer *s = signer; s; s = signer_next(s), i++)
+                if (check_signer_dates(s, signers.certs[i], o.expires) < 0)
+                        return EXIT_FAILED;
         /* A full base bundle has nothing to compare with: every site is new (matched against nothing). */
         r = full ? ((d = calloc(1, sizeof(Diff))) ? 0 : -ENOMEM)
                  : diff_compute(&bm.files, base, &tm.files, target, &d, &err);

@@ -134,7 +134,7 @@ int verb_inspect(int argc, char *argv[]) {
 
         const Manifest *m = b->manifest;
         SignatureInfo info = {};
-        bool have_signer = b->signature && signature_parse_info(b->signature, b->signature_len, &info, NULL) >= 0;
+        bool have_signer = signers_first(b->signature, b->signature_len, &info);
         uint64_t n_enc[_SPAN_ENCODING_MAX] = {}, span_bytes = 0, copied = 0;
         for (size_t i = 0; i < m->n_spans; i++) {
                 /* changed_bytes: what the spans code; copies are the base's bytes (create.h). */
@@ -176,6 +176,7 @@ int verb_inspect(int argc, char *argv[]) {
                 json_object_set_new(j, "copied_bytes", json_integer((json_int_t) copied));
                 if (have_signer)
                         json_object_set_new(j, "signer_certificate", signer_json(&info));
+                json_object_set_new(j, "signers", signers_json(b->signature, b->signature_len));
                 if (m->base.files.set.n_files)
                         json_object_set_new(json_object_get(j, "base"), "files", files_json(&m->base.files));
                 if (m->target.files.set.n_files)
@@ -203,9 +204,7 @@ int verb_inspect(int argc, char *argv[]) {
         printf("target    %s  %" PRIu64 " bytes%s\n", hex, m->target.size,
                m->target.files.set.n_files ? " (a directory)" : "");
         files_print("target", &m->target.files);
-        printf("signer    %s\n", !b->signature ? "(unsigned)" : have_signer ? info.subject : "(unreadable)");
-        if (have_signer)
-                signer_print(&info);
+        signers_print(b->signature, b->signature_len);
         printf("format    %" PRIu64 "%s\n", m->format,
                m->format == MANIFEST_FORMAT_RELOCATING ? " (relocating: the spans tile the target)" : " (in place)");
         printf("spans     %zu (%" PRIu64 " delta, %" PRIu64 " raw, %" PRIu64 " ref, %" PRIu64 " copy), coding %" PRIu64

@@ -36,7 +36,8 @@ static void help(void) {
                "                   devices refuse a channel older than the last one they accepted\n"
                "  --expires DAYS   devices refuse the channel DAYS days from now (republish before)\n"
                "  --key FILE, --cert FILE  ECDSA P-256 signing key and certificate chain (PEM)\n"
-               "  --pkcs11-uri URI         the key in a PKCS#11 token instead (see taskpatch create)\n"
+               "  --pkcs11-uri URI         the key in a PKCS#11 token instead (see taskpatch create);\n"
+               "                   a key and --cert per signer, when devices need several (trust.threshold)\n"
                "  --revocations FILE  a revocation list (taskpatch revoke) the channel carries: copied\n"
                "                   into DIR and named with its version, size and SHA-256; devices\n"
                "                   fetch it when it is newer than theirs. Without it, the list the\n"
@@ -368,7 +369,8 @@ int verb_publish(int argc, char *argv[]) {
         _cleanup_free_ PublishOptions *po = calloc(1, sizeof(PublishOptions));
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_free_ char *path = NULL;
-        const char *name = NULL, *key = NULL, *uri = NULL, *cert = NULL, *revocations = NULL;
+        const char *name = NULL, *revocations = NULL;
+        CliSigners signers = {};
         ModelOptions *cur = NULL;       /* the model the per-model options are for */
         int64_t expires = 0;             /* seconds from now; 0: never */
         bool json = false, have_serial = false;
@@ -397,10 +399,10 @@ int verb_publish(int argc, char *argv[]) {
                                 return EXIT_USAGE;
                         break;
                 case OPT_KEY:
-                        key = optarg;
+                        cli_signers_key(&signers, optarg, NULL);
                         break;
                 case OPT_CERT:
-                        cert = optarg;
+                        cli_signers_cert(&signers, optarg);
                         break;
                 case OPT_JSON:
                         json = true;
@@ -409,7 +411,7 @@ int verb_publish(int argc, char *argv[]) {
                         revocations = optarg;
                         break;
                 case OPT_PKCS11:
-                        uri = optarg;
+                        cli_signers_key(&signers, NULL, optarg);
                         break;
                 case OPT_MODEL:
                 case OPT_DESIRED:
@@ -423,7 +425,7 @@ int verb_publish(int argc, char *argv[]) {
                 default:
                         return EXIT_USAGE;
                 }
-        if (argc - optind != 1 || !name || !have_serial || !(key || uri) || (key && uri) || !cert) {
+        if (argc - optind != 1 || !name || !have_serial || !cli_signers_valid(&signers)) {
                 cli_error("expected DIR --channel NAME --serial N (--key KEY | --pkcs11-uri URI) --cert CERT (see --help)");
                 return EXIT_USAGE;
         }
@@ -452,7 +454,7 @@ int verb_publish(int argc, char *argv[]) {
                 cli_error("%s (remove it to start the channel over)", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
-        if (cli_load_signer(key, uri, cert, &signer) < 0)
+        if (cli_load_signers(&signers, &signer) < 0)
                 return EXIT_FAILED;
         if (scan_dir(dir, c) < 0)
                 return EXIT_FAILED;

@@ -175,7 +175,8 @@ int verb_revoke(int argc, char *argv[]) {
         _cleanup_(signer_freep) Signer *signer = NULL;
         _cleanup_free_ RevokeArgs *args = calloc((size_t) argc, sizeof(RevokeArgs));
         _cleanup_free_ uint8_t *data = NULL;
-        const char *out = NULL, *key = NULL, *uri = NULL, *cert = NULL, *from = NULL, *reason = NULL;
+        const char *out = NULL, *from = NULL, *reason = NULL;
+        CliSigners signers = {};
         uint64_t version = 0;
         bool json = false;
         size_t n_args = 0, added, len;
@@ -194,13 +195,11 @@ int verb_revoke(int argc, char *argv[]) {
                         out = optarg;
                         break;
                 case OPT_KEY:
-                        key = optarg;
-                        break;
                 case OPT_PKCS11:
-                        uri = optarg;
+                        cli_signers_key(&signers, opt == OPT_KEY ? optarg : NULL, opt == OPT_PKCS11 ? optarg : NULL);
                         break;
                 case OPT_CERT:
-                        cert = optarg;
+                        cli_signers_cert(&signers, optarg);
                         break;
                 case OPT_FROM:
                         from = optarg;
@@ -230,7 +229,7 @@ int verb_revoke(int argc, char *argv[]) {
                 default:
                         return EXIT_USAGE;
                 }
-        if (optind != argc || !out || !(key || uri) || (key && uri) || !cert) {
+        if (optind != argc || !out || !cli_signers_valid(&signers)) {
                 cli_error("expected -o OUT (--key KEY | --pkcs11-uri URI) --cert CERT (see --help)");
                 return EXIT_USAGE;
         }
@@ -252,7 +251,7 @@ int verb_revoke(int argc, char *argv[]) {
         rl->created = (int64_t) clock_wall();
         if (add_entries(rl, args, n_args, reason, &added) < 0)
                 return EXIT_FAILED;
-        if (cli_load_signer(key, uri, cert, &signer) < 0)
+        if (cli_load_signers(&signers, &signer) < 0)
                 return EXIT_FAILED;
         if ((r = revocations_write(rl, signer, &data, &len, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
@@ -283,20 +282,21 @@ int revocations_inspect(const char *path, bool json) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
-        bool have_signer = signature_parse_info(rl->signature, rl->signature_len, &info, NULL) >= 0;
+        bool have_signer = signers_first(rl->signature, rl->signature_len, &info);
         if (json) {
                 json_t *j = list_json(rl, path);
                 json_object_set_new(j, "signer", have_signer ? json_string(info.subject) : json_null());
+                json_object_set_new(j, "signers", signers_json(rl->signature, rl->signature_len));
                 return cli_print_json(j) < 0 ? EXIT_FAILED : EXIT_OK;
         }
         list_print(rl, path);
-        printf("signer    %s\n", have_signer ? info.subject : "(unreadable)");
+        signers_print(rl->signature, rl->signature_len);
         return EXIT_OK;
 }
 
-int revocations_verify_file(const char *path, const char *ca_path) {
+int revocations_verify_file(const char *path, const char *ca_path, unsigned threshold) {
         _cleanup_(revocations_freep) Revocations *rl = NULL;
-        SignatureTrust trust = { .ca_path = ca_path, .now = clock_wall() };
+        SignatureTrust trust = { .ca_path = ca_path, .now = clock_wall(), .threshold = threshold };
         char signer[256];
         TpError err = {};
         int r;

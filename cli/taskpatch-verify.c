@@ -10,11 +10,12 @@
 #include "cli.h"
 #include "parse.h"
 #include "revoke.h"
+#include "sigset.h"
 #include "taskpatch.h"
 
 static void help(void) {
-        printf("Usage: taskpatch verify BUNDLE|CHANNEL|REVOCATIONS --ca CA.pem [--crl CRL] [--allow-unsigned]\n"
-               "                        [--json]\n"
+        printf("Usage: taskpatch verify BUNDLE|CHANNEL|REVOCATIONS --ca CA.pem [--crl CRL] [--threshold N]\n"
+               "                        [--allow-unsigned] [--json]\n"
                "\n"
                "Check the signature chain against CA.pem (a PEM file or a directory), the\n"
                "manifest, the expiry, and every payload hash that can be checked without the\n"
@@ -27,6 +28,8 @@ static void help(void) {
                "  --ca PATH           trusted CA certificate(s)\n"
                "  --crl PATH          X.509 CRLs (a PEM or DER file, or a directory of *.pem and\n"
                "                      *.crl): a revoked signer or an out-of-date CRL fails\n"
+               "  --threshold N       N distinct signers must verify (a file signed by several:\n"
+               "                      taskpatch sign), as devices with trust.threshold N ask; default 1\n"
                "  --allow-unsigned    accept an unsigned bundle (tests only)\n"
                "  --json              print the result as JSON (bundles only): task, version,\n"
                "                      format, signer, signature_checked, expires, base and\n"
@@ -54,11 +57,12 @@ static json_t *verify_json(const Bundle *b, const BundleTrust *trust, size_t raw
 }
 
 int verb_verify(int argc, char *argv[]) {
-        enum { OPT_CA = 256, OPT_CRL, OPT_UNSIGNED, OPT_JSON };
+        enum { OPT_CA = 256, OPT_CRL, OPT_THRESHOLD, OPT_UNSIGNED, OPT_JSON };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "ca", required_argument, NULL, OPT_CA },
                 { "crl", required_argument, NULL, OPT_CRL },
+                { "threshold", required_argument, NULL, OPT_THRESHOLD },
                 { "allow-unsigned", no_argument, NULL, OPT_UNSIGNED },
                 { "json", no_argument, NULL, OPT_JSON },
                 {},
@@ -84,6 +88,15 @@ int verb_verify(int argc, char *argv[]) {
                 case OPT_CRL:
                         trust.crl_path = optarg;
                         break;
+                case OPT_THRESHOLD: {
+                        uint64_t n;
+                        if (cli_parse_u64("threshold", optarg, &n) < 0 || n == 0 || n > SIGNATURE_SET_MAX) {
+                                cli_error("--threshold: expected 1 to %d", SIGNATURE_SET_MAX);
+                                return EXIT_USAGE;
+                        }
+                        trust.threshold = (unsigned) n;
+                        break;
+                }
                 case OPT_UNSIGNED:
                         trust.allow_unsigned = true;
                         break;
@@ -107,14 +120,14 @@ int verb_verify(int argc, char *argv[]) {
                         cli_error("--json is for bundles; a channel's verification prints text only");
                         return EXIT_USAGE;
                 }
-                return channel_verify_files(argv[optind], trust.ca_path);
+                return channel_verify_files(argv[optind], trust.ca_path, trust.threshold);
         }
         if (cli_has_magic(argv[optind], REVOCATIONS_MAGIC)) {
                 if (!trust.ca_path || json) {
                         cli_error("a revocation list is always signed: give --ca (its root CA); text output only");
                         return EXIT_USAGE;
                 }
-                return revocations_verify_file(argv[optind], trust.ca_path);
+                return revocations_verify_file(argv[optind], trust.ca_path, trust.threshold);
         }
 
         if ((r = bundle_open_verified(argv[optind], &trust, &b, &err)) < 0)

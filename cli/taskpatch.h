@@ -48,12 +48,17 @@ bool cli_has_magic(const char *path, const char *magic);
 /* A signer certificate as inspect shows it: subject, issuer, serial, key_sha256 (what revoke names). */
 json_t *signer_json(const SignatureInfo *info);
 void signer_print(const SignatureInfo *info);
+/* A signature section's signers (one block or a set: sigset.h), read without verifying. */
+bool signers_first(const uint8_t *sig, size_t len, SignatureInfo *ret);
+json_t *signers_json(const uint8_t *sig, size_t len);
+void signers_print(const uint8_t *sig, size_t len);
 json_t *channel_to_json(const Channel *c);
 void channel_print(const Channel *c);
 int channel_inspect(const char *path, bool json);
-int channel_verify_files(const char *path, const char *ca_path);
+int channel_verify_files(const char *path, const char *ca_path, unsigned threshold);
 
 /* Revocation lists (taskpatch-revoke.c), for revoke, inspect and verify. */
 int verb_revoke(int argc, char *argv[]);
+int verb_sign(int argc, char *argv[]);
 int revocations_inspect(const char *path, bool json);
-int revocations_verify_file(const char *path, const char *ca_path);
+int revocations_verify_file(const char *path, const char *ca_path, unsigned threshold);

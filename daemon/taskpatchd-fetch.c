@@ -233,7 +233,8 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
 int fetch_verify_channel(Fetcher *f, const Channel *c, const char *url, TpError *err) {
         const SourceHost *host = f->models[0].host;
         SignatureTrust trust = { .ca_path = config_channel_ca(f->config), .crl_path = f->config->trust.crl,
-                                 .crl_expired_warn = f->config->trust.crl_expired_warn };
+                                 .crl_expired_warn = f->config->trust.crl_expired_warn,
+                                 .threshold = (unsigned) f->config->trust.threshold };
         int r = host->dates_now(host, &trust.now, err);
 
         if (r < 0)

@@ -336,6 +336,7 @@ BundleTrust manager_bundle_trust(const Manager *m, time_t now) {
         return (BundleTrust) { .ca_path = config_bundle_ca(m->config), .now = now, .crl_path = m->config->trust.crl,
                                .crl_expired_warn = m->config->trust.crl_expired_warn,
                                .revoked = trust_store_list(m->trust),
+                               .threshold = (unsigned) m->config->trust.bundle_threshold,
                                .max_manifest_bytes = m->config->limits.manifest_bytes,
                                .max_spans = m->config->limits.manifest_spans };
 }

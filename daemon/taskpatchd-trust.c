@@ -40,7 +40,8 @@ int trust_store_update(TrustStore *t, const DaemonConfig *config, time_t now, co
                        const char *what, TpError *err) {
         _cleanup_(revocations_freep) Revocations *rl = NULL;
         SignatureTrust root = { .ca_path = config_root_ca(config), .now = now, .crl_path = config->trust.crl,
-                                .crl_expired_warn = config->trust.crl_expired_warn, .revoked = t->list };
+                                .crl_expired_warn = config->trust.crl_expired_warn, .revoked = t->list,
+                                .threshold = (unsigned) config->trust.threshold };
         char signer[256];
         int r;
 

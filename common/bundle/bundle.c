@@ -9,6 +9,7 @@
 #include <zstd_errors.h>
 
 #include "bundle.h"
+#include "sigset.h"
 #include "fileio.h"
 #include "le.h"
 #include "reader.h"
@@ -174,12 +175,12 @@ static int bundle_check_signature(Bundle *b, BundleTrust *trust, TpError *err) {
                                 b->what);
         if (b->signature && trust->ca_path) {
                 SignatureTrust st = { .ca_path = trust->ca_path, .now = trust->now, .crl_path = trust->crl_path,
-                                      .crl_expired_warn = trust->crl_expired_warn, .revoked = trust->revoked };
-                r = signature_verify_trust(b->signature, b->signature_len, b->manifest_text, b->manifest_len, &st,
-                                           &trust->signer_info, err);
+                                      .crl_expired_warn = trust->crl_expired_warn, .revoked = trust->revoked,
+                                      .threshold = trust->threshold };
+                r = signature_set_verify(b->signature, b->signature_len, b->manifest_text, b->manifest_len, &st,
+                                         &trust->signer_info, trust->signer, err);
                 if (r < 0)
                         return tp_error_prefix(err, r, "%s", b->what);
-                snprintf(trust->signer, sizeof(trust->signer), "%s", trust->signer_info.subject);
                 trust->signature_checked = true;
         }
         return 0;

@@ -78,12 +78,13 @@ typedef struct BundleTrust {
         const char *crl_path;
         bool crl_expired_warn;
         const Revocations *revoked;
+        unsigned threshold;             /* distinct signers the bundle needs (sigset.h); 0 or 1: one */
         /* A device's caps (bundle_open_verified*): the manifest's bytes, checked before they are read
          * (format 2: its section's bytes, and the YAML they decode to, checked before it is decoded),
          * and its spans, checked after the parse; 0: the format's own (MANIFEST_MAX_BYTES, _SPANS). */
         uint64_t max_manifest_bytes;
         uint64_t max_spans;
-        char signer[256];               /* out: the signer's subject, "" when none was checked */
+        char signer[256];               /* out: the signers' subjects ("CN=a, CN=b"), "" when none was checked */
         bool signature_checked;         /* out */
         SignatureInfo signer_info;      /* out, when signature_checked: the signer, and a stale CRL let pass */
 } BundleTrust;

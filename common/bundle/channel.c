@@ -10,6 +10,7 @@
 #include "fileio.h"
 #include "sign.h"
 #include "signed-file.h"
+#include "sigset.h"
 #include "yaml-doc.h"
 #include "yaml-write.h"
 
@@ -452,7 +453,9 @@ int channel_verify(const Channel *c, const char *what, const SignatureTrust *tru
         SignatureInfo info;
         int r;
 
-        r = signature_verify_trust(c->signature, c->signature_len, c->index_text, c->index_len, trust, &info, err);
+        char signers[SIGNATURE_SIGNERS_MAX];
+        r = signature_set_verify(c->signature, c->signature_len, c->index_text, c->index_len, trust, &info, signers,
+                                 err);
         if (r < 0)
                 return tp_error_prefix(err, r, "%s", what);
         if (c->expires != 0 && now != SIGNATURE_CLOCK_UNKNOWN && c->expires < (int64_t) now) {
@@ -461,7 +464,7 @@ int channel_verify(const Channel *c, const char *what, const SignatureTrust *tru
                 return tp_error(err, -EKEYEXPIRED, "%s: the channel expired on %s", what, when);
         }
         if (ret_signer)
-                snprintf(ret_signer, 256, "%s", info.subject);
+                snprintf(ret_signer, 256, "%s", signers);
         return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "parse.h"
 #include "revoke.h"
 #include "signed-file.h"
+#include "sigset.h"
 #include "yaml-doc.h"
 #include "yaml-write.h"
 
@@ -208,13 +209,14 @@ int revocations_load(const char *path, Revocations **ret, TpError *err) {
 
 int revocations_verify(const Revocations *rl, const char *what, const SignatureTrust *trust, char *ret_signer,
                        TpError *err) {
-        SignatureInfo info;
-        int r = signature_verify_trust(rl->signature, rl->signature_len, rl->text, rl->text_len, trust, &info, err);
+        char signers[SIGNATURE_SIGNERS_MAX];
+        int r = signature_set_verify(rl->signature, rl->signature_len, rl->text, rl->text_len, trust, NULL, signers,
+                                     err);
 
         if (r < 0)
                 return tp_error_prefix(err, r, "%s", what);
         if (ret_signer)
-                snprintf(ret_signer, 256, "%s", info.subject);
+                snprintf(ret_signer, 256, "%s", signers);
         return 0;
 }
 

@@ -23,8 +23,10 @@
 #include "sign-pkcs11.h"
 #include "revoke.h"
 #include "sign.h"
+#include "sigset.h"
 
 struct Signer {
+        Signer *next;                   /* another signer whose signature goes in the same set (sigset.h) */
         Pkcs11Key *token;               /* the key is in a PKCS#11 token (then key is unused), else NULL */
         mbedtls_pk_context key;
         mbedtls_x509_crt chain;         /* leaf first, as in the PEM file */
@@ -594,6 +596,7 @@ time_t clock_for_dates(void) {
 Signer *signer_free(Signer *s) {
         if (!s)
                 return NULL;
+        signer_free(s->next);
         /* Each of these wipes its own state (key limbs, DRBG key, entropy pool) before freeing. */
         pkcs11_key_free(s->token);
         mbedtls_pk_free(&s->key);
@@ -728,7 +731,7 @@ int signer_check_dates(const Signer *s, time_t now, TpError *err) {
                         format_time(now, now_s));
 }
 
-int signer_sign(Signer *s, const void *data, size_t len, uint8_t **ret_block, size_t *ret_len, TpError *err) {
+int signer_sign_one(Signer *s, const void *data, size_t len, uint8_t **ret_block, size_t *ret_len, TpError *err) {
         uint8_t hash[SHA256_DIGEST_SIZE], sig[MBEDTLS_PK_SIGNATURE_MAX_SIZE];
         SignatureBlock b = {};
         size_t sig_len = 0;
@@ -754,4 +757,42 @@ int signer_sign(Signer *s, const void *data, size_t len, uint8_t **ret_block, si
                 b.n_certs++;
         }
         return signature_block_write(&b, ret_block, ret_len, err);
+}
+
+Signer *signer_next(const Signer *s) {
+        return s->next;
+}
+
+void signer_add(Signer *s, Signer *other) {
+        while (s->next)
+                s = s->next;
+        s->next = other;
+}
+
+int signer_sign(Signer *s, const void *data, size_t len, uint8_t **ret_block, size_t *ret_len, TpError *err) {
+        uint8_t *section = NULL, *block = NULL;
+        size_t section_len = 0, block_len;
+        int r = 0;
+
+        if (!s->next)
+                return signer_sign_one(s, data, len, ret_block, ret_len, err);
+        for (Signer *p = s; p && r >= 0; p = p->next) {
+                uint8_t *grown = NULL;
+                size_t grown_len = 0;
+                if ((r = signer_sign_one(p, data, len, &block, &block_len, err)) < 0)
+                        break;
+                r = signature_set_add(section, section_len, block, block_len, &grown, &grown_len, err);
+                free(block);
+                block = NULL;
+                free(section);
+                section = grown;
+                section_len = grown_len;
+        }
+        if (r < 0) {
+                free(section);
+                return r;
+        }
+        *ret_block = section;
+        *ret_len = section_len;
+        return 0;
 }

@@ -178,12 +178,25 @@ void signer_validity(const Signer *s, time_t *ret_not_before, time_t *ret_not_af
  */
 _warn_unused_result_ int signer_check_dates(const Signer *s, time_t now, TpError *err);
 
-/* Free @s, wiping the key and RNG state. NULL-safe; returns NULL. */
+/*
+ * Sign with @other too (taken; freed with @s): signer_sign() then writes a set of both
+ * signatures (sigset.h), for a file that needs several signers. signer_check_dates() and the
+ * like look at @s alone.
+ */
+void signer_add(Signer *s, Signer *other);
+/* The signer added after @s, or NULL. */
+Signer *signer_next(const Signer *s);
+/* @s's own signature block over @data, whatever signers were added to it. */
+_warn_unused_result_ int signer_sign_one(Signer *s, const void *data, size_t len, uint8_t **ret_block, size_t *ret_len,
+                                         TpError *err);
+
+/* Free @s (and the signers added to it), wiping the key and RNG state. NULL-safe; returns NULL. */
 Signer *signer_free(Signer *s);
 DEFINE_POINTER_CLEANUP(Signer, signer_free)
 
 /*
- * A signature block over @data (@len bytes; @data may be NULL when @len is 0): ECDSA P-256 / SHA-256
+ * A signature block over @data (@len bytes; @data may be NULL when @len is 0), or a set of them
+ * when signers were added (signer_add(); the same key twice is -EEXIST): ECDSA P-256 / SHA-256
  * (deterministic ECDSA, RFC 6979, with the CTR-DRBG used for blinding)
  * plus the signer's certificate chain. On success *ret_block is malloc'd
  * and the caller frees it. Returns 0, -EIO (a signing failure, with
@@ -223,6 +236,7 @@ typedef struct SignatureTrust {
         /* A CRL past its nextUpdate (at @now; never when the clock is unknown): refused, or only reported. */
         bool crl_expired_warn;
         const Revocations *revoked;     /* a verified revocation list (revoke.h), NULL: none */
+        unsigned threshold;             /* distinct signers a signature set needs (sigset.h); 0 or 1: one */
 } SignatureTrust;
 
 /*

@@ -58,6 +58,8 @@ int config_init(DaemonConfig *c) {
                 .model_path = strdup("/var/lib/taskpatch/model.gguf"),
                 .trust.ca = strdup("/etc/taskpatch/ca.pem"),
                 .trust.max_version_jump = CONFIG_DEFAULT_VERSION_JUMP,
+                .trust.threshold = 1,
+                .trust.bundle_threshold = 1,
                 .trial.timeout = 120,
                 .trial.health_interval = 2,
                 .keep_versions = 2,
@@ -221,7 +223,7 @@ static bool text_is_empty(const char *text, size_t len) {
 
 static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "ca", "bundle_ca", "channel_ca", "root_ca", "crl", "crl_expired",
-                                            "clock", "max_version_jump", NULL };
+                                            "threshold", "bundle_threshold", "clock", "max_version_jump", NULL };
         const YamlNode *clock = yaml_map_get(map, "clock"), *crl_expired = yaml_map_get(map, "crl_expired");
         int r;
 
@@ -244,6 +246,8 @@ static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, T
             (r = config_get_path(map, "channel_ca", PATH_MAX, false, what, &c->trust.channel_ca, err)) < 0 ||
             (r = config_get_path(map, "root_ca", PATH_MAX, false, what, &c->trust.root_ca, err)) < 0 ||
             (r = config_get_path(map, "crl", PATH_MAX, false, what, &c->trust.crl, err)) < 0 ||
+            (r = config_get_uint(map, "threshold", 1, 8, what, &c->trust.threshold, err)) < 0 ||
+            (r = config_get_uint(map, "bundle_threshold", 1, 8, what, &c->trust.bundle_threshold, err)) < 0 ||
             (r = config_get_uint(map, "max_version_jump", 0, INT64_MAX, what, &c->trust.max_version_jump, err)) < 0)
                 return r;
         return 0;

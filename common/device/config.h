@@ -83,6 +83,8 @@ typedef struct DaemonConfig {
                 char *root_ca;          /* the root role (revocation lists), NULL: trust.ca; config_root_ca() */
                 char *crl;              /* X.509 CRLs checked with every chain: a file or a directory; NULL: none */
                 bool crl_expired_warn;  /* "crl_expired: refuse|warn": a CRL past its next update; default refuse */
+                uint64_t threshold;     /* distinct signers a channel and a revocation list need, 1..8; default 1 */
+                uint64_t bundle_threshold;      /* ... and a bundle, 1..8; default 1 */
                 ClockPolicy clock;      /* "clock: build-floor|strict"; default build-floor */
                 uint64_t max_version_jump;      /* the most a task's version may rise at once; 0: no cap;
                                                  * default CONFIG_DEFAULT_VERSION_JUMP */

@@ -86,6 +86,8 @@ static const char all_keys[] =
         "  root_ca: /etc/tp/root-ca.pem\n"
         "  crl: /etc/tp/crl.d\n"
         "  crl_expired: warn\n"
+        "  threshold: 3\n"
+        "  bundle_threshold: 2\n"
         "  max_version_jump: 1000\n"
         "trial:\n"
         "  timeout: 604800\n"
@@ -131,6 +133,8 @@ START_TEST(test_defaults) {
         ck_assert_str_eq(config_root_ca(&c), "/etc/taskpatch/ca.pem");
         ck_assert_ptr_null(c.trust.crl);
         ck_assert(!c.trust.crl_expired_warn);           /* an out-of-date CRL refuses by default */
+        ck_assert_uint_eq(c.trust.threshold, 1);
+        ck_assert_uint_eq(c.trust.bundle_threshold, 1);
         ck_assert_uint_eq(c.trust.max_version_jump, UINT64_C(4294967296));
         ck_assert_uint_eq(c.trial.timeout, 120);
         ck_assert_ptr_null(c.trial.health_command);
@@ -185,6 +189,8 @@ START_TEST(test_all_keys) {
         ck_assert_str_eq(config_root_ca(&c), "/etc/tp/root-ca.pem");
         ck_assert_str_eq(c.trust.crl, "/etc/tp/crl.d");
         ck_assert(c.trust.crl_expired_warn);
+        ck_assert_uint_eq(c.trust.threshold, 3);
+        ck_assert_uint_eq(c.trust.bundle_threshold, 2);
         ck_assert_uint_eq(c.trust.max_version_jump, 1000);
         ck_assert_uint_eq(c.trial.timeout, 604800);
         ck_assert_str_eq(c.trial.health_command, "curl -fsS localhost:8080/ready || exit 75");
@@ -324,6 +330,8 @@ static const struct {
         { "trial:\n  timeout: 5\n  retries: 3\n", { "line 3", "unknown key 'retries'" } },
         { "trust:\n  ca: /a\n  crls: /b\n", { "line 3", "unknown key 'crls'" } },
         { "trust:\n  crl_expired: ignore\n", { "line 2", "'crl_expired'", "refuse or warn" } },
+        { "trust:\n  threshold: 9\n", { "line 2", "'threshold'" } },
+        { "trust:\n  bundle_threshold: 0\n", { "line 2", "'bundle_threshold'" } },
         { "trust:\n  crl: relative.crl\n", { "line 2", "'crl'" } },
         { "trust:\n  root_ca: relative.pem\n", { "line 2", "'root_ca'" } },
         { "trust:\n  max_version_jump: -1\n", { "line 2", "'max_version_jump'", "expected an integer" } },
