@@ -23,7 +23,6 @@
 #include "sign-pkcs11.h"
 #include "revoke.h"
 #include "sign.h"
-#include "sigset.h"
 
 struct Signer {
         Signer *next;                   /* another signer whose signature goes in the same set (sigset.h) */
@@ -767,32 +766,4 @@ void signer_add(Signer *s, Signer *other) {
         while (s->next)
                 s = s->next;
         s->next = other;
-}
-
-int signer_sign(Signer *s, const void *data, size_t len, uint8_t **ret_block, size_t *ret_len, TpError *err) {
-        uint8_t *section = NULL, *block = NULL;
-        size_t section_len = 0, block_len;
-        int r = 0;
-
-        if (!s->next)
-                return signer_sign_one(s, data, len, ret_block, ret_len, err);
-        for (Signer *p = s; p && r >= 0; p = p->next) {
-                uint8_t *grown = NULL;
-                size_t grown_len = 0;
-                if ((r = signer_sign_one(p, data, len, &block, &block_len, err)) < 0)
-                        break;
-                r = signature_set_add(section, section_len, block, block_len, &grown, &grown_len, err);
-                free(block);
-                block = NULL;
-                free(section);
-                section = grown;
-                section_len = grown_len;
-        }
-        if (r < 0) {
-                free(section);
-                return r;
-        }
-        *ret_block = section;
-        *ret_len = section_len;
-        return 0;
 }
