@@ -13,6 +13,8 @@
 #     300 s interval gets: libcurl drops a connection idle for 118 s, nginx after 75 s.
 #     1b: the same idle poll by a device of three models following one format-2 channel (a section
 #     per model): still one request per poll, its HTTP bytes against the one-model poll's.
+#     1c: a channel that carries a revocation list (publish --revocations): the device fetches the
+#     list once, before it takes the channel; its idle poll stays one 304, bytes against 1's.
 #  2. origin capacity: idle polls per second one nginx worker answers (python3 http.client over
 #     ssl, several concurrent clients, If-None-Match), over kept connections and with a new
 #     (resumed) TLS connection per poll; nginx's CPU time per poll from /proc/<worker>/stat;
@@ -208,12 +210,25 @@ def report(tmp, record_to):
     m3_wire = med(g["wire"] for g in m3_g)
     print(f"   three models on one format-2 channel (a section each): {len(m3_r)} requests in {len(m3_g)} polls,"
           f" each one 304: {m3_curl} B of HTTP = {m3_curl / idle_curl:.2f}x the one-model poll, {m3_wire} B on the wire")
+    # 1c. a channel carrying a revocation list
+    rv_r = [r for r in reqs if within(r, "rv_idle_t0", "rv_idle_t1")]
+    need(len(rv_r) >= 2 and all(r["status"] == 304 and r["uri"] == "/rv/rv.channel" for r in rv_r),
+         "revocation list: an idle poll was not one 304 of the channel")
+    rv_curl = int(m["rv_curl_bytes"])
+    need(m["rv_curl_status"] == "304" and rv_curl < 1024, f"revocation list: idle poll {m['rv_curl_status']}, {rv_curl} B")
+    need(m["rv_list_gets"] == "1", f"revocation list fetched {m['rv_list_gets']} times, not once")
+    print(f"   a channel carrying a revocation list ({m['rv_list_bytes']} B, fetched once, before the channel is taken):"
+          f" idle poll one 304 of {rv_curl} B of HTTP = {rv_curl - idle_curl:+d} B against the plain channel's")
+
     cases = [dict(case="idle-poll", http_status=int(m["idle_curl_status"]), curl_http_bytes=idle_curl,
                   nginx_request_bytes=idle_r[0]["up"], nginx_response_bytes=idle_r[0]["down"], wire_bytes=idle_wire,
                   wire_bytes_up=idle_up, polls=len(idle_g), connections=len(run), tls=proto),
              dict(case="idle-poll-three-models", models=3, channel_format=2, http_status=int(m["m3_curl_status"]),
                   curl_http_bytes=m3_curl, wire_bytes=m3_wire, polls=len(m3_g), requests=len(m3_r),
                   ratio_http_to_one_model=round(m3_curl / idle_curl, 3)),
+             dict(case="idle-poll-revocation-list", http_status=int(m["rv_curl_status"]), curl_http_bytes=rv_curl,
+                  polls=len(rv_r), list_bytes=int(m["rv_list_bytes"]), list_fetches=int(m["rv_list_gets"]),
+                  added_http_bytes=rv_curl - idle_curl),
              dict(case="unconditional-get-peer", http_status=200, curl_http_bytes=nv_curl, wire_bytes=nv_wire,
                   ratio_http_to_idle=round(nv_curl / idle_curl, 3), ratio_wire_to_idle=round(nv_wire / idle_wire, 3)),
              dict(case="tls-handshake", full_bytes=hs_full, full_bytes_up=hs_full_up, resumed_bytes=hs_res,
@@ -444,6 +459,29 @@ mark m3_curl_status "$(jget channel.last_poll_http_status < "$TMP/st.json")"
 mark m3_idle_t1 "$(now)"
 stop_daemon || true
 mark m3_t1 "$(now)"
+
+echo "1c. a channel carrying a revocation list: the list once, then the idle poll"
+mkdir -p "$www/rv"
+cp "$www/json-1.tpb" "$www/rv/" 2> /dev/null || cp "$TMP/json.tpb" "$www/rv/json-1.tpb"
+"$BIN/taskpatch" revoke -o "$TMP/rv.revocations" "${sign[@]}" --revoke "$TMP/pki/noeku-signer.crt" > /dev/null
+"$BIN/taskpatch" publish "$www/rv" --channel rv "${sign[@]}" --serial 1 --desired json \
+    --revocations "$TMP/rv.revocations" > /dev/null
+mark rv_list_bytes "$(size "$www/rv/rv.revocations")"
+mark rv_t0 "$(now)"
+daemon_on /rv/rv.channel
+tpctl provision "$TMP/base.gguf" > /dev/null
+until_status 's["trust"]["revocations"] and s["trust"]["revocations"]["version"] == 1 and s["state"] == "trial"'
+tpctl mark-good > /dev/null
+n0=$(grep -c " GET /rv/rv.channel 304 " "$NGINX_LOG" || true)
+wait_lines " GET /rv/rv.channel 304 " $((n0 + 1))
+mark rv_idle_t0 "$(now)"
+wait_lines " GET /rv/rv.channel 304 " $((n0 + polls + 1))
+sleep 0.2
+curl_bytes rv
+mark rv_idle_t1 "$(now)"
+mark rv_list_gets "$(grep -c " GET /rv/rv.revocations 200 " "$NGINX_LOG" || true)"
+stop_daemon || true
+mark rv_t1 "$(now)"
 
 echo "2. origin capacity, ${load_secs} s per case"
 clients=(2 4)
