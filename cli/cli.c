@@ -111,21 +111,19 @@ int cli_parse_u64(const char *option, const char *value, uint64_t *ret) {
         return 0;
 }
 
-void cli_signers_key(CliSigners *s, const char *key, const char *uri) {
-        if (s->n_keys >= CLI_SIGNERS_MAX) {
-                s->too_many = true;
-                return;
-        }
-        s->keys[s->n_keys] = key;
-        s->uris[s->n_keys++] = uri;
-}
+void cli_signers_option(CliSigners *s, int opt, const char *arg) {
+        size_t *n = opt == CLI_OPT_CERT ? &s->n_certs : &s->n_keys;
 
-void cli_signers_cert(CliSigners *s, const char *cert) {
-        if (s->n_certs >= CLI_SIGNERS_MAX) {
+        if (*n >= CLI_SIGNERS_MAX) {
                 s->too_many = true;
                 return;
         }
-        s->certs[s->n_certs++] = cert;
+        if (opt == CLI_OPT_CERT)
+                s->certs[(*n)++] = arg;
+        else {
+                s->keys[*n] = opt == CLI_OPT_KEY ? arg : NULL;
+                s->uris[(*n)++] = opt == CLI_OPT_PKCS11_URI ? arg : NULL;
+        }
 }
 
 bool cli_signers_any(const CliSigners *s) {

@@ -79,9 +79,14 @@ typedef struct CliSigners {
         bool too_many;
 } CliSigners;
 
-/* Record --key (@uri NULL) or --pkcs11-uri (@key NULL), or --cert. */
-void cli_signers_key(CliSigners *s, const char *key, const char *uri);
-void cli_signers_cert(CliSigners *s, const char *cert);
+/* The signer options' getopt values, the same in every command that signs (above its own). */
+enum { CLI_OPT_KEY = 0x1000, CLI_OPT_PKCS11_URI, CLI_OPT_CERT };
+#define CLI_SIGNER_OPTIONS \
+        { "key", required_argument, NULL, CLI_OPT_KEY }, \
+        { "pkcs11-uri", required_argument, NULL, CLI_OPT_PKCS11_URI }, \
+        { "cert", required_argument, NULL, CLI_OPT_CERT }
+/* Record --key, --pkcs11-uri or --cert (@opt, getopt's value) with its @arg. */
+void cli_signers_option(CliSigners *s, int opt, const char *arg);
 /* Whether some key or certificate was given; whether they pair up (as many of each, 1..8). */
 bool cli_signers_any(const CliSigners *s);
 bool cli_signers_valid(const CliSigners *s);

@@ -173,7 +173,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
 }
 
 int verb_create(int argc, char *argv[]) {
-        enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_KEY, OPT_PKCS11, OPT_CERT, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
+        enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
                OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -181,9 +181,7 @@ int verb_create(int argc, char *argv[]) {
                 { "task", required_argument, NULL, OPT_TASK },
                 { "model", required_argument, NULL, OPT_MODEL },
                 { "version", required_argument, NULL, OPT_VERSION },
-                { "key", required_argument, NULL, OPT_KEY },
-                { "pkcs11-uri", required_argument, NULL, OPT_PKCS11 },
-                { "cert", required_argument, NULL, OPT_CERT },
+                CLI_SIGNER_OPTIONS,
                 { "unsigned", no_argument, NULL, OPT_UNSIGNED },
                 { "expires", required_argument, NULL, OPT_EXPIRES },
                 { "expect-sites", required_argument, NULL, OPT_EXPECT },
@@ -227,12 +225,10 @@ int verb_create(int argc, char *argv[]) {
                         if (cli_parse_u64("version", optarg, &o.version) < 0)
                                 return EXIT_USAGE;
                         break;
-                case OPT_KEY:
-                case OPT_PKCS11:
-                        cli_signers_key(&signers, c == OPT_KEY ? optarg : NULL, c == OPT_PKCS11 ? optarg : NULL);
-                        break;
-                case OPT_CERT:
-                        cli_signers_cert(&signers, optarg);
+                case CLI_OPT_KEY:
+                case CLI_OPT_PKCS11_URI:
+                case CLI_OPT_CERT:
+                        cli_signers_option(&signers, c, optarg);
                         break;
                 case OPT_UNSIGNED:
                         unsigned_ = true;

@@ -344,23 +344,21 @@ static int carry_revocations(Channel *c, const Channel *old, const char *dir, co
 }
 
 int verb_publish(int argc, char *argv[]) {
-        enum { OPT_CHANNEL = 256, OPT_SERIAL, OPT_DESIRED, OPT_EXPIRES, OPT_KEY, OPT_CERT, OPT_JSON, OPT_MODEL,
-               OPT_BASE, OPT_ROLLOUT, OPT_SEED, OPT_REVOCATIONS, OPT_PKCS11 };
+        enum { OPT_CHANNEL = 256, OPT_SERIAL, OPT_DESIRED, OPT_EXPIRES, OPT_JSON, OPT_MODEL,
+               OPT_BASE, OPT_ROLLOUT, OPT_SEED, OPT_REVOCATIONS };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "channel", required_argument, NULL, OPT_CHANNEL },
                 { "serial", required_argument, NULL, OPT_SERIAL },
                 { "desired", required_argument, NULL, OPT_DESIRED },
                 { "expires", required_argument, NULL, OPT_EXPIRES },
-                { "key", required_argument, NULL, OPT_KEY },
-                { "cert", required_argument, NULL, OPT_CERT },
+                CLI_SIGNER_OPTIONS,
                 { "json", no_argument, NULL, OPT_JSON },
                 { "model", required_argument, NULL, OPT_MODEL },
                 { "base", required_argument, NULL, OPT_BASE },
                 { "rollout", required_argument, NULL, OPT_ROLLOUT },
                 { "rollout-seed", required_argument, NULL, OPT_SEED },
                 { "revocations", required_argument, NULL, OPT_REVOCATIONS },
-                { "pkcs11-uri", required_argument, NULL, OPT_PKCS11 },
                 {},
         };
         _cleanup_(channel_freep) Channel *c = calloc(1, sizeof(Channel));
@@ -398,20 +396,16 @@ int verb_publish(int argc, char *argv[]) {
                         if (cli_parse_days("expires", optarg, &expires) < 0)
                                 return EXIT_USAGE;
                         break;
-                case OPT_KEY:
-                        cli_signers_key(&signers, optarg, NULL);
-                        break;
-                case OPT_CERT:
-                        cli_signers_cert(&signers, optarg);
+                case CLI_OPT_KEY:
+                case CLI_OPT_PKCS11_URI:
+                case CLI_OPT_CERT:
+                        cli_signers_option(&signers, opt, optarg);
                         break;
                 case OPT_JSON:
                         json = true;
                         break;
                 case OPT_REVOCATIONS:
                         revocations = optarg;
-                        break;
-                case OPT_PKCS11:
-                        cli_signers_key(&signers, NULL, optarg);
                         break;
                 case OPT_MODEL:
                 case OPT_DESIRED:

@@ -154,14 +154,12 @@ static void list_print(const Revocations *rl, const char *path) {
 }
 
 int verb_revoke(int argc, char *argv[]) {
-        enum { OPT_KEY = 256, OPT_PKCS11, OPT_CERT, OPT_FROM, OPT_VERSION, OPT_REASON, OPT_JSON, OPT_REVOKE, OPT_REVOKE_CERT,
+        enum { OPT_FROM = 256, OPT_VERSION, OPT_REASON, OPT_JSON, OPT_REVOKE, OPT_REVOKE_CERT,
                OPT_REVOKE_KEY };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
-                { "key", required_argument, NULL, OPT_KEY },
-                { "pkcs11-uri", required_argument, NULL, OPT_PKCS11 },
-                { "cert", required_argument, NULL, OPT_CERT },
+                CLI_SIGNER_OPTIONS,
                 { "from", required_argument, NULL, OPT_FROM },
                 { "version", required_argument, NULL, OPT_VERSION },
                 { "reason", required_argument, NULL, OPT_REASON },
@@ -194,12 +192,10 @@ int verb_revoke(int argc, char *argv[]) {
                 case 'o':
                         out = optarg;
                         break;
-                case OPT_KEY:
-                case OPT_PKCS11:
-                        cli_signers_key(&signers, opt == OPT_KEY ? optarg : NULL, opt == OPT_PKCS11 ? optarg : NULL);
-                        break;
-                case OPT_CERT:
-                        cli_signers_cert(&signers, optarg);
+                case CLI_OPT_KEY:
+                case CLI_OPT_PKCS11_URI:
+                case CLI_OPT_CERT:
+                        cli_signers_option(&signers, opt, optarg);
                         break;
                 case OPT_FROM:
                         from = optarg;

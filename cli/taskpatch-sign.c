@@ -104,13 +104,11 @@ fail:
 }
 
 int verb_sign(int argc, char *argv[]) {
-        enum { OPT_KEY = 256, OPT_PKCS11, OPT_CERT, OPT_JSON };
+        enum { OPT_JSON = 256 };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
-                { "key", required_argument, NULL, OPT_KEY },
-                { "pkcs11-uri", required_argument, NULL, OPT_PKCS11 },
-                { "cert", required_argument, NULL, OPT_CERT },
+                CLI_SIGNER_OPTIONS,
                 { "json", no_argument, NULL, OPT_JSON },
                 {},
         };
@@ -134,12 +132,10 @@ int verb_sign(int argc, char *argv[]) {
                 case 'o':
                         out = optarg;
                         break;
-                case OPT_KEY:
-                case OPT_PKCS11:
-                        cli_signers_key(&signers, opt == OPT_KEY ? optarg : NULL, opt == OPT_PKCS11 ? optarg : NULL);
-                        break;
-                case OPT_CERT:
-                        cli_signers_cert(&signers, optarg);
+                case CLI_OPT_KEY:
+                case CLI_OPT_PKCS11_URI:
+                case CLI_OPT_CERT:
+                        cli_signers_option(&signers, opt, optarg);
                         break;
                 case OPT_JSON:
                         json = true;
