@@ -61,6 +61,11 @@ static json_t *model_to_json(const Channel *c, const ChannelModel *cm) {
  * Format 1 keeps its shape (desired and bundles at the top, as before); format 2 has
  * "models", an object by model name.
  */
+static json_t *trust_file_json(const ChannelTrustFile *f) {
+        return !f->set ? json_null() : json_pack("{s:I, s:s, s:I, s:o}", "version", (json_int_t) f->version, "path",
+                                                 f->path, "size", (json_int_t) f->size, "sha256", sha_json(f->sha256));
+}
+
 json_t *channel_to_json(const Channel *c) {
         char created[21], expires[21];
 
@@ -69,10 +74,8 @@ json_t *channel_to_json(const Channel *c) {
         json_t *o = json_pack("{s:i, s:s, s:I, s:s, s:o}", "format", (int) c->format, "channel", c->name, "serial",
                               (json_int_t) c->serial, "created", created, "expires",
                               c->expires ? json_string(expires) : json_null());
-        json_object_set_new(o, "revocations", !c->revocations.set ? json_null() :
-                            json_pack("{s:I, s:s, s:I, s:o}", "version", (json_int_t) c->revocations.version, "path",
-                                      c->revocations.path, "size", (json_int_t) c->revocations.size, "sha256",
-                                      sha_json(c->revocations.sha256)));
+        json_object_set_new(o, "revocations", trust_file_json(&c->revocations));
+        json_object_set_new(o, "root", trust_file_json(&c->root));
         if (c->format == CHANNEL_FORMAT_1) {
                 json_t *m = model_to_json(c, &c->models[0]);
                 json_object_set(o, "desired", json_object_get(m, "desired"));
@@ -164,6 +167,9 @@ void channel_print(const Channel *c) {
         if (c->revocations.set)
                 printf("revocations version %" PRIu64 ": %s (%" PRIu64 " bytes)\n", c->revocations.version,
                        c->revocations.path, c->revocations.size);
+        if (c->root.set)
+                printf("trust root version %" PRIu64 ": %s (%" PRIu64 " bytes)\n", c->root.version, c->root.path,
+                       c->root.size);
         for (size_t i = 0; i < c->n_models; i++)
                 print_model(c, &c->models[i]);
 }
@@ -195,7 +201,28 @@ int channel_inspect(const char *path, bool json) {
         return EXIT_OK;
 }
 
-/* The signature and expiry, then every bundle it lists must be beside it with its size and SHA-256. */
+/* DIR/NAME is there with this size and SHA-256 (else an error says how it is not). */
+static bool listed_file_matches(const char *dir, const char *name, uint64_t want, const uint8_t sha[SHA256_DIGEST_SIZE]) {
+        _cleanup_free_ char *path = NULL;
+        uint8_t d[SHA256_DIGEST_SIZE];
+        uint64_t size;
+        int r;
+
+        if (asprintf(&path, "%s/%s", dir, name) < 0)
+                return false;
+        if ((r = hash_file(path, d, &size)) < 0) {
+                cli_error("%s: %s", path, strerror(-r));
+                return false;
+        }
+        if (size != want || memcmp(d, sha, sizeof(d)) != 0) {
+                cli_error("%s: does not match the channel (size %" PRIu64 ", listed %" PRIu64 ", or its SHA-256)", path,
+                          size, want);
+                return false;
+        }
+        return true;
+}
+
+/* The signature and expiry, then every file it lists must be beside it with its size and SHA-256. */
 int channel_verify_files(const char *path, const char *ca_path, unsigned threshold) {
         _cleanup_(channel_freep) Channel *c = NULL;
         _cleanup_free_ char *copy = strdup(path);
@@ -213,28 +240,15 @@ int channel_verify_files(const char *path, const char *ca_path, unsigned thresho
                 return EXIT_FAILED;
         }
         const char *dir = dirname(copy);
-        for (size_t i = 0; i <= c->n_bundles; i++) {
-                /* Every bundle, then the revocation list it carries. */
-                const char *name = i < c->n_bundles ? c->bundles[i].path : c->revocations.path;
-                const uint8_t *sha = i < c->n_bundles ? c->bundles[i].sha256 : c->revocations.sha256;
-                uint64_t want = i < c->n_bundles ? c->bundles[i].size : c->revocations.size, size;
-                _cleanup_free_ char *bpath = NULL;
-                uint8_t d[SHA256_DIGEST_SIZE];
-                if (i == c->n_bundles && !c->revocations.set)
-                        break;
-                if (asprintf(&bpath, "%s/%s", dir, name) < 0)
-                        return EXIT_FAILED;
-                if ((r = hash_file(bpath, d, &size)) < 0) {
-                        cli_error("%s: %s", bpath, strerror(-r));
-                        bad++;
-                } else if (size != want || memcmp(d, sha, sizeof(d)) != 0) {
-                        cli_error("%s: does not match the channel (size %" PRIu64 ", listed %" PRIu64 ", or its SHA-256)",
-                                  bpath, size, want);
-                        bad++;
-                }
-        }
+        /* Every bundle, then the revocation list and the trust root it carries. */
+        for (size_t i = 0; i < c->n_bundles; i++)
+                bad += !listed_file_matches(dir, c->bundles[i].path, c->bundles[i].size, c->bundles[i].sha256);
+        const ChannelTrustFile *trust_files[] = { &c->revocations, &c->root };
+        for (size_t i = 0; i < ELEMENTSOF(trust_files); i++)
+                bad += trust_files[i]->set &&
+                       !listed_file_matches(dir, trust_files[i]->path, trust_files[i]->size, trust_files[i]->sha256);
         if (bad) {
-                cli_error("%s: %zu of %zu listed bundles are missing or differ", path, bad, c->n_bundles);
+                cli_error("%s: %zu of the files it lists are missing or differ", path, bad);
                 return EXIT_FAILED;
         }
         printf("%s: OK: channel %s serial %" PRIu64 " signed by %s; %zu bundles present and matching\n", path, c->name,

@@ -12,6 +12,7 @@
 #include "sign.h"
 #include "yaml-doc.h"
 #include "revoke.h"
+#include "trust-root.h"
 #include "taskpatch.h"
 
 static void help(void) {
@@ -126,6 +127,8 @@ int verb_inspect(int argc, char *argv[]) {
                 return channel_inspect(argv[optind], json);
         if (cli_has_magic(argv[optind], REVOCATIONS_MAGIC))
                 return revocations_inspect(argv[optind], json);
+        if (cli_has_magic(argv[optind], TRUST_ROOT_MAGIC))
+                return trust_root_inspect(argv[optind], json);
         r = bundle_open(argv[optind], &b, &err);
         if (r < 0) {
                 cli_error("%s", tp_error_message(&err, r));

@@ -16,11 +16,12 @@
 #include "parse.h"
 #include "revoke.h"
 #include "taskpatch.h"
+#include "trust-root.h"
 #include "yaml-doc.h"
 
 static void help(void) {
         printf("Usage: taskpatch publish DIR --channel NAME --serial N (--key KEY | --pkcs11-uri URI) --cert CERT\n"
-               "                         [--expires DAYS] [--revocations FILE] [--json]\n"
+               "                         [--expires DAYS] [--revocations FILE] [--root FILE] [--json]\n"
                "                         [--model MODEL] [--desired TASK] [--base BASE]\n"
                "                         [--rollout PERCENT [--rollout-seed SEED]] ...\n"
                "\n"
@@ -42,6 +43,8 @@ static void help(void) {
                "                   into DIR and named with its version, size and SHA-256; devices\n"
                "                   fetch it when it is newer than theirs. Without it, the list the\n"
                "                   channel in DIR carries is kept\n"
+               "  --root FILE      a trust root (taskpatch root) the channel carries, the same way:\n"
+               "                   devices fetch it before they check the channel's signature\n"
                "  --json           print the summary as JSON\n"
                "\n"
                "For each model:\n"
@@ -271,16 +274,46 @@ static int build_sections(Channel *c, const PublishOptions *o) {
 
 static int parse_model_option(PublishOptions *o, ModelOptions **cur, int opt, const char *value);
 
-/* DIR/NAME's size and SHA-256 into @rv (the file must be a revocation list). */
-static int describe_revocations(const char *dir, const char *name, ChannelRevocations *rv) {
+/* What the channel can carry besides bundles: a revocation list, a trust root. */
+typedef struct TrustFileKind {
+        const char *option;             /* "revocations", "root" */
+        /* Parse the file: its version and (@ret_data not NULL) the signed bytes as a file again. */
+        int (*load)(const char *path, uint64_t *ret_version, uint8_t **ret_data, size_t *ret_len, TpError *err);
+} TrustFileKind;
+
+static int revocations_version(const char *path, uint64_t *ret, uint8_t **ret_data, size_t *ret_len, TpError *err) {
         _cleanup_(revocations_freep) Revocations *rl = NULL;
+        int r = revocations_load(path, &rl, err);
+
+        if (r < 0)
+                return r;
+        *ret = rl->version;
+        return ret_data ? revocations_pack(rl->text, rl->text_len, rl->signature, rl->signature_len, ret_data, ret_len)
+                        : 0;
+}
+
+static int root_version(const char *path, uint64_t *ret, uint8_t **ret_data, size_t *ret_len, TpError *err) {
+        _cleanup_(trust_root_freep) TrustRoot *t = NULL;
+        int r = trust_root_load(path, &t, err);
+
+        if (r < 0)
+                return r;
+        *ret = t->version;
+        return ret_data ? trust_root_pack(t->text, t->text_len, t->signature, t->signature_len, ret_data, ret_len) : 0;
+}
+
+static const TrustFileKind revocations_file = { "revocations", revocations_version };
+static const TrustFileKind root_file = { "root", root_version };
+
+/* DIR/NAME's version, size and SHA-256 into @rv (the file must be of @k's kind). */
+static int describe_trust_file(const TrustFileKind *k, const char *dir, const char *name, ChannelTrustFile *rv) {
         _cleanup_free_ char *path = NULL;
         TpError err = {};
         int r;
 
         if (asprintf(&path, "%s/%s", dir, name) < 0)
                 return -ENOMEM;
-        if ((r = revocations_load(path, &rl, &err)) < 0) {
+        if ((r = k->load(path, &rv->version, NULL, NULL, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return r;
         }
@@ -288,28 +321,28 @@ static int describe_revocations(const char *dir, const char *name, ChannelRevoca
                 cli_error("%s: %s", path, strerror(-r));
                 return r;
         }
-        rv->version = rl->version;
         snprintf(rv->path, sizeof(rv->path), "%s", name);
         rv->set = true;
         return 0;
 }
 
 /*
- * The revocation list the channel carries: @file copied into @dir (under its own name), or
- * the one the channel it replaces named, while it is still there; never an older version.
+ * The file of @k's kind the channel carries (into @rv): @file copied into @dir (under its
+ * own name), or the one the channel it replaces named (@before, may be unset), while it is
+ * still there; never an older version.
  */
-static int carry_revocations(Channel *c, const Channel *old, const char *dir, const char *file) {
-        const ChannelRevocations *before = old && old->revocations.set ? &old->revocations : NULL;
-        _cleanup_(revocations_freep) Revocations *rl = NULL;
+static int carry_trust_file(const TrustFileKind *k, ChannelTrustFile *rv, const ChannelTrustFile *before,
+                            const char *dir, const char *file) {
         _cleanup_free_ char *copy = NULL, *dest = NULL;
         _cleanup_free_ uint8_t *data = NULL;
-        TpError err = {};
+        uint64_t version;
         size_t len;
+        TpError err = {};
         int r;
 
         if (!file) {
-                if (before && describe_revocations(dir, before->path, &c->revocations) < 0) {
-                        cli_error("the channel in %s named %s: publish --revocations FILE again", dir, before->path);
+                if (before->set && describe_trust_file(k, dir, before->path, rv) < 0) {
+                        cli_error("the channel in %s named %s: publish --%s FILE again", dir, before->path, k->option);
                         return -ENOENT;
                 }
                 return 0;
@@ -318,34 +351,31 @@ static int carry_revocations(Channel *c, const Channel *old, const char *dir, co
                 return -ENOMEM;
         const char *name = basename(copy);
         if (!channel_path_valid(name)) {
-                cli_error("--revocations %s: the name '%s' is not a plain file name for a channel", file, name);
+                cli_error("--%s %s: the name '%s' is not a plain file name for a channel", k->option, file, name);
                 return -EINVAL;
         }
         if (asprintf(&dest, "%s/%s", dir, name) < 0)
                 return -ENOMEM;
-        /* The very bytes that were signed, in a file of its own (the header is fixed by them). */
-        if ((r = revocations_load(file, &rl, &err)) < 0 ||
-            (r = revocations_pack(rl->text, rl->text_len, rl->signature, rl->signature_len, &data, &len)) < 0) {
-                cli_error("--revocations: %s", tp_error_message(&err, r));
+        if ((r = k->load(file, &version, &data, &len, &err)) < 0) {
+                cli_error("--%s: %s", k->option, tp_error_message(&err, r));
                 return r;
         }
+        if (before->set && version < before->version) {
+                cli_error("--%s %s: version %" PRIu64 ", lower than the %" PRIu64 " the channel carried: devices "
+                          "keep the newer one", k->option, file, version, before->version);
+                return -EINVAL;
+        }
+        /* The very bytes that were signed, in a file of its own (the header is fixed by them). */
         if ((r = atomic_file_write(dest, data, len)) < 0) {
                 cli_error("%s: %s", dest, strerror(-r));
                 return r;
         }
-        if ((r = describe_revocations(dir, name, &c->revocations)) < 0)
-                return r;
-        if (before && c->revocations.version < before->version) {
-                cli_error("--revocations %s: version %" PRIu64 ", lower than the %" PRIu64 " the channel carried: "
-                          "devices keep the newer one", file, c->revocations.version, before->version);
-                return -EINVAL;
-        }
-        return 0;
+        return describe_trust_file(k, dir, name, rv);
 }
 
 int verb_publish(int argc, char *argv[]) {
         enum { OPT_CHANNEL = 256, OPT_SERIAL, OPT_DESIRED, OPT_EXPIRES, OPT_JSON, OPT_MODEL,
-               OPT_BASE, OPT_ROLLOUT, OPT_SEED, OPT_REVOCATIONS };
+               OPT_BASE, OPT_ROLLOUT, OPT_SEED, OPT_REVOCATIONS, OPT_ROOT };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "channel", required_argument, NULL, OPT_CHANNEL },
@@ -359,6 +389,7 @@ int verb_publish(int argc, char *argv[]) {
                 { "rollout", required_argument, NULL, OPT_ROLLOUT },
                 { "rollout-seed", required_argument, NULL, OPT_SEED },
                 { "revocations", required_argument, NULL, OPT_REVOCATIONS },
+                { "root", required_argument, NULL, OPT_ROOT },
                 {},
         };
         _cleanup_(channel_freep) Channel *c = calloc(1, sizeof(Channel));
@@ -367,7 +398,7 @@ int verb_publish(int argc, char *argv[]) {
         _cleanup_free_ PublishOptions *po = calloc(1, sizeof(PublishOptions));
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_free_ char *path = NULL;
-        const char *name = NULL, *revocations = NULL;
+        const char *name = NULL, *revocations = NULL, *root = NULL;
         CliSigners signers = {};
         ModelOptions *cur = NULL;       /* the model the per-model options are for */
         int64_t expires = 0;             /* seconds from now; 0: never */
@@ -406,6 +437,9 @@ int verb_publish(int argc, char *argv[]) {
                         break;
                 case OPT_REVOCATIONS:
                         revocations = optarg;
+                        break;
+                case OPT_ROOT:
+                        root = optarg;
                         break;
                 case OPT_MODEL:
                 case OPT_DESIRED:
@@ -456,7 +490,10 @@ int verb_publish(int argc, char *argv[]) {
                 cli_error("warning: %s holds no bundle (*.tpb): the channel lists none", dir);
         c->created = (int64_t) clock_wall();
         c->expires = expires ? c->created + expires : 0;
-        if (build_sections(c, po) < 0 || carry_revocations(c, old, dir, revocations) < 0)
+        static const ChannelTrustFile none = {};
+        if (build_sections(c, po) < 0 ||
+            carry_trust_file(&revocations_file, &c->revocations, old ? &old->revocations : &none, dir, revocations) < 0 ||
+            carry_trust_file(&root_file, &c->root, old ? &old->root : &none, dir, root) < 0)
                 return EXIT_FAILED;
         if ((r = channel_write(c, signer, &data, &len, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));

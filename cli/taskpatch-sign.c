@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* taskpatch sign: add a signature to a bundle, a channel or a revocation list another signer made. */
+/* taskpatch sign: add a signature to a bundle, a channel, a revocation list or a trust root another signer made. */
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -15,11 +15,13 @@
 #include "revoke.h"
 #include "sigset.h"
 #include "taskpatch.h"
+#include "trust-root.h"
 
 static void help(void) {
         printf("Usage: taskpatch sign FILE (--key KEY | --pkcs11-uri URI) --cert CERT [-o OUT] [--json]\n"
                "\n"
-               "Add a signature to FILE, a bundle (.tpb), a channel or a revocation list, over the\n"
+               "Add a signature to FILE, a bundle (.tpb), a channel, a revocation list or a trust\n"
+               "root (a new root needs the old root keys and its own), over the\n"
                "bytes its first signer signed: signers of a file that needs several of them\n"
                "(devices' trust.threshold, trust.bundle_threshold) need not share a machine or\n"
                "a key. The signatures it holds are kept; a key that signed it already is refused.\n"
@@ -34,7 +36,7 @@ static void help(void) {
 
 /* What a file's signatures cover and hold, and how to write it again with others. */
 typedef struct Signable {
-        const char *kind;               /* "bundle", "channel", "revocations" */
+        const char *kind;               /* "bundle", "channel", "revocations", "trust root" */
         const uint8_t *data;            /* the signed bytes */
         size_t len;
         const uint8_t *signature;       /* the section as it is (NULL: unsigned) */
@@ -42,12 +44,14 @@ typedef struct Signable {
         Bundle *bundle;
         Channel *channel;
         Revocations *revocations;
+        TrustRoot *root;
 } Signable;
 
 static void signable_done(Signable *s) {
         bundle_free(s->bundle);
         channel_free(s->channel);
         revocations_free(s->revocations);
+        trust_root_free(s->root);
 }
 
 static int signable_open(const char *path, Signable *s, TpError *err) {
@@ -64,6 +68,12 @@ static int signable_open(const char *path, Signable *s, TpError *err) {
                 Revocations *rl = s->revocations;
                 *s = (Signable) { "revocations", (const uint8_t *) rl->text, rl->text_len, rl->signature,
                                   rl->signature_len, .revocations = rl };
+        } else if (cli_has_magic(path, TRUST_ROOT_MAGIC)) {
+                if ((r = trust_root_load(path, &s->root, err)) < 0)
+                        return r;
+                TrustRoot *t = s->root;
+                *s = (Signable) { "trust root", (const uint8_t *) t->text, t->text_len, t->signature,
+                                  t->signature_len, .root = t };
         } else {
                 if ((r = bundle_open(path, &s->bundle, err)) < 0)
                         return r;
@@ -179,8 +189,9 @@ int verb_sign(int argc, char *argv[]) {
         else {
                 r = s.channel ? channel_pack(s.channel->format, s.channel->index_text, s.channel->index_len, section,
                                              section_len, &file, &file_len)
-                              : revocations_pack(s.revocations->text, s.revocations->text_len, section, section_len,
-                                                 &file, &file_len);
+                : s.revocations ? revocations_pack(s.revocations->text, s.revocations->text_len, section,
+                                                   section_len, &file, &file_len)
+                              : trust_root_pack(s.root->text, s.root->text_len, section, section_len, &file, &file_len);
                 if (r >= 0 && (r = atomic_file_write(out, file, file_len)) < 0)
                         r = tp_error(&err, r, "%s: %s", out, strerror(-r));
         }

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "parse.h"
 #include "revoke.h"
+#include "trust-root.h"
 #include "sigset.h"
 #include "taskpatch.h"
 
@@ -128,6 +129,14 @@ int verb_verify(int argc, char *argv[]) {
                         return EXIT_USAGE;
                 }
                 return revocations_verify_file(argv[optind], trust.ca_path, trust.threshold);
+        }
+        if (cli_has_magic(argv[optind], TRUST_ROOT_MAGIC)) {
+                if (!trust.ca_path || json) {
+                        cli_error("a trust root is always signed: give --ca (the root CA, or the trust root the "
+                                  "device holds); text output only");
+                        return EXIT_USAGE;
+                }
+                return trust_root_verify_file(argv[optind], trust.ca_path, trust.threshold);
         }
 
         if ((r = bundle_open_verified(argv[optind], &trust, &b, &err)) < 0)

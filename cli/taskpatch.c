@@ -18,6 +18,7 @@ static const struct {
         { "apply", verb_apply, "rebuild the target model from the base and a bundle" },
         { "publish", verb_publish, "list a folder's bundles in a signed channel for devices to poll" },
         { "revoke", verb_revoke, "write a signed revocation list: signers devices must no longer trust" },
+        { "root", verb_root, "write a signed trust root: the CAs and thresholds of each role, to rotate keys" },
         { "sign", verb_sign, "add a signature to a bundle, channel or revocation list (several signers)" },
         { "diff", verb_diff, "which sites changed between two models (locality report)" },
         { "fold", verb_fold, "fold a LoRA adapter into a float model and quantize it (the task model)" },

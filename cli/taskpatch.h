@@ -62,3 +62,7 @@ int verb_revoke(int argc, char *argv[]);
 int verb_sign(int argc, char *argv[]);
 int revocations_inspect(const char *path, bool json);
 int revocations_verify_file(const char *path, const char *ca_path, unsigned threshold);
+int verb_root(int argc, char *argv[]);
+/* taskpatch-root.c: a trust root in inspect and verify (@ca_path: a CA file, or the trust root held) */
+int trust_root_inspect(const char *path, bool json);
+int trust_root_verify_file(const char *path, const char *ca_path, unsigned threshold);

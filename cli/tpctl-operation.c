@@ -81,7 +81,13 @@ static void print_outcome(const char *command, json_t *req, json_t *resp, const 
                 json_int_t v = json_integer_value(json_object_get(resp, "version"));
                 json_int_t n = json_integer_value(json_object_get(resp, "entries"));
                 json_int_t b = json_integer_value(json_object_get(resp, "revoked_bundles"));
-                if (json_is_true(json_object_get(resp, "changed")))
+                bool root = strcmp(json_string_value(json_object_get(resp, "kind")) ?: "", "root") == 0;
+                if (root)
+                        printf(json_is_true(json_object_get(resp, "changed")) ?
+                               "trust root version %" JSON_INTEGER_FORMAT " accepted; %" JSON_INTEGER_FORMAT
+                               " installed bundle(s) no longer trusted\n" :
+                               "trust root version %" JSON_INTEGER_FORMAT " is the one held already\n", v, b);
+                else if (json_is_true(json_object_get(resp, "changed")))
                         printf("revocation list version %" JSON_INTEGER_FORMAT " accepted: %" JSON_INTEGER_FORMAT
                                " entries; %" JSON_INTEGER_FORMAT " installed bundle(s) revoked\n", v, n, b);
                 else

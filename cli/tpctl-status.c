@@ -87,7 +87,7 @@ static void print_tasks(json_t *tasks) {
 /* The revoked bundles (never used), the model a revoked signer made, the revocation list held. */
 static void print_revoked(json_t *s) {
         json_t *revoked = json_object_get(s, "revoked"), *trust = json_object_get(s, "trust");
-        json_t *rl = json_object_get(trust, "revocations");
+        json_t *rl = json_object_get(trust, "revocations"), *root = json_object_get(trust, "root");
         uint64_t v = 0, n = 0;
 
         for (size_t i = 0; i < json_array_size(revoked); i++) {
@@ -104,6 +104,9 @@ static void print_revoked(json_t *s) {
                        get_str(trust, "crl") ?: "");
         else if (get_str(trust, "crl"))
                 printf(LABEL "CRLs from %s\n", "Trust:", get_str(trust, "crl"));
+        if (json_is_object(root) && get_u64(root, "version", &v))
+                printf(LABEL "trust root version %" PRIu64 " (expires %s%s)\n", "Root:", v, get_str(root, "expires") ?: "?",
+                       json_is_true(json_object_get(root, "expired")) ? ": EXPIRED, a newer root is needed" : "");
 }
 
 static void print_trial(json_t *trial) {

@@ -15,6 +15,7 @@
 #include "taskpatchd-download.h"
 #include "taskpatchd-fetch.h"
 #include "taskpatchd-log.h"
+#include "taskpatchd-trust.h"
 #include "yaml-doc.h"
 
 static void set_update(FetchModel *fm, const char *task, uint64_t version, const char *result, const char *reason) {
@@ -218,28 +219,23 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         _cleanup_(channel_freep) Channel *c = NULL;
         TpError err = {};
         int r = channel_parse(f->body.data, f->body.len, url, &c, &err);
-        if (r >= 0)
-                r = fetch_verify_channel(f, c, url, &err);
         if (r < 0) {
                 /* A bad mirror (tampered, stale, foreign): the next one may be good. */
                 fetch_poll_failed(f, tp_error_message(&err, r));
                 return;
         }
-        if (fetch_revocations_start(f, &c, url))
-                return;                 /* taken once its revocation list is */
-        (void) fetcher_take_channel(f, TAKE_PTR(c), url, &err);        /* reports its own errors */
+        fetch_channel_continue(f, TAKE_PTR(c), url, false);
 }
 
 int fetch_verify_channel(Fetcher *f, const Channel *c, const char *url, TpError *err) {
         const SourceHost *host = f->models[0].host;
-        SignatureTrust trust = { .ca_path = config_channel_ca(f->config), .crl_path = f->config->trust.crl,
-                                 .crl_expired_warn = f->config->trust.crl_expired_warn,
-                                 .threshold = (unsigned) f->config->trust.threshold };
-        int r = host->dates_now(host, &trust.now, err);
+        time_t now;
+        int r = host->dates_now(host, &now, err);
 
         if (r < 0)
                 return tp_error_prefix(err, r, "%s", url);
-        trust.revoked = host->revocations(host);
+        SignatureTrust trust = trust_role(host->trust_root(host), host->revocations(host), f->config,
+                                          TRUST_ROLE_CHANNEL, now);
         return channel_verify(c, url, &trust, NULL, err);
 }
 

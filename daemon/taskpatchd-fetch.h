@@ -181,8 +181,9 @@ struct Fetcher {
         HttpBody body;
 
         Channel *channel;               /* the last one accepted */
-        Channel *pending;               /* verified, waiting for its revocation list (fetched on easy) */
+        Channel *pending;               /* waiting for its trust root or revocation list (fetched on easy) */
         char *pending_url;              /* where it came from */
+        bool pending_root;              /* the file fetched is the trust root (else the revocation list) */
         char *channel_url;              /* where it came from: bundle paths are relative to it */
         Download dl;                    /* one at a time, whatever the model */
         FetchModel *dl_model;           /* whose download dl is, while it runs */
@@ -215,9 +216,16 @@ _warn_unused_result_ int fetch_verify_channel(Fetcher *f, const Channel *c, cons
 void fetch_poll_failed(Fetcher *f, const char *why);
 
 /*
- * The revocation list a verified channel @c (from @url) names, when it is newer than the
- * device's: fetched, checked against the channel's size and SHA-256 and given to the host
- * before the channel is taken (fetcher_take_channel()), so nothing the list revokes is
- * downloaded or installed under it. True when that transfer started (it owns @c then).
+ * A poll's channel @c (parsed, from @url; taken), up to the end (taskpatchd-fetch-trust.c):
+ * 1. the trust root it names, when newer than the device's, fetched and given to the host
+ *    *before* the channel's signature is checked: the root may be what rotates the channel
+ *    role (the root stands on its own signatures, never on the channel's);
+ * 2. the channel verified (fetch_verify_channel());
+ * 3. the revocation list it names, when newer, fetched and given to the host, and the
+ *    channel verified again under it;
+ * 4. the channel taken (fetcher_take_channel()).
+ * Each file is checked against the channel's size and SHA-256; one that cannot be had or is
+ * refused fails the poll at this mirror, so nothing it revokes or retires is used.
+ * @root_done: step 1 was done (this call continues after it).
  */
-bool fetch_revocations_start(Fetcher *f, Channel **c, const char *url);
+void fetch_channel_continue(Fetcher *f, Channel *c, const char *url, bool root_done);

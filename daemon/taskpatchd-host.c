@@ -101,9 +101,13 @@ static const Revocations *host_revocations(const SourceHost *h) {
         return trust_store_list(m->trust);
 }
 
-static int host_take_revocations(const SourceHost *h, const uint8_t *data, size_t len, const char *what,
-                                 TpError *err) {
-        return manager_take_revocations(h->userdata, data, len, what, err);
+static const TrustRoot *host_trust_root(const SourceHost *h) {
+        const Manager *m = h->userdata;
+        return m->trust ? m->trust->root : NULL;
+}
+
+static int host_take_trust(const SourceHost *h, const uint8_t *data, size_t len, const char *what, TpError *err) {
+        return manager_take_trust(h->userdata, data, len, what, err);
 }
 
 static uint64_t host_newest_installed(const SourceHost *h, const char *task) {
@@ -201,7 +205,8 @@ void manager_init_host(Manager *m) {
                 .submit_switch = host_submit_switch,
                 .device = host_device,
                 .revocations = host_revocations,
-                .take_revocations = host_take_revocations,
+                .trust_root = host_trust_root,
+                .take_trust = host_take_trust,
                 .newest_installed = host_newest_installed,
                 .installed = host_installed,
                 .accepted = host_accepted,

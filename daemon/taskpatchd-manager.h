@@ -286,13 +286,16 @@ _warn_unused_result_ int manager_scan_store(Manager *m, const char *tasks,
  */
 void manager_check_revoked(Manager *m);
 /*
- * Take a revocation list for the whole device (taskpatchd-revoke.c): trust_store_update() at
- * the clock manager_dates_now() gives, then, when it was taken (1), every model (@m's peers)
- * lists its bundles again and replaces what it revokes.
+ * Take a revocation list or a trust root for the whole device (taskpatchd-revoke.c):
+ * trust_store_update() at the clock manager_dates_now() gives, then, when it was taken (1),
+ * every model (@m's peers) lists its bundles again and replaces what is no longer trusted.
  */
-_warn_unused_result_ int manager_take_revocations(Manager *m, const uint8_t *data, size_t len, const char *what,
-                                                  TpError *err);
-/* Status's "trust": {revocations: {version, created, entries} | null, crl, revoked_active}. */
+_warn_unused_result_ int manager_take_trust(Manager *m, const uint8_t *data, size_t len, const char *what,
+                                            TpError *err);
+/*
+ * Status's "trust": {revocations: {version, created, entries} | null,
+ * root: {version, created, expires, expired} | null, crl, revoked_active}.
+ */
 json_t *trust_status_json(const Manager *m);
 /*
  * Open and verify a bundle (takes @fd): signature to the CA, manifest, made

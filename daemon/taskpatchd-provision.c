@@ -333,11 +333,10 @@ int manager_dates_now(const Manager *m, time_t *ret, TpError *err) {
 }
 
 BundleTrust manager_bundle_trust(const Manager *m, time_t now) {
-        return (BundleTrust) { .ca_path = config_bundle_ca(m->config), .now = now, .crl_path = m->config->trust.crl,
-                               .crl_expired_warn = m->config->trust.crl_expired_warn,
-                               .revoked = trust_store_list(m->trust),
-                               .threshold = (unsigned) m->config->trust.bundle_threshold,
-                               .max_manifest_bytes = m->config->limits.manifest_bytes,
+        SignatureTrust s = trust_store_role(m->trust, m->config, TRUST_ROLE_BUNDLE, now);
+        return (BundleTrust) { .ca_path = s.ca_path, .ca_pem = s.ca_pem, .now = now, .crl_path = s.crl_path,
+                               .crl_expired_warn = s.crl_expired_warn, .revoked = s.revoked,
+                               .threshold = s.threshold, .max_manifest_bytes = m->config->limits.manifest_bytes,
                                .max_spans = m->config->limits.manifest_spans };
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "parse.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
@@ -150,17 +151,26 @@ static void trust_changed(Manager *m) {
         }
 }
 
-int manager_take_revocations(Manager *m, const uint8_t *data, size_t len, const char *what, TpError *err) {
+int manager_take_trust(Manager *m, const uint8_t *data, size_t len, const char *what, TpError *err) {
+        bool root;
         time_t now;
         int r;
 
         if (!m->trust)
                 return tp_error(err, -EOPNOTSUPP, "%s: this daemon keeps no revocation list", what);
         if ((r = manager_dates_now(m, &now, err)) < 0 ||
-            (r = trust_store_update(m->trust, m->config, now, data, len, what, err)) <= 0)
+            (r = trust_store_update(m->trust, m->config, now, data, len, what, &root, err)) <= 0)
                 return r;
-        log_notice("revocation list version %" PRIu64 " accepted from %s (%zu entries)", m->trust->list->version,
-                   what, m->trust->list->n);
+        if (root) {
+                const TrustRoot *t = m->trust->root;
+                log_notice("trust root version %" PRIu64 " accepted from %s: root %u of %zu CA%s, bundle %u of %zu, "
+                           "channel %u of %zu", t->version, what, t->roles[TRUST_ROLE_ROOT].threshold,
+                           t->roles[TRUST_ROLE_ROOT].n_certs, t->roles[TRUST_ROLE_ROOT].n_certs == 1 ? "" : "s",
+                           t->roles[TRUST_ROLE_BUNDLE].threshold, t->roles[TRUST_ROLE_BUNDLE].n_certs,
+                           t->roles[TRUST_ROLE_CHANNEL].threshold, t->roles[TRUST_ROLE_CHANNEL].n_certs);
+        } else
+                log_notice("revocation list version %" PRIu64 " accepted from %s (%zu entries)",
+                           m->trust->list->version, what, m->trust->list->n);
         trust_changed(m);
         return 1;
 }
@@ -177,18 +187,23 @@ void models_trust_update(Models *s, Client *c, int passed) {
                 return;
         }
         if ((r = read_fd(fd, &data, &len, &err)) < 0 ||
-            (r = manager_take_revocations(s->managers[0], data, len, "the revocation list", &err)) < 0) {
+            (r = manager_take_trust(s->managers[0], data, len, "the file", &err)) < 0) {
                 client_reply_error(c, r == -ENOMEM || r == -EIO || r == -ENOSPC ? "io" : "refused", "%s",
                                    tp_error_message(&err, r));
                 return;
         }
-        const Revocations *rl = s->trust.list;
         size_t revoked = 0;
         for (size_t i = 0; i < s->n; i++)
                 revoked += s->managers[i]->store.n_revoked;
-        client_reply(c, json_pack("{s:s, s:I, s:I, s:b, s:I}", "kind", "revocations", "version",
-                                  (json_int_t) rl->version, "entries", (json_int_t) rl->n, "changed", r > 0,
-                                  "revoked_bundles", (json_int_t) revoked));
+        bool root = len >= sizeof(TRUST_ROOT_MAGIC) && memcmp(data, TRUST_ROOT_MAGIC, sizeof(TRUST_ROOT_MAGIC)) == 0;
+        if (root)
+                client_reply(c, json_pack("{s:s, s:I, s:b, s:I}", "kind", "root", "version",
+                                          (json_int_t) s->trust.root->version, "changed", r > 0, "revoked_bundles",
+                                          (json_int_t) revoked));
+        else
+                client_reply(c, json_pack("{s:s, s:I, s:I, s:b, s:I}", "kind", "revocations", "version",
+                                          (json_int_t) s->trust.list->version, "entries", (json_int_t) s->trust.list->n,
+                                          "changed", r > 0, "revoked_bundles", (json_int_t) revoked));
 }
 
 json_t *trust_status_json(const Manager *m) {
@@ -202,6 +217,17 @@ json_t *trust_status_json(const Manager *m) {
                                                                 "created", created, "entries", (json_int_t) rl->n));
         } else
                 json_object_set_new(o, "revocations", json_null());
+        const TrustRoot *t = m->trust ? m->trust->root : NULL;
+        if (t) {
+                char expires[21];
+                format_time_utc(t->created, created);
+                format_time_utc(t->expires, expires);
+                time_t now = clock_wall();
+                json_object_set_new(o, "root", json_pack("{s:I, s:s, s:s, s:b}", "version", (json_int_t) t->version,
+                                                         "created", created, "expires", expires, "expired",
+                                                         now > 0 && (int64_t) now > t->expires));
+        } else
+                json_object_set_new(o, "root", json_null());
         json_object_set_new(o, "crl", m->config->trust.crl ? json_string(m->config->trust.crl) : json_null());
         json_object_set_new(o, "revoked_active", m->revoked_active[0] ? json_string(m->revoked_active) : json_null());
         return o;

@@ -29,6 +29,7 @@
 #include "manifest.h"
 #include "sha256.h"
 #include "taskpatchd-store.h"
+#include "trust-root.h"
 
 /* Who asked for an operation: for the log, and for the pin (a switch the channel did not ask for). */
 typedef enum UpdateOrigin {
@@ -120,13 +121,14 @@ struct SourceHost {
         void (*device)(const SourceHost *host, DeviceView *ret);
         /* The device's revocation list (valid until the next call into the host), NULL when it has none. */
         const Revocations *(*revocations)(const SourceHost *host);
+        /* The device's trust root (the same), NULL when it has none (the configuration's roles hold). */
+        const TrustRoot *(*trust_root)(const SourceHost *host);
         /*
-         * Give the device a revocation list (@len bytes; @what names it): 1 taken (every model
-         * lists its bundles again and replaces what it revokes), 0 the one held, < 0 and @err
-         * refused (taskpatchd-trust.h: trust_store_update()).
+         * Give the device a revocation list or a trust root (@len bytes; @what names it): 1
+         * taken (every model lists its bundles again and replaces what is no longer trusted),
+         * 0 the one held, < 0 and @err refused (taskpatchd-trust.h: trust_store_update()).
          */
-        int (*take_revocations)(const SourceHost *host, const uint8_t *data, size_t len, const char *what,
-                                TpError *err);
+        int (*take_trust)(const SourceHost *host, const uint8_t *data, size_t len, const char *what, TpError *err);
         /* The newest installed version of @task, 0 when none. */
         uint64_t (*newest_installed)(const SourceHost *host, const char *task);
         bool (*installed)(const SourceHost *host, const char *task, uint64_t version);

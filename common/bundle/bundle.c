@@ -174,7 +174,7 @@ static int bundle_check_signature(Bundle *b, BundleTrust *trust, TpError *err) {
                 return tp_error(err, -EKEYREJECTED, "%s: the bundle is unsigned (allow it with --allow-unsigned, for tests only)",
                                 b->what);
         if (b->signature && trust->ca_path) {
-                SignatureTrust st = { .ca_path = trust->ca_path, .now = trust->now, .crl_path = trust->crl_path,
+                SignatureTrust st = { .ca_path = trust->ca_path, .ca_pem = trust->ca_pem, .now = trust->now, .crl_path = trust->crl_path,
                                       .crl_expired_warn = trust->crl_expired_warn, .revoked = trust->revoked,
                                       .threshold = trust->threshold };
                 r = signature_set_verify(b->signature, b->signature_len, b->manifest_text, b->manifest_len, &st,

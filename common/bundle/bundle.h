@@ -72,6 +72,7 @@ DEFINE_POINTER_CLEANUP(Bundle, bundle_free)
 
 typedef struct BundleTrust {
         const char *ca_path;            /* PEM file or directory; NULL: do not check the signature */
+        const char *ca_pem;             /* the CAs as PEM text instead (@ca_path names them): SignatureTrust's */
         bool allow_unsigned;            /* accept a bundle without a signature */
         time_t now;                     /* for certificate validity and expiry; 0: clock unknown, skip dates */
         /* Revocation (sign.h's SignatureTrust): CRLs, whether a stale one only warns, a revocation list. */

@@ -11,6 +11,7 @@
 #include "sign.h"
 #include "signed-file.h"
 #include "sigset.h"
+#include "trust-root.h"
 #include "yaml-doc.h"
 #include "yaml-write.h"
 
@@ -292,7 +293,7 @@ static int parse_model(Channel *c, const YamlNode *n, size_t idx, TpError *err) 
 
 /* Format 1: the desired task and the bundles at the top level, one section. */
 static int parse_format1(Channel *c, const YamlNode *root, TpError *err) {
-        static const char *const keys[] = { "format", "channel", "serial", "created", "expires", "revocations",
+        static const char *const keys[] = { "format", "channel", "serial", "created", "expires", "revocations", "root",
                                             "desired", "bundles", NULL };
         const YamlNode *bundles;
         const char *desired = NULL;
@@ -318,7 +319,7 @@ static int parse_format1(Channel *c, const YamlNode *root, TpError *err) {
 }
 
 static int parse_format2(Channel *c, const YamlNode *root, TpError *err) {
-        static const char *const keys[] = { "format", "channel", "serial", "created", "expires", "revocations",
+        static const char *const keys[] = { "format", "channel", "serial", "created", "expires", "revocations", "root",
                                             "models", NULL };
         const YamlNode *models;
         size_t total = 0;
@@ -351,12 +352,12 @@ static int parse_format2(Channel *c, const YamlNode *root, TpError *err) {
         return 0;
 }
 
-static int parse_revocations(Channel *c, const YamlNode *root, TpError *err) {
+/* The optional entry @key of the index: a trust file of at most @max bytes. */
+static int parse_trust_file(const YamlNode *root, const char *key, uint64_t max, ChannelTrustFile *rv, TpError *err) {
         static const char *const keys[] = { "version", "path", "size", "sha256", NULL };
-        ChannelRevocations *rv = &c->revocations;
         const YamlNode *n;
         const char *path;
-        int r = yaml_get_map(root, "revocations", false, W, &n, err);
+        int r = yaml_get_map(root, key, false, W, &n, err);
 
         if (r <= 0)
                 return r;
@@ -367,13 +368,13 @@ static int parse_revocations(Channel *c, const YamlNode *root, TpError *err) {
             (r = yaml_get_sha256(n, "sha256", true, W, rv->sha256, err)) < 0)
                 return r;
         if (rv->version == 0)
-                return tp_error(err, -EBADMSG, W ": line %u: revocations: version must be at least 1", n->line);
+                return tp_error(err, -EBADMSG, W ": line %u: %s: version must be at least 1", n->line, key);
         if (!channel_path_valid(path))
-                return tp_error(err, -EBADMSG, W ": line %u: revocations: path '%.80s' is not a plain relative path",
-                                n->line, path);
-        if (rv->size < 64 || rv->size > REVOCATIONS_MAX_FILE)
-                return tp_error(err, -EBADMSG, W ": line %u: revocations: size %" PRIu64 " is outside 64..%u", n->line,
-                                rv->size, REVOCATIONS_MAX_FILE);
+                return tp_error(err, -EBADMSG, W ": line %u: %s: path '%.80s' is not a plain relative path", n->line,
+                                key, path);
+        if (rv->size < 64 || rv->size > max)
+                return tp_error(err, -EBADMSG, W ": line %u: %s: size %" PRIu64 " is outside 64..%" PRIu64, n->line,
+                                key, rv->size, max);
         snprintf(rv->path, sizeof(rv->path), "%s", path);
         rv->set = true;
         return 0;
@@ -404,7 +405,8 @@ static int parse_index(Channel *c, uint32_t header_format, TpError *err) {
                 return tp_error(err, -EBADMSG, W ": invalid channel name '%.80s' (expected [a-z0-9][a-z0-9._-]{0,63})",
                                 name);
         snprintf(c->name, sizeof(c->name), "%s", name);
-        if ((r = parse_revocations(c, root, err)) < 0)
+        if ((r = parse_trust_file(root, "revocations", REVOCATIONS_MAX_FILE, &c->revocations, err)) < 0 ||
+            (r = parse_trust_file(root, "root", TRUST_ROOT_MAX_FILE, &c->root, err)) < 0)
                 return r;
         return c->format == CHANNEL_FORMAT_1 ? parse_format1(c, root, err) : parse_format2(c, root, err);
 }
@@ -511,6 +513,18 @@ static void write_model(YamlWriter *w, const Channel *c, const ChannelModel *cm)
         yaml_writer_map_end(w);
 }
 
+static void write_trust_file(YamlWriter *w, const char *key, const ChannelTrustFile *f) {
+        if (!f->set)
+                return;
+        yaml_writer_str(w, key);
+        yaml_writer_map_start(w, true);
+        yaml_writer_kv_u64(w, "version", f->version);
+        yaml_writer_kv(w, "path", f->path);
+        yaml_writer_kv_u64(w, "size", f->size);
+        yaml_writer_kv_sha(w, "sha256", f->sha256);
+        yaml_writer_map_end(w);
+}
+
 static void write_index(YamlWriter *w, const Channel *c) {
         yaml_writer_map_start(w, false);
         yaml_writer_kv_u64(w, "format", c->format);
@@ -519,15 +533,8 @@ static void write_index(YamlWriter *w, const Channel *c) {
         yaml_writer_kv_time(w, "created", c->created);
         if (c->expires != 0)
                 yaml_writer_kv_time(w, "expires", c->expires);
-        if (c->revocations.set) {
-                yaml_writer_str(w, "revocations");
-                yaml_writer_map_start(w, true);
-                yaml_writer_kv_u64(w, "version", c->revocations.version);
-                yaml_writer_kv(w, "path", c->revocations.path);
-                yaml_writer_kv_u64(w, "size", c->revocations.size);
-                yaml_writer_kv_sha(w, "sha256", c->revocations.sha256);
-                yaml_writer_map_end(w);
-        }
+        write_trust_file(w, "revocations", &c->revocations);
+        write_trust_file(w, "root", &c->root);
         if (c->format == CHANNEL_FORMAT_1) {
                 if (c->models[0].desired[0])
                         yaml_writer_kv(w, "desired", c->models[0].desired);

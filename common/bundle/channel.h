@@ -25,6 +25,7 @@
  *   created: 2026-11-29T12:00:00Z
  *   expires: 2026-12-29T12:00:00Z   # optional
  *   revocations: {version: 3, path: stable.revocations, size: 1294, sha256: ...}   # optional, either format
+ *   root: {version: 2, path: fleet.root, size: 3317, sha256: ...}  # optional, either format
  *   models:                         # sorted by model, each once
  *   - model: llm
  *     base: ...                     # optional: the SHA-256 of the base the fleet should run
@@ -93,14 +94,17 @@ typedef struct ChannelModel {
         size_t first, n_bundles;                /* its bundles: Channel.bundles[first .. first + n_bundles) */
 } ChannelModel;
 
-/* The revocation list the channel carries (revoke.h), fetched beside it when newer than the device's. */
-typedef struct ChannelRevocations {
+/*
+ * A revocation list (revoke.h) or a trust root (trust-root.h) the channel carries, fetched
+ * beside it when newer than the device's.
+ */
+typedef struct ChannelTrustFile {
         bool set;
-        uint64_t version;                       /* the list's own version */
+        uint64_t version;                       /* the file's own version */
         char path[CHANNEL_PATH_MAX + 1];        /* relative to the channel's URL */
-        uint64_t size;                          /* of the whole file, at most REVOCATIONS_MAX_FILE */
+        uint64_t size;                          /* of the whole file, at most its kind's cap */
         uint8_t sha256[SHA256_DIGEST_SIZE];
-} ChannelRevocations;
+} ChannelTrustFile;
 
 typedef struct Channel {
         uint32_t format;                        /* CHANNEL_FORMAT_1 or CHANNEL_FORMAT */
@@ -112,7 +116,8 @@ typedef struct Channel {
         size_t n_models;
         ChannelBundle *bundles;                 /* sorted by model, task, version; (model, task, version) unique */
         size_t n_bundles;
-        ChannelRevocations revocations;         /* either format */
+        ChannelTrustFile revocations;           /* either format */
+        ChannelTrustFile root;                  /* either format */
         /* filled by channel_parse */
         char *index_text;                       /* exactly the signed bytes */
         size_t index_len;

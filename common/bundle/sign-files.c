@@ -202,6 +202,14 @@ int ca_load(mbedtls_x509_crt *ca, const char *ca_path, TpError *err) {
         return trust_path_load(&kind, ca, ca_path, err);
 }
 
+int ca_load_pem(mbedtls_x509_crt *ca, const char *pem, const char *name, TpError *err) {
+        int r = mbedtls_x509_crt_parse(ca, (const unsigned char *) pem, strlen(pem) + 1);
+
+        if (r != 0)
+                return mbed_error(err, -EBADMSG, r, "%s: not PEM certificates", name);
+        return 0;
+}
+
 static int crl_load_file(void *obj, const char *path, TpError *err) {
         _cleanup_(file_data_done) FileData f = {};
         int r = file_read(path, SIGNATURE_CRL_FILE_MAX, false, &f, err);

@@ -34,6 +34,8 @@ void file_data_done(FileData *f);
 _warn_unused_result_ int certs_load_file(mbedtls_x509_crt *chain, const char *path, size_t max, TpError *err);
 /* Trust anchors from a file, or from the *.pem / *.crt regular files of a directory (sorted). */
 _warn_unused_result_ int ca_load(mbedtls_x509_crt *ca, const char *ca_path, TpError *err);
+/* Trust anchors from PEM text in memory (NUL-terminated); @name names them in errors. */
+_warn_unused_result_ int ca_load_pem(mbedtls_x509_crt *ca, const char *pem, const char *name, TpError *err);
 /* CRLs from a file (PEM, one or more, or one DER), or from the *.pem / *.crl regular files of a directory. */
 _warn_unused_result_ int crl_load(mbedtls_x509_crl *crl, const char *crl_path, TpError *err);
 

@@ -515,7 +515,8 @@ static int verify_chain(mbedtls_x509_crt *chain, const SignatureTrust *trust, Si
 
         mbedtls_x509_crt_init(&ca);
         mbedtls_x509_crl_init(&crl);
-        if ((r = ca_load(&ca, trust->ca_path, err)) < 0 ||
+        if ((r = trust->ca_pem ? ca_load_pem(&ca, trust->ca_pem, trust->ca_path, err) :
+                              ca_load(&ca, trust->ca_path, err)) < 0 ||
             (trust->crl_path && (r = crl_load(&crl, trust->crl_path, err)) < 0))
                 return r;
         v.crl = trust->crl_path ? &crl : NULL;

@@ -225,7 +225,10 @@ typedef struct Revocations Revocations;        /* revoke.h */
 
 /* What signature_verify_trust() verifies against. */
 typedef struct SignatureTrust {
-        const char *ca_path;            /* the trust anchors: a PEM file or a directory of them */
+        const char *ca_path;            /* the trust anchors: a PEM file or a directory of them; with
+                                         * @ca_pem, only their name in messages */
+        const char *ca_pem;             /* the trust anchors as PEM text held in memory (a trust root's
+                                         * role, trust-root.h), NUL-terminated; NULL: read @ca_path */
         time_t now;                     /* <= 0: SIGNATURE_CLOCK_UNKNOWN */
         /*
          * X.509 CRLs (a file of one or more PEM CRLs or one DER CRL, or a directory of *.pem and

@@ -73,6 +73,17 @@ void yaml_writer_str(YamlWriter *w, const char *s) {
                                           YAML_ANY_SCALAR_STYLE));
 }
 
+void yaml_writer_kv_literal(YamlWriter *w, const char *key, const char *value) {
+        yaml_event_t ev;
+
+        yaml_writer_str(w, key);
+        if (!w->ok)
+                return;
+        emit(w, &ev,
+             yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *) value, (int) strlen(value), 1, 1,
+                                          YAML_LITERAL_SCALAR_STYLE));
+}
+
 void yaml_writer_map_start(YamlWriter *w, bool flow) {
         yaml_event_t ev;
         if (!w->ok)

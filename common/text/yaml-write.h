@@ -29,6 +29,8 @@ void yaml_writer_str(YamlWriter *w, const char *s);
 void yaml_writer_kv(YamlWriter *w, const char *key, const char *value);
 void yaml_writer_kv_u64(YamlWriter *w, const char *key, uint64_t v);
 void yaml_writer_kv_sha(YamlWriter *w, const char *key, const uint8_t d[SHA256_DIGEST_SIZE]);
+/* @value as a literal block scalar ("key: |", its lines kept as they are: PEM text) */
+void yaml_writer_kv_literal(YamlWriter *w, const char *key, const char *value);
 /* @t as "YYYY-MM-DDTHH:MM:SSZ" */
 void yaml_writer_kv_time(YamlWriter *w, const char *key, int64_t t);
 

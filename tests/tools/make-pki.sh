@@ -51,9 +51,14 @@
 #   forged.crl                        a CRL in the intermediate's name revoking ci-signer, signed by
 #                                     another key (impostor.key): it does not verify
 #   crl.d/                            a CRL directory: ca.crl, intermediate.crl and README.txt (ignored)
+#   channel-signer2.key, .crt         "CN=channel-signer-2" (by channel-ca): a second key of that role
+#   rotated-ca.key, .pem              a root "CN=TaskPatch Rotated Root CA", 2000-01-01..2100-01-01, and
+#   rotated-signer.key, .crt          "CN=rotated-signer" by it: the root role after a rotation
+#   bundle2-ca.key, .pem              a root "CN=TaskPatch Second Bundle CA", 2000-01-01..2100-01-01, and
+#   bundle2-signer.key, .crt          "CN=bundle2-signer" by it: the bundle role after a rotation
 set -eu
 
-STAMP_VERSION="make-pki 4"
+STAMP_VERSION="make-pki 5"
 
 if [ $# -ne 1 ] || [ -z "$1" ]; then
         echo "usage: $0 DIR" >&2
@@ -197,11 +202,18 @@ key other-ca ec-p256
 issue other-ca "TaskPatch Other Root CA" self v3_root 20200101000000Z 20300101000000Z
 key channel-ca ec-p256
 issue channel-ca "TaskPatch Test Channel CA" self v3_root 20000101000000Z 21000101000000Z
+key rotated-ca ec-p256
+issue rotated-ca "TaskPatch Rotated Root CA" self v3_root 20000101000000Z 21000101000000Z
+key bundle2-ca ec-p256
+issue bundle2-ca "TaskPatch Second Bundle CA" self v3_root 20000101000000Z 21000101000000Z
 
 signer signer ci-signer ec-p256 v3_signer 20240101000000Z 20400101000000Z
 cp "$work/signer.pem" "$dir/signer-leaf.crt"
 signer other-signer other-signer ec-p256 v3_signer 20200101000000Z 20990101000000Z other-ca
 signer channel-signer channel-signer ec-p256 v3_signer 20240101000000Z 20900101000000Z channel-ca
+signer channel-signer2 channel-signer-2 ec-p256 v3_signer 20240101000000Z 20900101000000Z channel-ca
+signer rotated-signer rotated-signer ec-p256 v3_signer 20240101000000Z 20900101000000Z rotated-ca
+signer bundle2-signer bundle2-signer ec-p256 v3_signer 20240101000000Z 20900101000000Z bundle2-ca
 signer expired-signer expired-signer ec-p256 v3_signer 20000101000000Z 20010101000000Z
 signer future-signer future-signer ec-p256 v3_signer 20900101000000Z 20990101000000Z
 signer nodigsig-signer nodigsig-signer ec-p256 v3_nodigsig 20240101000000Z 20400101000000Z
@@ -245,7 +257,7 @@ mkdir "$dir/crl.d"
 cp "$dir/ca.crl" "$dir/intermediate.crl" "$dir/crl.d/"
 echo "Not a CRL: only *.pem and *.crl are read." > "$dir/crl.d/README.txt"
 
-for f in ca intermediate other-ca channel-ca fake-intermediate; do
+for f in ca intermediate other-ca channel-ca rotated-ca bundle2-ca fake-intermediate; do
         mv "$work/$f.key" "$dir/$f.key"
         cp "$work/$f.pem" "$dir/$f.pem"
 done

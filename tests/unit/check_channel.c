@@ -182,13 +182,19 @@ START_TEST(index_refusals) {
                 { HEAD "revocations: {version: 1, path: r, size: 100, sha256: " SHA ", url: x}\nbundles: []\n",
                   "unknown key 'url'" },
                 { HEAD "revocations: stable.revocations\nbundles: []\n", "'revocations'" },
+                { HEAD "root: {version: 0, path: r, size: 100, sha256: " SHA "}\nbundles: []\n",
+                  "root: version must be at least 1" },
+                { HEAD "root: {version: 1, path: /r, size: 100, sha256: " SHA "}\nbundles: []\n",
+                  "root: path '/r' is not a plain relative path" },
+                { HEAD "root: {version: 1, path: r, size: 400000, sha256: " SHA "}\nbundles: []\n",
+                  "root: size 400000 is outside 64..327744" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
                 expect_refused(cases[i].text, cases[i].message, i);
 }
 END_TEST
 
-/* The revocation list a channel carries: written, read back, in either format. */
+/* The revocation list and the trust root a channel carries: written, read back, in either format. */
 START_TEST(revocations) {
         for (uint32_t format = CHANNEL_FORMAT_1; format <= CHANNEL_FORMAT; format++) {
                 _cleanup_(channel_freep) Channel *c = make_channel(2), *back = NULL;
@@ -201,17 +207,22 @@ START_TEST(revocations) {
                         snprintf(c->models[0].name, sizeof(c->models[0].name), "default");
                 for (size_t i = 0; format == CHANNEL_FORMAT && i < c->n_bundles; i++)
                         snprintf(c->bundles[i].model, sizeof(c->bundles[i].model), "default");
-                c->revocations = (ChannelRevocations) { .set = true, .version = 7, .path = "stable.revocations",
+                c->revocations = (ChannelTrustFile) { .set = true, .version = 7, .path = "stable.revocations",
                                                         .size = 1294 };
                 memset(c->revocations.sha256, 0xab, SHA256_DIGEST_SIZE);
+                c->root = (ChannelTrustFile) { .set = true, .version = 3, .path = "fleet.root", .size = 3317 };
+                memset(c->root.sha256, 0xcd, SHA256_DIGEST_SIZE);
                 ck_assert_msg(channel_index_write(c, &text, &len, &err) == 0, "%s", err.message);
+                ck_assert_ptr_nonnull(memmem(text, len, "root: {version: 3, path: fleet.root, size: 3317",
+                                             strlen("root: {version: 3, path: fleet.root, size: 3317")));
                 ck_assert_ptr_nonnull(memmem(text, len, "revocations: {version: 7, path: stable.revocations, size: 1294",
                                              strlen("revocations: {version: 7, path: stable.revocations, size: 1294")));
                 char *z = strndup(text, len);
                 ck_assert_msg(parse_text(z, &back, &err) == 0, "format %u: %s", format, err.message);
                 free(z);
                 ck_assert(back->revocations.set);
-                ck_assert(memcmp(&back->revocations, &c->revocations, sizeof(ChannelRevocations)) == 0);
+                ck_assert(memcmp(&back->revocations, &c->revocations, sizeof(ChannelTrustFile)) == 0);
+                ck_assert(memcmp(&back->root, &c->root, sizeof(ChannelTrustFile)) == 0);
         }
 }
 END_TEST

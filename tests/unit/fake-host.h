@@ -106,12 +106,18 @@ static inline const Revocations *fake_revocations(const SourceHost *h) {
         return NULL;
 }
 
-static inline int fake_take_revocations(const SourceHost *h, const uint8_t *data, size_t len, const char *what,
-                                        TpError *err) {
+/* No trust root either: the configuration's roles hold. */
+static inline const TrustRoot *fake_trust_root(const SourceHost *h) {
+        (void) h;
+        return NULL;
+}
+
+static inline int fake_take_trust(const SourceHost *h, const uint8_t *data, size_t len, const char *what,
+                                  TpError *err) {
         (void) h;
         (void) data;
         (void) len;
-        return tp_error(err, -EOPNOTSUPP, "%s: the fake host takes no revocation list", what);
+        return tp_error(err, -EOPNOTSUPP, "%s: the fake host takes no revocation list or trust root", what);
 }
 
 static inline uint64_t fake_newest_installed(const SourceHost *h, const char *task) {
@@ -180,7 +186,7 @@ static inline void fake_host_init(FakeHost *f) {
                 .host = { .can_start = fake_can_start, .submit_install = fake_submit_install,
                           .submit_switch = fake_submit_switch, .device = fake_device,
                           .revocations = fake_revocations,
-                          .take_revocations = fake_take_revocations,
+                          .trust_root = fake_trust_root, .take_trust = fake_take_trust,
                           .newest_installed = fake_newest_installed, .installed = fake_installed,
                           .accepted = fake_accepted, .channel = fake_channel,
                           .channel_accept_serial = fake_channel_accept_serial, .emit = fake_emit,
