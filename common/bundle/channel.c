@@ -426,14 +426,10 @@ int channel_parse(const uint8_t *data, size_t len, const char *what, Channel **r
         c = calloc(1, sizeof(Channel));
         if (!c)
                 return -ENOMEM;
+        if (signed_file_copy(&f, &c->index_text, &c->signature) < 0)
+                return -ENOMEM;
         c->index_len = f.text_len;
         c->signature_len = f.signature_len;
-        c->index_text = malloc(c->index_len);
-        c->signature = malloc(c->signature_len);
-        if (!c->index_text || !c->signature)
-                return -ENOMEM;
-        memcpy(c->index_text, f.text, c->index_len);
-        memcpy(c->signature, f.signature, c->signature_len);
         if ((r = parse_index(c, f.format, err)) < 0)
                 return tp_error_prefix(err, r, "%s", what);
         *ret = TAKE_PTR(c);

@@ -183,14 +183,10 @@ int revocations_parse(const uint8_t *data, size_t len, const char *what, Revocat
         rl = calloc(1, sizeof(Revocations));
         if (!rl)
                 return -ENOMEM;
+        if (signed_file_copy(&f, &rl->text, &rl->signature) < 0)
+                return -ENOMEM;
         rl->text_len = f.text_len;
         rl->signature_len = f.signature_len;
-        rl->text = malloc(f.text_len);
-        rl->signature = malloc(f.signature_len);
-        if (!rl->text || !rl->signature)
-                return -ENOMEM;
-        memcpy(rl->text, f.text, f.text_len);
-        memcpy(rl->signature, f.signature, f.signature_len);
         if ((r = parse_text(rl, f.format, err)) < 0)
                 return tp_error_prefix(err, r, "%s", what);
         *ret = TAKE_PTR(rl);

@@ -56,6 +56,22 @@ int signed_file_split(const SignedFileKind *k, const uint8_t *data, size_t len, 
         return 0;
 }
 
+int signed_file_copy(const SignedFile *f, char **ret_text, uint8_t **ret_sig) {
+        char *text = malloc(f->text_len);
+        uint8_t *sig = malloc(f->signature_len);
+
+        if (!text || !sig) {
+                free(text);
+                free(sig);
+                return -ENOMEM;
+        }
+        memcpy(text, f->text, f->text_len);
+        memcpy(sig, f->signature, f->signature_len);
+        *ret_text = text;
+        *ret_sig = sig;
+        return 0;
+}
+
 int signed_file_pack(const SignedFileKind *k, uint32_t format, const char *text, size_t text_len, const uint8_t *sig,
                      size_t sig_len, uint8_t **ret_data, size_t *ret_len) {
         uint8_t *data = malloc(SIGNED_FILE_HEADER_SIZE + text_len + sig_len);

@@ -54,6 +54,8 @@ static inline size_t signed_file_max(const SignedFileKind *k) {
  */
 _warn_unused_result_ int signed_file_split(const SignedFileKind *k, const uint8_t *data, size_t len,
                                            const char *what, SignedFile *ret, TpError *err);
+/* Copies of @f's text and signature (malloc'ed, into *@ret_text and *@ret_sig). -ENOMEM, nothing kept. */
+_warn_unused_result_ int signed_file_copy(const SignedFile *f, char **ret_text, uint8_t **ret_sig);
 /* The file of @text and @sig (malloc'ed into *@ret_data). -ENOMEM. */
 _warn_unused_result_ int signed_file_pack(const SignedFileKind *k, uint32_t format, const char *text,
                                           size_t text_len, const uint8_t *sig, size_t sig_len, uint8_t **ret_data,

@@ -162,14 +162,10 @@ int trust_root_parse(const uint8_t *data, size_t len, const char *what, TrustRoo
         t = calloc(1, sizeof(TrustRoot));
         if (!t)
                 return -ENOMEM;
+        if (signed_file_copy(&f, &t->text, &t->signature) < 0)
+                return -ENOMEM;
         t->text_len = f.text_len;
         t->signature_len = f.signature_len;
-        t->text = malloc(f.text_len);
-        t->signature = malloc(f.signature_len);
-        if (!t->text || !t->signature)
-                return -ENOMEM;
-        memcpy(t->text, f.text, f.text_len);
-        memcpy(t->signature, f.signature, f.signature_len);
         if ((r = parse_text(t, f.format, err)) < 0)
                 return tp_error_prefix(err, r, "%s", what);
         *ret = TAKE_PTR(t);
