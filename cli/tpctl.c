@@ -57,14 +57,20 @@ static const struct {
           "version is below the one this device has accepted.\n"
           "\n"
           "  --allow-downgrade   roll back to a version below the accepted one anyway\n" },
-        { "trust", cmd_trust, "update FILE", "give the device a revocation list",
+        { "trust", cmd_trust, "update FILE", "give the device a revocation list or a trust root",
           "Pass FILE, a revocation list written by 'taskpatch revoke' (opened by tpctl, handed\n"
           "over as a descriptor), to the daemon. It takes the list when it verifies against the\n"
           "root role (trust.root_ca, else trust.ca) and its version is higher than the one it\n"
           "holds, keeps it across restarts, and from then on refuses every bundle and channel\n"
           "whose signer it revokes; a model that runs from a revoked bundle is replaced through\n"
           "a trial by the newest good version of its task, else by the base. The channel can\n"
-          "carry the list too (taskpatch publish --revocations).\n" },
+          "carry the list too (taskpatch publish --revocations).\n"
+          "\n"
+          "FILE may be a trust root written by 'taskpatch root' instead: the CAs and thresholds\n"
+          "of each role. The daemon takes version N+1 when a threshold of the root role it\n"
+          "holds (version N's, else trust.root_ca) and of N+1's own signed it, it has not\n"
+          "expired and its version is higher; its roles then replace trust.*_ca and the\n"
+          "thresholds (taskpatchd(8), Key rotation; taskpatch publish --root).\n" },
         { "watch", cmd_watch, "[--exec CMD]", "print the daemon's events as they come",
           "Subscribe to the daemon's events and print one line per event (with --json, each\n"
           "event line as the daemon sent it) until the daemon closes the connection.\n"
