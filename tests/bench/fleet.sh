@@ -15,6 +15,8 @@
 #     per model): still one request per poll, its HTTP bytes against the one-model poll's.
 #     1c: a channel that carries a revocation list (publish --revocations): the device fetches the
 #     list once, before it takes the channel; its idle poll stays one 304, bytes against 1's.
+#     1d: a channel that carries a trust root and a revocation list (publish --root --revocations):
+#     each fetched once, the root before the channel is verified; the idle poll, bytes against 1's.
 #  2. origin capacity: idle polls per second one nginx worker answers (python3 http.client over
 #     ssl, several concurrent clients, If-None-Match), over kept connections and with a new
 #     (resumed) TLS connection per poll; nginx's CPU time per poll from /proc/<worker>/stat;
@@ -219,6 +221,16 @@ def report(tmp, record_to):
     need(m["rv_list_gets"] == "1", f"revocation list fetched {m['rv_list_gets']} times, not once")
     print(f"   a channel carrying a revocation list ({m['rv_list_bytes']} B, fetched once, before the channel is taken):"
           f" idle poll one 304 of {rv_curl} B of HTTP = {rv_curl - idle_curl:+d} B against the plain channel's")
+    # 1d. a channel carrying a trust root and a revocation list
+    rt_r = [r for r in reqs if within(r, "rt_idle_t0", "rt_idle_t1")]
+    need(len(rt_r) >= 2 and all(r["status"] == 304 and r["uri"] == "/rt/rt.channel" for r in rt_r),
+         "trust root: an idle poll was not one 304 of the channel")
+    rt_curl = int(m["rt_curl_bytes"])
+    need(m["rt_curl_status"] == "304" and rt_curl < 1024, f"trust root: idle poll {m['rt_curl_status']}, {rt_curl} B")
+    need(m["rt_root_gets"] == "1" and m["rt_list_gets"] == "1",
+         f"trust root fetched {m['rt_root_gets']} times, its list {m['rt_list_gets']} times, not once each")
+    print(f"   a channel carrying a trust root ({m['rt_root_bytes']} B) and a revocation list, each fetched once:"
+          f" idle poll one 304 of {rt_curl} B of HTTP = {rt_curl - idle_curl:+d} B against the plain channel's")
 
     cases = [dict(case="idle-poll", http_status=int(m["idle_curl_status"]), curl_http_bytes=idle_curl,
                   nginx_request_bytes=idle_r[0]["up"], nginx_response_bytes=idle_r[0]["down"], wire_bytes=idle_wire,
@@ -229,6 +241,9 @@ def report(tmp, record_to):
              dict(case="idle-poll-revocation-list", http_status=int(m["rv_curl_status"]), curl_http_bytes=rv_curl,
                   polls=len(rv_r), list_bytes=int(m["rv_list_bytes"]), list_fetches=int(m["rv_list_gets"]),
                   added_http_bytes=rv_curl - idle_curl),
+             dict(case="idle-poll-trust-root", http_status=int(m["rt_curl_status"]), curl_http_bytes=rt_curl,
+                  polls=len(rt_r), root_bytes=int(m["rt_root_bytes"]), root_fetches=int(m["rt_root_gets"]),
+                  list_fetches=int(m["rt_list_gets"]), added_http_bytes=rt_curl - idle_curl),
              dict(case="unconditional-get-peer", http_status=200, curl_http_bytes=nv_curl, wire_bytes=nv_wire,
                   ratio_http_to_idle=round(nv_curl / idle_curl, 3), ratio_wire_to_idle=round(nv_wire / idle_wire, 3)),
              dict(case="tls-handshake", full_bytes=hs_full, full_bytes_up=hs_full_up, resumed_bytes=hs_res,
@@ -482,6 +497,32 @@ mark rv_idle_t1 "$(now)"
 mark rv_list_gets "$(grep -c " GET /rv/rv.revocations 200 " "$NGINX_LOG" || true)"
 stop_daemon || true
 mark rv_t1 "$(now)"
+
+echo "1d. a channel carrying a trust root and a revocation list: each once, then the idle poll"
+mkdir -p "$www/rt"
+cp "$www/rv/json-1.tpb" "$www/rt/"
+"$BIN/taskpatch" root -o "$TMP/rt.root" "${sign[@]}" --root-ca "$TMP/pki/ca.pem" --bundle-ca "$TMP/pki/ca.pem" \
+    --channel-ca "$TMP/pki/ca.pem" > /dev/null
+"$BIN/taskpatch" publish "$www/rt" --channel rt "${sign[@]}" --serial 1 --desired json \
+    --revocations "$TMP/rv.revocations" --root "$TMP/rt.root" > /dev/null
+mark rt_root_bytes "$(size "$www/rt/rt.root")"
+mark rt_t0 "$(now)"
+daemon_on /rt/rt.channel
+tpctl provision "$TMP/base.gguf" > /dev/null
+until_status 's["trust"]["root"] and s["trust"]["root"]["version"] == 1 and s["trust"]["revocations"] and
+              s["state"] == "trial"'
+tpctl mark-good > /dev/null
+n0=$(grep -c " GET /rt/rt.channel 304 " "$NGINX_LOG" || true)
+wait_lines " GET /rt/rt.channel 304 " $((n0 + 1))
+mark rt_idle_t0 "$(now)"
+wait_lines " GET /rt/rt.channel 304 " $((n0 + polls + 1))
+sleep 0.2
+curl_bytes rt
+mark rt_idle_t1 "$(now)"
+mark rt_root_gets "$(grep -c " GET /rt/rt.root 200 " "$NGINX_LOG" || true)"
+mark rt_list_gets "$(grep -c " GET /rt/rv.revocations 200 " "$NGINX_LOG" || true)"
+stop_daemon || true
+mark rt_t1 "$(now)"
 
 echo "2. origin capacity, ${load_secs} s per case"
 clients=(2 4)
