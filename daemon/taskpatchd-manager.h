@@ -274,6 +274,13 @@ _warn_unused_result_ int manager_dates_now(const Manager *m, time_t *ret, TpErro
 /* What a bundle is verified against: the CA, the manifest caps, and dates at @now (from manager_dates_now()). */
 BundleTrust manager_bundle_trust(const Manager *m, time_t now);
 /*
+ * A bundle that does not make its manifest's target (staged into a fresh copy, the slot's
+ * hash wrong: taskpatchd-switch.c): marked failed, removed from the store and from disk, so it
+ * is never the newest version again. Returns -EBADMSG with @err saying so (prefixed to the
+ * staging's own message); the accepted version is not touched.
+ */
+_warn_unused_result_ int manager_reject_bundle(Manager *m, const Manifest *mf, TpError *err);
+/*
  * List the installed bundles again (store_scan() of @tasks against the bundle trust: CA, CRLs,
  * the revocation list), then manager_check_revoked().
  */

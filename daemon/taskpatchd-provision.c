@@ -332,6 +332,26 @@ int manager_dates_now(const Manager *m, time_t *ret, TpError *err) {
                                 strict && clock_synchronized(), ret, err);
 }
 
+int manager_reject_bundle(Manager *m, const Manifest *mf, TpError *err) {
+        char task[TASK_NAME_MAX + 1], stays[64] = "no version of it is accepted";
+        uint64_t version = mf->version;
+        TpError ignored = {};
+        int r;
+
+        snprintf(task, sizeof(task), "%s", mf->task);   /* @mf may be the removed bundle's */
+        state_failed_add(&m->ps, task, version);
+        if (manager_save_state(m, &ignored) < 0)
+                mlog_error(m, "%s", ignored.message);
+        if ((r = store_remove(&m->store, task, version)) < 0)
+                mlog_error(m, "%s v%" PRIu64 ": cannot remove its bundle: %s", task, version, strerror(-r));
+        uint64_t accepted = state_accepted(&m->ps, task);
+        if (accepted)
+                snprintf(stays, sizeof(stays), "the accepted version stays v%" PRIu64, accepted);
+        return tp_error_prefix(err, -EBADMSG, "%s v%" PRIu64 " does not make the target its manifest names, even in "
+                               "a fresh copy (the bundle's fault): removed and marked failed; %s", task, version,
+                               stays);
+}
+
 BundleTrust manager_bundle_trust(const Manager *m, time_t now) {
         SignatureTrust s = trust_store_role(m->trust, m->config, TRUST_ROLE_BUNDLE, now);
         return (BundleTrust) { .ca_path = s.ca_path, .ca_pem = s.ca_pem, .now = now, .crl_path = s.crl_path,
@@ -514,13 +534,7 @@ static int install_step(Operation *op) {
                 return 1;
         }
         case INSTALL_COMMIT:
-                /* Raised only now that signature and payload hold, and before the bundle is in place. */
-                r = state_accept(&m->ps, mf->task, mf->version);
-                if (r == -E2BIG)
-                        return tp_error(&op->err, r, "%s: this device keeps versions of at most %u tasks", mf->task,
-                                        STATE_MAX_TASKS);
-                if (r > 0 && (r = manager_save_state(m, &op->err)) < 0)
-                        return r;
+                /* The accepted version is not raised here but when the version first runs (manager_activate()). */
                 if ((r = atomic_file_commit(&in->tmp)) < 0)
                         return tp_error(&op->err, r, "%s: %s", in->path, strerror(-r));
                 if ((r = store_add(&m->store, mf, in->path, in->bundle->file_size, in->signer)) < 0)

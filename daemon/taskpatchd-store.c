@@ -356,6 +356,20 @@ uint64_t state_accepted(const PersistentState *s, const char *task) {
         return a ? a->version : 0;
 }
 
+void state_accept_undo(PersistentState *s, const char *task, uint64_t before) {
+        AcceptedVersion *a = find_accepted(s, task);
+
+        if (!a)
+                return;
+        if (before) {
+                a->version = before;
+                return;
+        }
+        size_t i = (size_t) (a - s->accepted);
+        memmove(a, a + 1, (s->n_accepted - i - 1) * sizeof(AcceptedVersion));
+        s->n_accepted--;
+}
+
 int state_accept(PersistentState *s, const char *task, uint64_t version) {
         AcceptedVersion *a = find_accepted(s, task);
 
@@ -564,6 +578,23 @@ const InstalledTask *store_find(const Store *s, const char *task, uint64_t versi
 uint64_t store_newest(const Store *s, const char *task) {
         const InstalledTask *t = store_find(s, task, 0);
         return t ? t->version : 0;
+}
+
+int store_remove(Store *s, const char *task, uint64_t version) {
+        for (size_t i = 0; i < s->n; i++) {
+                InstalledTask *t = &s->tasks[i];
+                if (strcmp(t->task, task) != 0 || t->version != version)
+                        continue;
+                if (unlink(t->path) < 0 && errno != ENOENT)
+                        return negative_errno();
+                int synced = fsync_parent_dir(t->path);
+                (void) synced;  /* not durable yet: a crash brings it back, harmless */
+                free(t->path);
+                memmove(t, t + 1, (s->n - i - 1) * sizeof(InstalledTask));
+                s->n--;
+                return 1;
+        }
+        return 0;
 }
 
 int store_gc(Store *s, const char *task, uint64_t keep, bool (*keep_also)(void *userdata, const char *task,

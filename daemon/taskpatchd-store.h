@@ -114,6 +114,8 @@ _warn_unused_result_ int floor_load(const char *path, PersistentState *s, TpErro
 uint64_t state_accepted(const PersistentState *s, const char *task);
 /* Raise @task's accepted version to @version: 1 if raised, 0 if already there, -E2BIG when STATE_MAX_TASKS are kept. */
 int state_accept(PersistentState *s, const char *task, uint64_t version);
+/* Undo a state_accept() that raised @task's version from @before (0: it had none), when the state was not written. */
+void state_accept_undo(PersistentState *s, const char *task, uint64_t before);
 
 /* A commit of @task (NULL or "" = the base) at @version: pushed on the history, no longer failed. */
 void state_committed(PersistentState *s, const char *task, uint64_t version);
@@ -180,6 +182,8 @@ _warn_unused_result_ int store_add(Store *s, const Manifest *m, const char *path
                                    const char *signer);
 /* <dir>/<task>/<version>.tpb (malloc'ed). */
 char *store_bundle_path(const Store *s, const char *task, uint64_t version);
+/* Remove @task v@version's bundle from the store and from disk: 1 removed, 0 not there, < 0 an unlink error. */
+int store_remove(Store *s, const char *task, uint64_t version);
 /*
  * Remove all but the newest @keep versions of @task, never the versions
  * for which @keep_also returns true. Returns the number removed.

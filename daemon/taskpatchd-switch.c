@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Switching to a task: stage it into the inactive slot, verify, seal,
- * activate. In place when the slot's seal holds and no other process has
- * the file open (a write lease says so); otherwise into a fresh copy of the
- * active slot that is renamed over the slot, so that a service still
- * mapping the old file keeps its old inode. A target whose layout is not
- * the slot's (a relocating bundle, or leaving a slot that holds one) is
- * built into a fresh file from base bytes instead (build.h): from the
- * inactive slot when its seal holds, else from the active one.
+ * Switching to a task: stage it into the inactive slot, verify, seal, activate. In place when
+ * the slot's seal holds and no other process has the file open (a write lease says so);
+ * otherwise into a fresh copy of the active slot that is renamed over the slot, so that a
+ * service still mapping the old file keeps its old inode. A target whose layout is not the
+ * slot's (a relocating bundle, or leaving a slot that holds one) is built into a fresh file
+ * from base bytes instead (build.h): from the inactive slot when its seal holds, else from the
+ * active one. A slot that does not hash to the target is staged again into a fresh copy, then
+ * blamed on the bundle (manager_reject_bundle()).
  *
  * A directory model's slot is a directory of files, staged as one space
  * (fileset.h): in place only when every file can be leased (one busy file
@@ -175,10 +175,8 @@ static void reset_to_fresh(Switch *sw) {
         sw->fresh = true;
 }
 
-/*
- * The temporary beside the slot that a fresh copy or a build writes, renamed over the slot when
- * sealed: a file of @size bytes, or a directory of @files' files.
- */
+/* The temporary a fresh copy or a build writes beside the slot, renamed over it when sealed: a
+ * file of @size bytes, or a directory of @files' files. */
 static int open_fresh_tmp(Operation *op, Switch *sw, const FileSet *files, uint64_t size) {
         const char *path = op->m->files[sw->slot].path;
         int r = atomic_model_open(path, files, size, &sw->fresh_tmp);
@@ -190,11 +188,9 @@ static int open_fresh_tmp(Operation *op, Switch *sw, const FileSet *files, uint6
         return 0;
 }
 
-/*
- * The inactive slot's files, open read-write and each leased: 0, -EBUSY when another process
- * has one of them open or mapped (a directory's every file counts), another -errno when the
- * slot cannot be opened or leased, -EBADMSG when its files are not the target's.
- */
+/* The inactive slot's files, open read-write and each leased: 0, -EBUSY when another process has
+ * one of them open or mapped (a directory's every file counts), another -errno when the slot
+ * cannot be opened or leased, -EBADMSG when its files are not the target's. */
 static int open_in_place(Manager *m, Switch *sw, TpError *err) {
         int r = manager_open_slot(m, sw->slot, O_RDWR, &sw->slot_set, NULL, err);
 
@@ -380,6 +376,23 @@ static int prepare(Operation *op, Switch *sw) {
         return 0;
 }
 
+/* The slot's hash is not the target's: staged again into a fresh copy, then blamed on the bundle. */
+static int target_mismatch(Operation *op, Switch *sw) {
+        Manager *m = op->m;
+
+        if (!sw->fresh && !sw->builder) {
+                mlog_warning(m, "%s: staging again into a fresh copy of slot %s, in case slot %s is damaged",
+                             op->err.message, slot_id_to_string(m->active), slot_id_to_string(sw->slot));
+                op->err = (TpError) {};
+                m->sealed[sw->slot] = false;
+                int r = check_space(m, sw, &op->err);
+                return r < 0 ? r : start_fresh(op, sw);
+        }
+        op->err_code = "refused";
+        /* Of the base itself the slot copy is what is wrong, not a bundle. */
+        return sw->bundle ? manager_reject_bundle(m, sw->bundle->manifest, &op->err) : -EBADMSG;
+}
+
 static int stage_step(Operation *op, Switch *sw) {
         Manager *m = op->m;
         int r;
@@ -393,7 +406,10 @@ static int stage_step(Operation *op, Switch *sw) {
                 return start_fresh(op, sw);
         }
         if (sw->builder) {
-                if ((r = builder_step(sw->builder, STAGE_SLICE, &op->err)) < 0) {
+                if ((r = builder_step(sw->builder, STAGE_SLICE, &op->err)) < 0 &&
+                    builder_progress(sw->builder)->target_mismatch)
+                        return target_mismatch(op, sw);
+                if (r < 0) {
                         op->err_code = r == -EBADMSG ? "refused" : NULL;
                         return r;
                 }
@@ -416,6 +432,8 @@ static int stage_step(Operation *op, Switch *sw) {
                         return r;
         }
         r = stager_step(sw->stager, STAGE_SLICE, &op->err);
+        if (r < 0 && stager_progress(sw->stager)->target_mismatch)
+                return target_mismatch(op, sw);
         if (r < 0) {
                 op->err_code = r == -EBADMSG ? "refused" : NULL;
                 return r;

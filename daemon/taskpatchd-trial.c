@@ -324,10 +324,30 @@ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError
                 }
         } else
                 m->ps.committed = slot;
+        /*
+         * A version is accepted (the anti-rollback floor rises) when it first runs, in the state write
+         * that starts its trial: staged, its every byte proven by the target's hash. Not at install: a
+         * bundle that cannot rebuild its target must not block the versions below it.
+         */
+        char accept_task[TASK_NAME_MAX + 1] = "";
+        uint64_t accept_before = 0;
+        int raised = 0;
+        if (trial && m->ps.trial.task[0] && m->ps.trial.version) {
+                snprintf(accept_task, sizeof(accept_task), "%s", m->ps.trial.task);
+                accept_before = state_accepted(&m->ps, accept_task);
+                raised = state_accept(&m->ps, accept_task, m->ps.trial.version);
+                if (raised == -E2BIG) {
+                        m->ps.trial.on = false;
+                        return tp_error(err, raised, "%s: this device keeps versions of at most %u tasks", accept_task,
+                                        STATE_MAX_TASKS);
+                }
+        }
         /* The state names the trial before the symlink moves: a crash in between finds no trial started. */
         if ((r = manager_save_state(m, err)) < 0) {
                 m->ps.trial.on = false;         /* as the state file still says */
                 m->ps.committed = previous;
+                if (raised > 0)
+                        state_accept_undo(&m->ps, accept_task, accept_before);
                 if (op->new_base)
                         manager_check_slot(m, slot);    /* a staged new base: a slot of another base */
                 return r;
@@ -335,6 +355,8 @@ int manager_activate(Manager *m, Operation *op, SlotId slot, bool trial, TpError
         if ((r = manager_point_model_path(m, slot, err)) < 0) {
                 m->ps.trial.on = false;
                 m->ps.committed = previous;
+                if (raised > 0)
+                        state_accept_undo(&m->ps, accept_task, accept_before);
                 if (op->new_base)
                         manager_check_slot(m, slot);
                 TpError ignored = {};

@@ -436,6 +436,7 @@ static int check(Builder *b, TpError *err) {
         if (memcmp(d, b->tgt.sha256, SHA256_DIGEST_SIZE) != 0) {
                 sha256_to_hex(d, got);
                 sha256_to_hex(b->tgt.sha256, want);
+                b->progress.target_mismatch = true;
                 return tp_error(err, -EBADMSG, "the built slot's SHA-256 %s is not the target's %s", got, want);
         }
         if ((r = fileset_fdatasync(b->out, "the new slot file", err)) < 0)

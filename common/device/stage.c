@@ -399,13 +399,16 @@ static int finish(Stager *s, TpError *err) {
                 if (memcmp(d, s->tgt.sha256, SHA256_DIGEST_SIZE) != 0) {
                         sha256_to_hex(d, got);
                         sha256_to_hex(s->tgt.sha256, want);
+                        s->progress.target_mismatch = true;
                         return tp_error(err, -EBADMSG, "the staged slot's SHA-256 %s is not the target's %s", got, want);
                 }
         }
         if (s->chunks) {
                 chunk_table_root(s->chunks, s->n_chunks, d);
-                if (memcmp(d, s->tgt.chunk_root, SHA256_DIGEST_SIZE) != 0)
+                if (memcmp(d, s->tgt.chunk_root, SHA256_DIGEST_SIZE) != 0) {
+                        s->progress.target_mismatch = true;
                         return tp_error(err, -EBADMSG, "the staged slot's chunk-hash root does not match the target's");
+                }
         }
         if ((r = fileset_fdatasync(s->slot, "slot", err)) < 0)
                 return r;

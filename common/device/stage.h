@@ -63,6 +63,9 @@ typedef struct StageProgress {
         uint64_t undo_bytes;            /* bytes of the new undo record */
         uint64_t read_bytes;            /* bytes read from the slot */
         bool incremental;               /* the pass ran in incremental mode */
+        bool target_mismatch;           /* the pass ended with every span written, but the slot's SHA-256
+                                         * (or chunk-hash root) is not the target's: a damaged slot, or a
+                                         * bundle whose manifest names a target it does not make */
 } StageProgress;
 
 typedef struct Stager Stager;

@@ -28,18 +28,18 @@ tpctl switch json > /dev/null && tpctl mark-good > /dev/null
 check "set-up: json v1 active" same "$TMP/json.gguf"
 
 # refused BUNDLE DESCRIPTION PATTERN [tpctl options]: install is refused (exit 2) with a
-# message matching PATTERN, the model untouched, nothing new in the store.
+# message matching PATTERN, the model untouched (the same bytes as before), nothing new in the store.
 refused() {
     local bundle=$1 what=$2 pattern=$3 rc before
     shift 3
-    before=$(find "$STATE/tasks" -type f | sort)
+    before="$(sha256sum < "$MODEL") $(find "$STATE/tasks" -type f | sort)"
     tpctl install "$bundle" "$@" > "$TMP/out" 2>&1
     rc=$?
     check "$what: refused (exit 2, got $rc)" test $rc -eq 2
     check "$what: the message says why" grep -qi "$pattern" "$TMP/out"
     grep -qi "$pattern" "$TMP/out" || sed 's/^/      /' "$TMP/out"
     check "$what: the model untouched, nothing stored" \
-        test "$(same "$TMP/json.gguf" && find "$STATE/tasks" -type f | sort)" = "$before"
+        test "$(sha256sum < "$MODEL") $(find "$STATE/tasks" -type f | sort)" = "$before"
 }
 
 # accepted TASK: the version of TASK the state file remembers ("-" when none).
@@ -104,7 +104,9 @@ refused "$TMP/short.tpb" "truncated bundle" "truncated"
 
 echo "# rollback"
 tpctl install "$TMP/json-v2.tpb" > /dev/null
-check "json v2 installed: accepted version 2" test "$(accepted json)" = 2
+check "json v2 installed: not accepted yet (a version is accepted when it first runs)" test "$(accepted json)" = 1
+tpctl switch json > /dev/null && tpctl mark-good > /dev/null
+check "json v2 runs: accepted version 2" test "$(accepted json)" = 2
 refused "$TMP/json.tpb" "json v1 after v2" "older than the installed v2"
 # The newer bundle gone (deleted, lost), the daemon restarted: the persisted counter still says 2.
 stop_daemon
@@ -231,7 +233,7 @@ if command -v strace > /dev/null; then
     tpctl --json status > "$TMP/st.json"
     inactive=$(jget active.slot < "$TMP/st.json" | tr ab ba)
     check "after restart: json still active" test "$(jget active.task < "$TMP/st.json")" = json
-    check "... model_path is json's bytes" same "$TMP/json.gguf"
+    check "... model_path is json v2's bytes" same "$TMP/json2.gguf"
     check "... the half-staged slot is dirty, never active" test "$(jget "slots.$inactive.state" < "$TMP/st.json")" = dirty
     tpctl switch shout > "$TMP/out" 2>&1
     check "... the next switch rebuilds it" test $? -eq 0
