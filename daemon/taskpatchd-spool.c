@@ -24,7 +24,44 @@ struct Spool {
         sd_event_source *defer;         /* spool_next() once the current callback has returned */
         char current[NAME_MAX + 1];     /* the bundle being installed, "" when none */
         char transaction[TRANSACTION_ID_SIZE];
+        /* The bundles that are whole: there at start, or closed after writing or renamed in since
+         * (inotify). One still being copied in is not among them, so it is not taken half-written. */
+        char **ready;
+        size_t n_ready;
 };
+
+/* Far more than a folder holds between two installs; past it a bundle waits for the next start. */
+#define SPOOL_READY_MAX 4096
+
+static ssize_t ready_find(const Spool *s, const char *name) {
+        for (size_t i = 0; i < s->n_ready; i++)
+                if (strcmp(s->ready[i], name) == 0)
+                        return (ssize_t) i;
+        return -1;
+}
+
+static void ready_add(Spool *s, const char *name) {
+        if (ready_find(s, name) >= 0)
+                return;
+        char **x = s->n_ready < SPOOL_READY_MAX ? reallocarray(s->ready, s->n_ready + 1, sizeof(char *)) : NULL;
+        char *copy = x ? strdup(name) : NULL;
+        if (x)
+                s->ready = x;
+        if (!copy) {
+                log_warning("spool: %s: more than %d bundles wait (or no memory): it is taken at the next start", name,
+                            SPOOL_READY_MAX);
+                return;
+        }
+        s->ready[s->n_ready++] = copy;
+}
+
+static void ready_remove(Spool *s, const char *name) {
+        ssize_t i = ready_find(s, name);
+        if (i < 0)
+                return;
+        free(s->ready[i]);
+        s->ready[i] = s->ready[--s->n_ready];
+}
 
 static void kick(Spool *s) {
         (void) sd_event_source_set_enabled(s->defer, SD_EVENT_ONESHOT);
@@ -70,6 +107,7 @@ static void finish(Spool *s, const char *name, bool ok, const char *why) {
         if (r < 0)
                 log_error("spool: cannot move %s aside: %s (it stays where it is and is not retried)", name,
                           strerror(-r));
+        ready_remove(s, name);
         s->current[0] = '\0';
         s->transaction[0] = '\0';
 }
@@ -167,7 +205,8 @@ static void spool_next(Spool *s) {
                 return;
         }
         while ((de = readdir(d)))
-                if (is_bundle_name(de->d_name) && (!pick || strcmp(de->d_name, pick) < 0)) {
+                if (is_bundle_name(de->d_name) && ready_find(s, de->d_name) >= 0 &&
+                    (!pick || strcmp(de->d_name, pick) < 0)) {
                         free(pick);
                         pick = strdup(de->d_name);
                 }
@@ -184,8 +223,10 @@ static int on_defer(sd_event_source *src _unused_, void *userdata) {
 static int on_inotify(sd_event_source *src _unused_, const struct inotify_event *ev, void *userdata) {
         Spool *s = userdata;
 
-        if (ev->len > 0 && is_bundle_name(ev->name))
+        if (ev->len > 0 && is_bundle_name(ev->name)) {
+                ready_add(s, ev->name);
                 kick(s);
+        }
         return 0;
 }
 
@@ -237,8 +278,15 @@ int spool_new(sd_event *e, const SourceTarget *targets, size_t n, Spool **ret, T
         (void) sd_event_source_set_description(s->watch, "spool");
         (void) sd_event_source_set_description(s->defer, "spool-next");
         log_info("watching the spool folder %s for bundles", s->dir);
+        /* What arrived while the daemon was down (watched from now on: nothing arrives unseen). */
+        DIR *d = opendir(s->dir);
+        for (struct dirent *de; d && (de = readdir(d));)
+                if (is_bundle_name(de->d_name))
+                        ready_add(s, de->d_name);
+        if (d)
+                closedir(d);
         *ret = s;
-        kick(s);        /* what arrived while the daemon was down */
+        kick(s);
         return 0;
 }
 
@@ -247,6 +295,9 @@ Spool *spool_free(Spool *s) {
                 return NULL;
         sd_event_source_disable_unref(s->watch);
         sd_event_source_disable_unref(s->defer);
+        for (size_t i = 0; i < s->n_ready; i++)
+                free(s->ready[i]);
+        free(s->ready);
         free(s);
         return NULL;
 }

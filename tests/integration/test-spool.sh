@@ -75,6 +75,21 @@ need_daemon
 check "a bundle dropped while the daemon was down is taken at start" wait_file "$spool/installed/shout-2.tpb"
 check "... json v1, v2 and shout v1, v2 installed" test "$(installed)" = "json/1 json/2 shout/1 shout/2"
 
+make_bundle json.gguf json-v3.tpb json 3
+# Still being copied in (open for writing, half its bytes): not taken until it is closed.
+half=$(($(stat -c %s "$TMP/json-v3.tpb") / 2))
+exec 3> "$spool/a-slow.tpb"
+head -c "$half" "$TMP/json-v3.tpb" >&3
+echo "junk" > "$TMP/marker2.tpb" && mv "$TMP/marker2.tpb" "$spool/marker2.tpb"
+check "a bundle still being written is not taken (a junk marker2.tpb dropped after it is rejected first)" \
+    wait_file "$spool/rejected/marker2.tpb.reason"
+check "... the half-written one is still there, neither rejected nor installed" \
+    sh -c "test -e '$spool/a-slow.tpb' && test ! -e '$spool/rejected/a-slow.tpb.reason'"
+tail -c +$((half + 1)) "$TMP/json-v3.tpb" >&3
+exec 3>&-
+check "... once closed: installed" wait_file "$spool/installed/a-slow.tpb"
+check "... json v3 installed" test "$(installed)" = "json/1 json/2 json/3 shout/1 shout/2"
+
 # A device of two models: each bundle goes to the model its manifest names.
 stop_daemon
 make_bundle json.gguf json-llm.tpb json 1 --model llm
