@@ -11,6 +11,7 @@ start=$(date +%s)
 
 for part in "$@"; do
     echo "=== check-$part"
+    part_start=$(date +%s)
     log=$(mktemp)
     { $MAKE --no-print-directory "check-$part" 2>&1; echo $? > "$log.rc"; } | tee "$log"
     before_p=$passed before_f=$failed
@@ -22,7 +23,8 @@ for part in "$@"; do
     fi
     rm -f "$log" "$log.rc"
     p=$((passed - before_p)) f=$((failed - before_f))
-    summary="$summary$(printf '  %-12s %4d passed, %d failed' "$part" "$p" "$f")
+    summary="$summary$(printf '  %-12s %4d passed, %d failed  (%d s)' "$part" "$p" "$f" \
+        $(($(date +%s) - part_start)))
 "
 done
 
