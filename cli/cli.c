@@ -155,3 +155,28 @@ int cli_load_signers(const CliSigners *s, Signer **ret) {
         *ret = all;
         return 0;
 }
+
+void recipient_keys_freep(RecipientKeys *k) {
+        for (size_t i = 0; i < k->n; i++)
+                recipient_key_free(k->keys[i]);
+        free(k->keys);
+        *k = (RecipientKeys) { NULL, 0 };
+}
+
+int cli_load_recipients(const char *const *paths, size_t n, RecipientKeys *ret) {
+        RecipientKeys k = { n ? calloc(n, sizeof(RecipientKey *)) : NULL, 0 };
+        TpError err = {};
+
+        if (n && !k.keys)
+                return -ENOMEM;
+        for (; k.n < n; k.n++) {
+                int r = recipient_key_load(paths[k.n], &k.keys[k.n], &err);
+                if (r < 0) {
+                        cli_error("--encrypt-to: %s", tp_error_message(&err, r));
+                        recipient_keys_freep(&k);
+                        return r;
+                }
+        }
+        *ret = k;
+        return 0;
+}

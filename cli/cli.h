@@ -63,6 +63,7 @@ int cli_parse_days(const char *option, const char *value, int64_t *ret_seconds);
 /* Parse a decimal unsigned integer option value; prints "--NAME: ..." and returns -EINVAL when bad. */
 int cli_parse_u64(const char *option, const char *value, uint64_t *ret);
 
+#include "encryption.h"
 #include "sign.h"
 
 /*
@@ -92,3 +93,12 @@ bool cli_signers_any(const CliSigners *s);
 bool cli_signers_valid(const CliSigners *s);
 /* Load them all, the first one first (its dates are what create checks); prints the error, -errno. */
 int cli_load_signers(const CliSigners *s, Signer **ret);
+
+/* The keys of create --encrypt-to (encryption.h), in the order given. */
+typedef struct RecipientKeys {
+        RecipientKey **keys;
+        size_t n;
+} RecipientKeys;
+void recipient_keys_freep(RecipientKeys *k);
+/* Load each of @paths; prints the error, -errno. None: an empty set. */
+int cli_load_recipients(const char *const *paths, size_t n, RecipientKeys *ret);

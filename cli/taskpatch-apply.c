@@ -13,7 +13,8 @@
 #include "taskpatch.h"
 
 static void help(void) {
-        printf("Usage: taskpatch apply BASE BUNDLE -o OUT [--ca CA.pem] [--allow-unsigned] [--json]\n"
+        printf("Usage: taskpatch apply BASE BUNDLE -o OUT [--ca CA.pem] [--decrypt-key KEY.pem]\n"
+               "                       [--allow-unsigned] [--json]\n"
                "       taskpatch apply FULL-BASE-BUNDLE -o OUT [...]   (a full base bundle needs no BASE)\n"
                "\n"
                "Rebuild the bundle's target from BASE: every span's base bytes and new bytes\n"
@@ -25,6 +26,8 @@ static void help(void) {
                "  -o, --output FILE   the rebuilt model\n"
                "  --ca PATH           check the signature against these CA certificate(s);\n"
                "                      without it every hash is checked but not the signature\n"
+               "  --decrypt-key FILE  the private key (EC P-256, PEM) of a recipient of an\n"
+               "                      encrypted bundle (taskpatch create --encrypt-to)\n"
                "  --allow-unsigned    accept an unsigned bundle (tests only)\n"
                "  --no-sync           do not fsync OUT (still atomic, not durable): scratch output\n"
                "  --json              print the result as JSON: output, task, version,\n"
@@ -34,7 +37,7 @@ static void help(void) {
 }
 
 int verb_apply(int argc, char *argv[]) {
-        enum { OPT_CA = 256, OPT_UNSIGNED, OPT_NO_SYNC, OPT_JSON };
+        enum { OPT_CA = 256, OPT_UNSIGNED, OPT_NO_SYNC, OPT_JSON, OPT_DECRYPT_KEY };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
@@ -42,15 +45,17 @@ int verb_apply(int argc, char *argv[]) {
                 { "allow-unsigned", no_argument, NULL, OPT_UNSIGNED },
                 { "no-sync", no_argument, NULL, OPT_NO_SYNC },
                 { "json", no_argument, NULL, OPT_JSON },
+                { "decrypt-key", required_argument, NULL, OPT_DECRYPT_KEY },
                 {},
         };
         _cleanup_(bundle_freep) Bundle *b = NULL;
+        _cleanup_(decrypt_key_freep) DecryptKey *key = NULL;
         _cleanup_(fileset_done) FileSet base = FILESET_NULL;
         bool sync = true, json = false;
         BundleTrust trust = {};
         ApplyStats st;
         TpError err = {};
-        const char *out = NULL;
+        const char *out = NULL, *key_path = NULL;
         int c, r;
 
         cli_program = "taskpatch apply";
@@ -74,6 +79,9 @@ int verb_apply(int argc, char *argv[]) {
                 case OPT_JSON:
                         json = true;
                         break;
+                case OPT_DECRYPT_KEY:
+                        key_path = optarg;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
@@ -86,8 +94,14 @@ int verb_apply(int argc, char *argv[]) {
         trust.now = clock_wall();
         double t0 = quantize_now();
 
+        if (key_path && (r = decrypt_key_load(key_path, &key, &err)) < 0)
+                return cli_fail(json, "--decrypt-key: %s", tp_error_message(&err, r));
+        trust.decrypt_key = key;
         if ((r = bundle_open_verified(bundle_path, &trust, &b, &err)) < 0)
                 return cli_fail(json, "%s", tp_error_message(&err, r));
+        if (b->manifest->encryption && !b->unlocked)
+                return cli_fail(json, "%s: the payload is encrypted (to %zu recipients): give --decrypt-key", b->what,
+                                b->manifest->encryption->n_recipients);
         if (b->signature && !trust.ca_path)
                 cli_error("note: no --ca given: every hash is checked, the signature is not");
 

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "create.h"
 #include "diff.h"
+#include "encryption.h"
 #include "manifest.h"
 #include "parse.h"
 #include "sign.h"
@@ -51,6 +52,10 @@ static void help(void) {
                "                           RFC 7512 URI: pkcs11:token=..;object=..?module-path=..;\n"
                "                           the PIN from pin-value, pin-source or $TASKPATCH_PKCS11_PIN)\n"
                "  --unsigned               no signature (tests only: devices refuse it)\n"
+               "  --encrypt-to FILE        encrypt the payload to this recipient: a certificate or public\n"
+               "                           key (EC P-256) of a device or of a fleet, whose private key a\n"
+               "                           device names in trust.decrypt_key; repeat for each recipient\n"
+               "                           (AES-256-GCM frames, the key wrapped per recipient with ECDH)\n"
                "  --expires DAYS           the bundle expires DAYS days from now\n"
                "  --expect-sites FILE      the sites the task must change: a list of names, one\n"
                "                           per line, or a LoRA adapter GGUF (its *.lora_a tensors);\n"
@@ -174,7 +179,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
 
 int verb_create(int argc, char *argv[]) {
         enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
-               OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL };
+               OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL, OPT_ENCRYPT_TO };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
@@ -191,9 +196,11 @@ int verb_create(int argc, char *argv[]) {
                 { "dry-run", no_argument, NULL, OPT_DRY_RUN },
                 { "base-bundle", no_argument, NULL, OPT_BASE_BUNDLE },
                 { "full", no_argument, NULL, OPT_FULL },
+                { "encrypt-to", required_argument, NULL, OPT_ENCRYPT_TO },
                 {},
         };
-        const char *out = NULL, *expect_path = NULL;
+        const char *out = NULL, *expect_path = NULL, *recipient_paths[ENCRYPTION_MAX_RECIPIENTS];
+        size_t n_recipients = 0;
         CliSigners signers = {};
         CreateOptions o = { .version = 1, .level = CREATE_DEFAULT_LEVEL, .chunk_size = CREATE_DEFAULT_CHUNK };
         bool unsigned_ = false, json = false, dry_run = false, full = false;
@@ -268,6 +275,13 @@ int verb_create(int argc, char *argv[]) {
                 case OPT_FULL:
                         full = true;
                         break;
+                case OPT_ENCRYPT_TO:
+                        if (n_recipients == ENCRYPTION_MAX_RECIPIENTS) {
+                                cli_error("--encrypt-to: at most %d recipients", ENCRYPTION_MAX_RECIPIENTS);
+                                return EXIT_USAGE;
+                        }
+                        recipient_paths[n_recipients++] = optarg;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
@@ -299,6 +313,7 @@ int verb_create(int argc, char *argv[]) {
         _cleanup_(diff_freep) Diff *d = NULL;
         _cleanup_(match_freep) Match *match = NULL;
         _cleanup_(signer_freep) Signer *signer = NULL;
+        _cleanup_(recipient_keys_freep) RecipientKeys recipients = { NULL, 0 };
         SiteSet expect = {};
         CreateResult res;
         TpError err = {};
@@ -309,6 +324,8 @@ int verb_create(int argc, char *argv[]) {
                 bm.artifact->kind = tm.artifact->kind;  /* nothing, of the target's kind */
         const Artifact *base = bm.artifact, *target = tm.artifact;
         if (!unsigned_ && cli_load_signers(&signers, &signer) < 0)
+                return EXIT_FAILED;
+        if (cli_load_recipients(recipient_paths, n_recipients, &recipients) < 0)
                 return EXIT_FAILED;
         size_t i = 0;
         for (const Signer *s = signer; s; s = signer_next(s), i++)
@@ -356,6 +373,8 @@ int verb_create(int argc, char *argv[]) {
 
         o.signer = signer;
         o.match = match;
+        o.recipients = recipients.keys;
+        o.n_recipients = recipients.n;
         o.created = (int64_t) clock_wall();
         if (o.expires)
                 o.expires += o.created;
@@ -411,6 +430,7 @@ int verb_create(int argc, char *argv[]) {
                 json_object_set_new(j, "manifest_bytes", json_integer((json_int_t) res.manifest_bytes));
                 json_object_set_new(j, "copied_bytes", json_integer((json_int_t) res.copied_bytes));
                 json_object_set_new(j, "whole_file", json_boolean(res.whole_file));
+                json_object_set_new(j, "recipients", json_integer((json_int_t) recipients.n));
                 if (res.format == MANIFEST_FORMAT_RELOCATING) {
                         json_t *f = json_object();
                         for (SiteFate k = 0; k < _SITE_FATE_MAX; k++)
@@ -438,7 +458,10 @@ int verb_create(int argc, char *argv[]) {
                 }
                 printf("  spans           %zu (%zu delta, %zu raw, %zu ref, %zu copy)\n", res.n_spans, res.n_delta,
                        res.n_raw, res.n_ref, res.n_copy);
-                printf("  payload         %" PRIu64 " bytes\n", res.payload_bytes);
+                printf("  payload         %" PRIu64 " bytes%s\n", res.payload_bytes,
+                       recipients.n ? ", encrypted (AES-256-GCM)" : "");
+                if (recipients.n)
+                        printf("  recipients      %zu (taskpatch inspect lists them)\n", recipients.n);
                 printf("  bundle          %" PRIu64 " bytes = %.4f of the target (%" PRIu64 " bytes)\n",
                        res.bundle_bytes, target->size ? (double) res.bundle_bytes / (double) target->size : 0.0,
                        target->size);

@@ -9,6 +9,7 @@
 
 #include "bundle.h"
 #include "cli.h"
+#include "encryption.h"
 #include "sign.h"
 #include "yaml-doc.h"
 #include "revoke.h"
@@ -53,6 +54,31 @@ static void files_print(const char *which, const ManifestFiles *f) {
 /* Where a span's offset lies: its file and the offset in it (a directory), else just the offset. */
 static const FileSetFile *file_of(const ManifestFiles *f, uint64_t off) {
         return f->set.n_files ? &f->set.files[fileset_locate(&f->set, off)] : NULL;
+}
+
+/* An encrypted bundle's recipients: each key's SHA-256 (of its SubjectPublicKeyInfo) and name. */
+static json_t *encryption_json(const Encryption *e) {
+        if (!e)
+                return json_null();
+        json_t *list = json_array();
+        for (size_t i = 0; i < e->n_recipients; i++) {
+                char hex[SHA256_HEX_SIZE];
+                sha256_to_hex(e->recipients[i].key_sha256, hex);
+                json_array_append_new(list, json_pack("{s:s, s:o}", "key_sha256", hex, "name",
+                                                      e->recipients[i].name ? json_string(e->recipients[i].name)
+                                                                            : json_null()));
+        }
+        return json_pack("{s:s, s:s, s:o}", "cipher", ENCRYPTION_CIPHER, "key_wrap", ENCRYPTION_KEY_WRAP,
+                         "recipients", list);
+}
+
+static void encryption_print(const Encryption *e) {
+        for (size_t i = 0; e && i < e->n_recipients; i++) {
+                char hex[SHA256_HEX_SIZE];
+                sha256_to_hex(e->recipients[i].key_sha256, hex);
+                printf("recipient %s%s%s\n", hex, e->recipients[i].name ? "  " : "",
+                       e->recipients[i].name ? e->recipients[i].name : "");
+        }
 }
 
 /* Every span: where it writes, how, what it costs in the payload, which base bytes it reads. */
@@ -184,6 +210,7 @@ int verb_inspect(int argc, char *argv[]) {
                         json_object_set_new(json_object_get(j, "base"), "files", files_json(&m->base.files));
                 if (m->target.files.set.n_files)
                         json_object_set_new(json_object_get(j, "target"), "files", files_json(&m->target.files));
+                json_object_set_new(j, "encryption", encryption_json(m->encryption));
                 json_object_set_new(j, "span_list", span_list_json(m));
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
@@ -213,7 +240,9 @@ int verb_inspect(int argc, char *argv[]) {
         printf("spans     %zu (%" PRIu64 " delta, %" PRIu64 " raw, %" PRIu64 " ref, %" PRIu64 " copy), coding %" PRIu64
                " bytes, copying %" PRIu64 "\n", m->n_spans, n_delta, n_raw, n_enc[SPAN_REF], n_enc[SPAN_COPY], span_bytes,
                copied);
-        printf("payload   %" PRIu64 " bytes\n", m->payload.size);
+        printf("payload   %" PRIu64 " bytes%s\n", m->payload.size,
+               m->encryption ? ", encrypted (" ENCRYPTION_CIPHER ", key wrapped with " ENCRYPTION_KEY_WRAP ")" : "");
+        encryption_print(m->encryption);
         printf("sites     %zu:\n", m->n_sites);
         for (size_t i = 0; i < m->n_sites; i++)
                 printf("  %s\n", m->sites[i]);

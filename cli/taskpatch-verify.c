@@ -16,12 +16,14 @@
 
 static void help(void) {
         printf("Usage: taskpatch verify BUNDLE|CHANNEL|REVOCATIONS --ca CA.pem [--crl CRL] [--threshold N]\n"
-               "                        [--allow-unsigned] [--json]\n"
+               "                        [--decrypt-key KEY.pem] [--allow-unsigned] [--json]\n"
                "\n"
                "Check the signature chain against CA.pem (a PEM file or a directory), the\n"
                "manifest, the expiry, and every payload hash that can be checked without the\n"
                "base: each frame decodes to exactly its span's length, raw spans match their\n"
-               "SHA-256, and the payload matches its SHA-256. For a channel: its signature and\n"
+               "SHA-256, and the payload matches its SHA-256 (an encrypted bundle's frames are\n"
+               "decrypted and decoded only with --decrypt-key; its payload SHA-256, over the\n"
+               "encrypted bytes, is checked either way). For a channel: its signature and\n"
                "expiry, and that every bundle it lists lies beside it with the listed size and\n"
                "SHA-256. For a revocation list (taskpatch revoke): its signature against its\n"
                "root CA. Exit 0 only when all hold.\n"
@@ -31,6 +33,8 @@ static void help(void) {
                "                      *.crl): a revoked signer or an out-of-date CRL fails\n"
                "  --threshold N       N distinct signers must verify (a file signed by several:\n"
                "                      taskpatch sign), as devices with trust.threshold N ask; default 1\n"
+               "  --decrypt-key FILE  a recipient's private key: decrypt an encrypted bundle's frames,\n"
+               "                      check each tag, and decode them as for a plain one\n"
                "  --allow-unsigned    accept an unsigned bundle (tests only)\n"
                "  --json              print the result as JSON (bundles only): task, version,\n"
                "                      format, signer, signature_checked, expires, base and\n"
@@ -58,7 +62,7 @@ static json_t *verify_json(const Bundle *b, const BundleTrust *trust, size_t raw
 }
 
 int verb_verify(int argc, char *argv[]) {
-        enum { OPT_CA = 256, OPT_CRL, OPT_THRESHOLD, OPT_UNSIGNED, OPT_JSON };
+        enum { OPT_CA = 256, OPT_CRL, OPT_THRESHOLD, OPT_UNSIGNED, OPT_JSON, OPT_DECRYPT_KEY };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "ca", required_argument, NULL, OPT_CA },
@@ -66,9 +70,12 @@ int verb_verify(int argc, char *argv[]) {
                 { "threshold", required_argument, NULL, OPT_THRESHOLD },
                 { "allow-unsigned", no_argument, NULL, OPT_UNSIGNED },
                 { "json", no_argument, NULL, OPT_JSON },
+                { "decrypt-key", required_argument, NULL, OPT_DECRYPT_KEY },
                 {},
         };
         _cleanup_(bundle_freep) Bundle *b = NULL;
+        _cleanup_(decrypt_key_freep) DecryptKey *key = NULL;
+        const char *key_path = NULL;
         _cleanup_(span_reader_freep) SpanReader *sr = NULL;
         _cleanup_free_ uint8_t *buf = NULL;
         BundleTrust trust = {};
@@ -103,6 +110,9 @@ int verb_verify(int argc, char *argv[]) {
                         break;
                 case OPT_JSON:
                         json = true;
+                        break;
+                case OPT_DECRYPT_KEY:
+                        key_path = optarg;
                         break;
                 default:
                         return EXIT_USAGE;
@@ -139,8 +149,13 @@ int verb_verify(int argc, char *argv[]) {
                 return trust_root_verify_file(argv[optind], trust.ca_path, trust.threshold);
         }
 
+        if (key_path && (r = decrypt_key_load(key_path, &key, &err)) < 0)
+                return cli_fail(json, "--decrypt-key: %s", tp_error_message(&err, r));
+        trust.decrypt_key = key;
         if ((r = bundle_open_verified(argv[optind], &trust, &b, &err)) < 0)
                 return cli_fail(json, "%s", tp_error_message(&err, r));
+        /* Sealed frames without their key: only what covers them, the payload's hash, is checked. */
+        bool sealed = b->manifest->encryption && !b->unlocked;
         if (b->signature && !trust.ca_path)
                 return cli_fail(json, "%s: signed, but no --ca given to check it against", b->what);
 
@@ -153,9 +168,10 @@ int verb_verify(int argc, char *argv[]) {
                 uint8_t d[32];
                 sha256_init(&h);
                 /* A ref frame decodes only against its base bytes: here its bytes count for the payload hash only. */
-                if (s->encoding == SPAN_REF && (r = span_reader_skip(sr, &err)) < 0)
+                bool skip = s->encoding == SPAN_REF || (sealed && s->encoding != SPAN_COPY);
+                if (skip && (r = span_reader_skip(sr, &err)) < 0)
                         break;
-                for (uint64_t left = s->encoding == SPAN_REF || s->encoding == SPAN_COPY ? 0 : s->length; left > 0;) {
+                for (uint64_t left = skip || s->encoding == SPAN_COPY ? 0 : s->length; left > 0;) {
                         size_t n = left < (1u << 20) ? (size_t) left : (1u << 20);
                         if ((r = span_reader_read(sr, buf, n, &err)) < 0)
                                 break;
@@ -165,7 +181,7 @@ int verb_verify(int argc, char *argv[]) {
                 if (r < 0)
                         break;
                 sha256_final(&h, d);
-                if (s->encoding == SPAN_RAW) {
+                if (s->encoding == SPAN_RAW && !skip) {
                         if (memcmp(d, s->new_sha256, 32) != 0) {
                                 r = tp_error(&err, -EBADMSG, "%s: span #%zu (offset %" PRIu64 "): raw bytes do not match their SHA-256",
                                              b->what, idx, s->offset);
@@ -179,10 +195,21 @@ int verb_verify(int argc, char *argv[]) {
                 r = span_reader_finish(sr, &err);
         if (r < 0)
                 return cli_fail(json, "%s", tp_error_message(&err, r));
-        if (json)
-                return cli_print_json(verify_json(b, &trust, raw_checked)) < 0 ? EXIT_FAILED : EXIT_OK;
-        printf("%s: OK: %s; %zu spans decode to their lengths, %zu raw spans match, payload SHA-256 matches\n",
-               b->what, trust.signature_checked ? trust.signer : "unsigned (allowed)", b->manifest->n_spans,
-               raw_checked);
+        if (json) {
+                json_t *j = verify_json(b, &trust, raw_checked);
+                json_object_set_new(j, "encrypted", json_boolean(b->manifest->encryption != NULL));
+                json_object_set_new(j, "frames_decoded", json_boolean(!sealed));
+                return cli_print_json(j) < 0 ? EXIT_FAILED : EXIT_OK;
+        }
+        if (sealed)
+                printf("%s: OK: %s; payload SHA-256 matches; encrypted to %zu recipients: the frames were not "
+                       "decrypted (give --decrypt-key to decode them too)\n", b->what,
+                       trust.signature_checked ? trust.signer : "unsigned (allowed)",
+                       b->manifest->encryption->n_recipients);
+        else
+                printf("%s: OK: %s; %zu spans decode to their lengths%s, %zu raw spans match, payload SHA-256 "
+                       "matches\n", b->what, trust.signature_checked ? trust.signer : "unsigned (allowed)",
+                       b->manifest->n_spans, b->manifest->encryption ? " (decrypted, every tag checked)" : "",
+                       raw_checked);
         return EXIT_OK;
 }

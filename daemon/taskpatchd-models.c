@@ -39,6 +39,10 @@ int models_new(sd_event *e, const DaemonConfig *config, Models **ret, TpError *e
                 log_error("%s: not used (a newer list replaces it)", err->message);
                 *err = (TpError) {};
         }
+        if (config->trust.decrypt_key && !trust_store_decrypt_key(&s->trust, config, err)) {
+                log_warning("%s: encrypted bundles are refused until it loads", err->message);
+                *err = (TpError) {};
+        }
         for (size_t i = 0; i < config->n_models; i++) {
                 s->views[i] = config_model_view(config, i);
                 if ((r = make_model_dirs(config, &s->views[i], err)) < 0 ||

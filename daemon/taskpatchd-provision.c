@@ -357,7 +357,8 @@ BundleTrust manager_bundle_trust(const Manager *m, time_t now) {
         return (BundleTrust) { .ca_path = s.ca_path, .ca_pem = s.ca_pem, .now = now, .crl_path = s.crl_path,
                                .crl_expired_warn = s.crl_expired_warn, .revoked = s.revoked,
                                .threshold = s.threshold, .max_manifest_bytes = m->config->limits.manifest_bytes,
-                               .max_spans = m->config->limits.manifest_spans };
+                               .max_spans = m->config->limits.manifest_spans,
+                               .decrypt_key = m->trust ? m->trust->decrypt_key : NULL };
 }
 
 int manager_scan_store(Manager *m, const char *tasks, void (*report)(const char *path, const char *why)) {
@@ -422,6 +423,19 @@ static int check_base_bundle(Manager *m, const Manifest *mf, const char *what, T
         return already_the_base(m, mf, what, err);
 }
 
+/* An encrypted bundle opens with the device's key, loaded now if it was not at start; else it is refused. */
+static int unlock_bundle(Manager *m, Bundle *b, TpError *err) {
+        if (!b->manifest->encryption || b->unlocked)
+                return 0;
+        TpError why = {};
+        const DecryptKey *k = m->trust ? trust_store_decrypt_key(m->trust, m->config, &why) : NULL;
+        if (!k)
+                return tp_error(err, -ENOKEY, "%s: encrypted for %zu recipient%s, but %s", b->what,
+                                b->manifest->encryption->n_recipients,
+                                b->manifest->encryption->n_recipients == 1 ? "" : "s", why.message);
+        return bundle_unlock(b, k, err);
+}
+
 int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char signer[256], const char **ret_code,
                          TpError *err) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
@@ -444,6 +458,8 @@ int manager_open_bundle(Manager *m, int fd, const char *what, Bundle **ret, char
                              now, floor, what);
         }
         if ((r = bundle_open_verified_fd(fd, what, &trust, &b, err)) < 0)
+                return r;
+        if ((r = unlock_bundle(m, b, err)) < 0)
                 return r;
         const Manifest *mf = b->manifest;
         if (strcmp(mf->model, m->model) != 0)

@@ -36,6 +36,7 @@ int trust_store_load(TrustStore *t, const DaemonConfig *config, TpError *err) {
 }
 
 void trust_store_done(TrustStore *t) {
+        decrypt_key_free(t->decrypt_key);
         revocations_free(t->list);
         trust_root_free(t->root);
         free(t->path);
@@ -108,4 +109,20 @@ int trust_store_update(TrustStore *t, const DaemonConfig *config, time_t now, co
         revocations_free(t->list);
         t->list = TAKE_PTR(rl);
         return 1;
+}
+
+const DecryptKey *trust_store_decrypt_key(TrustStore *t, const DaemonConfig *config, TpError *err) {
+        int r;
+
+        if (t->decrypt_key)
+                return t->decrypt_key;
+        if (!config->trust.decrypt_key) {
+                (void) tp_error(err, -ENOKEY, "this device has no trust.decrypt_key to open encrypted bundles with");
+                return NULL;
+        }
+        if ((r = decrypt_key_load(config->trust.decrypt_key, &t->decrypt_key, err)) < 0) {
+                (void) tp_error_prefix(err, r, "trust.decrypt_key");
+                return NULL;
+        }
+        return t->decrypt_key;
 }

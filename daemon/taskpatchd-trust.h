@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "encryption.h"
 #include "error.h"
 #include "revoke.h"
 #include "trust-root.h"
@@ -31,6 +32,7 @@ typedef struct TrustStore {
         Revocations *list;              /* NULL: none accepted yet */
         char *root_path;                /* <state_dir>/trust-root */
         TrustRoot *root;                /* NULL: none accepted yet (the configuration's roles hold) */
+        DecryptKey *decrypt_key;        /* trust.decrypt_key, once loaded (trust_store_decrypt_key()); NULL: not yet */
 } TrustStore;
 
 /*
@@ -66,6 +68,14 @@ static inline SignatureTrust trust_store_role(const TrustStore *t, const DaemonC
                                               time_t now) {
         return trust_role(t ? t->root : NULL, t ? t->list : NULL, config, role, now);
 }
+
+/*
+ * The key encrypted bundles are opened with (trust.decrypt_key): loaded when first needed (at
+ * start, or for the first encrypted bundle: a key provisioned after the daemon started is
+ * found), then kept. NULL with @err saying why: none configured, missing, unreadable, not an
+ * EC P-256 private key.
+ */
+const DecryptKey *trust_store_decrypt_key(TrustStore *t, const DaemonConfig *config, TpError *err);
 
 /* How a model's bundles are verified against it: the CA, CRLs and the list (no clock: see manager_bundle_trust). */
 static inline const Revocations *trust_store_list(const TrustStore *t) {

@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
 #include "config.h"
 #include "dispatch.h"
+#include "encryption.h"
 #include "taskpatchd-curl.h"
 #include "taskpatchd-log.h"
 #include "taskpatchd-manager.h"
@@ -47,6 +49,32 @@ static int on_stop(sd_event_source *s, const struct signalfd_siginfo *si, void *
         log_info("received %s: stopping", strsignal((int) si->ssi_signo));
         (void) sd_notify(false, "STOPPING=1");
         return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+/*
+ * trust.decrypt_key opens every bundle of the fleet (or of this device): one that does not load
+ * is a configuration error, one that others can read is said loudly. A missing one is only
+ * named (config_check_files()): it may be provisioned after the daemon starts.
+ */
+static int check_decrypt_key(const DaemonConfig *c, char *warning, size_t size) {
+        _cleanup_(decrypt_key_freep) DecryptKey *k = NULL;
+        TpError err = {};
+        struct stat st;
+        int r;
+
+        if (!c->trust.decrypt_key || stat(c->trust.decrypt_key, &st) < 0)
+                return 0;
+        if ((r = decrypt_key_load(c->trust.decrypt_key, &k, &err)) < 0) {
+                log_error("trust.decrypt_key: %s", tp_error_message(&err, r));
+                return r;
+        }
+        if (st.st_mode & 0077) {
+                log_warning("trust.decrypt_key %s is open to group or others (mode %04o): whoever reads it decrypts "
+                            "the bundles sent to it; make it 0600, owned by the daemon's user", c->trust.decrypt_key,
+                            (unsigned) (st.st_mode & 07777));
+                snprintf(warning, size, "; warning: trust.decrypt_key is mode %04o", (unsigned) (st.st_mode & 07777));
+        }
+        return 0;
 }
 
 int main(int argc, char *argv[]) {
@@ -114,6 +142,10 @@ int main(int argc, char *argv[]) {
                 log_warning("%s: %s does not exist: the bundles or channels it verifies are refused until it does",
                             config_path, trust_missing);
         char warning[64] = "";
+        if (check_decrypt_key(&config, warning, sizeof(warning)) < 0) {
+                config_done(&config);
+                return 1;
+        }
         if (trust_missing)
                 snprintf(warning, sizeof(warning), "; warning: %s does not exist", trust_missing);
         if (check_only && config.n_models == 1)

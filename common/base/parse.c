@@ -40,19 +40,29 @@ static int lower_hex(char c) {
         return c >= 'A' && c <= 'F' ? -1 : hex_digit(c);
 }
 
-int parse_sha256_hex(const char *s, uint8_t ret[SHA256_DIGEST_SIZE]) {
-        uint8_t d[SHA256_DIGEST_SIZE];
-
-        if (!s || strlen(s) != 2 * SHA256_DIGEST_SIZE)
+int parse_hex(const char *s, uint8_t *ret, size_t n) {
+        if (!s || strlen(s) != 2 * n)
                 return -EINVAL;
-        for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++) {
-                int hi = lower_hex(s[2 * i]), lo = lower_hex(s[2 * i + 1]);
-                if (hi < 0 || lo < 0)
+        for (size_t i = 0; i < n; i++)
+                if (lower_hex(s[2 * i]) < 0 || lower_hex(s[2 * i + 1]) < 0)
                         return -EINVAL;
-                d[i] = (uint8_t) (hi << 4 | lo);
-        }
-        memcpy(ret, d, sizeof(d));
+        for (size_t i = 0; i < n; i++)
+                ret[i] = (uint8_t) (lower_hex(s[2 * i]) << 4 | lower_hex(s[2 * i + 1]));
         return 0;
+}
+
+void format_hex(const uint8_t *p, size_t n, char *ret) {
+        static const char digits[] = "0123456789abcdef";
+
+        for (size_t i = 0; i < n; i++) {
+                ret[2 * i] = digits[p[i] >> 4];
+                ret[2 * i + 1] = digits[p[i] & 15];
+        }
+        ret[2 * n] = '\0';
+}
+
+int parse_sha256_hex(const char *s, uint8_t ret[SHA256_DIGEST_SIZE]) {
+        return parse_hex(s, ret, SHA256_DIGEST_SIZE);
 }
 
 int parse_time_utc(const char *s, int64_t *ret) {

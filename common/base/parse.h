@@ -10,12 +10,17 @@
  * @ret untouched on failure.
  */
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "macro.h"
 #include "sha256.h"
 
 _warn_unused_result_ int parse_u64(const char *s, uint64_t *ret);
+/* Exactly 2 * @n lowercase hex digits into @n bytes. */
+_warn_unused_result_ int parse_hex(const char *s, uint8_t *ret, size_t n);
+/* @n bytes as 2 * @n lowercase hex digits and a NUL into @ret. */
+void format_hex(const uint8_t *p, size_t n, char *ret);
 _warn_unused_result_ int parse_sha256_hex(const char *s, uint8_t ret[SHA256_DIGEST_SIZE]);
 /* A hex digit's value (either case), or -1. */
 int hex_digit(char c);

@@ -68,6 +68,7 @@ Bundle *bundle_free(Bundle *b) {
         free(b->manifest_text);
         free(b->signature);
         manifest_free(b->manifest);
+        encryption_wipe(b->content_key, sizeof(b->content_key));
         free(b);
         return NULL;
 }
@@ -205,11 +206,26 @@ static int bundle_check_spans(const Bundle *b, const BundleTrust *trust, TpError
         return 0;
 }
 
+int bundle_unlock(Bundle *b, const DecryptKey *k, TpError *err) {
+        if (!b->manifest->encryption || b->unlocked)
+                return 0;
+        int r = encryption_unwrap(b->manifest->encryption, k, b->content_key, err);
+        if (r < 0)
+                return tp_error_prefix(err, r, "%s", b->what);
+        b->unlocked = true;
+        return 0;
+}
+
+/* Only a signed (or knowingly unsigned) manifest's wrapped keys are worth an ECDH. */
+static int bundle_check_key(Bundle *b, const BundleTrust *trust, TpError *err) {
+        return trust->decrypt_key ? bundle_unlock(b, trust->decrypt_key, err) : 0;
+}
+
 int bundle_verify(Bundle *b, BundleTrust *trust, TpError *err) {
         int r = bundle_check_signature(b, trust, err);
-        if (r < 0)
+        if (r < 0 || (r = bundle_check_expiry(b, trust, err)) < 0)
                 return r;
-        return bundle_check_expiry(b, trust, err);
+        return bundle_check_key(b, trust, err);
 }
 
 int bundle_open_verified_fd(int fd, const char *what, BundleTrust *trust, Bundle **ret, TpError *err) {
@@ -218,7 +234,8 @@ int bundle_open_verified_fd(int fd, const char *what, BundleTrust *trust, Bundle
 
         if ((r = bundle_read(fd, what, trust->max_manifest_bytes, &b, err)) < 0 ||
             (r = bundle_check_signature(b, trust, err)) < 0 || (r = bundle_parse(b, trust->max_manifest_bytes, err)) < 0 ||
-            (r = bundle_check_spans(b, trust, err)) < 0 || (r = bundle_check_expiry(b, trust, err)) < 0)
+            (r = bundle_check_spans(b, trust, err)) < 0 || (r = bundle_check_expiry(b, trust, err)) < 0 ||
+            (r = bundle_check_key(b, trust, err)) < 0)
                 return r;
         *ret = TAKE_PTR(b);
         return 0;
@@ -237,21 +254,27 @@ struct SpanReader {
         Bundle *bundle;
         Reader in;
         ZSTD_DStream *zd;
+        FrameCipher *cipher;            /* an encrypted payload's, else NULL */
+        bool locked;                    /* encrypted, and no key opened it: frames can only be skipped */
         Sha256 payload_hash;
         size_t next;                    /* index of the next span */
         const ManifestSpan *span;       /* current span */
-        uint64_t frame_left;            /* compressed bytes of the current frame not yet fed */
+        uint64_t frame_left;            /* bytes of the current frame's zstd frame not yet read (not its tag) */
         uint64_t out_left;              /* decoded bytes of the current span not yet returned */
-        uint8_t inbuf[64 * 1024];
+        uint8_t inbuf[64 * 1024];       /* what zstd reads */
+        uint8_t sealed[64 * 1024];      /* an encrypted payload's bytes, before they are decrypted into inbuf */
         ZSTD_inBuffer zin;
         bool frame_done;
 };
+
+_Static_assert(sizeof(((SpanReader *) 0)->inbuf) % 16 == 0, "GCM takes whole blocks but for a frame's last piece");
 
 SpanReader *span_reader_free(SpanReader *r) {
         if (!r)
                 return NULL;
         reader_done(&r->in);
         ZSTD_freeDStream(r->zd);
+        frame_cipher_free(r->cipher);
         free(r);
         return NULL;
 }
@@ -272,6 +295,9 @@ int span_reader_new(Bundle *b, SpanReader **ret, TpError *err) {
                 return -ENOMEM;
         if (ZSTD_isError(ZSTD_DCtx_setParameter(r->zd, ZSTD_d_windowLogMax, BUNDLE_WINDOW_LOG)))
                 return tp_error(err, -EIO, "zstd: cannot cap the window size");
+        r->locked = b->manifest->encryption && !b->unlocked;
+        if (b->manifest->encryption && !r->locked && (k = frame_cipher_new(b->content_key, &r->cipher)) < 0)
+                return tp_error(err, k, "%s: cannot set up the payload's cipher", b->what);
         sha256_init(&r->payload_hash);
         *ret = TAKE_PTR(r);
         return 0;
@@ -281,6 +307,47 @@ static int span_error(SpanReader *r, int code, const char *msg, TpError *err) {
         return tp_error(err, code, "%s: span #%zu (offset %" PRIu64 ", %" PRIu64 " bytes%s%s): %s", r->bundle->what,
                         r->next - 1, r->span->offset, r->span->length, r->span->site ? ", site " : "",
                         r->span->site ? r->span->site : "", msg);
+}
+
+/* Read @n stored payload bytes into @buf; every byte goes into the payload's hash. */
+static int payload_read(SpanReader *r, uint8_t *buf, size_t n, TpError *err) {
+        int k = reader_read(&r->in, buf, n);
+        if (k < 0)
+                return span_error(r, k, "reading the payload failed (truncated bundle?)", err);
+        sha256_update(&r->payload_hash, buf, n);
+        return 0;
+}
+
+/*
+ * The next piece of the current frame into zin, at most sizeof(inbuf) bytes. Encrypted: the
+ * piece is decrypted, and with the frame's last piece its tag is read and checked before
+ * zstd sees that piece.
+ */
+static int frame_fill(SpanReader *r, TpError *err) {
+        size_t n = r->frame_left < sizeof(r->inbuf) ? (size_t) r->frame_left : sizeof(r->inbuf);
+        int k;
+
+        if (r->locked)
+                return span_error(r, -ENOKEY, "the payload is encrypted and no key opened it", err);
+        if (!r->cipher) {
+                if ((k = payload_read(r, r->inbuf, n, err)) < 0)
+                        return k;
+        } else {
+                if ((k = payload_read(r, r->sealed, n, err)) < 0)
+                        return k;
+                frame_cipher_update(r->cipher, r->sealed, r->inbuf, n);
+                if (r->frame_left == n) {
+                        uint8_t tag[ENCRYPTION_TAG_SIZE];
+                        if ((k = payload_read(r, tag, sizeof(tag), err)) < 0)
+                                return k;
+                        if (frame_cipher_check(r->cipher, tag) < 0)
+                                return span_error(r, -EBADMSG, "the encrypted frame does not authenticate (its GCM tag "
+                                                  "does not match: altered in transit or at rest)", err);
+                }
+        }
+        r->frame_left -= n;
+        r->zin = (ZSTD_inBuffer) { r->inbuf, n, 0 };
+        return 0;
 }
 
 /* zstd's words, except for the one refusal that is our cap: say which cap. */
@@ -294,18 +361,12 @@ static const char *zstd_problem(size_t z) {
 /* The current frame must end exactly here: no more output, no trailing input. */
 static int span_end(SpanReader *r, TpError *err) {
         uint8_t extra;
+        int k;
 
         while (!r->frame_done) {
                 ZSTD_outBuffer zout = { &extra, 1, 0 };
-                if (r->zin.pos == r->zin.size && r->frame_left > 0) {
-                        size_t n = r->frame_left < sizeof(r->inbuf) ? (size_t) r->frame_left : sizeof(r->inbuf);
-                        int k = reader_read(&r->in, r->inbuf, n);
-                        if (k < 0)
-                                return span_error(r, k, "reading the payload failed", err);
-                        sha256_update(&r->payload_hash, r->inbuf, n);
-                        r->frame_left -= n;
-                        r->zin = (ZSTD_inBuffer) { r->inbuf, n, 0 };
-                }
+                if (r->zin.pos == r->zin.size && r->frame_left > 0 && (k = frame_fill(r, err)) < 0)
+                        return k;
                 size_t z = ZSTD_decompressStream(r->zd, &zout, &r->zin);
                 if (ZSTD_isError(z))
                         return span_error(r, -EBADMSG, zstd_problem(z), err);
@@ -338,7 +399,14 @@ int span_reader_next(SpanReader *r, const ManifestSpan **ret_span, TpError *err)
         }
         r->span = &m->spans[r->next++];
         r->frame_left = r->span->frame_size;
-        /* A copy has no frame: nothing to read from the payload. */
+        /* A copy has no frame: nothing to read from the payload. An encrypted frame ends in its tag. */
+        if (m->encryption && r->frame_left > 0) {
+                if (r->frame_left <= ENCRYPTION_TAG_SIZE)
+                        return span_error(r, -EBADMSG, "its encrypted frame is no longer than its tag", err);
+                r->frame_left -= ENCRYPTION_TAG_SIZE;
+                if (r->cipher)
+                        frame_cipher_start(r->cipher, r->next - 1, false);
+        }
         r->out_left = r->span->frame_size ? r->span->length : 0;
         r->zin = (ZSTD_inBuffer) { r->inbuf, 0, 0 };
         r->frame_done = r->span->frame_size == 0;
@@ -350,14 +418,16 @@ int span_reader_next(SpanReader *r, const ManifestSpan **ret_span, TpError *err)
 int span_reader_skip(SpanReader *r, TpError *err) {
         if (!r->span)
                 return -EINVAL;
-        while (r->frame_left > 0) {
-                size_t n = r->frame_left < sizeof(r->inbuf) ? (size_t) r->frame_left : sizeof(r->inbuf);
-                int k = reader_read(&r->in, r->inbuf, n);
+        /* Its bytes still count for the payload's hash; an encrypted one is not decrypted (nor its tag checked). */
+        uint64_t left = r->frame_left + (r->bundle->manifest->encryption && r->span->frame_size ? ENCRYPTION_TAG_SIZE : 0);
+        while (left > 0) {
+                size_t n = left < sizeof(r->inbuf) ? (size_t) left : sizeof(r->inbuf);
+                int k = payload_read(r, r->inbuf, n, err);
                 if (k < 0)
-                        return span_error(r, k, "reading the payload failed (truncated bundle?)", err);
-                sha256_update(&r->payload_hash, r->inbuf, n);
-                r->frame_left -= n;
+                        return k;
+                left -= n;
         }
+        r->frame_left = 0;
         r->zin = (ZSTD_inBuffer) { r->inbuf, 0, 0 };
         r->out_left = 0;
         r->frame_done = true;
@@ -377,6 +447,7 @@ int span_reader_ref_prefix(SpanReader *r, const uint8_t *prefix, size_t n, TpErr
 
 int span_reader_read(SpanReader *r, uint8_t *buf, size_t n, TpError *err) {
         ZSTD_outBuffer zout = { buf, n, 0 };
+        int k;
 
         if (!r->span || n > r->out_left)
                 return r->span ? span_error(r, -EINVAL, "read past the span's length", err) : -EINVAL;
@@ -384,13 +455,8 @@ int span_reader_read(SpanReader *r, uint8_t *buf, size_t n, TpError *err) {
                 if (r->zin.pos == r->zin.size) {
                         if (r->frame_left == 0)
                                 return span_error(r, -EBADMSG, "the frame ends before the span's length", err);
-                        size_t want = r->frame_left < sizeof(r->inbuf) ? (size_t) r->frame_left : sizeof(r->inbuf);
-                        int k = reader_read(&r->in, r->inbuf, want);
-                        if (k < 0)
-                                return span_error(r, k, "reading the payload failed (truncated bundle?)", err);
-                        sha256_update(&r->payload_hash, r->inbuf, want);
-                        r->frame_left -= want;
-                        r->zin = (ZSTD_inBuffer) { r->inbuf, want, 0 };
+                        if ((k = frame_fill(r, err)) < 0)
+                                return k;
                 }
                 size_t z = ZSTD_decompressStream(r->zd, &zout, &r->zin);
                 if (ZSTD_isError(z))

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "encryption.h"
 #include "error.h"
 #include "manifest.h"
 #include "sign.h"
@@ -58,6 +59,8 @@ typedef struct Bundle {
         size_t signature_len;
         Manifest *manifest;             /* parsed and validated */
         uint64_t payload_offset;        /* absolute */
+        bool unlocked;                  /* an encrypted bundle's content key is known (bundle_unlock()) */
+        uint8_t content_key[ENCRYPTION_KEY_SIZE];       /* wiped by bundle_free() */
 } Bundle;
 
 /*
@@ -80,6 +83,9 @@ typedef struct BundleTrust {
         bool crl_expired_warn;
         const Revocations *revoked;
         unsigned threshold;             /* distinct signers the bundle needs (sigset.h); 0 or 1: one */
+        /* An encrypted bundle is unlocked with it once verified (bundle_unlock(): one for other keys is
+         * refused); NULL: it stays locked, and reading its payload fails. */
+        const DecryptKey *decrypt_key;
         /* A device's caps (bundle_open_verified*): the manifest's bytes, checked before they are read
          * (format 2: its section's bytes, and the YAML they decode to, checked before it is decoded),
          * and its spans, checked after the parse; 0: the format's own (MANIFEST_MAX_BYTES, _SPANS). */
@@ -93,7 +99,8 @@ typedef struct BundleTrust {
 /*
  * The trust decision, before any payload byte is used: an unsigned bundle
  * is refused unless allow_unsigned; with a CA the signature and chain must
- * verify; an expired manifest (expires < now) is refused.
+ * verify; an expired manifest (expires < now) is refused; an encrypted one is
+ * unlocked with trust->decrypt_key when given.
  */
 _warn_unused_result_ int bundle_verify(Bundle *b, BundleTrust *trust, TpError *err);
 
@@ -107,8 +114,19 @@ _warn_unused_result_ int bundle_open_verified_fd(int fd, const char *what, Bundl
 _warn_unused_result_ int bundle_open_verified(const char *path, BundleTrust *trust, Bundle **ret, TpError *err);
 
 /*
+ * An encrypted bundle's content key, unwrapped with @k (encryption_unwrap(): -ENOKEY when the
+ * bundle is for other keys, -EBADMSG when its wrapped key does not open). A plain bundle: 0,
+ * nothing to do. Only after bundle_verify(): the wrapped keys are trusted once signed.
+ */
+_warn_unused_result_ int bundle_unlock(Bundle *b, const DecryptKey *k, TpError *err);
+
+/*
  * Streaming access to the spans' decoded bytes, in span order. Memory:
- * one zstd stream (window ≤ 8 MiB) and a small input buffer.
+ * one zstd stream (window ≤ 8 MiB) and small input buffers. An encrypted
+ * bundle is decrypted frame by frame as it streams, each frame's GCM tag
+ * checked before its last bytes are decoded; one not unlocked can only be
+ * skipped through (span_reader_read() is -ENOKEY), which still checks the
+ * payload's hash.
  *
  *   span_reader_new(b, &r);
  *   while ((k = span_reader_next(r, &span)) > 0)

@@ -8,6 +8,7 @@
 #include "bundle.h"
 #include "create.h"
 #include "delta.h"
+#include "encryption.h"
 #include "fileio.h"
 #include "hashfile.h"
 #include "match.h"
@@ -251,6 +252,54 @@ static int copy_range(int from, uint64_t off, uint64_t len, int to, uint8_t *buf
                 off += n;
                 len -= n;
         }
+        return 0;
+}
+
+/*
+ * Encrypt the payload for @o's recipients: each span's frame, read from @plain_fd, is sealed
+ * into @sealed_fd (encryption.h), and the spans' frame offsets and sizes become the sealed
+ * ones. Returns the sealed payload's size.
+ */
+static int seal_payload(Manifest *m, const CreateOptions *o, int plain_fd, int sealed_fd, uint8_t *buf, size_t bufsize,
+                        uint64_t *ret_size, TpError *err) {
+        _cleanup_(frame_cipher_freep) FrameCipher *cipher = NULL;
+        uint8_t key[ENCRYPTION_KEY_SIZE], tag[ENCRYPTION_TAG_SIZE];
+        uint64_t at = 0;
+        int r;
+
+        r = encryption_new(o->recipients, o->n_recipients, key, &m->encryption, err);
+        if (r < 0)
+                return tp_error_prefix(err, r, "encrypting the payload");
+        r = frame_cipher_new(key, &cipher);
+        encryption_wipe(key, sizeof(key));
+        if (r < 0)
+                return r;
+        if (ftruncate(sealed_fd, 0) < 0 || lseek(sealed_fd, 0, SEEK_SET) < 0)
+                return negative_errno();
+        bufsize &= ~(size_t) 15;        /* whole GCM blocks but for a frame's last piece */
+        for (size_t i = 0; i < m->n_spans; i++) {
+                ManifestSpan *s = &m->spans[i];
+                if (s->frame_size == 0)
+                        continue;
+                frame_cipher_start(cipher, i, true);
+                for (uint64_t pos = 0; pos < s->frame_size;) {
+                        size_t n = s->frame_size - pos < bufsize ? (size_t) (s->frame_size - pos) : bufsize;
+                        if ((r = pread_full(plain_fd, buf, n, s->frame_offset + pos)) < 0)
+                                return tp_error(err, r == -ENODATA ? -EIO : r, "reading back the payload: %s",
+                                                strerror(r == -ENODATA ? EIO : -r));
+                        frame_cipher_update(cipher, buf, buf, n);
+                        if ((r = write_full(sealed_fd, buf, n)) < 0)
+                                return tp_error(err, r, "writing the payload: %s", strerror(-r));
+                        pos += n;
+                }
+                frame_cipher_tag(cipher, tag);
+                if ((r = write_full(sealed_fd, tag, sizeof(tag))) < 0)
+                        return tp_error(err, r, "writing the payload: %s", strerror(-r));
+                s->frame_offset = at;
+                s->frame_size += ENCRYPTION_TAG_SIZE;
+                at += s->frame_size;
+        }
+        *ret_size = at;
         return 0;
 }
 
@@ -517,6 +566,14 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                 m->n_spans++;
         }
         ZSTD_freeCCtx(c.cctx);
+
+        if (o->n_recipients > 0) {
+                if ((r = seal_payload(m, o, payload_fd, cand_fd, x, c.group_max, &res.payload_bytes, err)) < 0)
+                        return r;
+                int plain_fd = payload_fd;
+                payload_fd = cand_fd;
+                cand_fd = plain_fd;
+        }
 
         /* Hash the payload as it will be stored. */
         if (lseek(payload_fd, 0, SEEK_SET) < 0)

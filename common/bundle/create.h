@@ -23,6 +23,7 @@
 #include "match.h"
 
 typedef struct Signer Signer;
+typedef struct RecipientKey RecipientKey;
 
 #define CREATE_DEFAULT_LEVEL 19
 #define CREATE_DEFAULT_CHUNK (1u << 20)
@@ -38,6 +39,10 @@ typedef struct CreateOptions {
         int level;                      /* zstd level */
         uint64_t chunk_size;            /* target chunk-hash table granularity */
         const Match *match;             /* the layout moved: match_compute()'s plan (NULL: computed here) */
+        /* Encrypt the payload to these keys (encryption.h): each frame sealed with a fresh content
+         * key, wrapped for each in the manifest; none: a plain payload. */
+        RecipientKey *const *recipients;
+        size_t n_recipients;
 } CreateOptions;
 
 typedef struct CreateResult {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "encryption.h"
 #include "manifest.h"
 #include "yaml-doc.h"
 #include "yaml-write.h"
@@ -93,6 +94,7 @@ Manifest *manifest_free(Manifest *m) {
                 free(m->spans[i].site);
         }
         free(m->spans);
+        encryption_free(m->encryption);
         free(m);
         return NULL;
 }
@@ -174,6 +176,8 @@ static void write_manifest(YamlWriter *w, const Manifest *m) {
         yaml_writer_kv_u64(w, "size", m->payload.size);
         yaml_writer_kv_sha(w, "sha256", m->payload.sha256);
         yaml_writer_map_end(w);
+        if (m->encryption)
+                encryption_write(w, m->encryption);
 
         yaml_writer_str(w, "spans");
         yaml_writer_seq_start(w, false);
@@ -500,13 +504,14 @@ static int parse_sites(const YamlNode *sites, Manifest *m, TpError *err) {
 
 int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
         static const char *const keys[] = { "format", "role", "task", "model", "version", "created", "expires",
-                                            "kind", "base", "target", "sites", "payload", "spans", NULL };
+                                            "kind", "base", "target", "sites", "payload", "encryption", "spans",
+                                            NULL };
         static const char *const base_keys[] = { "sha256", "size", "layout", "files", NULL };
         static const char *const target_keys[] = { "sha256", "size", "chunk_size", "chunk_root", "files", NULL };
         static const char *const payload_keys[] = { "size", "sha256", NULL };
         _cleanup_(yaml_node_freep) YamlNode *root = NULL;
         _cleanup_(manifest_freep) Manifest *m = NULL;
-        const YamlNode *base, *target, *sites, *payload, *spans;
+        const YamlNode *base, *target, *sites, *payload, *spans, *encryption = NULL;
         const char *task, *model = MANIFEST_DEFAULT_MODEL, *kind, *role = "task";
         int r;
 
@@ -534,6 +539,7 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
             (r = yaml_get_map(root, "target", true, W, &target, err)) < 0 ||
             (r = yaml_get_map(root, "sites", true, W, &sites, err)) < 0 ||
             (r = yaml_get_map(root, "payload", true, W, &payload, err)) < 0 ||
+            (r = yaml_get_map(root, "encryption", false, W, &encryption, err)) < 0 ||
             (r = yaml_get_seq(root, "spans", true, W, &spans, err)) < 0)
                 return r;
         if (m->version > MANIFEST_MAX_VERSION)
@@ -588,6 +594,14 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
 
         if ((r = parse_sites(sites, m, err)) < 0 || (r = parse_spans(spans, m, err)) < 0)
                 return r;
+        if (encryption && (r = encryption_parse(encryption, &m->encryption, err)) < 0)
+                return r;
+        /* A sealed frame is its zstd frame and a tag. */
+        for (size_t i = 0; m->encryption && i < m->n_spans; i++)
+                if (m->spans[i].frame_size > 0 && m->spans[i].frame_size <= ENCRYPTION_TAG_SIZE)
+                        return tp_error(err, -EBADMSG, W ": span #%zu (offset %" PRIu64 "): its frame of %" PRIu64
+                                        " bytes cannot hold an encrypted frame and its %d-byte tag", i,
+                                        m->spans[i].offset, m->spans[i].frame_size, ENCRYPTION_TAG_SIZE);
 
         *ret = TAKE_PTR(m);
         return 0;

@@ -17,6 +17,8 @@
 #include "fileset.h"
 #include "sha256.h"
 
+typedef struct Encryption Encryption;  /* encryption.h */
+
 #define MANIFEST_FORMAT 1               /* in place: the target keeps the base's layout */
 #define MANIFEST_FORMAT_RELOCATING 2    /* the spans tile the target; each names its base bytes */
 #define MANIFEST_FORMAT_MAX 2
@@ -110,8 +112,9 @@ typedef struct Manifest {
         uint8_t sites_fingerprint[SHA256_DIGEST_SIZE];
         struct {
                 uint64_t size;
-                uint8_t sha256[SHA256_DIGEST_SIZE];
+                uint8_t sha256[SHA256_DIGEST_SIZE];     /* of the payload as stored (encrypted: the sealed frames) */
         } payload;
+        Encryption *encryption;                 /* NULL: the frames are plain zstd frames (encryption.h) */
         /* Sorted by offset, not overlapping; frames back to back. Format 1: where they do not write,
          * the target is the base's bytes at the same offset. Format 2: they tile [0, target.size). */
         ManifestSpan *spans;
@@ -157,7 +160,8 @@ _warn_unused_result_ int manifest_section_parse(uint64_t format, const char *sec
  * Parse and validate: known keys only, every field present and well-formed,
  * task name valid, spans sorted, non-overlapping, inside the target, frames
  * contiguous from 0 and adding up to payload.size, site set sorted, unique
- * and matching its fingerprint. Format 2 also: the spans tile the target
+ * and matching its fingerprint; an encryption section well-formed (encryption.h) and then every
+ * frame longer than its tag. Format 2 also: the spans tile the target
  * (no hole, no overlap), each span's base bytes lie inside the base, copy
  * and ref only in format 2. Errors name the line, the span and its offset.
  */

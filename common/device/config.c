@@ -137,6 +137,7 @@ void config_done(DaemonConfig *c) {
         free(c->model_path);
         free(c->trust.ca);
         free(c->trust.bundle_ca);
+        free(c->trust.decrypt_key);
         free(c->trust.channel_ca);
         free(c->trust.root_ca);
         free(c->trust.crl);
@@ -223,7 +224,8 @@ static bool text_is_empty(const char *text, size_t len) {
 
 static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, TpError *err) {
         static const char *const keys[] = { "ca", "bundle_ca", "channel_ca", "root_ca", "crl", "crl_expired",
-                                            "threshold", "bundle_threshold", "clock", "max_version_jump", NULL };
+                                            "threshold", "bundle_threshold", "clock", "max_version_jump",
+                                            "decrypt_key", NULL };
         const YamlNode *clock = yaml_map_get(map, "clock"), *crl_expired = yaml_map_get(map, "crl_expired");
         int r;
 
@@ -246,6 +248,7 @@ static int parse_trust(const YamlNode *map, const char *what, DaemonConfig *c, T
             (r = config_get_path(map, "channel_ca", PATH_MAX, false, what, &c->trust.channel_ca, err)) < 0 ||
             (r = config_get_path(map, "root_ca", PATH_MAX, false, what, &c->trust.root_ca, err)) < 0 ||
             (r = config_get_path(map, "crl", PATH_MAX, false, what, &c->trust.crl, err)) < 0 ||
+            (r = config_get_path(map, "decrypt_key", PATH_MAX, false, what, &c->trust.decrypt_key, err)) < 0 ||
             (r = config_get_uint(map, "threshold", 1, 8, what, &c->trust.threshold, err)) < 0 ||
             (r = config_get_uint(map, "bundle_threshold", 1, 8, what, &c->trust.bundle_threshold, err)) < 0 ||
             (r = config_get_uint(map, "max_version_jump", 0, INT64_MAX, what, &c->trust.max_version_jump, err)) < 0)
@@ -490,6 +493,7 @@ int config_check_files(const DaemonConfig *c, const char **ret_trust_missing, Tp
             (r = check_regular("trust.root_ca", c->trust.root_ca, &missing, err)) < 0 ||
             (r = check_regular("trust.ca", ca_used ? c->trust.ca : NULL, &missing, err)) < 0 ||
             (r = check_regular_or_dir("trust.crl", c->trust.crl, true, &missing, err)) < 0 ||
+            (r = check_regular("trust.decrypt_key", c->trust.decrypt_key, &missing, err)) < 0 ||
             (r = check_regular("tls.ca", c->tls.ca, NULL, err)) < 0 ||
             (r = check_regular("hawkbit.token_file", c->hawkbit.token_file, NULL, err)) < 0)
                 return r;

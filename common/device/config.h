@@ -82,6 +82,7 @@ typedef struct DaemonConfig {
                 char *bundle_ca, *channel_ca;
                 char *root_ca;          /* the root role (revocation lists), NULL: trust.ca; config_root_ca() */
                 char *crl;              /* X.509 CRLs checked with every chain: a file or a directory; NULL: none */
+                char *decrypt_key;      /* the private key encrypted bundles are opened with; NULL: none */
                 bool crl_expired_warn;  /* "crl_expired: refuse|warn": a CRL past its next update; default refuse */
                 uint64_t threshold;     /* distinct signers a channel and a revocation list need, 1..8; default 1 */
                 uint64_t bundle_threshold;      /* ... and a bundle, 1..8; default 1 */
@@ -171,10 +172,10 @@ DaemonConfig config_model_view(const DaemonConfig *c, size_t i);
 extern const char *const config_state_entries[];
 
 /*
- * The files the configuration names (trust.ca, trust.bundle_ca, trust.channel_ca, trust.root_ca, tls.ca,
- * hawkbit.token_file) must be regular files where they exist: a FIFO or a device would hang
- * or mislead the daemon. 0, or a negative errno naming the key; *@ret_trust_missing is the
- * key of a CA file the daemon uses that does not exist (what it signs would all be refused),
- * else NULL. trust.ca is not used when both roles have their own.
+ * The files the configuration names (trust.ca, trust.bundle_ca, trust.channel_ca, trust.root_ca,
+ * trust.crl, trust.decrypt_key, tls.ca, hawkbit.token_file) must be regular files where they
+ * exist: a FIFO or a device would hang or mislead the daemon. 0, or a negative errno naming the
+ * key; *@ret_trust_missing is the key of a trust file the daemon uses that does not exist (what
+ * it verifies or decrypts would all be refused), else NULL. trust.ca is not used when both roles have their own.
  */
 _warn_unused_result_ int config_check_files(const DaemonConfig *c, const char **ret_trust_missing, TpError *err);

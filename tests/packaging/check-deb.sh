@@ -190,7 +190,8 @@ if [ -r /usr/share/bash-completion/bash_completion ]; then
     ccheck "taskpatch create --ma" "--max-changed-share"
     ccheck "taskpatch inspect " "a.tpb c.channel dir"
     ccheck "taskpatch publish " "dir"
-    ccheck "taskpatch verify a.tpb --" "--allow-unsigned --ca --crl --help --json --threshold"
+    ccheck "taskpatch verify a.tpb --" "--allow-unsigned --ca --crl --decrypt-key --help --json --threshold"
+    ccheck "taskpatch create --en" "--encrypt-to"
     ccheck "taskpatch create --dr" "--dry-run"
 else
     fail "bash completion: /usr/share/bash-completion/bash_completion is missing (run 'make deps')"

@@ -56,9 +56,15 @@
 #   rotated-signer.key, .crt          "CN=rotated-signer" by it: the root role after a rotation
 #   bundle2-ca.key, .pem              a root "CN=TaskPatch Second Bundle CA", 2000-01-01..2100-01-01, and
 #   bundle2-signer.key, .crt          "CN=bundle2-signer" by it: the bundle role after a rotation
+#   device.key, .crt                  "CN=device-0001" (by the intermediate): a device's encryption key
+#                                     (keyUsage keyAgreement), what create --encrypt-to names
+#   device2.key, .crt                 "CN=device-0002": another device's
+#   fleet.key, fleet.pub              a fleet key: no certificate, its public key alone (PEM)
+#   signonly-device.key, .crt         "CN=device-signonly": keyUsage digitalSignature only (refused as
+#                                     a recipient: no keyAgreement)
 set -eu
 
-STAMP_VERSION="make-pki 5"
+STAMP_VERSION="make-pki 6"
 
 if [ $# -ne 1 ] || [ -z "$1" ]; then
         echo "usage: $0 DIR" >&2
@@ -148,6 +154,12 @@ basicConstraints = critical, CA:false
 keyUsage = critical, digitalSignature
 extendedKeyUsage = codeSigning, anyExtendedKeyUsage
 
+[ v3_device ]
+basicConstraints = critical, CA:false
+keyUsage = critical, keyAgreement
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
+
 [ v3_fakeca ]
 basicConstraints = critical, CA:false
 keyUsage = critical, digitalSignature, keyCertSign
@@ -222,6 +234,12 @@ signer serverauth-signer serverauth-signer ec-p256 v3_serverauth 20240101000000Z
 signer noeku-signer noeku-signer ec-p256 v3_noeku 20240101000000Z 20400101000000Z
 signer ca-signer ca-signer ec-p256 v3_casigner 20240101000000Z 20400101000000Z
 signer anyeku-signer anyeku-signer ec-p256 v3_anyeku 20240101000000Z 20400101000000Z
+signer device device-0001 ec-p256 v3_device 20240101000000Z 20900101000000Z
+signer device2 device-0002 ec-p256 v3_device 20240101000000Z 20900101000000Z
+signer signonly-device device-signonly ec-p256 v3_noeku 20240101000000Z 20900101000000Z
+key fleet ec-p256
+openssl pkey -in "$work/fleet.key" -pubout -out "$dir/fleet.pub" 2>/dev/null
+mv "$work/fleet.key" "$dir/fleet.key"
 key fake-intermediate ec-p256
 issue fake-intermediate "TaskPatch Fake Intermediate" ca v3_fakeca 20000101000000Z 20950101000000Z
 signer underfake-signer underfake-signer ec-p256 v3_signer 20240101000000Z 20400101000000Z fake-intermediate
