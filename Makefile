@@ -108,7 +108,7 @@ LIBS = $(PKG_LIBS) $(MBEDTLS_LIBS)
 # ---- sources ---------------------------------------------------------------
 
 KERNEL_SRCS := kernels/cpu.c kernels/dispatch.c kernels/sha256.c kernels/sha256-generic.c \
-               kernels/quant.c kernels/quant-generic.c kernels/quant-generic-k.c
+               kernels/quant.c kernels/dequant.c kernels/quant-generic.c kernels/quant-generic-k.c
 KERNEL_SRCS_x86_64 := kernels/sha256-x86-shani.c kernels/sha256-x86-avx2.c kernels/quant-x86-avx2.c \
                       kernels/quant-x86-avx2-k.c
 KERNEL_SRCS_aarch64 := kernels/sha256-arm64-ce.c kernels/sha256-arm64-neon.c kernels/quant-arm64-neon.c \
@@ -150,9 +150,11 @@ $(OBJ)/kernels/sha256-arm64-neon.o: ISA_FLAGS := -march=armv8-a
 # Quantizers must round like ggml: no fused multiply-add (GCC fuses on aarch64 by default);
 # sqrtf() as one instruction, without libm.
 QUANT_FP_FLAGS := -ffp-contract=off -fno-math-errno
-$(call objs,kernels/quant.c kernels/quant-generic.c kernels/quant-generic-k.c): ISA_FLAGS := $(QUANT_FP_FLAGS)
+$(call objs,kernels/quant.c kernels/quant-generic.c kernels/quant-generic-k.c kernels/dequant.c): ISA_FLAGS := $(QUANT_FP_FLAGS)
 $(OBJ)/kernels/quant-x86-avx2.o $(OBJ)/kernels/quant-x86-avx2-k.o: ISA_FLAGS := -mavx2 $(QUANT_FP_FLAGS)
 $(OBJ)/kernels/quant-arm64-neon.o $(OBJ)/kernels/quant-arm64-neon-k.o: ISA_FLAGS := -march=armv8-a $(QUANT_FP_FLAGS)
+# The lora prediction rounds as the fold does (common/codec/predict.h).
+$(OBJ)/common/codec/predict.o: ISA_FLAGS := $(QUANT_FP_FLAGS)
 
 # The build time is the clock's floor (common/base/clock.h): a device clock reading earlier is unset.
 BUILD_EPOCH := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2> /dev/null),$(shell date +%s))

@@ -2,7 +2,9 @@
 /*
  * Oracle for kernels/quant*: every quantizer implementation this CPU runs against ggml's own
  * ggml_quantize_chunk (the prebuilt libggml-base.so of the pinned npm package, dlopen()ed),
- * byte for byte, for every supported type over many distributions, row lengths and row counts.
+ * byte for byte, for every supported type over many distributions, row lengths and row counts;
+ * and kernels/dequant.c against ggml's dequantize_row_* on ggml's own output, bit for bit (one
+ * more check per type and input set).
  *
  * Usage: quant-oracle LIBGGML_BASE_SO_OR_DIR [-v]
  * Prints one line per type, then "quant-oracle: N passed, M failed" (one check = one type,
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dequant.h"
 #include "dispatch.h"
 #include "ggml.h"
 #include "quant-cases.h"
@@ -33,6 +36,10 @@ typedef size_t (*ggml_quantize_chunk_fn)(int type, const float *src, void *dst, 
                                          int64_t n_per_row, const float *imatrix);
 
 static ggml_quantize_chunk_fn ggml_quantize_chunk;
+
+/* ggml's dequantize_row_<type> (ggml-quants.h), per type id; NULL for the float types. */
+typedef void (*ggml_dequantize_row_fn)(const void *x, float *y, int64_t k);
+static ggml_dequantize_row_fn ggml_dequantize[64];
 
 static int ggml_load(const char *path) {
         char buf[4096];
@@ -55,6 +62,20 @@ static int ggml_load(const char *path) {
                 fprintf(stderr, "quant-oracle: %s lacks ggml_quantize_chunk\n", path);
                 return -ENOENT;
         }
+        static const struct {
+                uint32_t type;
+                const char *sym;
+        } dq[] = {
+                { GGML_TYPE_Q8_0, "dequantize_row_q8_0" }, { GGML_TYPE_Q4_0, "dequantize_row_q4_0" },
+                { GGML_TYPE_Q4_1, "dequantize_row_q4_1" }, { GGML_TYPE_Q5_0, "dequantize_row_q5_0" },
+                { GGML_TYPE_Q5_1, "dequantize_row_q5_1" }, { GGML_TYPE_Q4_K, "dequantize_row_q4_K" },
+                { GGML_TYPE_Q5_K, "dequantize_row_q5_K" }, { GGML_TYPE_Q6_K, "dequantize_row_q6_K" },
+        };
+        for (size_t i = 0; i < sizeof(dq) / sizeof(dq[0]); i++)
+                if (!(ggml_dequantize[dq[i].type] = (ggml_dequantize_row_fn) dlsym(h, dq[i].sym))) {
+                        fprintf(stderr, "quant-oracle: %s lacks %s\n", path, dq[i].sym);
+                        return -ENOENT;
+                }
         return 0;
 }
 
@@ -77,8 +98,27 @@ typedef struct Tally {
 } Tally;
 
 /* One input set through every implementation; counts one check per implementation. */
+/* Our dequantizer against ggml's on the same blocks: every float's bits equal. */
+static void check_dequant(uint32_t type, const uint8_t *blocks, size_t n, const char *what, Tally *t) {
+        static float mine[MAX_FLOATS], theirs[MAX_FLOATS];
+        const GgmlType *gt = ggml_type(type);
+
+        ggml_dequantize[type](blocks, theirs, (int64_t) n);
+        dequantize_blocks(type, blocks, mine, n / gt->block_size);
+        for (size_t i = 0; i < n; i++)
+                if (memcmp(&mine[i], &theirs[i], sizeof(float)) != 0) {
+                        t->failed++;
+                        if (t->failed <= 3 || verbose)
+                                fprintf(stderr, "  dequantize %s %s: element %zu: %a, ggml %a\n", gt->name, what, i,
+                                        (double) mine[i], (double) theirs[i]);
+                        return;
+                }
+        t->passed++;
+}
+
 static void check_set(uint32_t type, const float *x, size_t nrows, size_t n_per_row, const char *what,
-                      uint8_t *want, uint8_t *got, Tally *per_impl, Sha256 *digests, size_t n_impls) {
+                      uint8_t *want, uint8_t *got, Tally *per_impl, Sha256 *digests, size_t n_impls,
+                      Tally *dequant_tally) {
         const GgmlType *t = ggml_type(type);
         size_t row_bytes = n_per_row / t->block_size * t->type_size, bytes = nrows * row_bytes, wn = bytes;
 
@@ -86,6 +126,8 @@ static void check_set(uint32_t type, const float *x, size_t nrows, size_t n_per_
         if (ggml_quantize_chunk) {
                 wn = ggml_quantize_chunk((int) type, x, want, 0, (int64_t) nrows, (int64_t) n_per_row, NULL);
                 sha256_update(&digests[0], want, wn);
+                if (ggml_dequantize[type])
+                        check_dequant(type, want, nrows * n_per_row, what, dequant_tally);
         }
 
         for (size_t i = 0; i < n_impls; i++) {
@@ -158,7 +200,7 @@ int main(int argc, char *argv[]) {
                 const size_t *lengths = k ? lengths_k : lengths_small;
                 size_t n_lengths = k ? sizeof(lengths_k) / sizeof(lengths_k[0])
                                      : sizeof(lengths_small) / sizeof(lengths_small[0]);
-                Tally tally[8] = {};
+                Tally tally[8] = {}, dq = {};
                 Sha256 digests[9];
 
                 for (size_t i = 0; i < 9; i++)
@@ -176,7 +218,8 @@ int main(int argc, char *argv[]) {
                                                 nrows = 8;
                                         qc_fill(x, nrows, len, d, seed);
                                         snprintf(what, sizeof what, "%s seed %u", qc_dist_names[d], (unsigned) seed);
-                                        check_set(type, x, nrows, len, what, want, got, tally, digests, n_impls);
+                                        check_set(type, x, nrows, len, what, want, got, tally, digests, n_impls,
+                                                  &dq);
                                 }
 
                 printf("%-5s", ggml_type(type)->name);
@@ -195,6 +238,11 @@ int main(int argc, char *argv[]) {
                                tally[i].passed + tally[i].failed);
                         passed += tally[i].passed;
                         failed += tally[i].failed;
+                }
+                if (!digest_only && (dq.passed || dq.failed)) {
+                        printf("  dequantize: %s %u/%u", dq.failed ? "FAIL" : "ok", dq.passed, dq.passed + dq.failed);
+                        passed += dq.passed;
+                        failed += dq.failed;
                 }
                 if (!digest_only)
                         printf("  ggml: %s", hex_digest(&digests[0]));
