@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,12 @@ static void help(void) {
                "                           RFC 7512 URI: pkcs11:token=..;object=..?module-path=..;\n"
                "                           the PIN from pin-value, pin-source or $TASKPATCH_PKCS11_PIN)\n"
                "  --unsigned               no signature (tests only: devices refuse it)\n"
+               "  --lora ADAPTER.gguf      the LoRA adapter the task was folded with (llama.cpp's GGUF\n"
+               "                           format): each tensor it adapts may be sent as the adapter's\n"
+               "                           factors and a small residual against the device's prediction\n"
+               "                           quantize(dequantize(base) + scale*B*A) (a 'lora' span), when\n"
+               "                           that is smaller than its delta and its raw bytes\n"
+               "  --lora-scale S           the scale the adapter was folded with (default 1)\n"
                "  --encrypt-to FILE        encrypt the payload to this recipient: a certificate or public\n"
                "                           key (EC P-256) of a device or of a fleet, whose private key a\n"
                "                           device names in trust.decrypt_key; repeat for each recipient\n"
@@ -63,9 +70,9 @@ static void help(void) {
                "  --max-changed-share F    warn when more than this share of sites changed\n"
                "                           (default 0.5: the change is not local)\n"
                "  --level N                zstd level (default %d)\n"
-               "  --dry-run                print the plan (every span: copy, delta, raw or ref, with\n"
-               "                           its payload bytes) and the bundle's size; write nothing;\n"
-               "                           -o and a key are not needed\n"
+               "  --dry-run                print the plan (every span: copy, delta, lora, raw or ref,\n"
+               "                           with its payload bytes and what each candidate cost) and\n"
+               "                           the bundle's size; write nothing; -o and a key are not needed\n"
                "  --json                   print the summary as JSON\n",
                CREATE_DEFAULT_LEVEL);
 }
@@ -160,7 +167,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
                                       (json_int_t) res->format, "bundle_bytes", (json_int_t) res->bundle_bytes,
                                       "payload_bytes", (json_int_t) res->payload_bytes, "manifest_bytes",
                                       (json_int_t) res->manifest_bytes, "changed_bytes", (json_int_t) res->span_bytes,
-                                      "signed", signed_, "span_list", span_list_json(b->manifest));
+                                      "signed", signed_, "span_list", span_list_json(b->manifest, res->costs));
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -168,18 +175,19 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
         }
         printf("dry run: nothing written\n");
         printf("  format          %u (%s)\n", res->format, res->format == 2 ? "relocating" : "in place");
-        printf("  spans           %zu (%zu delta, %zu raw, %zu ref, %zu copy), coding %" PRIu64 " bytes\n", res->n_spans,
-               res->n_delta, res->n_raw, res->n_ref, res->n_copy, res->span_bytes);
+        printf("  spans           %zu (%zu delta, %zu lora, %zu raw, %zu ref, %zu copy), coding %" PRIu64 " bytes\n",
+               res->n_spans, res->n_delta, res->n_lora, res->n_raw, res->n_ref, res->n_copy, res->span_bytes);
         printf("  bundle          %" PRIu64 " bytes (manifest %" PRIu64 ", payload %" PRIu64 ")%s\n", res->bundle_bytes,
                res->manifest_bytes, res->payload_bytes,
                signed_ ? ", signed" : "; a signature and its certificate chain add about their size");
-        span_list_print(b->manifest);
+        span_list_print(b->manifest, res->costs);
         return EXIT_OK;
 }
 
 int verb_create(int argc, char *argv[]) {
         enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
-               OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL, OPT_ENCRYPT_TO };
+               OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL, OPT_ENCRYPT_TO, OPT_LORA,
+               OPT_LORA_SCALE };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
@@ -197,12 +205,15 @@ int verb_create(int argc, char *argv[]) {
                 { "base-bundle", no_argument, NULL, OPT_BASE_BUNDLE },
                 { "full", no_argument, NULL, OPT_FULL },
                 { "encrypt-to", required_argument, NULL, OPT_ENCRYPT_TO },
+                { "lora", required_argument, NULL, OPT_LORA },
+                { "lora-scale", required_argument, NULL, OPT_LORA_SCALE },
                 {},
         };
-        const char *out = NULL, *expect_path = NULL, *recipient_paths[ENCRYPTION_MAX_RECIPIENTS];
+        const char *out = NULL, *expect_path = NULL, *lora_path = NULL, *recipient_paths[ENCRYPTION_MAX_RECIPIENTS];
         size_t n_recipients = 0;
         CliSigners signers = {};
-        CreateOptions o = { .version = 1, .level = CREATE_DEFAULT_LEVEL, .chunk_size = CREATE_DEFAULT_CHUNK };
+        CreateOptions o = { .version = 1, .level = CREATE_DEFAULT_LEVEL, .chunk_size = CREATE_DEFAULT_CHUNK,
+                            .lora_scale = 1.0f };
         bool unsigned_ = false, json = false, dry_run = false, full = false;
         char scratch[] = "/tmp/taskpatch-plan.XXXXXX", plan_path[sizeof(scratch) + 16];
         double max_share = 0.5;
@@ -275,6 +286,19 @@ int verb_create(int argc, char *argv[]) {
                 case OPT_FULL:
                         full = true;
                         break;
+                case OPT_LORA:
+                        lora_path = optarg;
+                        break;
+                case OPT_LORA_SCALE: {
+                        char *end;
+                        double scale = strtod(optarg, &end);
+                        if (*end || end == optarg || !isfinite(scale) || fabs(scale) > 1e30) {
+                                cli_error("--lora-scale: expected a finite number, got '%s'", optarg);
+                                return EXIT_USAGE;
+                        }
+                        o.lora_scale = (float) scale;
+                        break;
+                }
                 case OPT_ENCRYPT_TO:
                         if (n_recipients == ENCRYPTION_MAX_RECIPIENTS) {
                                 cli_error("--encrypt-to: at most %d recipients", ENCRYPTION_MAX_RECIPIENTS);
@@ -314,8 +338,9 @@ int verb_create(int argc, char *argv[]) {
         _cleanup_(match_freep) Match *match = NULL;
         _cleanup_(signer_freep) Signer *signer = NULL;
         _cleanup_(recipient_keys_freep) RecipientKeys recipients = { NULL, 0 };
+        _cleanup_(lora_freep) Lora *lora = NULL;
         SiteSet expect = {};
-        CreateResult res;
+        _cleanup_(create_result_done) CreateResult res = {};
         TpError err = {};
 
         if ((full ? open_empty_base(&bm) : cli_open_model(base_path, &bm)) < 0 || cli_open_model(target_path, &tm) < 0)
@@ -327,10 +352,24 @@ int verb_create(int argc, char *argv[]) {
                 return EXIT_FAILED;
         if (cli_load_recipients(recipient_paths, n_recipients, &recipients) < 0)
                 return EXIT_FAILED;
+        if (lora_path && (r = lora_open(lora_path, &lora, &err)) < 0) {
+                cli_error("--lora: %s", tp_error_message(&err, r));
+                return EXIT_FAILED;
+        }
+        if (lora && strcmp(artifact_kind_to_string(target->kind), "gguf") != 0) {
+                cli_error("--lora: %s is not a GGUF model: a llama.cpp adapter adapts GGUF tensors", target_path);
+                return EXIT_FAILED;
+        }
+        if (lora && (r = create_check_lora(lora, target, &err)) < 0) {
+                cli_error("--lora: %s", tp_error_message(&err, r));
+                return EXIT_FAILED;
+        }
+        o.lora = lora;
         size_t i = 0;
         for (const Signer *s = signer; s; s = signer_next(s), i++)
                 if (check_signer_dates(s, signers.certs[i], o.expires) < 0)
                         return EXIT_FAILED;
+        MatchOptions mo = create_match_options(&o);
         /* A full base bundle has nothing to compare with: every site is new (matched against nothing). */
         r = full ? ((d = calloc(1, sizeof(Diff))) ? 0 : -ENOMEM)
                  : diff_compute(&bm.files, base, &tm.files, target, &d, &err);
@@ -339,7 +378,7 @@ int verb_create(int argc, char *argv[]) {
                 return EXIT_FAILED;
         }
         /* A layout that moved: the sites matched by name, for the checks below and the bundle. */
-        if (d->layout_changed && (r = match_compute(&bm.files, base, &tm.files, target, &match, &err)) < 0) {
+        if (d->layout_changed && (r = match_compute(&bm.files, base, &tm.files, target, &mo, &match, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
@@ -348,7 +387,7 @@ int verb_create(int argc, char *argv[]) {
                 d->sites_total = target->n_sites;
                 d->sites_changed = target->n_sites;
         }
-        if (d->layout_changed && !match && (r = match_compute(&bm.files, base, &tm.files, target, &match, &err)) < 0) {
+        if (d->layout_changed && !match && (r = match_compute(&bm.files, base, &tm.files, target, &mo, &match, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
@@ -396,6 +435,8 @@ int verb_create(int argc, char *argv[]) {
         }
         if (dry_run)
                 return dry_run_report(plan_path, scratch, &res, signer != NULL, json);
+        if (lora && res.n_lora == 0)
+                cli_error("warning: --lora %s: no span came out smaller as a lora span (see --dry-run)", lora_path);
 
         if (res.whole_file && !full)
                 cli_error("warning: no site of the target matches the base (a different model?): the bundle "
@@ -423,6 +464,7 @@ int verb_create(int argc, char *argv[]) {
                 json_t *enc = json_object_get(j, "encodings");
                 json_object_set_new(enc, "copy", json_integer((json_int_t) res.n_copy));
                 json_object_set_new(enc, "ref", json_integer((json_int_t) res.n_ref));
+                json_object_set_new(enc, "lora", json_integer((json_int_t) res.n_lora));
                 json_object_set_new(j, "format", json_integer(res.format));
                 json_object_set_new(j, "model", json_string(o.model ? o.model : MANIFEST_DEFAULT_MODEL));
                 json_object_set_new(j, "role", json_string(manifest_role_to_string(o.role)));
@@ -456,8 +498,8 @@ int verb_create(int argc, char *argv[]) {
                                res.sites_removed);
                         printf("  copied bytes    %" PRIu64 "\n", res.copied_bytes);
                 }
-                printf("  spans           %zu (%zu delta, %zu raw, %zu ref, %zu copy)\n", res.n_spans, res.n_delta,
-                       res.n_raw, res.n_ref, res.n_copy);
+                printf("  spans           %zu (%zu delta, %zu lora, %zu raw, %zu ref, %zu copy)\n", res.n_spans,
+                       res.n_delta, res.n_lora, res.n_raw, res.n_ref, res.n_copy);
                 printf("  payload         %" PRIu64 " bytes%s\n", res.payload_bytes,
                        recipients.n ? ", encrypted (AES-256-GCM)" : "");
                 if (recipients.n)

@@ -105,7 +105,7 @@ int verb_diff(int argc, char *argv[]) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }
-        if (d->layout_changed && (r = match_compute(&bm.files, base, &tm.files, target, &match, &err)) < 0) {
+        if (d->layout_changed && (r = match_compute(&bm.files, base, &tm.files, target, NULL, &match, &err)) < 0) {
                 cli_error("%s", tp_error_message(&err, r));
                 return EXIT_FAILED;
         }

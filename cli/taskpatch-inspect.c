@@ -9,6 +9,8 @@
 
 #include "bundle.h"
 #include "cli.h"
+#include "create.h"
+#include "ggml.h"
 #include "encryption.h"
 #include "sign.h"
 #include "yaml-doc.h"
@@ -81,8 +83,12 @@ static void encryption_print(const Encryption *e) {
         }
 }
 
+static json_t *cost_json(uint64_t v) {
+        return v == UINT64_MAX ? json_null() : json_integer((json_int_t) v);
+}
+
 /* Every span: where it writes, how, what it costs in the payload, which base bytes it reads. */
-json_t *span_list_json(const Manifest *m) {
+json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs) {
         json_t *list = json_array();
         for (size_t i = 0; i < m->n_spans; i++) {
                 const ManifestSpan *sp = &m->spans[i];
@@ -101,12 +107,37 @@ json_t *span_list_json(const Manifest *m) {
                         json_object_set_new(j, "base_file_offset",
                                             json_integer((json_int_t) (sp->base_offset - b->offset)));
                 }
+                if (sp->encoding == SPAN_LORA)
+                        json_object_set_new(j, "lora", json_pack("{s:s, s:I, s:I, s:I, s:I, s:f}", "type",
+                                                                 ggml_type(sp->lora.type)->name, "in",
+                                                                 (json_int_t) sp->lora.in, "out",
+                                                                 (json_int_t) sp->lora.out, "rank",
+                                                                 (json_int_t) sp->lora.rank, "first",
+                                                                 (json_int_t) sp->lora_first, "factor",
+                                                                 (double) sp->lora.factor));
+                if (costs && sp->encoding != SPAN_COPY)
+                        json_object_set_new(j, "candidates", json_pack("{s:o, s:o, s:o}", "raw", cost_json(costs[i].raw),
+                                                                       sp->encoding == SPAN_REF ? "ref" : "delta",
+                                                                       cost_json(costs[i].alt), "lora",
+                                                                       cost_json(costs[i].lora)));
                 json_array_append_new(list, j);
         }
         return list;
 }
 
-void span_list_print(const Manifest *m) {
+/* "  (raw 1200, delta 800, lora 90)": what each candidate cost, for create --dry-run. */
+static void costs_print(const ManifestSpan *sp, const CreateSpanCost *c) {
+        if (sp->encoding == SPAN_COPY)
+                return;
+        printf("  (raw %" PRIu64, c->raw);
+        if (c->alt != UINT64_MAX)
+                printf(", %s %" PRIu64, sp->encoding == SPAN_REF ? "ref" : "delta", c->alt);
+        if (c->lora != UINT64_MAX)
+                printf(", lora %" PRIu64, c->lora);
+        printf(")");
+}
+
+void span_list_print(const Manifest *m, const CreateSpanCost *costs) {
         if (m->target.files.set.n_files == 0 && m->base.files.set.n_files == 0)
                 printf("span list (target offset, bytes, encoding, payload bytes, base offset, site):\n");
         else
@@ -115,10 +146,13 @@ void span_list_print(const Manifest *m) {
                 const ManifestSpan *sp = &m->spans[i];
                 char wt[CLI_WHERE_MAX], wb[CLI_WHERE_MAX];
                 const FileSet *bf = m->base.files.set.n_files && sp->base_length ? &m->base.files.set : NULL;
-                printf("  %12s %12" PRIu64 " %-5s %10" PRIu64 " %12s  %s\n",
+                printf("  %12s %12" PRIu64 " %-5s %10" PRIu64 " %12s  %s",
                        cli_where(m->target.files.set.n_files ? &m->target.files.set : NULL, sp->offset, wt), sp->length,
                        span_encoding_to_string(sp->encoding), sp->frame_size, cli_where(bf, sp->base_offset, wb),
                        sp->site ? sp->site : "(header/gap)");
+                if (costs)
+                        costs_print(sp, &costs[i]);
+                printf("\n");
         }
 }
 
@@ -199,6 +233,7 @@ int verb_inspect(int argc, char *argv[]) {
                 json_t *enc = json_object_get(j, "encodings");
                 json_object_set_new(enc, "copy", json_integer((json_int_t) n_enc[SPAN_COPY]));
                 json_object_set_new(enc, "ref", json_integer((json_int_t) n_enc[SPAN_REF]));
+                json_object_set_new(enc, "lora", json_integer((json_int_t) n_enc[SPAN_LORA]));
                 json_object_set_new(j, "format", json_integer((json_int_t) m->format));
                 json_object_set_new(j, "model", json_string(m->model));
                 json_object_set_new(j, "role", json_string(manifest_role_to_string(m->role)));
@@ -211,7 +246,7 @@ int verb_inspect(int argc, char *argv[]) {
                 if (m->target.files.set.n_files)
                         json_object_set_new(json_object_get(j, "target"), "files", files_json(&m->target.files));
                 json_object_set_new(j, "encryption", encryption_json(m->encryption));
-                json_object_set_new(j, "span_list", span_list_json(m));
+                json_object_set_new(j, "span_list", span_list_json(m, NULL));
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -237,15 +272,15 @@ int verb_inspect(int argc, char *argv[]) {
         signers_print(b->signature, b->signature_len);
         printf("format    %" PRIu64 "%s\n", m->format,
                m->format == MANIFEST_FORMAT_RELOCATING ? " (relocating: the spans tile the target)" : " (in place)");
-        printf("spans     %zu (%" PRIu64 " delta, %" PRIu64 " raw, %" PRIu64 " ref, %" PRIu64 " copy), coding %" PRIu64
-               " bytes, copying %" PRIu64 "\n", m->n_spans, n_delta, n_raw, n_enc[SPAN_REF], n_enc[SPAN_COPY], span_bytes,
-               copied);
+        printf("spans     %zu (%" PRIu64 " delta, %" PRIu64 " lora, %" PRIu64 " raw, %" PRIu64 " ref, %" PRIu64
+               " copy), coding %" PRIu64 " bytes, copying %" PRIu64 "\n", m->n_spans, n_delta, n_enc[SPAN_LORA], n_raw,
+               n_enc[SPAN_REF], n_enc[SPAN_COPY], span_bytes, copied);
         printf("payload   %" PRIu64 " bytes%s\n", m->payload.size,
                m->encryption ? ", encrypted (" ENCRYPTION_CIPHER ", key wrapped with " ENCRYPTION_KEY_WRAP ")" : "");
         encryption_print(m->encryption);
         printf("sites     %zu:\n", m->n_sites);
         for (size_t i = 0; i < m->n_sites; i++)
                 printf("  %s\n", m->sites[i]);
-        span_list_print(m);
+        span_list_print(m, NULL);
         return EXIT_OK;
 }

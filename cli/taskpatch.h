@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "channel.h"
+#include "create.h"
 #include "manifest.h"
 #include "quantize.h"
 
@@ -37,9 +38,10 @@ json_t *quantize_result_json(const char *in, const char *out, const QuantFtype *
                              double seconds);
 void quantize_print_result(const char *out, const QuantFtype *ft, const QuantizeResult *r, double seconds);
 
-/* taskpatch-inspect.c: a bundle's spans, for inspect and create --dry-run. */
-json_t *span_list_json(const Manifest *m);
-void span_list_print(const Manifest *m);
+/* taskpatch-inspect.c: a bundle's spans, for inspect and create --dry-run (@costs: each span's
+ * candidates, create.h; NULL for inspect). */
+json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs);
+void span_list_print(const Manifest *m, const CreateSpanCost *costs);
 
 /* Channel files (taskpatch-channel.c), for inspect, verify and publish. */
 bool cli_is_channel(const char *path);

@@ -746,6 +746,11 @@ const GgufKv *gguf_find(const Gguf *g, const char *key) {
         return NULL;
 }
 
+const char *gguf_find_string(const Gguf *g, const char *key) {
+        const GgufKv *kv = gguf_find(g, key);
+        return kv && kv->type == GGUF_TYPE_STRING ? kv->str : NULL;
+}
+
 const GgufTensor *gguf_find_tensor(const Gguf *g, const char *name) {
         if (!g || !name)
                 return NULL;

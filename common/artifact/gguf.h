@@ -183,6 +183,8 @@ DEFINE_POINTER_CLEANUP(Gguf, gguf_free)
 
 /* The key/value named @key, or NULL. */
 const GgufKv *gguf_find(const Gguf *g, const char *key);
+/* The string value of @key, or NULL when absent or of another type. */
+const char *gguf_find_string(const Gguf *g, const char *key);
 
 /* The tensor named @name, or NULL. */
 const GgufTensor *gguf_find_tensor(const Gguf *g, const char *name);

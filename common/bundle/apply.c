@@ -137,7 +137,7 @@ static int apply_relocating(Applier *a, SpanDecoder *sd) {
                         Slot *sl = &a->slots[slot];
                         const uint8_t *bytes;
 
-                        if (s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA) {
+                        if (span_base_in_pieces(s)) {
                                 r = fileset_pread(a->base_files, sl->base, n, s->base_offset + done);
                                 if (r < 0)
                                         return tp_error(a->err, r == -ENODATA ? -EIO : r, "%s: reading at offset %" PRIu64,

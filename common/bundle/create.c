@@ -6,10 +6,12 @@
 #include <zstd.h>
 
 #include "bundle.h"
+#include "create-impl.h"
 #include "create.h"
 #include "delta.h"
 #include "encryption.h"
 #include "fileio.h"
+#include "ggml.h"
 #include "hashfile.h"
 #include "match.h"
 #include "sign.h"
@@ -71,16 +73,6 @@ int hash_model(const FileSet *set, uint64_t chunk_size, uint8_t (*ret_file_sha25
         return 0;
 }
 
-/* A span to build: where, which site, which delta layout, which base bytes. */
-typedef struct Plan {
-        uint64_t offset, length;
-        ssize_t site;
-        DeltaLayout layout;     /* DELTA_BYTES when nothing better; _DELTA_LAYOUT_INVALID: no delta */
-        uint64_t base_offset;   /* of the delta's base bytes, a copy's source, a ref's reference */
-        uint64_t ref_length;    /* > 0: a ref candidate against [base_offset, +ref_length) */
-        bool copy;              /* format 2: the base bytes as they are */
-} Plan;
-
 /* Round a site's changed region out to whole delta units, relative to the site's start. */
 static Plan plan_region(const Artifact *base, const Artifact *target, const DiffRegion *reg) {
         Plan p = { reg->offset, reg->length, reg->site, DELTA_BYTES, reg->offset, 0, false };
@@ -138,18 +130,8 @@ uint64_t bundle_changed_bytes(const Artifact *base, const Artifact *target, cons
         return n;
 }
 
-typedef struct Coder {
-        const FileSet *base_files, *target_files;
-        ZSTD_CCtx *cctx;
-        uint8_t *b, *t, *x, *out;       /* group buffers: base, target, transformed; zstd output */
-        uint8_t *ref;                   /* a ref span's reference (SPAN_REF_MAX) */
-        size_t group_max, out_cap;
-        TpError *err;
-} Coder;
-
-/* Compress one span's bytes (raw, delta when @delta, ref when @ref) into @fd; hashes on the way. */
-static int code_span(Coder *c, const Plan *p, bool delta, bool ref, int fd, uint64_t *ret_size, uint8_t base_sha[32],
-                     uint8_t new_sha[32]) {
+int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lora, int fd, uint64_t *ret_size,
+              uint8_t base_sha[32], uint8_t new_sha[32]) {
         size_t group = delta ? delta_group_bytes(p->layout) : c->group_max;
         Sha256 hb, ht;
         uint64_t written = 0;
@@ -160,7 +142,9 @@ static int code_span(Coder *c, const Plan *p, bool delta, bool ref, int fd, uint
         sha256_init(&hb);
         sha256_init(&ht);
         ZSTD_CCtx_reset(c->cctx, ZSTD_reset_session_only);
-        ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length);
+        ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length + (lora ? lora->na + lora->nb : 0));
+        if (lora && (r = code_lora_factors(c, lora, fd, &written)) < 0)
+                return r;
         if (ref) {
                 if ((r = fileset_pread(c->base_files, c->ref, p->ref_length, p->base_offset)) < 0)
                         return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64, p->base_offset);
@@ -183,7 +167,11 @@ static int code_span(Coder *c, const Plan *p, bool delta, bool ref, int fd, uint
                         sha256_update(&hb, c->b, n);
                 }
                 const uint8_t *src = c->t;
-                if (delta) {
+                if (lora) {
+                        code_lora_predict(lora, pos, c->b, n);
+                        delta_encode(p->layout, lora->predicted, c->t, n, c->x);
+                        src = c->x;
+                } else if (delta) {
                         delta_encode(p->layout, c->b, c->t, n, c->x);
                         src = c->x;
                 }
@@ -371,16 +359,98 @@ static int split_plans(const FileSet *bf, const FileSet *tf, Plan **plans, size_
         return 0;
 }
 
+/* Truncate @fd to nothing, ready for a candidate. */
+static int rewind_fd(int fd) {
+        return ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0 ? negative_errno() : 0;
+}
+
+/*
+ * Code plan @p as one span @s: a copy (no frame), or the smallest frame of raw (written into the
+ * payload, @fd[0], as it goes), delta or ref (into @fd[1]) and lora (into @fd[2]); the winner
+ * ends up in the payload. @cost gets each candidate's size (UINT64_MAX: not tried).
+ */
+static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, bool relocating,
+                     const Plan *p, const int fd[3], ManifestSpan *s, CreateSpanCost *cost) {
+        _cleanup_(code_lora_done) CodeLora lora = {};
+        uint8_t bsha[2][32], nsha[32];
+        int r;
+
+        *cost = (CreateSpanCost) { UINT64_MAX, UINT64_MAX, UINT64_MAX };
+        s->offset = p->offset;
+        s->length = p->length;
+        if (p->site >= 0 && !(s->site = strdup(target->sites[p->site].name)))
+                return -ENOMEM;
+        if (p->copy) {
+                s->encoding = SPAN_COPY;
+                s->base_offset = p->base_offset;
+                s->base_length = p->length;
+                r = hash_copy(c, p, s->new_sha256);
+                memcpy(s->base_sha256, s->new_sha256, 32);
+                return r;
+        }
+        off_t mark = lseek(fd[0], 0, SEEK_CUR);
+        if (mark < 0)
+                return negative_errno();
+        if ((r = code_span(c, p, false, false, NULL, fd[0], &cost->raw, s->base_sha256, s->new_sha256)) < 0)
+                return r;
+        if ((p->layout != _DELTA_LAYOUT_INVALID || p->ref_length > 0) && ((r = rewind_fd(fd[1])) < 0 ||
+            (r = code_span(c, p, p->ref_length == 0, p->ref_length > 0, NULL, fd[1], &cost->alt, bsha[0], nsha)) < 0))
+                return r;
+        if ((r = code_lora_prepare(c, o, base, target, p, &lora)) < 0)
+                return r;
+        if (r > 0 && ((r = rewind_fd(fd[2])) < 0 ||
+                      (r = code_span(c, p, true, false, &lora, fd[2], &cost->lora, bsha[1], nsha)) < 0))
+                return r;
+
+        int best = cost->lora < cost->alt && cost->lora < cost->raw ? 2 : cost->alt < cost->raw ? 1 : 0;
+        s->encoding = best == 2 ? SPAN_LORA : best == 0 ? SPAN_RAW : p->ref_length ? SPAN_REF : SPAN_DELTA;
+        s->frame_size = best == 2 ? cost->lora : best == 1 ? cost->alt : cost->raw;
+        if (best > 0) {
+                if (ftruncate(fd[0], mark) < 0 || lseek(fd[0], mark, SEEK_SET) < 0)
+                        return negative_errno();
+                if ((r = copy_range(fd[best], 0, s->frame_size, fd[0], c->x, c->group_max, NULL)) < 0)
+                        return r;
+                memcpy(s->base_sha256, bsha[best - 1], 32);
+        }
+        if ((s->encoding == SPAN_DELTA || s->encoding == SPAN_LORA) &&
+            !(s->layout = strdup(delta_layout_to_string(p->layout))))
+                return -ENOMEM;
+        if (s->encoding == SPAN_LORA) {
+                s->lora = lora.shape;
+                s->lora_first = lora.first_block * ggml_type(lora.shape.type)->block_size;
+        }
+        s->base_offset = s->encoding == SPAN_RAW && relocating ? 0 : p->base_offset;
+        s->base_length = s->encoding == SPAN_REF ? p->ref_length : s->encoding == SPAN_RAW && relocating ? 0 : p->length;
+        if (s->encoding == SPAN_RAW && (relocating || p->layout == _DELTA_LAYOUT_INVALID))
+                memset(s->base_sha256, 0, 32);
+        return 0;
+}
+
+/* A tensor the adapter adapts stays a span of its own: a lora span predicts one tensor. */
+static bool adapted(const Site *s, void *userdata) {
+        return lora_find(userdata, s->name) != NULL;
+}
+
+MatchOptions create_match_options(const CreateOptions *o) {
+        return (MatchOptions) { .own_span = o->lora ? adapted : NULL, .userdata = (void *) o->lora };
+}
+
+void create_result_done(CreateResult *r) {
+        free(r->costs);
+        r->costs = NULL;
+        r->n_costs = 0;
+}
+
 int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet *target_files,
                   const Artifact *target, const Diff *diff, const CreateOptions *o, const char *out_path,
                   CreateResult *ret, TpError *err) {
         _cleanup_(manifest_freep) Manifest *m = NULL;
-        _cleanup_close_ int payload_fd = -1, cand_fd = -1;
+        _cleanup_close_ int payload_fd = -1, cand_fd = -1, lora_fd = -1;
         _cleanup_free_ uint8_t *b = NULL, *t = NULL, *x = NULL, *out = NULL, *sig = NULL, *ref = NULL;
         _cleanup_(match_freep) Match *own_match = NULL;
         _cleanup_free_ char *text = NULL;
         AtomicFile af = ATOMIC_FILE_NULL;
-        CreateResult res = {};
+        _cleanup_(create_result_done) CreateResult res = {};
         _cleanup_free_ uint8_t (*base_sha)[32] = NULL, (*target_sha)[32] = NULL;
         _cleanup_free_ Plan *plans = NULL;
         Coder c = { .base_files = base_files, .target_files = target_files, .err = err };
@@ -428,8 +498,9 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
 
         /* A layout that moved: sites matched by name wherever they sit (format 2). */
         const Match *match = o->match;
+        MatchOptions mo = create_match_options(o);
         if (diff->layout_changed) {
-                if (!match && (r = match_compute(base_files, base, target_files, target, &own_match, err)) < 0)
+                if (!match && (r = match_compute(base_files, base, target_files, target, &mo, &own_match, err)) < 0)
                         return r;
                 match = match ? match : own_match;
                 m->format = MANIFEST_FORMAT_RELOCATING;
@@ -488,63 +559,29 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
 
         payload_fd = tmpfile_near(out_path);
         cand_fd = payload_fd >= 0 ? tmpfile_near(out_path) : -1;
-        if (payload_fd < 0 || cand_fd < 0) {
-                r = payload_fd < 0 ? payload_fd : cand_fd;
+        lora_fd = cand_fd >= 0 ? tmpfile_near(out_path) : -1;
+        if (payload_fd < 0 || cand_fd < 0 || lora_fd < 0) {
+                r = payload_fd < 0 ? payload_fd : cand_fd < 0 ? cand_fd : lora_fd;
                 ZSTD_freeCCtx(c.cctx);
                 return tp_error(err, r, "%s: cannot create a temporary file beside it: %s", out_path, strerror(-r));
         }
 
         sha256_init(&payload_hash);
+        if (!(res.costs = calloc(n_plans ? n_plans : 1, sizeof(*res.costs)))) {
+                ZSTD_freeCCtx(c.cctx);
+                return -ENOMEM;
+        }
+        const int fds[3] = { payload_fd, cand_fd, lora_fd };
         for (size_t i = 0; i < n_plans; i++) {
-                Plan p = plans[i];
                 ManifestSpan *s = &m->spans[m->n_spans];
-                uint64_t raw_size = 0, alt_size = UINT64_MAX;
-                uint8_t bsha[32], nsha[32];
-                bool alt = p.layout != _DELTA_LAYOUT_INVALID || p.ref_length > 0;
-
-                if (p.copy) {
-                        r = hash_copy(&c, &p, s->new_sha256);
-                        memcpy(s->base_sha256, s->new_sha256, 32);
-                } else {
-                        /* Raw into the payload directly; delta or ref into the candidate file; keep the smaller. */
-                        off_t mark = lseek(payload_fd, 0, SEEK_CUR);
-                        r = code_span(&c, &p, false, false, payload_fd, &raw_size, s->base_sha256, s->new_sha256);
-                        if (r >= 0 && alt) {
-                                if (ftruncate(cand_fd, 0) < 0 || lseek(cand_fd, 0, SEEK_SET) < 0)
-                                        r = negative_errno();
-                                else
-                                        r = code_span(&c, &p, p.ref_length == 0, p.ref_length > 0, cand_fd, &alt_size,
-                                                      bsha, nsha);
-                        }
-                        if (r >= 0 && alt_size < raw_size) {
-                                if (ftruncate(payload_fd, mark) < 0 || lseek(payload_fd, mark, SEEK_SET) < 0)
-                                        r = negative_errno();
-                                else
-                                        r = copy_range(cand_fd, 0, alt_size, payload_fd, x, c.group_max, NULL);
-                                memcpy(s->base_sha256, bsha, 32);
-                        }
-                }
-                if (r < 0) {
+                if ((r = code_plan(&c, o, base, target, match != NULL, &plans[i], fds, s, &res.costs[i])) < 0) {
                         ZSTD_freeCCtx(c.cctx);
-                        return tp_error_prefix(err, r, "span at offset %" PRIu64, p.offset);
+                        return tp_error_prefix(err, r, "span at offset %" PRIu64, plans[i].offset);
                 }
-
-                bool use_alt = alt_size < raw_size;
-                s->offset = p.offset;
-                s->length = p.length;
-                s->encoding = p.copy ? SPAN_COPY : !use_alt ? SPAN_RAW : p.ref_length ? SPAN_REF : SPAN_DELTA;
-                if (s->encoding == SPAN_DELTA && !(s->layout = strdup(delta_layout_to_string(p.layout))))
-                        return -ENOMEM;
-                if (p.site >= 0 && !(s->site = strdup(target->sites[p.site].name)))
-                        return -ENOMEM;
-                s->base_offset = s->encoding == SPAN_RAW && match ? 0 : p.base_offset;
-                s->base_length = s->encoding == SPAN_REF ? p.ref_length : s->encoding == SPAN_RAW && match ? 0 : p.length;
-                if (s->encoding == SPAN_RAW && (match || p.layout == _DELTA_LAYOUT_INVALID))
-                        memset(s->base_sha256, 0, 32);
                 s->frame_offset = res.payload_bytes;
-                s->frame_size = p.copy ? 0 : use_alt ? alt_size : raw_size;
                 res.payload_bytes += s->frame_size;
                 res.n_spans++;
+                res.n_costs++;
                 switch (s->encoding) {
                 case SPAN_COPY:
                         res.n_copy++;
@@ -556,6 +593,10 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                         break;
                 case SPAN_DELTA:
                         res.n_delta++;
+                        res.span_bytes += s->length;
+                        break;
+                case SPAN_LORA:
+                        res.n_lora++;
                         res.span_bytes += s->length;
                         break;
                 default:
@@ -620,7 +661,9 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                 /* Nothing matched: every byte is new, a whole-file bundle (a different model). */
                 res.whole_file = res.n_copy == 0 && res.n_delta == 0 && res.n_ref == 0;
         }
-        if (ret)
+        if (ret) {
                 *ret = res;
+                res.costs = NULL;       /* the caller's now */
+        }
         return 0;
 }

@@ -19,6 +19,7 @@
 #include "artifact.h"
 #include "diff.h"
 #include "error.h"
+#include "lora.h"
 #include "manifest.h"
 #include "match.h"
 
@@ -43,11 +44,21 @@ typedef struct CreateOptions {
          * key, wrapped for each in the manifest; none: a plain payload. */
         RecipientKey *const *recipients;
         size_t n_recipients;
+        /* The LoRA adapter the task was folded with (lora.h), or NULL: a changed tensor it adapts may
+         * be a lora span (codec/predict.h), the factors and a residual against the prediction, when
+         * that is smaller than its delta and its raw bytes. @lora_scale: the fold's scale (1.0). */
+        const Lora *lora;
+        float lora_scale;
 } CreateOptions;
+
+/* What each candidate frame of a span cost (UINT64_MAX: not tried; all of them for a copy). */
+typedef struct CreateSpanCost {
+        uint64_t raw, alt, lora;        /* alt: the delta against the base bytes, or the ref frame */
+} CreateSpanCost;
 
 typedef struct CreateResult {
         unsigned format;                /* 1: in place; 2: relocating (the layout moved) */
-        size_t n_spans, n_raw, n_delta, n_copy, n_ref;
+        size_t n_spans, n_raw, n_delta, n_copy, n_ref, n_lora;
         uint64_t span_bytes;            /* target bytes the spans code (not copies): the bundle's changed_bytes */
         uint64_t copied_bytes;          /* format 2: target bytes copied from the base */
         uint64_t manifest_bytes;
@@ -57,10 +68,21 @@ typedef struct CreateResult {
         uint64_t payload_bytes;
         uint64_t bundle_bytes;
         uint8_t target_sha256[32];
+        CreateSpanCost *costs;          /* per span, in span order; freed by create_result_done() */
+        size_t n_costs;
 } CreateResult;
 
+void create_result_done(CreateResult *r);
+
+/* Whether @lora fits @target: each tensor it adapts there, with the size its factors make (-EINVAL naming it). */
+_warn_unused_result_ int create_check_lora(const Lora *lora, const Artifact *target, TpError *err);
+
+/* The options of match_compute() that suit @o: with an adapter, each tensor it adapts a span of its own. */
+MatchOptions create_match_options(const CreateOptions *o);
+
 /*
- * Write the bundle to @out_path atomically (no file on failure). @base_files and @target_files
+ * Write the bundle to @out_path atomically (no file on failure). @ret (may be NULL) must be
+ * released with create_result_done(). @base_files and @target_files
  * are the models' files (fileset.h); in a directory model no span crosses a file's end.
  */
 _warn_unused_result_ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet *target_files,

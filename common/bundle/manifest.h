@@ -15,6 +15,7 @@
 #include "artifact.h"
 #include "error.h"
 #include "fileset.h"
+#include "predict.h"
 #include "sha256.h"
 
 typedef struct Encryption Encryption;  /* encryption.h */
@@ -52,6 +53,7 @@ typedef enum SpanEncoding {
         SPAN_DELTA,             /* the frame holds delta_encode(layout, base bytes, new bytes) */
         SPAN_COPY,              /* format 2: no frame; the new bytes are the base bytes */
         SPAN_REF,               /* format 2: a zstd frame coded with the base bytes as its reference prefix */
+        SPAN_LORA,              /* the frame holds the LoRA factors, then delta_encode(layout, prediction, new bytes) */
         _SPAN_ENCODING_MAX,
         _SPAN_ENCODING_INVALID = -EINVAL,
 } SpanEncoding;
@@ -83,6 +85,10 @@ typedef struct ManifestSpan {
         uint8_t new_sha256[SHA256_DIGEST_SIZE]; /* of the bytes written */
         uint64_t frame_offset;                  /* of its zstd frame, from the payload start */
         uint64_t frame_size;                    /* 0 for a copy */
+        /* SPAN_LORA: the tensor and its factors (codec/predict.h); the span's base bytes are the base
+         * tensor's blocks under it, its first element the tensor's element lora_first. */
+        LoraShape lora;
+        uint64_t lora_first;
 } ManifestSpan;
 
 typedef struct Manifest {
@@ -127,7 +133,12 @@ void manifest_files_done(ManifestFiles *f);
 _warn_unused_result_ int manifest_files_set(ManifestFiles *f, const FileSet *set, const uint8_t (*sha256)[SHA256_DIGEST_SIZE]);
 DEFINE_POINTER_CLEANUP(Manifest, manifest_free)
 
-const char *span_encoding_to_string(SpanEncoding e);   /* "raw", "delta", "copy", "ref" */
+/* Format 2: whether a span reads its base bytes piece by piece beside its new ones (copy, delta, lora). */
+static inline bool span_base_in_pieces(const ManifestSpan *s) {
+        return s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA || s->encoding == SPAN_LORA;
+}
+
+const char *span_encoding_to_string(SpanEncoding e);   /* "raw", "delta", "copy", "ref", "lora" */
 SpanEncoding span_encoding_from_string(const char *s);
 
 /* [a-z0-9][a-z0-9._-]{0,63}: safe as a file name component, no "/" or "..". */

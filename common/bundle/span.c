@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "delta.h"
+#include "ggml.h"
+#include "lora-span.h"
 #include "span.h"
 
 typedef enum SpanStage {
@@ -37,11 +39,24 @@ struct SpanDecoder {
         const uint8_t *piece_base;      /* SPAN_BASED: the base bytes of the next piece */
         size_t piece_base_n;
         Sha256 base_hash, new_hash;     /* with a pipe: read only after hash_pipe_sync() */
+        /* SPAN_LORA: the current span's factors, and a group's prediction and its floats */
+        LoraFactors *lora;
+        uint8_t *predicted;
+        float *scratch;
 };
+
+static void lora_done(SpanDecoder *d) {
+        d->lora = lora_factors_free(d->lora);
+        free(d->predicted);
+        free(d->scratch);
+        d->predicted = NULL;
+        d->scratch = NULL;
+}
 
 SpanDecoder *span_decoder_free(SpanDecoder *d) {
         if (!d)
                 return NULL;
+        lora_done(d);
         span_reader_free(d->reader);
         free(d);
         return NULL;
@@ -119,7 +134,8 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
                         return span_fail(d, err, -EBADMSG, "its base bytes [%" PRIu64 ", +%" PRIu64
                                          ") lie outside the base (%" PRIu64 " bytes)", s->base_offset, s->base_length,
                                          d->base_size);
-                if ((s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA) && s->base_length != s->length)
+                if ((s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA || s->encoding == SPAN_LORA) &&
+                    s->base_length != s->length)
                         return span_fail(d, err, -EBADMSG, "a %s reads as many base bytes as it writes",
                                          span_encoding_to_string(s->encoding));
                 if (s->encoding == SPAN_REF && s->base_length > SPAN_REF_MAX)
@@ -140,6 +156,7 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
                                          span_encoding_to_string(s->encoding));
                 return 0;
         case SPAN_DELTA:
+        case SPAN_LORA:
                 d->layout = delta_layout_from_string(s->layout);
                 if (d->layout < 0)
                         return span_fail(d, err, -EBADMSG, "unknown delta layout '%.32s'", s->layout ? s->layout : "");
@@ -147,8 +164,8 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
                 if (d->layout == DELTA_I8 && !d->v2)
                         return span_fail(d, err, -EBADMSG, "delta layout '%s' needs bundle format 2", s->layout);
                 if (!d->inside_base)
-                        return span_fail(d, err, -EBADMSG, "a delta span must lie inside the base (%" PRIu64 " bytes)",
-                                         d->base_size);
+                        return span_fail(d, err, -EBADMSG, "a %s span must lie inside the base (%" PRIu64 " bytes)",
+                                         span_encoding_to_string(s->encoding), d->base_size);
                 if (s->length % delta_unit(d->layout) != 0)
                         return span_fail(d, err, -EBADMSG, "a delta span must be whole %s blocks (%zu bytes each)",
                                          s->layout, delta_unit(d->layout));
@@ -157,6 +174,36 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
         default:
                 return span_fail(d, err, -EBADMSG, "unknown encoding %d", (int) s->encoding);
         }
+}
+
+/* A lora span's factors, first in its frame (lora_a, then lora_b), and the buffers its groups are predicted in. */
+static int lora_start(SpanDecoder *d, TpError *err) {
+        const ManifestSpan *s = &d->m->spans[d->idx];
+        uint8_t buf[16384];
+        TpError why = {};
+        int r;
+
+        if ((r = lora_factors_new(&s->lora, &d->lora)) < 0)
+                return r;
+        for (int b = 0; b < 2; b++) {
+                size_t size = ggml_type(b ? s->lora.b_type : s->lora.a_type)->type_size, per = sizeof(buf) / size;
+                uint64_t n = lora_shape_elems(&s->lora, b);
+                for (uint64_t at = 0; at < n;) {
+                        size_t k = n - at < per ? (size_t) (n - at) : per;
+                        if ((r = span_reader_read(d->reader, buf, k * size, err)) < 0) {
+                                d->stage = SPAN_FAILED;
+                                return r;
+                        }
+                        lora_factors_load(d->lora, b, at, buf, k);
+                        at += k;
+                }
+        }
+        if ((r = lora_factors_check(d->lora, &why)) < 0)
+                return span_fail(d, err, -EBADMSG, "%s", why.message);
+        size_t blocks = d->group / ggml_type(s->lora.type)->type_size;
+        d->predicted = malloc(d->group);
+        d->scratch = malloc(lora_predict_scratch(d->lora, blocks) * sizeof(float));
+        return d->predicted && d->scratch ? 0 : -ENOMEM;
 }
 
 int span_decoder_next(SpanDecoder *d, const ManifestSpan **ret_span, TpError *err) {
@@ -179,6 +226,9 @@ int span_decoder_next(SpanDecoder *d, const ManifestSpan **ret_span, TpError *er
         if ((r = check_span(d, s, err)) < 0)
                 return r;
         d->span = s;
+        lora_done(d);
+        if (s->encoding == SPAN_LORA && (r = lora_start(d, err)) < 0)
+                return r;
         d->done = d->base_fed = 0;
         d->next_frame += s->frame_size;
         d->prev_end = s->offset + s->length;
@@ -258,7 +308,8 @@ int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
                                  " does not fit the span", n, nb, d->span->offset + d->done);
         if ((d->group || d->span->encoding == SPAN_COPY) && nb != n)
                 return span_fail(d, err, -EINVAL, "the %s at offset %" PRIu64 " needs %zu base bytes, %zu were given",
-                                 d->group ? "delta" : "copy", d->span->offset + d->done, n, nb);
+                                 d->group ? span_encoding_to_string(d->span->encoding) : "copy",
+                                 d->span->offset + d->done, n, nb);
         if (d->span->encoding == SPAN_REF && d->base_fed != d->span->base_length)
                 return span_fail(d, err, -EINVAL, "read before its reference was given");
         if (d->span->encoding == SPAN_COPY) {
@@ -267,7 +318,13 @@ int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
                 d->stage = SPAN_FAILED;
                 return r;
         }
-        if (d->group) {
+        if (d->lora) {
+                const GgmlType *t = ggml_type(d->span->lora.type);
+                lora_predict(d->lora, lora_span_first_block(d->span) + d->done / t->type_size, d->piece_base,
+                             n / t->type_size, d->scratch, d->predicted);
+                delta_decode(d->layout, d->predicted, frame, n, out);
+                bytes = out;
+        } else if (d->group) {
                 delta_decode(d->layout, d->piece_base, frame, n, out);
                 bytes = out;
         }

@@ -387,14 +387,14 @@ static bool same_shift(const MatchPiece *p, const MatchPiece *q) {
  * layout and whole units from the run's start, or short (MATCH_SMALL_DELTA: coded in the run's
  * layout, which only costs compression); the run ends with a changed piece, whole units long.
  */
-static void fold_deltas(Match *m) {
+static void fold_deltas(Match *m, const bool *alone) {
         size_t out = 0;
 
         for (size_t i = 0; i < m->n_pieces;) {
                 MatchPiece run = m->pieces[i];
                 size_t last = i;        /* the last piece of the run */
 
-                if (run.kind == MATCH_CHANGED) {
+                if (run.kind == MATCH_CHANGED && !(run.site >= 0 && alone[run.site])) {
                         uint64_t unit = delta_unit(run.layout);
                         for (size_t k = i + 1; k < m->n_pieces; k++) {
                                 const MatchPiece *p = &m->pieces[k];
@@ -406,7 +406,7 @@ static void fold_deltas(Match *m) {
                                                 break;
                                         continue;
                                 }
-                                if (p->kind != MATCH_CHANGED)
+                                if (p->kind != MATCH_CHANGED || (p->site >= 0 && alone[p->site]))
                                         break;
                                 bool fits = p->layout == run.layout ? (p->offset - run.offset) % unit == 0 :
                                                                       p->length <= MATCH_SMALL_DELTA;
@@ -494,12 +494,12 @@ static void fold_refs(Match *m) {
         m->n_pieces = out;
 }
 
-int match_compute(const FileSet *base_files, const Artifact *base, const FileSet *target_files, const Artifact *target, Match **ret,
-                  TpError *err) {
+int match_compute(const FileSet *base_files, const Artifact *base, const FileSet *target_files, const Artifact *target,
+                  const MatchOptions *o, Match **ret, TpError *err) {
         _cleanup_(match_freep) Match *m = NULL;
         _cleanup_free_ uint8_t *a = NULL, *b = NULL;
         _cleanup_free_ size_t *by_name = NULL, *t_by_name = NULL;
-        _cleanup_free_ bool *used = NULL;
+        _cleanup_free_ bool *used = NULL, *alone = NULL;
         Matcher x = { .base_files = base_files, .target_files = target_files, .base = base, .target = target, .err = err };
         int r;
 
@@ -510,8 +510,11 @@ int match_compute(const FileSet *base_files, const Artifact *base, const FileSet
         a = malloc(MATCH_CHUNK);
         b = malloc(MATCH_CHUNK);
         used = calloc(base->n_sites ? base->n_sites : 1, sizeof(bool));
-        if (!m || !a || !b || !used)
+        alone = calloc(target->n_sites ? target->n_sites : 1, sizeof(bool));
+        if (!m || !a || !b || !used || !alone)
                 return -ENOMEM;
+        for (size_t i = 0; o && o->own_span && i < target->n_sites; i++)
+                alone[i] = o->own_span(&target->sites[i], o->userdata);
         m->fate = calloc(target->n_sites ? target->n_sites : 1, sizeof(SiteFate));
         m->counterpart = calloc(target->n_sites ? target->n_sites : 1, sizeof(ssize_t));
         m->removed = calloc(base->n_sites ? base->n_sites : 1, sizeof(size_t));
@@ -540,7 +543,7 @@ int match_compute(const FileSet *base_files, const Artifact *base, const FileSet
                 if ((r = plan_gap(&x, tstart, tend > tstart ? tend - tstart : 0, goff, glen)) < 0)
                         return r;
         }
-        fold_deltas(m);
+        fold_deltas(m, alone);
         coalesce(m);
         fold_refs(m);
         for (size_t j = 0; j < base->n_sites; j++)

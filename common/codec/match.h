@@ -92,6 +92,16 @@ DeltaLayout site_delta_layout_relocating(const Artifact *a, const Site *s);
 Match *match_free(Match *m);
 DEFINE_POINTER_CLEANUP(Match, match_free)
 
+/*
+ * How a plan is made (may be NULL: every changed piece may be folded with its neighbours):
+ * @own_span says which target sites' changed pieces stay spans of their own, never folded with
+ * another site's (a lora span predicts one tensor: the tensors a LoRA adapter adapts).
+ */
+typedef struct MatchOptions {
+        bool (*own_span)(const Site *target_site, void *userdata);
+        void *userdata;
+} MatchOptions;
+
 /* Plan @target from @base (same kind, else -EINVAL); reads both files. */
 _warn_unused_result_ int match_compute(const FileSet *base_files, const Artifact *base, const FileSet *target_files,
-                                       const Artifact *target, Match **ret, TpError *err);
+                                       const Artifact *target, const MatchOptions *o, Match **ret, TpError *err);

@@ -337,7 +337,7 @@ static int span_piece(Builder *b, TpError *err) {
         size_t n = span_decoder_want(b->decoder, BUILD_WINDOW);
         int r;
 
-        if (s->encoding == SPAN_DELTA || !b->v2) {
+        if (span_base_in_pieces(s) || !b->v2) {
                 /* In-layout spans decode against the base bytes under them; format-2 deltas at base_offset. */
                 uint64_t at = (b->v2 ? s->base_offset : s->offset) + done;
                 if ((r = read_base(b, at, n, buf->base, err)) < 0 ||

@@ -7,13 +7,7 @@
  * tensor the adapter does not touch is byte-identical to the quantized base and only the
  * targeted tensors differ.
  *
- * The adapter is llama.cpp's GGUF LoRA format (convert_lora_to_gguf.py, what
- * llama_adapter_lora_init() loads): general.type = "adapter", adapter.type = "lora",
- * general.architecture as the base's, adapter.lora.alpha (float32), and for each adapted
- * weight W (ne = [in, out]) the pair <W>.lora_a (ne = [in, rank]) and <W>.lora_b
- * (ne = [rank, out]), F32, F16 or BF16; llama.cpp adds scale·(alpha/rank)·B·(A·x). For
- * token_embd.weight, looked up by row, the roles swap: lora_a is ne = [rank, n_vocab] and
- * lora_b ne = [rank, n_embd]. Tensors ending in _norm.weight are ignored, as llama.cpp does.
+ * The adapter: common/artifact/lora.h.
  *
  * The fold, per adapted tensor, in float32 (W from F32/F16/BF16 exactly):
  *
@@ -37,36 +31,9 @@
 
 #include "error.h"
 #include "gguf.h"
+#include "lora.h"
 #include "macro.h"
 #include "quantize.h"
-
-typedef struct LoraPair {
-        char *target;            /* the base tensor's name */
-        const GgufTensor *a, *b; /* <target>.lora_a, <target>.lora_b in the adapter */
-        uint64_t rank;
-        bool embd;               /* token_embd.weight: row lookup, roles swapped */
-} LoraPair;
-
-typedef struct Lora {
-        Gguf *g;
-        int fd;
-        char *path;
-        char *arch;
-        float alpha;             /* 0 when absent */
-        LoraPair *pairs;         /* sorted by target name */
-        size_t n_pairs;
-        size_t n_ignored;        /* *_norm.weight tensors, ignored like llama.cpp */
-} Lora;
-
-/*
- * Open and validate the adapter at @path: its keys, every tensor's suffix, type and shape,
- * each lora_a with its lora_b and equal ranks. Errors name the file, the tensor or key,
- * what was expected and what was found (-EBADMSG for a malformed adapter, -EOPNOTSUPP for
- * one that cannot be folded).
- */
-_warn_unused_result_ int lora_open(const char *path, Lora **ret, TpError *err);
-Lora *lora_free(Lora *l);
-DEFINE_POINTER_CLEANUP(Lora, lora_free)
 
 /* The adapter fits @base: same architecture, every target there, 2-D, float, same shape. */
 _warn_unused_result_ int lora_check_base(const Lora *l, const Gguf *base, TpError *err);

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Internal to bundle_create() (create.c) and its lora spans (create-lora.c). */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <zstd.h>
+
+#include "create.h"
+#include "delta.h"
+#include "predict.h"
+
+/* A span to build: where, which site, which delta layout, which base bytes. */
+typedef struct Plan {
+        uint64_t offset, length;
+        ssize_t site;
+        DeltaLayout layout;     /* DELTA_BYTES when nothing better; _DELTA_LAYOUT_INVALID: no delta */
+        uint64_t base_offset;   /* of the delta's base bytes, a copy's source, a ref's reference */
+        uint64_t ref_length;    /* > 0: a ref candidate against [base_offset, +ref_length) */
+        bool copy;              /* format 2: the base bytes as they are */
+} Plan;
+
+typedef struct Coder {
+        const FileSet *base_files, *target_files;
+        ZSTD_CCtx *cctx;
+        uint8_t *b, *t, *x, *out;       /* group buffers: base, target, transformed; zstd output */
+        uint8_t *ref;                   /* a ref span's reference (SPAN_REF_MAX) */
+        size_t group_max, out_cap;
+        TpError *err;
+} Coder;
+
+/* A lora candidate for a plan (create-lora.c): the shape, the factors as stored and as floats. */
+typedef struct CodeLora {
+        LoraShape shape;
+        uint64_t first_block;           /* the plan's first block in the tensor */
+        uint8_t *a, *b;                 /* lora_a's and lora_b's bytes as the adapter stores them */
+        uint64_t na, nb;
+        LoraFactors *factors;
+        uint8_t *predicted;             /* one group */
+        float *scratch;
+} CodeLora;
+
+/*
+ * Compress one span's bytes into @fd: raw; a delta against the base bytes when @delta; a ref
+ * frame when @ref; with @lora, the factors and then the delta against the prediction. Hashes
+ * the base and new bytes on the way.
+ */
+_warn_unused_result_ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lora, int fd,
+                                   uint64_t *ret_size, uint8_t base_sha[32], uint8_t new_sha[32]);
+
+/*
+ * The lora candidate of @p, when @o has an adapter with a pair for its site, the base and
+ * target sites are that tensor of the same predictable type, and the plan lies inside it:
+ * 1 and @ret filled, 0 when there is none, < 0 on error (reading the adapter).
+ */
+_warn_unused_result_ int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base,
+                                           const Artifact *target, const Plan *p, CodeLora *ret);
+void code_lora_done(CodeLora *l);
+/* Write the factors' bytes into the frame (the zstd stream of @c); adds what it wrote to @written. */
+_warn_unused_result_ int code_lora_factors(Coder *c, const CodeLora *l, int fd, uint64_t *written);
+/* The prediction of the plan's bytes [pos, pos + n) from their base bytes @base, into l->predicted. */
+void code_lora_predict(const CodeLora *l, uint64_t pos, const uint8_t *base, size_t n);

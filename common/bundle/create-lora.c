@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/* The lora candidate of a changed tensor (create-impl.h): its shape, factors and prediction. */
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "create-impl.h"
+#include "fileio.h"
+#include "ggml.h"
+
+void code_lora_done(CodeLora *l) {
+        free(l->a);
+        free(l->b);
+        lora_factors_free(l->factors);
+        free(l->predicted);
+        free(l->scratch);
+        *l = (CodeLora) {};
+}
+
+static int read_factor(const Lora *lora, const GgufTensor *t, uint8_t **ret, TpError *err) {
+        _cleanup_free_ uint8_t *buf = malloc(t->size ? t->size : 1);
+        int r;
+
+        if (!buf)
+                return -ENOMEM;
+        if ((r = pread_full(lora->fd, buf, t->size, t->offset)) < 0)
+                return tp_error(err, r == -ENODATA ? -EIO : r, "%s: reading '%s': %s", lora->path, t->name,
+                                strerror(r == -ENODATA ? EIO : -r));
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+/* The site of @a whose bytes are [@offset, +@length), or NULL. */
+static const Site *site_around(const Artifact *a, uint64_t offset, uint64_t length) {
+        for (size_t i = 0; i < a->n_sites; i++) {
+                const Site *s = &a->sites[i];
+                if (s->offset <= offset && offset - s->offset <= s->length && length <= s->length - (offset - s->offset))
+                        return s;
+        }
+        return NULL;
+}
+
+int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, const Plan *p,
+                      CodeLora *ret) {
+        CodeLora l = {};
+        int r;
+
+        *ret = l;
+        if (!o->lora || p->site < 0 || p->copy || p->ref_length > 0 || p->layout == _DELTA_LAYOUT_INVALID ||
+            base->kind != ARTIFACT_GGUF || target->kind != ARTIFACT_GGUF)
+                return 0;
+        const Site *ts = &target->sites[p->site];
+        const LoraPair *pair = lora_find(o->lora, ts->name);
+        const GgmlType *gt = ts->type >= 0 ? ggml_type((uint32_t) ts->type) : NULL;
+        if (!pair || !gt || p->offset < ts->offset || p->length > ts->length - (p->offset - ts->offset))
+                return 0;
+        /* The base tensor of the same name and type under the plan's base bytes, at the same place. */
+        const Site *bs = site_around(base, p->base_offset, p->length);
+        if (!bs || strcmp(bs->name, ts->name) != 0 || bs->type != ts->type || bs->length != ts->length ||
+            p->base_offset - bs->offset != p->offset - ts->offset)
+                return 0;
+        l.shape = (LoraShape) {
+                .type = (uint32_t) ts->type,
+                .in = pair->embd ? pair->b->ne[1] : pair->a->ne[0],
+                .out = pair->embd ? pair->a->ne[1] : pair->b->ne[1],
+                .rank = pair->rank,
+                .a_type = pair->a->type,
+                .b_type = pair->b->type,
+                .embd = pair->embd,
+                .factor = lora_factor(o->lora, o->lora_scale, pair->rank),
+        };
+        TpError ignored = {};
+        uint64_t rel = p->offset - ts->offset;
+        if (lora_shape_check(&l.shape, &ignored) < 0 || delta_layout_for_ggml(l.shape.type) != p->layout ||
+            l.shape.in * l.shape.out / gt->block_size * gt->type_size != ts->length || rel % gt->type_size != 0 ||
+            p->length % gt->type_size != 0)
+                return 0;
+        l.first_block = rel / gt->type_size;
+        l.na = pair->a->size;
+        l.nb = pair->b->size;
+        if (l.na != lora_shape_elems(&l.shape, false) * ggml_type(l.shape.a_type)->type_size ||
+            l.nb != lora_shape_elems(&l.shape, true) * ggml_type(l.shape.b_type)->type_size)
+                return 0;
+        if ((r = read_factor(o->lora, pair->a, &l.a, c->err)) < 0 || (r = read_factor(o->lora, pair->b, &l.b, c->err)) < 0 ||
+            (r = lora_factors_new(&l.shape, &l.factors)) < 0)
+                goto fail;
+        lora_factors_load(l.factors, false, 0, l.a, lora_shape_elems(&l.shape, false));
+        lora_factors_load(l.factors, true, 0, l.b, lora_shape_elems(&l.shape, true));
+        if ((r = lora_factors_check(l.factors, c->err)) < 0) {
+                r = tp_error_prefix(c->err, r, "%s: '%s'", o->lora->path, ts->name);
+                goto fail;
+        }
+        l.predicted = malloc(c->group_max);
+        l.scratch = malloc(lora_predict_scratch(l.factors, c->group_max / gt->type_size) * sizeof(float));
+        if (!l.predicted || !l.scratch) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        *ret = l;
+        return 1;
+fail:
+        code_lora_done(&l);
+        return r;
+}
+
+int code_lora_factors(Coder *c, const CodeLora *l, int fd, uint64_t *written) {
+        const uint8_t *parts[2] = { l->a, l->b };
+        const uint64_t sizes[2] = { l->na, l->nb };
+        int r;
+
+        for (int k = 0; k < 2; k++) {
+                ZSTD_inBuffer in = { parts[k], sizes[k], 0 };
+                while (in.pos < in.size) {
+                        ZSTD_outBuffer out = { c->out, c->out_cap, 0 };
+                        size_t z = ZSTD_compressStream2(c->cctx, &out, &in, ZSTD_e_continue);
+                        if (ZSTD_isError(z))
+                                return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
+                        if ((r = write_full(fd, c->out, out.pos)) < 0)
+                                return tp_error(c->err, r, "writing the payload: %s", strerror(-r));
+                        *written += out.pos;
+                }
+        }
+        return 0;
+}
+
+void code_lora_predict(const CodeLora *l, uint64_t pos, const uint8_t *base, size_t n) {
+        const GgmlType *t = ggml_type(l->shape.type);
+        lora_predict(l->factors, l->first_block + pos / t->type_size, base, n / t->type_size, l->scratch, l->predicted);
+}
+
+int create_check_lora(const Lora *lora, const Artifact *target, TpError *err) {
+        for (size_t i = 0; i < lora->n_pairs; i++) {
+                const LoraPair *pair = &lora->pairs[i];
+                const Site *t = NULL;
+                for (size_t k = 0; k < target->n_sites && !t; k++)
+                        if (strcmp(target->sites[k].name, pair->target) == 0)
+                                t = &target->sites[k];
+                if (!t)
+                        return tp_error(err, -EINVAL, "%s: the task model has no tensor '%s' (an adapter for another "
+                                        "model?)", lora->path, pair->target);
+                const GgmlType *gt = t->type >= 0 ? ggml_type((uint32_t) t->type) : NULL;
+                uint64_t in = pair->embd ? pair->b->ne[1] : pair->a->ne[0], out = pair->embd ? pair->a->ne[1] : pair->b->ne[1];
+                if (!gt || in == 0 || in > UINT32_MAX || out > UINT32_MAX || in % gt->block_size != 0 ||
+                    in * out / gt->block_size * gt->type_size != t->length)
+                        return tp_error(err, -EINVAL, "%s: '%s' is %" PRIu64 " bytes of %s in the task model, but the "
+                                        "adapter's factors make [%" PRIu64 ", %" PRIu64 "] (an adapter for another model?)",
+                                        lora->path, pair->target, t->length, gt ? gt->name : "an unknown type", in, out);
+        }
+        return 0;
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/* The prediction of lora spans (predict.h). Compiled with -ffp-contract=off: the sums round as written. */
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dequant.h"
+#include "ggml.h"
+#include "predict.h"
+#include "quant.h"
+
+static bool factor_type(uint32_t t) {
+        return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
+}
+
+int lora_shape_check(const LoraShape *s, TpError *err) {
+        const GgmlType *t = ggml_type(s->type);
+
+        if (!t || !dequant_supported(s->type) || !quant_supported(s->type))
+                return tp_error(err, -EBADMSG, "a lora span of ggml type %" PRIu32 " (%s): no predictor for it", s->type,
+                                t ? t->name : "unknown");
+        if (s->in == 0 || s->out == 0 || s->in % t->block_size != 0)
+                return tp_error(err, -EBADMSG, "a lora span's tensor of %" PRIu64 " rows of %" PRIu64 " %s elements: "
+                                "a row must be whole %u-element blocks", s->out, s->in, t->name, t->block_size);
+        if (s->rank == 0 || s->rank > PREDICT_MAX_RANK)
+                return tp_error(err, -EBADMSG, "a lora span of rank %" PRIu64 " (expected 1 .. %d)", s->rank,
+                                PREDICT_MAX_RANK);
+        if (!factor_type(s->a_type) || !factor_type(s->b_type))
+                return tp_error(err, -EBADMSG, "a lora span's factors must be F32, F16 or BF16");
+        if (!isfinite(s->factor))
+                return tp_error(err, -EBADMSG, "a lora span's factor is not finite");
+        /* rank <= 1024: the products cannot overflow before the comparison says no. */
+        if (s->in > PREDICT_MAX_FACTOR_FLOATS || s->out > PREDICT_MAX_FACTOR_FLOATS ||
+            (s->in + s->out) * s->rank > PREDICT_MAX_FACTOR_FLOATS)
+                return tp_error(err, -EBADMSG, "a lora span's factors of (%" PRIu64 " + %" PRIu64 ") x rank %" PRIu64
+                                " floats exceed the cap of %u", s->in, s->out, s->rank, PREDICT_MAX_FACTOR_FLOATS);
+        return 0;
+}
+
+/* lora_a is ne [in, rank] (token_embd: [rank, out]); lora_b ne [rank, out] (token_embd: [rank, in]). */
+static uint64_t a_elems(const LoraShape *s) {
+        return (s->embd ? s->out : s->in) * s->rank;
+}
+
+static uint64_t b_elems(const LoraShape *s) {
+        return (s->embd ? s->in : s->out) * s->rank;
+}
+
+uint64_t lora_shape_a_bytes(const LoraShape *s) {
+        return a_elems(s) * ggml_type(s->a_type)->type_size;
+}
+
+uint64_t lora_shape_factor_bytes(const LoraShape *s) {
+        return lora_shape_a_bytes(s) + b_elems(s) * ggml_type(s->b_type)->type_size;
+}
+
+LoraFactors *lora_factors_free(LoraFactors *f) {
+        if (!f)
+                return NULL;
+        free(f->p);
+        free(f->q);
+        free(f);
+        return NULL;
+}
+
+uint64_t lora_shape_elems(const LoraShape *s, bool b) {
+        return b ? b_elems(s) : a_elems(s);
+}
+
+int lora_factors_new(const LoraShape *s, LoraFactors **ret) {
+        _cleanup_(lora_factors_freep) LoraFactors *f = calloc(1, sizeof(*f));
+
+        if (!f)
+                return -ENOMEM;
+        f->shape = *s;
+        f->p = malloc(s->out * s->rank * sizeof(float));
+        f->q = malloc(s->rank * s->in * sizeof(float));
+        if (!f->p || !f->q)
+                return -ENOMEM;
+        *ret = TAKE_PTR(f);
+        return 0;
+}
+
+void lora_factors_load(LoraFactors *f, bool b, uint64_t first, const uint8_t *bytes, size_t n) {
+        const LoraShape *s = &f->shape;
+        uint32_t type = b ? s->b_type : s->a_type;
+        float buf[256];
+
+        /* Not embd: lora_b ne [rank, out] is P row by row, lora_a ne [in, rank] is Q row by row.
+         * token_embd: lora_a ne [rank, out] is P; lora_b ne [rank, in] is Qᵀ. */
+        if (!(s->embd && b)) {
+                dequantize_blocks(type, bytes, (b != s->embd ? f->p : f->q) + first, n);
+                return;
+        }
+        for (size_t done = 0; done < n;) {
+                size_t k = n - done < 256 ? n - done : 256;
+                dequantize_blocks(type, bytes + done * ggml_type(type)->type_size, buf, k);
+                for (size_t j = 0; j < k; j++) {
+                        uint64_t e = first + done + j, i = e / s->rank, r = e % s->rank;
+                        f->q[r * s->in + i] = buf[j];
+                }
+                done += k;
+        }
+}
+
+int lora_factors_check(const LoraFactors *f, TpError *err) {
+        const LoraShape *s = &f->shape;
+
+        for (uint64_t i = 0; i < s->out * s->rank; i++)
+                if (!isfinite(f->p[i]))
+                        return tp_error(err, -EDOM, "the lora factor %s holds NaN or infinity",
+                                        s->embd ? "lora_a" : "lora_b");
+        for (uint64_t i = 0; i < s->rank * s->in; i++)
+                if (!isfinite(f->q[i]))
+                        return tp_error(err, -EDOM, "the lora factor %s holds NaN or infinity",
+                                        s->embd ? "lora_b" : "lora_a");
+        return 0;
+}
+
+size_t lora_predict_scratch(const LoraFactors *f, size_t nblocks) {
+        /* The group's floats, and one row's accumulator. */
+        return nblocks * ggml_type(f->shape.type)->block_size + f->shape.in;
+}
+
+/* Elements [i0, i1) of row @o: x += f · Σ_k P[o][k] · Q[k][i], in the fold's order. */
+static void add_product(const LoraFactors *f, uint64_t o, uint64_t i0, uint64_t i1, float *x, float *acc) {
+        const LoraShape *s = &f->shape;
+        const float *p = f->p + o * s->rank;
+        uint64_t n = i1 - i0;
+
+        for (uint64_t i = 0; i < n; i++)
+                acc[i] = 0.0f;
+        for (uint64_t k = 0; k < s->rank; k++) {
+                const float pk = p[k], *q = f->q + k * s->in + i0;
+                for (uint64_t i = 0; i < n; i++) {
+                        float prod = pk * q[i];
+                        acc[i] = acc[i] + prod;
+                }
+        }
+        for (uint64_t i = 0; i < n; i++) {
+                float d = s->factor * acc[i];
+                float w = x[i] + d;
+                x[i] = isfinite(w) ? w : 0.0f;  /* the quantizers take finite floats: see predict.h */
+        }
+}
+
+void lora_predict(const LoraFactors *f, uint64_t block0, const uint8_t *base, size_t nblocks, float *scratch,
+                  uint8_t *out) {
+        const LoraShape *s = &f->shape;
+        const GgmlType *t = ggml_type(s->type);
+        uint64_t bs = t->block_size, e0 = block0 * bs, e1 = e0 + nblocks * bs;
+        float *x = scratch, *acc = scratch + nblocks * bs;
+
+        dequantize_blocks(s->type, base, x, nblocks);
+        /* Row by row: a block never straddles two rows (rows are whole blocks). */
+        for (uint64_t e = e0; e < e1;) {
+                uint64_t o = e / s->in, i0 = e % s->in, i1 = e1 - e < s->in - i0 ? i0 + (e1 - e) : s->in;
+                add_product(f, o, i0, i1, x + (e - e0), acc);
+                e += i1 - i0;
+        }
+        /* Blocks are quantized each on its own: nblocks rows of one block give the row's bytes. */
+        quantize_rows(s->type, x, out, nblocks, bs);
+}

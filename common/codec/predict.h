@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The prediction of a `lora` span: a changed tensor rebuilt from the base tensor the device
+ * already holds and the LoRA factors the bundle carries,
+ *
+ *     predicted = quantize(dequantize(base) + f · P · Q)
+ *
+ * for a tensor of @out rows of @in elements, P = [out][rank] and Q = [rank][in] (llama.cpp's
+ * lora_b and lora_a; token_embd's swapped, see common/model/fold.h), f the fold's factor. The
+ * bundle then codes only the residual: delta_encode(layout, predicted, target).
+ *
+ * THE ARITHMETIC (the producer's and every device's; must never change):
+ *   - dequantize as kernels/dequant.h defines it;
+ *   - per element, acc = +0.0f, then for k = 0, 1, ..., rank - 1: acc = acc + P[o][k] · Q[k][i]
+ *     (the product rounded to float, then the sum), then w = x + f · acc (the product
+ *     rounded, then the sum): common/model/fold.h's fold, no fused multiply-add; a w that is
+ *     NaN or infinite becomes +0.0f (the quantizers take finite floats);
+ *   - quantize with kernels/quant.h (ggml's reference quantizers, no importance matrix).
+ * Every block is predicted on its own (ggml quantizes block by block), so a span may start
+ * at any block of the tensor and a device may predict it group by group.
+ *
+ * The factors are stored in the bundle as the adapter stores them (F32, F16 or BF16) and
+ * converted to floats exactly. Memory: the factors as floats ((in + out) · rank, at most
+ * PREDICT_MAX_FACTOR_FLOATS) and one group's floats.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "macro.h"
+
+#define PREDICT_MAX_RANK 1024
+#define PREDICT_MAX_FACTOR_FLOATS (1u << 22)    /* 16 MiB as floats: a device's cap on one span's factors */
+
+typedef struct LoraShape {
+        uint32_t type;          /* the tensor's ggml type, the base's and the target's */
+        uint64_t in, out;       /* elements per row (ne0), rows (ne1) */
+        uint64_t rank;
+        uint32_t a_type, b_type;        /* how lora_a and lora_b are stored: GGML_TYPE_F32, _F16, _BF16 */
+        bool embd;              /* token_embd.weight: lora_a is P (ne [rank, out]), lora_b is Qᵀ (ne [rank, in]) */
+        float factor;
+} LoraShape;
+
+/*
+ * Check @s: a type dequant_supported() and quant_supported() both know, @in a whole number of
+ * its blocks, 1 ≤ rank ≤ PREDICT_MAX_RANK, float factor types, a finite factor, the factors'
+ * floats within PREDICT_MAX_FACTOR_FLOATS. 0 or -EBADMSG with a message naming what is wrong.
+ */
+_warn_unused_result_ int lora_shape_check(const LoraShape *s, TpError *err);
+
+/* The bytes of lora_a and of lora_b as stored: what a span's frame carries before its residual; lora_a's alone. */
+uint64_t lora_shape_factor_bytes(const LoraShape *s);
+uint64_t lora_shape_a_bytes(const LoraShape *s);
+
+typedef struct LoraFactors {
+        LoraShape shape;
+        float *p;               /* [out][rank] */
+        float *q;               /* [rank][in] */
+} LoraFactors;
+
+/*
+ * Factors for a checked shape, filled from their stored bytes in pieces of whole elements
+ * (lora_factors_load()), then checked (lora_factors_check()). -ENOMEM.
+ */
+_warn_unused_result_ int lora_factors_new(const LoraShape *s, LoraFactors **ret);
+LoraFactors *lora_factors_free(LoraFactors *f);
+DEFINE_POINTER_CLEANUP(LoraFactors, lora_factors_free)
+/* Elements [@first, @first + @n) of lora_b (@b) or lora_a, stored as the shape says, from @bytes. */
+void lora_factors_load(LoraFactors *f, bool b, uint64_t first, const uint8_t *bytes, size_t n);
+/* Elements of lora_a and of lora_b as stored. */
+uint64_t lora_shape_elems(const LoraShape *s, bool b);
+/* -EDOM naming the factor when one holds NaN or infinity. */
+_warn_unused_result_ int lora_factors_check(const LoraFactors *f, TpError *err);
+
+/* Floats of scratch lora_predict() needs for @nblocks blocks. */
+size_t lora_predict_scratch(const LoraFactors *f, size_t nblocks);
+
+/*
+ * Predict @nblocks blocks of the task tensor, starting at its block @block0 (counted from the
+ * tensor's start), from the base's same blocks @base, into @out (the same number of bytes).
+ * @scratch holds lora_predict_scratch() floats. The blocks must lie inside the tensor.
+ * Cannot fail: whatever the factors make, the residual and the span's hash take care of it.
+ */
+void lora_predict(const LoraFactors *f, uint64_t block0, const uint8_t *base, size_t nblocks, float *scratch,
+                  uint8_t *out);

@@ -1,0 +1,148 @@
+#!/bin/bash
+# LoRA-predicted spans (issue 20, item 1): `taskpatch create --lora ADAPTER` sends a tensor the
+# adapter adapts as the adapter's factors and a residual against the device's prediction
+# quantize(dequantize(base) + scale·B·A), when that is the smallest of raw, delta and lora.
+# The task models are made the way a producer makes them: `taskpatch fold` of a float base and a
+# llama.cpp adapter, quantized (Q8_0, Q4_K_M), or folded into an F16 base (as llama-export-lora
+# does), in the base's layout and sorted by name (llama-export-lora's layout). Each bundle
+# applies byte for byte, on the producer and on a device (in place and relocating, a sibling
+# switch between two adapters' tasks and back); the adapter makes the bundles far smaller; and
+# bad input is refused: an adapter for another model, NaN factors, a manifest whose lora fields
+# lie.
+# shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/daemon-lib.sh"
+export PYTHONPATH="$root/tests/tools"
+
+fix="$(dirname "$BIN")/tools/gguf-fixture"
+ggml=$(sh "$root/tests/tools/npm-ggml.sh" "$root/build/npm" 2> "$TMP/npm.err" | tail -n 1)
+[ -e "$ggml/libggml-base.so" ] || { fail "ggml from npm: $(cat "$TMP/npm.err")"; finish; exit 1; }
+sh "$root/tests/tools/make-pki.sh" "$TMP/pki" > /dev/null || fail "make-pki.sh"
+dims=(--ggml "$ggml" --dim 512 --ff 1024 --layers 2 --vocab 300)
+lo=(--mode lora --targets attn_q,attn_v,ffn_down --rank 8 --alpha 16)
+{
+    "$fix" "${dims[@]}" --type f32 -o "$TMP/base-f32.gguf" &&
+    "$fix" "${dims[@]}" --type f32 "${lo[@]}" --adapter "$TMP/lora.gguf" -o "$TMP/ref1.gguf" &&
+    "$fix" "${dims[@]}" --type f32 "${lo[@]}" --task-seed 9 --adapter "$TMP/lora2.gguf" -o "$TMP/ref2.gguf" &&
+    "$fix" --ggml "$ggml" --dim 256 --ff 512 --layers 2 --vocab 300 --type f32 "${lo[@]}" \
+        --adapter "$TMP/small-lora.gguf" -o "$TMP/small.gguf" &&
+    tp quantize "$TMP/base-f32.gguf" "$TMP/base-f16.gguf" F16
+} > "$TMP/fix.log" 2>&1 || { fail "fixtures: $(tail -n 3 "$TMP/fix.log")"; finish; exit 1; }
+
+# The base and two tasks of each type: folded from the F32 base (Q8_0, Q4_K_M), or into the F16 base.
+for t in Q8_0 Q4_K_M F16; do
+    src="$TMP/base-f32.gguf"
+    [ "$t" = F16 ] && src="$TMP/base-f16.gguf"
+    tp quantize "$src" "$TMP/base-$t.gguf" "$t" > /dev/null &&
+        tp fold "$src" "$TMP/lora.gguf" "$TMP/task-$t.gguf" "$t" > /dev/null &&
+        tp fold "$src" "$TMP/lora2.gguf" "$TMP/task2-$t.gguf" "$t" > /dev/null ||
+        fail "fold and quantize $t"
+done
+
+echo "# the producer"
+bundle_bytes() { stat -c %s "$1"; }
+for t in Q8_0 Q4_K_M F16; do
+    tp create "$TMP/base-$t.gguf" "$TMP/task-$t.gguf" -o "$TMP/plain-$t.tpb" --task json --unsigned > /dev/null
+    tp create "$TMP/base-$t.gguf" "$TMP/task-$t.gguf" -o "$TMP/lora-$t.tpb" --task json --unsigned \
+        --lora "$TMP/lora.gguf" --json > "$TMP/create.json" 2> "$TMP/create.err"
+    n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["encodings"]["lora"])' "$TMP/create.json" \
+        2> /dev/null)
+    p=$(bundle_bytes "$TMP/plain-$t.tpb") l=$(bundle_bytes "$TMP/lora-$t.tpb")
+    check "$t: create --lora makes lora spans ($n) and a smaller bundle: $l vs $p bytes" \
+        sh -c "test '${n:-0}' -ge 1 && test $l -lt $p"
+    tp apply "$TMP/base-$t.gguf" "$TMP/lora-$t.tpb" -o "$TMP/out-$t.gguf" --allow-unsigned --no-sync > /dev/null 2>&1
+    check "$t: apply rebuilds the task byte for byte" cmp -s "$TMP/out-$t.gguf" "$TMP/task-$t.gguf"
+done
+check "Q8_0: the lora bundle is at most half the delta-coded one" \
+    test $(($(bundle_bytes "$TMP/lora-Q8_0.tpb") * 2)) -le "$(bundle_bytes "$TMP/plain-Q8_0.tpb")"
+a16=$(python3 -c '
+import sys, gguf_header
+h = gguf_header.read(sys.argv[1])
+print(sum(ne[0] * ne[1] * 2 for _, ne, _, _ in h.tensors))' "$TMP/lora.gguf")
+check "F16 folded into the F16 base: the bundle ($(bundle_bytes "$TMP/lora-F16.tpb") B) is about the adapter's F32 factors ($((a16 * 2)) B)" \
+    test "$(bundle_bytes "$TMP/lora-F16.tpb")" -le $((a16 * 2 * 12 / 10))
+tp inspect --json "$TMP/lora-Q8_0.tpb" > "$TMP/inspect.json"
+check "inspect shows each lora span's tensor: type, shape, rank, first element" python3 - "$TMP/inspect.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+spans = [s for s in j["span_list"] if s["encoding"] == "lora"]
+ok = spans and all(s["lora"]["type"] == "q8_0" and s["lora"]["rank"] == 8 and s["lora"]["first"] == 0 and
+                   s["site"].endswith(".weight") for s in spans) and j["encodings"]["lora"] == len(spans)
+sys.exit(0 if ok else 1)
+PY
+tp verify "$TMP/lora-Q8_0.tpb" --allow-unsigned > "$TMP/out" 2>&1
+check "verify decodes every frame of a lora bundle (factors and residual) without the base" grep -q "OK:" "$TMP/out"
+tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" --task json --lora "$TMP/lora.gguf" --dry-run > "$TMP/out"
+check "create --dry-run shows what each candidate cost" grep -q "lora .* (raw [0-9]*, delta [0-9]*, lora [0-9]*)" "$TMP/out"
+
+# llama-export-lora writes its output with the tensors sorted by name: a relocating bundle.
+for t in Q8_0 F16; do
+    python3 "$root/tests/tools/gguf-relayout.py" "$TMP/task-$t.gguf" -o "$TMP/sorted-$t.gguf" --sort-by-name
+    tp create "$TMP/base-$t.gguf" "$TMP/sorted-$t.gguf" -o "$TMP/sorted-plain-$t.tpb" --task json --unsigned > /dev/null
+    tp create "$TMP/base-$t.gguf" "$TMP/sorted-$t.gguf" -o "$TMP/sorted-$t.tpb" --task sorted --unsigned \
+        --lora "$TMP/lora.gguf" > /dev/null
+    tp apply "$TMP/base-$t.gguf" "$TMP/sorted-$t.tpb" -o "$TMP/out.gguf" --allow-unsigned --no-sync > /dev/null 2>&1
+    check "$t sorted by name (format 2): each adapted tensor its own lora span, applied byte for byte, $(bundle_bytes "$TMP/sorted-$t.tpb") vs $(bundle_bytes "$TMP/sorted-plain-$t.tpb") B" \
+        sh -c "cmp -s '$TMP/out.gguf' '$TMP/sorted-$t.gguf' &&
+               '$BIN/taskpatch' inspect --json '$TMP/sorted-$t.tpb' | grep -q '\"lora\": 6' &&
+               test $(bundle_bytes "$TMP/sorted-$t.tpb") -lt $(bundle_bytes "$TMP/sorted-plain-$t.tpb")"
+done
+
+echo "# bad input"
+tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" -o "$TMP/x.tpb" --task json --unsigned \
+    --lora "$TMP/small-lora.gguf" > /dev/null 2> "$TMP/out"
+check "an adapter for another model (other shapes): refused, no bundle" \
+    sh -c "grep -q \"adapter's factors make \[256, 256\]\" '$TMP/out' && test ! -e '$TMP/x.tpb'"
+python3 - "$TMP/lora.gguf" "$TMP/nan-lora.gguf" <<'PY'
+import struct, sys, gguf_header
+h = gguf_header.read(sys.argv[1])
+d = bytearray(open(sys.argv[1], "rb").read())
+name, _, _, off = h.tensors[0]
+struct.pack_into("<f", d, h.data_offset + off + 40, float("nan"))
+open(sys.argv[2], "wb").write(d)
+PY
+tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" -o "$TMP/x.tpb" --task json --unsigned \
+    --lora "$TMP/nan-lora.gguf" > /dev/null 2> "$TMP/out"
+check "NaN in a factor: refused, naming it, no bundle" sh -c "grep -q 'NaN or infinity' '$TMP/out' && test ! -e '$TMP/x.tpb'"
+# A manifest whose lora fields lie (format 1 is plain YAML; the bundle is unsigned).
+for edit in "rank: 8/rank: 4" "rank: 8/rank: 0" "first: 0/first: 8" "factor: 40000000/factor: 40100000" \
+    "in: 512/in: 500"; do
+    sed "s/$edit/" "$TMP/lora-Q8_0.tpb" > "$TMP/lie.tpb"
+    rm -f "$TMP/lie.gguf"
+    tp apply "$TMP/base-Q8_0.gguf" "$TMP/lie.tpb" -o "$TMP/lie.gguf" --allow-unsigned --no-sync > "$TMP/out" 2>&1
+    rc=$?
+    check "lora '${edit%%/*}' made '${edit#*/}': refused (exit $rc) with a message, nothing written: $(tail -c 90 "$TMP/out")" \
+        sh -c "test $rc -ne 0 && test -s '$TMP/out' && test ! -e '$TMP/lie.gguf'"
+done
+
+echo "# a device"
+MODEL="$STATE/model.gguf"
+write_config
+need_daemon
+tpctl provision "$TMP/base-Q8_0.gguf" > /dev/null
+for n in 1 2; do
+    src="$TMP/task-Q8_0.gguf" lora="$TMP/lora.gguf" task=json
+    [ $n = 2 ] && src="$TMP/task2-Q8_0.gguf" lora="$TMP/lora2.gguf" task=shout
+    tp create "$TMP/base-Q8_0.gguf" "$src" -o "$TMP/dev-$task.tpb" --task "$task" --lora "$lora" \
+        --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > /dev/null
+done
+tpctl install "$TMP/dev-json.tpb" --switch > /dev/null 2>&1
+check "install --switch of a lora bundle: on trial" wait_status 's["state"] == "trial" and s["active"]["task"] == "json"'
+check "... byte for byte" same "$TMP/task-Q8_0.gguf"
+tpctl mark-good > /dev/null
+tpctl install "$TMP/dev-shout.tpb" --switch > /dev/null 2>&1
+check "a sibling switch to another adapter's task" wait_status 's["state"] == "trial" and s["active"]["task"] == "shout"'
+check "... byte for byte" same "$TMP/task2-Q8_0.gguf"
+tpctl mark-good > /dev/null
+tpctl switch json > /dev/null 2>&1
+check "back to the first (its lora spans staged again over the other's undone)" \
+    wait_status 's["state"] == "trial" and s["active"]["task"] == "json"'
+check "... byte for byte" same "$TMP/task-Q8_0.gguf"
+tpctl mark-good > /dev/null
+tp create "$TMP/base-Q8_0.gguf" "$TMP/sorted-Q8_0.gguf" -o "$TMP/dev-sorted.tpb" --task sorted --lora "$TMP/lora.gguf" \
+    --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > /dev/null
+tpctl install "$TMP/dev-sorted.tpb" --switch > /dev/null 2>&1
+check "a relocating lora bundle (sorted by name), built into a fresh file" \
+    wait_status 's["state"] == "trial" and s["active"]["task"] == "sorted"'
+check "... byte for byte" same "$TMP/sorted-Q8_0.gguf"
+daemon_finish

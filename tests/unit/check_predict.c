@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * common/codec/predict.c: the shape's refusals; a prediction made group by group from any block
+ * equals the whole tensor's; token_embd's swapped factors; the fold's arithmetic element by
+ * element; and golden digests of every type's prediction, so that x86-64 and aarch64 (and
+ * every quantizer implementation) are held to the same bytes.
+ */
+
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "check-main.h"
+#include "dequant.h"
+#include "dispatch.h"
+#include "ggml.h"
+#include "predict.h"
+#include "quant.h"
+#include "sha256.h"
+
+#define IN 512
+#define OUT 6
+#define RANK 4
+
+/* A fixed pseudo-random stream (xorshift), the same on every machine. */
+static uint32_t rnd_state;
+static float rnd(void) {
+        rnd_state ^= rnd_state << 13;
+        rnd_state ^= rnd_state >> 17;
+        rnd_state ^= rnd_state << 5;
+        return (float) (int32_t) (rnd_state % 2001) / 1000.0f - 1.0f;   /* -1 .. 1 in steps of 0.001 */
+}
+
+/* The base tensor of @type (quantized from floats), and factors P, Q stored as F32 (not embd). */
+static LoraFactors *fixture(uint32_t type, float factor, uint8_t *base) {
+        float x[IN * OUT], a[IN * RANK], b[RANK * OUT];
+        LoraShape s = { .type = type, .in = IN, .out = OUT, .rank = RANK, .a_type = GGML_TYPE_F32,
+                        .b_type = GGML_TYPE_F32, .factor = factor };
+        LoraFactors *f = NULL;
+        TpError err = {};
+
+        rnd_state = 2463534242u;
+        for (size_t i = 0; i < IN * OUT; i++)
+                x[i] = rnd() * 0.05f;
+        for (size_t i = 0; i < IN * RANK; i++)
+                a[i] = rnd() * 0.02f;
+        for (size_t i = 0; i < RANK * OUT; i++)
+                b[i] = rnd() * 0.02f;
+        quantize_rows(type, x, base, OUT, IN);
+        ck_assert_msg(lora_shape_check(&s, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(lora_factors_new(&s, &f), 0);
+        lora_factors_load(f, false, 0, (const uint8_t *) a, IN * RANK);
+        lora_factors_load(f, true, 0, (const uint8_t *) b, RANK * OUT);
+        ck_assert_int_eq(lora_factors_check(f, &err), 0);
+        return f;
+}
+
+static const uint32_t types[] = {
+        GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
+        GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+};
+
+/* The digest of each type's prediction of the whole fixture tensor, on every machine (x86-64 made them). */
+static const char *const golden[] = {
+        "94343f4cfae1d3dfcc41dac027f7988c7954ed64ab5ef077fdb90254942cc944",
+        "27e5ee669a6910145e5d7e38abe69087c36b1c0bc89f34b03c3facc821eff024",
+        "1e6aa7011c885eb2cde04ff534dd3d5051aa755c687cd778ab76dbaa71bb5a83",
+        "940fee331cc2dce536114b2e90783d3d0fd5ea75cb652252cd04682b5578ed97",
+        "852d1eec4ae78aa22b1bebe1d8dc79021a2fe33bc2c089946cb872223e3a160d",
+        "0b2749e3247a01b8bff1f9786e233fad58883723f92d3a949f70d429bcefa0dc",
+        "36baa781e249162c1a29fb1745d56739822fc54b04e2ddaa27b6c30666e803b9",
+        "18f626d32f5dce886f22968a66fcdc067b33fb328288967a3a2669cda7729b7b",
+        "fae4a2a570375d6bd21f09973357653094480b737ea6b2c894ce19a58fa23555",
+        "8665c4167a8f38e04ce205dd177f0857143d1ffcadfde0443e3bfc8be67059c4",
+        "38e0271200d095f3d436c3e468de9ee403bead51f6cc85bc8ea4e407cd82e071",
+};
+
+START_TEST(test_groups_and_golden) {
+        uint32_t type = types[_i];
+        const GgmlType *t = ggml_type(type);
+        size_t nblocks = IN * OUT / t->block_size, bytes = nblocks * t->type_size;
+        uint8_t base[IN * OUT * 4], whole[IN * OUT * 4], pieces[IN * OUT * 4];
+        float scratch[IN * OUT + IN];
+        _cleanup_(lora_factors_freep) LoraFactors *f = fixture(type, 0.75f, base);
+
+        ck_assert_uint_le(lora_predict_scratch(f, nblocks), ELEMENTSOF(scratch));
+        lora_predict(f, 0, base, nblocks, scratch, whole);
+        /* Pieces of 1, 2, 3, ... blocks from every start: rows are crossed at any block. */
+        for (size_t at = 0, k = 1; at < nblocks; at += k, k = k % 5 + 1) {
+                size_t n = nblocks - at < k ? nblocks - at : k;
+                lora_predict(f, at, base + at * t->type_size, n, scratch, pieces + at * t->type_size);
+        }
+        ck_assert_mem_eq(whole, pieces, bytes);
+
+        /* The same bytes from every quantizer implementation this CPU runs. */
+        for (size_t i = 0; kernel_impl(KERNEL_QUANT, i, NULL); i++) {
+                bool ok;
+                const char *impl = kernel_impl(KERNEL_QUANT, i, &ok);
+                if (!ok)
+                        continue;
+                ck_assert_int_eq(kernels_force(impl), 0);
+                lora_predict(f, 0, base, nblocks, scratch, pieces);
+                ck_assert_msg(memcmp(whole, pieces, bytes) == 0, "%s: %s differs", t->name, impl);
+        }
+        ck_assert_int_eq(kernels_force(NULL), 0);
+
+        char hex[SHA256_HEX_SIZE];
+        uint8_t d[SHA256_DIGEST_SIZE];
+        sha256_digest(whole, bytes, d);
+        sha256_to_hex(d, hex);
+        ck_assert_msg(strcmp(hex, golden[_i]) == 0, "%s: prediction digest %s, golden %s", t->name, hex, golden[_i]);
+}
+END_TEST
+
+/* Element by element, the fold's arithmetic before the quantizer: checked through F32, which stores it. */
+START_TEST(test_fold_arithmetic) {
+        uint8_t base[IN * OUT * 4], out[IN * OUT * 4];
+        float scratch[IN * OUT + IN], x[IN * OUT], w[IN * OUT];
+        _cleanup_(lora_factors_freep) LoraFactors *f = fixture(GGML_TYPE_F32, -1.5f, base);
+
+        lora_predict(f, 0, base, IN * OUT, scratch, out);
+        memcpy(x, base, sizeof(x));
+        memcpy(w, out, sizeof(w));
+        for (size_t o = 0; o < OUT; o++)
+                for (size_t i = 0; i < IN; i++) {
+                        float acc = 0.0f;
+                        for (size_t k = 0; k < RANK; k++) {
+                                volatile float prod = f->p[o * RANK + k] * f->q[k * IN + i];
+                                acc = acc + prod;
+                        }
+                        volatile float dd = -1.5f * acc;
+                        float want = x[o * IN + i] + dd;
+                        ck_assert_msg(memcmp(&want, &w[o * IN + i], 4) == 0, "element %zu, %zu: %a, want %a", o, i,
+                                      (double) w[o * IN + i], (double) want);
+                }
+}
+END_TEST
+
+/* token_embd: lora_a is P ([rank, out]) and lora_b is Qᵀ ([rank, in]): the same prediction. */
+START_TEST(test_embd) {
+        uint8_t base[IN * OUT * 2], plain[IN * OUT * 2], swapped[IN * OUT * 2];
+        float scratch[IN * OUT + IN];
+        _cleanup_(lora_factors_freep) LoraFactors *f = fixture(GGML_TYPE_F16, 2.0f, base);
+        LoraShape s = f->shape;
+        LoraFactors *g = NULL;
+        uint16_t pa[RANK * OUT], qb[RANK * IN];
+        TpError err = {};
+
+        s.embd = true;
+        s.a_type = s.b_type = GGML_TYPE_F16;
+        /* The same factors in F16, swapped: f's own are rounded to F16 first, so both hold the same values. */
+        ck_assert_int_eq(lora_factors_new(&s, &g), 0);
+        for (size_t o = 0; o < OUT; o++)
+                for (size_t k = 0; k < RANK; k++) {
+                        uint16_t h;
+                        quantize_rows(GGML_TYPE_F16, &f->p[o * RANK + k], &h, 1, 1);
+                        pa[o * RANK + k] = h;
+                        dequantize_blocks(GGML_TYPE_F16, &h, &f->p[o * RANK + k], 1);
+                }
+        for (size_t k = 0; k < RANK; k++)
+                for (size_t i = 0; i < IN; i++) {
+                        uint16_t h;
+                        quantize_rows(GGML_TYPE_F16, &f->q[k * IN + i], &h, 1, 1);
+                        qb[i * RANK + k] = h;
+                        dequantize_blocks(GGML_TYPE_F16, &h, &f->q[k * IN + i], 1);
+                }
+        lora_factors_load(g, false, 0, (const uint8_t *) pa, RANK * OUT);
+        /* lora_b in two pieces, split inside a row: the transposition is by element. */
+        lora_factors_load(g, true, 0, (const uint8_t *) qb, 7);
+        lora_factors_load(g, true, 7, (const uint8_t *) (qb + 7), RANK * IN - 7);
+        ck_assert_int_eq(lora_factors_check(g, &err), 0);
+        lora_predict(f, 0, base, IN * OUT, scratch, plain);
+        lora_predict(g, 0, base, IN * OUT, scratch, swapped);
+        ck_assert_mem_eq(plain, swapped, IN * OUT * 2);
+        lora_factors_free(g);
+}
+END_TEST
+
+static const struct {
+        LoraShape s;
+        const char *message;
+} bad_shapes[] = {
+        { { GGML_TYPE_Q2_K, 256, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "no predictor" },
+        { { GGML_TYPE_Q8_0, 48, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "whole 32-element blocks" },
+        { { GGML_TYPE_Q8_0, 0, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "whole" },
+        { { GGML_TYPE_Q8_0, 64, 4, 0, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "rank 0" },
+        { { GGML_TYPE_Q8_0, 64, 4, 1025, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "rank 1025" },
+        { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_Q8_0, GGML_TYPE_F32, false, 1.0f }, "F32, F16 or BF16" },
+        { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, INFINITY }, "not finite" },
+        { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, NAN }, "not finite" },
+        { { GGML_TYPE_Q8_0, 1u << 22, 1u << 22, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "exceed the cap" },
+        { { GGML_TYPE_F16, UINT64_MAX / 2, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "exceed the cap" },
+};
+
+START_TEST(test_bad_shapes) {
+        TpError err = {};
+        ck_assert_int_eq(lora_shape_check(&bad_shapes[_i].s, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, bad_shapes[_i].message), "row %d: '%s' lacks '%s'", _i, err.message,
+                      bad_shapes[_i].message);
+}
+END_TEST
+
+START_TEST(test_bad_factors) {
+        uint8_t base[IN * OUT * 2];
+        _cleanup_(lora_factors_freep) LoraFactors *f = fixture(GGML_TYPE_Q8_0, 1.0f, base);
+        float nan = NAN;
+        TpError err = {};
+
+        lora_factors_load(f, true, 3, (const uint8_t *) &nan, 1);
+        ck_assert_int_eq(lora_factors_check(f, &err), -EDOM);
+        ck_assert_ptr_nonnull(strstr(err.message, "lora_b holds NaN or infinity"));
+}
+END_TEST
+
+static Suite *predict_suite(void) {
+        Suite *s = suite_create("predict");
+        TCase *tc = tcase_create("predict");
+
+        tcase_add_loop_test(tc, test_groups_and_golden, 0, (int) ELEMENTSOF(types));
+        tcase_add_test(tc, test_fold_arithmetic);
+        tcase_add_test(tc, test_embd);
+        tcase_add_loop_test(tc, test_bad_shapes, 0, (int) ELEMENTSOF(bad_shapes));
+        tcase_add_test(tc, test_bad_factors);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+CHECK_MAIN(predict_suite)
