@@ -233,7 +233,7 @@ tests-build: all $(UNIT_TESTS) $(BENCHES) $(TOOLS)
 # ---- tests -----------------------------------------------------------------
 
 # The whole suite: every part runs even when an earlier one fails; one closing line.
-CHECK_PARTS ?= lint claims unit oracle runtimes integration crash order fuzz asan arm deb
+CHECK_PARTS ?= lint claims unit oracle runtimes integration+asan crash+arm order fuzz deb
 .PHONY: check
 check:
 	@tests/check.sh $(CHECK_PARTS)

@@ -2,30 +2,63 @@
 # make check: run each part of the suite (make check-PART), keep going past failures,
 # and end with one combined line "N passed, N failed"; exit non-zero on any failure.
 # Usage: tests/check.sh PART...   (parts: lint unit integration asan arm ...)
+# A PART of the form a+b runs parts a and b at the same time (their output is shown when both
+# have ended, each whole): for parts that leave a core idle (the crash tests wait on strace
+# and restarts; qemu runs one core), on builds of their own (build/asan, build/arm64) or
+# already made, so that no two makes write the same files.
 set -u
 MAKE=${MAKE:-make}
 passed=0 failed=0
 . "$(dirname "$0")/tally.sh"
 summary=""
 start=$(date +%s)
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 
-for part in "$@"; do
-    echo "=== check-$part"
-    part_start=$(date +%s)
-    log=$(mktemp)
-    { $MAKE --no-print-directory "check-$part" 2>&1; echo $? > "$log.rc"; } | tee "$log"
+# run_part PART: make check-PART into $logs/PART (its exit code in .rc, its seconds in .s).
+run_part() {
+    _t0=$(date +%s)
+    $MAKE --no-print-directory "check-$1" > "$logs/$1" 2>&1
+    echo $? > "$logs/$1.rc"
+    echo $(($(date +%s) - _t0)) > "$logs/$1.s"
+}
+
+# report PART [shown]: its output (unless already shown), its tally, its summary line.
+report() {
+    if [ -z "${2:-}" ]; then
+        echo "=== check-$1"
+        cat "$logs/$1"
+    fi
     before_p=$passed before_f=$failed
-    tally "$(cat "$log")"
+    tally "$(cat "$logs/$1")"
     # A part that failed while reporting no failures (e.g. a crash after its summary) still failed.
-    if [ "$(cat "$log.rc")" -ne 0 ] && [ "$failed" -eq "$before_f" ]; then
-        echo "check-$part exited $(cat "$log.rc"): counted as 1 failure"
+    if [ "$(cat "$logs/$1.rc")" -ne 0 ] && [ "$failed" -eq "$before_f" ]; then
+        echo "check-$1 exited $(cat "$logs/$1.rc"): counted as 1 failure"
         failed=$((failed + 1))
     fi
-    rm -f "$log" "$log.rc"
     p=$((passed - before_p)) f=$((failed - before_f))
-    summary="$summary$(printf '  %-12s %4d passed, %d failed  (%d s)' "$part" "$p" "$f" \
-        $(($(date +%s) - part_start)))
+    summary="$summary$(printf '  %-12s %4d passed, %d failed  (%d s)' "$1" "$p" "$f" "$(cat "$logs/$1.s")")
 "
+}
+
+for group in "$@"; do
+    case $group in
+    *+*)
+        echo "=== check-${group%%+*} and check-${group#*+}, at the same time"
+        for part in $(echo "$group" | tr + ' '); do run_part "$part" & done
+        wait
+        for part in $(echo "$group" | tr + ' '); do report "$part"; done
+        ;;
+    *)
+        # Alone: its output as it comes.
+        echo "=== check-$group"
+        _t0=$(date +%s)
+        { $MAKE --no-print-directory "check-$group" 2>&1; echo $? > "$logs/$group.rc"; } | tee "$logs/$group.live"
+        echo $(($(date +%s) - _t0)) > "$logs/$group.s"
+        mv "$logs/$group.live" "$logs/$group"
+        report "$group" shown
+        ;;
+    esac
 done
 
 echo

@@ -283,18 +283,19 @@ count_ops() {
 }
 
 # points_of OP [QUARTER]: the (syscall, k) points of OP, one "syscall k" a line: all of them,
-# or with QUICK=1 at most 8 spread evenly, each at QUARTER/4 of its eighth of the list (2 by
-# default: the middle), so that runs with other quarters sample other points.
+# or with QUICK=1 at most $QUICK_POINTS (default 8) spread evenly, each at QUARTER/4 of its
+# share of the list (2 by default: the middle), so that runs with other quarters sample other
+# points.
 points_of() {
-    local op=$1 q=${2:-2} sc k i points=()
+    local op=$1 q=${2:-2} sc k i points=() n=${QUICK_POINTS:-8}
     for sc in ${SYSCALLS//,/ }; do
         for ((k = 1; k <= ${COUNT[$op.$sc]:-0}; k++)); do points+=("$sc $k"); done
     done
-    if [ "$QUICK" -eq 0 ] || [ ${#points[@]} -le 8 ]; then
+    if [ "$QUICK" -eq 0 ] || [ ${#points[@]} -le "$n" ]; then
         printf '%s\n' "${points[@]}"
         return
     fi
-    for ((i = 0; i < 8; i++)); do echo "${points[$(((4 * i + q) * ${#points[@]} / 32))]}"; done
+    for ((i = 0; i < n; i++)); do echo "${points[$(((4 * i + q) * ${#points[@]} / (4 * n)))]}"; done
 }
 
 # add_why COMMAND...: each line COMMAND prints is a problem: into the caller's why array.

@@ -16,7 +16,8 @@
 #     model, (b) status agrees with the bytes, (c) no '.' temporary is left, (d) state.json
 #     parses, (e) a second restart changes nothing, (f) the next switch works.
 # One result line per crash point; a summary; exit 1 if any point ended bad.
-# --quick: at most 8 points per operation, spread evenly. Artifacts: BUILD_DIR/crash-points/.
+# --quick: at most QUICK_POINTS (default 8) points per operation, spread evenly. Artifacts:
+# BUILD_DIR/crash-points/.
 # CRASH_OPS="switch rollback" runs only those operations (to replay a failure).
 set -u
 . "$(dirname "$0")/crash-lib.sh"

@@ -17,7 +17,7 @@
 # then stop it normally and restart: the state is as it was (a trial is rolled back), a
 # second restart changes nothing, the next switch works.
 # One result line per point; a summary; exit 1 if any point ended bad.
-# --quick: at most 8 points per operation and errno, spread evenly (EIO and ENOSPC at
+# --quick: at most QUICK_POINTS (default 8) points per operation and errno, spread evenly (EIO and ENOSPC at
 # different points). Artifacts: BUILD_DIR/error-points/.
 # CRASH_OPS="switch rollback" runs only those operations (to replay a failure).
 set -u

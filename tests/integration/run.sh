@@ -12,9 +12,11 @@ passed=0 failed=0
 for t in "$here"/test-*.sh; do
     case $t in *-arm-*) continue ;; esac  # run by tests/check-arm.sh under qemu
     name=$(basename "$t" .sh)
+    t0=$(date +%s)
     out=$(bash "$t" 2>&1)
     rc=$?
     printf '%s\n' "$out" | sed "s|^|  [$label/$name] |"
+    echo "  [$label/$name] ($(($(date +%s) - t0)) s)"
     last=$(printf '%s\n' "$out" | tail -n 1)
     p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
     f=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
