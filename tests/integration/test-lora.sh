@@ -12,6 +12,7 @@
 # shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONPATH="$root/tests/tools"
 
 fix="$(dirname "$BIN")/tools/gguf-fixture"
@@ -19,7 +20,7 @@ ggml=$(sh "$root/tests/tools/npm-ggml.sh" "$root/build/npm" 2> "$TMP/npm.err" | 
 [ -e "$ggml/libggml-base.so" ] || { fail "ggml from npm: $(cat "$TMP/npm.err")"; finish; exit 1; }
 sh "$root/tests/tools/make-pki.sh" "$TMP/pki" > /dev/null || fail "make-pki.sh"
 dims=(--ggml "$ggml" --dim 512 --ff 1024 --layers 2 --vocab 300)
-lo=(--mode lora --targets attn_q,attn_v,ffn_down --rank 8 --alpha 16)
+lo=(--mode lora --targets "attn_q,attn_v,ffn_down" --rank 8 --alpha 16)
 {
     "$fix" "${dims[@]}" --type f32 -o "$TMP/base-f32.gguf" &&
     "$fix" "${dims[@]}" --type f32 "${lo[@]}" --adapter "$TMP/lora.gguf" -o "$TMP/ref1.gguf" &&
