@@ -103,7 +103,7 @@ INCLUDES := -Ikernels $(addprefix -Icommon/,$(COMMON_LAYERS)) -Icli -Idaemon
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DTASKPATCH_VERSION='"$(VERSION)"' $(INCLUDES) $(WARNINGS) \
              $(HARDEN_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -pthread $(CFLAGS) -MMD -MP
 ALL_LDFLAGS = $(HARDEN_LDFLAGS) $(SAN_FLAGS) -pthread $(LDFLAGS)
-LIBS = $(PKG_LIBS) $(MBEDTLS_LIBS)
+LIBS = $(PKG_LIBS) $(MBEDTLS_LIBS) -lm
 
 # ---- sources ---------------------------------------------------------------
 

@@ -59,6 +59,10 @@ static void help(void) {
                "                           quantize(dequantize(base) + scale*B*A) (a 'lora' span), when\n"
                "                           that is smaller than its delta and its raw bytes\n"
                "  --lora-scale S           the scale the adapter was folded with (default 1)\n"
+               "  --lowrank                without an adapter (ONNX, safetensors, float GGUF): find each\n"
+               "                           changed float matrix's low-rank change (a folded LoRA's) and\n"
+               "                           send it as a lora span of those factors when that is smaller;\n"
+               "                           costs a randomized SVD of each changed float tensor\n"
                "  --encrypt-to FILE        encrypt the payload to this recipient: a certificate or public\n"
                "                           key (EC P-256) of a device or of a fleet, whose private key a\n"
                "                           device names in trust.decrypt_key; repeat for each recipient\n"
@@ -187,7 +191,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
 int verb_create(int argc, char *argv[]) {
         enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
                OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL, OPT_ENCRYPT_TO, OPT_LORA,
-               OPT_LORA_SCALE };
+               OPT_LORA_SCALE, OPT_LOWRANK };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
@@ -207,6 +211,7 @@ int verb_create(int argc, char *argv[]) {
                 { "encrypt-to", required_argument, NULL, OPT_ENCRYPT_TO },
                 { "lora", required_argument, NULL, OPT_LORA },
                 { "lora-scale", required_argument, NULL, OPT_LORA_SCALE },
+                { "lowrank", no_argument, NULL, OPT_LOWRANK },
                 {},
         };
         const char *out = NULL, *expect_path = NULL, *lora_path = NULL, *recipient_paths[ENCRYPTION_MAX_RECIPIENTS];
@@ -299,6 +304,9 @@ int verb_create(int argc, char *argv[]) {
                         o.lora_scale = (float) scale;
                         break;
                 }
+                case OPT_LOWRANK:
+                        o.lowrank = true;
+                        break;
                 case OPT_ENCRYPT_TO:
                         if (n_recipients == ENCRYPTION_MAX_RECIPIENTS) {
                                 cli_error("--encrypt-to: at most %d recipients", ENCRYPTION_MAX_RECIPIENTS);

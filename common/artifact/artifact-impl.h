@@ -5,9 +5,18 @@
 
 #include "artifact.h"
 #include "fileset.h"
+#include "gguf.h"
+#include "onnx.h"
+#include "safetensors.h"
 
-/* Append a site; a->sites must have room for it. */
-_warn_unused_result_ int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type);
+/* Append a site (@row: Site.row); a->sites must have room for it. The row helpers below give @row. */
+_warn_unused_result_ int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type,
+                                           uint64_t row);
+
+/* Site.row of a GGUF tensor, an ONNX initializer, a safetensors tensor. */
+uint64_t artifact_row_gguf(const GgufTensor *t);
+uint64_t artifact_row_onnx(const OnnxInitializer *t);
+uint64_t artifact_row_safetensors(const SafetensorsTensor *t);
 
 /* The format a file of @size bytes claims by its first @n bytes (up to 64): GGUF's magic, onnx_probe(), safetensors_probe(). */
 ArtifactKind artifact_probe(const uint8_t *head, size_t n, uint64_t size);

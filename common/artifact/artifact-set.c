@@ -186,7 +186,8 @@ static int add_onnx(SetBuilder *b) {
         for (size_t k = 0; k < o->n_inits; k++) {
                 const OnnxInitializer *t = &o->inits[k];
                 if (!t->external) {
-                        if ((r = artifact_add_site(b->a, t->name, f->offset + t->offset, t->length, t->data_type)) < 0)
+                        if ((r = artifact_add_site(b->a, t->name, f->offset + t->offset, t->length, t->data_type,
+                                                   artifact_row_onnx(t))) < 0)
                                 return r;
                         continue;
                 }
@@ -215,7 +216,8 @@ static int add_onnx(SetBuilder *b) {
                                 return tp_error(b->err, -EBADMSG, "%s: initializer '%s': external data \"checksum\" is "
                                                 "not the SHA-1 of '%s'", f->path, t->name, d->path);
                 }
-                if ((r = artifact_add_site(b->a, t->name, d->offset + t->ext_offset, length, t->data_type)) < 0)
+                if ((r = artifact_add_site(b->a, t->name, d->offset + t->ext_offset, length, t->data_type,
+                                           artifact_row_onnx(t))) < 0)
                         return r;
         }
         return 0;
@@ -232,7 +234,8 @@ static int add_gguf(SetBuilder *b, size_t i) {
                 return r;
         for (uint64_t k = 0; k < g->n_tensors; k++)
                 if ((r = artifact_add_site(b->a, g->tensors[k].name, f->offset + g->tensors[k].offset,
-                                           g->tensors[k].size, (int32_t) g->tensors[k].type)) < 0)
+                                           g->tensors[k].size, (int32_t) g->tensors[k].type,
+                                           artifact_row_gguf(&g->tensors[k]))) < 0)
                         return r;
         b->files[i].n_tensors = g->n_tensors;
         b->files[i].split = g->split.present;
@@ -333,7 +336,8 @@ static int add_safetensors(SetBuilder *b, size_t i) {
                                 return tp_error(b->err, -EBADMSG, "%s: tensor '%s' is here, %s's weight_map puts it in "
                                                 "'%s'", f->path, t->name, ip, shard);
                 }
-                if ((r = artifact_add_site(b->a, t->name, f->offset + t->offset, t->length, (int32_t) t->dtype)) < 0)
+                if ((r = artifact_add_site(b->a, t->name, f->offset + t->offset, t->length, (int32_t) t->dtype,
+                                           artifact_row_safetensors(t))) < 0)
                         return r;
         }
         b->files[i].n_tensors = s->n_tensors;

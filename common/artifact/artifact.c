@@ -39,7 +39,7 @@ Artifact *artifact_free(Artifact *a) {
         return NULL;
 }
 
-int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type) {
+int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type, uint64_t row) {
         Site *s = &a->sites[a->n_sites];
         s->name = strdup(name);
         if (!s->name)
@@ -47,8 +47,21 @@ int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t l
         s->offset = offset;
         s->length = length;
         s->type = type;
+        s->row = row;
         a->n_sites++;
         return 0;
+}
+
+uint64_t artifact_row_gguf(const GgufTensor *t) {
+        return t->n_dims >= 2 && t->ne[1] > 1 ? t->ne[0] : 0;
+}
+
+uint64_t artifact_row_onnx(const OnnxInitializer *t) {
+        return t->n_dims >= 2 && t->dims[t->n_dims - 1] > 0 ? (uint64_t) t->dims[t->n_dims - 1] : 0;
+}
+
+uint64_t artifact_row_safetensors(const SafetensorsTensor *t) {
+        return t->n_dims >= 2 ? t->shape[t->n_dims - 1] : 0;
 }
 
 /* By offset; at one offset the shorter first, so an empty site never "overlaps" its neighbour. */
@@ -103,7 +116,7 @@ static int from_gguf(int fd, Artifact *a, TpError *err) {
                 return -ENOMEM;
         for (uint64_t i = 0; i < g->n_tensors; i++)
                 if ((r = artifact_add_site(a, g->tensors[i].name, g->tensors[i].offset, g->tensors[i].size,
-                                  (int32_t) g->tensors[i].type)) < 0)
+                                           (int32_t) g->tensors[i].type, artifact_row_gguf(&g->tensors[i]))) < 0)
                         return r;
         return 0;
 }
@@ -121,7 +134,7 @@ static int from_onnx(int fd, Artifact *a, TpError *err) {
                 return -ENOMEM;
         for (size_t i = 0; i < o->n_inits; i++)
                 if ((r = artifact_add_site(a, o->inits[i].name, o->inits[i].offset, o->inits[i].length,
-                                  o->inits[i].data_type)) < 0)
+                                           o->inits[i].data_type, artifact_row_onnx(&o->inits[i]))) < 0)
                         return r;
         return 0;
 }
@@ -136,7 +149,7 @@ static int from_safetensors(int fd, Artifact *a, TpError *err) {
                 return -ENOMEM;
         for (size_t i = 0; i < s->n_tensors; i++)
                 if ((r = artifact_add_site(a, s->tensors[i].name, s->tensors[i].offset, s->tensors[i].length,
-                                  (int32_t) s->tensors[i].dtype)) < 0)
+                                           (int32_t) s->tensors[i].dtype, artifact_row_safetensors(&s->tensors[i]))) < 0)
                         return r;
         return 0;
 }

@@ -35,6 +35,8 @@ typedef struct Site {
         uint64_t length;        /* bytes */
         int32_t type;           /* GGUF: ggml type id; ONNX: TensorProto.DataType; safetensors: SafetensorsDtype;
                                  * else SITE_TYPE_NONE */
+        uint64_t row;           /* elements per row (the innermost dimension) of a tensor of 2 or more
+                                 * dimensions; 0 for vectors, scalars and header bytes */
 } Site;
 
 typedef struct Artifact {

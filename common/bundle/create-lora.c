@@ -7,7 +7,10 @@
 
 #include "create-impl.h"
 #include "fileio.h"
+#include "dequant.h"
 #include "ggml.h"
+#include "lowrank.h"
+#include "match.h"
 
 void code_lora_done(CodeLora *l) {
         free(l->a);
@@ -41,26 +44,21 @@ static const Site *site_around(const Artifact *a, uint64_t offset, uint64_t leng
         return NULL;
 }
 
-int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, const Plan *p,
-                      CodeLora *ret) {
-        CodeLora l = {};
+/* The ggml float type of a site's values (any kind of model), or -1 when they are not F32, F16 or BF16. */
+static int float_type(const Artifact *a, const Site *s) {
+        switch (site_delta_layout(a, s)) {
+        case DELTA_F32: return GGML_TYPE_F32;
+        case DELTA_F16: return GGML_TYPE_F16;
+        case DELTA_BF16: return GGML_TYPE_BF16;
+        default: return -1;
+        }
+}
+
+/* The adapter's factors of @pair, as it stores them. 0 when they do not fit @ts. */
+static int adapter_factors(Coder *c, const CreateOptions *o, const LoraPair *pair, const Site *ts, CodeLora *l) {
         int r;
 
-        *ret = l;
-        if (!o->lora || p->site < 0 || p->copy || p->ref_length > 0 || p->layout == _DELTA_LAYOUT_INVALID ||
-            base->kind != ARTIFACT_GGUF || target->kind != ARTIFACT_GGUF)
-                return 0;
-        const Site *ts = &target->sites[p->site];
-        const LoraPair *pair = lora_find(o->lora, ts->name);
-        const GgmlType *gt = ts->type >= 0 ? ggml_type((uint32_t) ts->type) : NULL;
-        if (!pair || !gt || p->offset < ts->offset || p->length > ts->length - (p->offset - ts->offset))
-                return 0;
-        /* The base tensor of the same name and type under the plan's base bytes, at the same place. */
-        const Site *bs = site_around(base, p->base_offset, p->length);
-        if (!bs || strcmp(bs->name, ts->name) != 0 || bs->type != ts->type || bs->length != ts->length ||
-            p->base_offset - bs->offset != p->offset - ts->offset)
-                return 0;
-        l.shape = (LoraShape) {
+        l->shape = (LoraShape) {
                 .type = (uint32_t) ts->type,
                 .in = pair->embd ? pair->b->ne[1] : pair->a->ne[0],
                 .out = pair->embd ? pair->a->ne[1] : pair->b->ne[1],
@@ -70,25 +68,104 @@ int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, co
                 .embd = pair->embd,
                 .factor = lora_factor(o->lora, o->lora_scale, pair->rank),
         };
+        l->na = pair->a->size;
+        l->nb = pair->b->size;
+        if (l->na != lora_shape_elems(&l->shape, false) * ggml_type(l->shape.a_type)->type_size ||
+            l->nb != lora_shape_elems(&l->shape, true) * ggml_type(l->shape.b_type)->type_size)
+                return 0;
+        if ((r = read_factor(o->lora, pair->a, &l->a, c->err)) < 0 || (r = read_factor(o->lora, pair->b, &l->b, c->err)) < 0)
+                return r;
+        return 1;
+}
+
+/* @s's values as floats (a float type, @type). */
+static int site_floats(const FileSet *set, const Site *s, uint32_t type, float **ret, TpError *err) {
+        const GgmlType *t = ggml_type(type);
+        uint64_t n = s->length / t->type_size;
+        _cleanup_free_ uint8_t *raw = malloc(s->length ? s->length : 1);
+        _cleanup_free_ float *f = malloc((n ? n : 1) * sizeof(float));
+        int r;
+
+        if (!raw || !f)
+                return -ENOMEM;
+        if ((r = fileset_pread(set, raw, s->length, s->offset)) < 0)
+                return tp_error(err, r == -ENODATA ? -EIO : r, "reading '%s' at %" PRIu64, s->name, s->offset);
+        dequantize_blocks(type, raw, f, n);
+        *ret = TAKE_PTR(f);
+        return 0;
+}
+
+/* Factors found in the change itself (lowrank.h), stored as F32: lora_a = Q, lora_b = P, factor 1. */
+static int found_factors(Coder *c, const Site *bs, const Site *ts, uint32_t type, CodeLora *l) {
+        _cleanup_free_ float *b = NULL, *t = NULL;
+        float *p = NULL, *q = NULL;
+        unsigned rank;
+        int r;
+
+        uint64_t n = ts->length / ggml_type(type)->type_size, cols = ts->row, rows = cols ? n / cols : 0;
+        if (rows < 2 || cols < 2 || rows * cols != n || n > LOWRANK_MAX_ELEMENTS)
+                return 0;
+        if ((r = site_floats(c->base_files, bs, type, &b, c->err)) < 0 ||
+            (r = site_floats(c->target_files, ts, type, &t, c->err)) < 0)
+                return r;
+        double ulp = type == GGML_TYPE_F32 ? 0x1p-23 : type == GGML_TYPE_F16 ? 0x1p-10 : 0x1p-7;
+        if ((r = lowrank_find(b, t, rows, cols, LOWRANK_MAX_RANK, ulp, &p, &q, &rank)) <= 0)
+                return r == -E2BIG ? 0 : r;
+        l->shape = (LoraShape) { .type = type, .in = cols, .out = rows, .rank = rank, .a_type = GGML_TYPE_F32,
+                                 .b_type = GGML_TYPE_F32, .factor = 1.0f };
+        l->a = (uint8_t *) q;
+        l->b = (uint8_t *) p;
+        l->na = (uint64_t) rank * cols * sizeof(float);
+        l->nb = rows * (uint64_t) rank * sizeof(float);
+        return 1;
+}
+
+int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, const Plan *p,
+                      CodeLora *ret) {
+        CodeLora l = {};
+        int r;
+
+        *ret = l;
+        if ((!o->lora && !o->lowrank) || p->site < 0 || p->copy || p->ref_length > 0 ||
+            p->layout == _DELTA_LAYOUT_INVALID)
+                return 0;
+        const Site *ts = &target->sites[p->site];
+        if (p->offset < ts->offset || p->length > ts->length - (p->offset - ts->offset))
+                return 0;
+        /* The base tensor of the same name and type under the plan's base bytes, at the same place. */
+        const Site *bs = site_around(base, p->base_offset, p->length);
+        if (!bs || strcmp(bs->name, ts->name) != 0 || bs->type != ts->type || bs->length != ts->length ||
+            p->base_offset - bs->offset != p->offset - ts->offset)
+                return 0;
+
+        /* The adapter's factors for a GGUF tensor it adapts; else, asked for, those the change itself has. */
+        const LoraPair *pair = o->lora && target->kind == ARTIFACT_GGUF ? lora_find(o->lora, ts->name) : NULL;
+        int ftype = float_type(target, ts);
+        if (pair && ts->type >= 0 && ggml_type((uint32_t) ts->type))
+                r = adapter_factors(c, o, pair, ts, &l);
+        else if (!pair && o->lowrank && ftype >= 0)
+                r = found_factors(c, bs, ts, (uint32_t) ftype, &l);
+        else
+                r = 0;
+        if (r <= 0)
+                goto fail;
+
+        const GgmlType *gt = ggml_type(l.shape.type);
         TpError ignored = {};
         uint64_t rel = p->offset - ts->offset;
         if (lora_shape_check(&l.shape, &ignored) < 0 || delta_layout_for_ggml(l.shape.type) != p->layout ||
             l.shape.in * l.shape.out / gt->block_size * gt->type_size != ts->length || rel % gt->type_size != 0 ||
-            p->length % gt->type_size != 0)
-                return 0;
+            p->length % gt->type_size != 0) {
+                r = 0;
+                goto fail;
+        }
         l.first_block = rel / gt->type_size;
-        l.na = pair->a->size;
-        l.nb = pair->b->size;
-        if (l.na != lora_shape_elems(&l.shape, false) * ggml_type(l.shape.a_type)->type_size ||
-            l.nb != lora_shape_elems(&l.shape, true) * ggml_type(l.shape.b_type)->type_size)
-                return 0;
-        if ((r = read_factor(o->lora, pair->a, &l.a, c->err)) < 0 || (r = read_factor(o->lora, pair->b, &l.b, c->err)) < 0 ||
-            (r = lora_factors_new(&l.shape, &l.factors)) < 0)
+        if ((r = lora_factors_new(&l.shape, &l.factors)) < 0)
                 goto fail;
         lora_factors_load(l.factors, false, 0, l.a, lora_shape_elems(&l.shape, false));
         lora_factors_load(l.factors, true, 0, l.b, lora_shape_elems(&l.shape, true));
         if ((r = lora_factors_check(l.factors, c->err)) < 0) {
-                r = tp_error_prefix(c->err, r, "%s: '%s'", o->lora->path, ts->name);
+                r = tp_error_prefix(c->err, r, "%s: '%s'", pair ? o->lora->path : "the change found", ts->name);
                 goto fail;
         }
         l.predicted = malloc(c->group_max);

@@ -426,13 +426,14 @@ static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, con
         return 0;
 }
 
-/* A tensor the adapter adapts stays a span of its own: a lora span predicts one tensor. */
-static bool adapted(const Site *s, void *userdata) {
-        return lora_find(userdata, s->name) != NULL;
+/* A tensor that may be a lora span stays a span of its own: a lora span predicts one tensor. */
+static bool own_span(const Site *s, void *userdata) {
+        const CreateOptions *o = userdata;
+        return (o->lora && lora_find(o->lora, s->name)) || (o->lowrank && s->row > 0);
 }
 
 MatchOptions create_match_options(const CreateOptions *o) {
-        return (MatchOptions) { .own_span = o->lora ? adapted : NULL, .userdata = (void *) o->lora };
+        return (MatchOptions) { .own_span = o->lora || o->lowrank ? own_span : NULL, .userdata = (void *) o };
 }
 
 void create_result_done(CreateResult *r) {

@@ -49,6 +49,10 @@ typedef struct CreateOptions {
          * that is smaller than its delta and its raw bytes. @lora_scale: the fold's scale (1.0). */
         const Lora *lora;
         float lora_scale;
+        /* Without an adapter: find a changed float tensor's low-rank change (codec/lowrank.h; any kind of
+         * model) and try it as a lora span with those factors. Costs the producer time (a randomized SVD
+         * of each changed float tensor). */
+        bool lowrank;
 } CreateOptions;
 
 /* What each candidate frame of a span cost (UINT64_MAX: not tried; all of them for a copy). */
@@ -77,7 +81,8 @@ void create_result_done(CreateResult *r);
 /* Whether @lora fits @target: each tensor it adapts there, with the size its factors make (-EINVAL naming it). */
 _warn_unused_result_ int create_check_lora(const Lora *lora, const Artifact *target, TpError *err);
 
-/* The options of match_compute() that suit @o: with an adapter, each tensor it adapts a span of its own. */
+/* The options of match_compute() that suit @o (which must outlive them): with an adapter, each tensor it adapts
+ * a span of its own; with lowrank, each matrix. */
 MatchOptions create_match_options(const CreateOptions *o);
 
 /*

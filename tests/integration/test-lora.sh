@@ -89,6 +89,26 @@ for t in Q8_0 F16; do
                test $(bundle_bytes "$TMP/sorted-$t.tpb") -lt $(bundle_bytes "$TMP/sorted-plain-$t.tpb")"
 done
 
+echo "# without an adapter: --lowrank finds the change's factors (ONNX, safetensors)"
+python3 "$root/tests/tools/make-onnx.py" --kind matmul --dim 256 --size-mb 4 --change 3 --mode lowrank --external one \
+    -o "$TMP/onnx-base/model.onnx" --task-out "$TMP/onnx-task/model.onnx" > /dev/null &&
+    python3 "$root/tests/tools/safetensors-shards.py" "$TMP/st-base" --size-mb 6 --shards 2 > /dev/null &&
+    python3 "$root/tests/tools/safetensors-shards.py" "$TMP/st-task" --size-mb 6 --shards 2 --change 3 --mode lowrank \
+        --task-seed 7 > /dev/null || fail "ONNX and safetensors fixtures"
+for m in onnx st; do
+    tp create "$TMP/$m-base" "$TMP/$m-task" -o "$TMP/$m-plain.tpb" --task "$m" --unsigned > /dev/null
+    tp create "$TMP/$m-base" "$TMP/$m-task" -o "$TMP/$m-lowrank.tpb" --task "$m" --unsigned --lowrank --json \
+        > "$TMP/create.json"
+    n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["encodings"]["lora"])' "$TMP/create.json" \
+        2> /dev/null)
+    p=$(bundle_bytes "$TMP/$m-plain.tpb") l=$(bundle_bytes "$TMP/$m-lowrank.tpb")
+    check "$m: --lowrank makes 3 lora spans and a bundle of $l B, at most a quarter of the delta-coded $p B" \
+        sh -c "test '${n:-0}' -eq 3 && test $((l * 4)) -le $p"
+    rm -rf "$TMP/$m-out"
+    tp apply "$TMP/$m-base" "$TMP/$m-lowrank.tpb" -o "$TMP/$m-out" --allow-unsigned --no-sync > /dev/null 2>&1
+    check "$m: apply rebuilds the model directory file for file" diff -r "$TMP/$m-out" "$TMP/$m-task"
+done
+
 echo "# bad input"
 tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" -o "$TMP/x.tpb" --task json --unsigned \
     --lora "$TMP/small-lora.gguf" > /dev/null 2> "$TMP/out"
@@ -146,4 +166,18 @@ tpctl install "$TMP/dev-sorted.tpb" --switch > /dev/null 2>&1
 check "a relocating lora bundle (sorted by name), built into a fresh file" \
     wait_status 's["state"] == "trial" and s["active"]["task"] == "sorted"'
 check "... byte for byte" same "$TMP/sorted-Q8_0.gguf"
+stop_daemon
+
+# A directory model (ONNX with external data) and a bundle of found factors.
+MODEL="$STATE/detector"
+rm -rf "$STATE"
+write_config
+need_daemon
+tpctl provision "$TMP/onnx-base" > /dev/null
+tp create "$TMP/onnx-base" "$TMP/onnx-task" -o "$TMP/dev-onnx.tpb" --task onnx --lowrank \
+    --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > /dev/null
+tpctl install "$TMP/dev-onnx.tpb" --switch > /dev/null 2>&1
+check "an ONNX directory model: the --lowrank bundle installed and switched to" \
+    wait_status 's["state"] == "trial" and s["active"]["task"] == "onnx"'
+check "... file for file" diff -r "$MODEL/" "$TMP/onnx-task/"
 daemon_finish
