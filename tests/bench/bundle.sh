@@ -17,9 +17,15 @@
 #     changed tensors' bytes (<= 1.05x + 64 KiB); low-rank, bundle vs the same peers run per
 #     file and summed (<= 0.9x); apply checked file for file. MULTI_MB sets the size (300);
 #  7. base bundles (issue 18): a re-release of the q4_0 base with two tensors retrained: the base
-#     delta vs the same peers as 1 (<= 0.9x), the full base bundle vs the model's size (<= 1.005x).
+#     delta vs the same peers as 1 (<= 0.9x), the full base bundle vs the model's size (<= 1.005x);
+#  8. lora spans (issue 20): tasks `taskpatch fold` makes from an F32 base and a llama.cpp adapter
+#     (F16 factors), rank 8 and 32 on attn_q,attn_v, the base quantized by `taskpatch quantize`
+#     (Q8_0, Q4_K_M, Q4_0), and F16 and BF16 tasks folded into the F16 or BF16 base, as
+#     llama-export-lora merges: the bundle with --lora vs without it vs the same peers as 1, and
+#     F16/BF16 vs the adapter's own size; apply checked byte for byte.
+# Section 6 creates its bundles with --lowrank (the low-rank change found in the change itself).
 # Usage: tests/bench/bundle.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/bundle.json;
-#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6 7", and carries the
+#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6 7 8", and carries the
 #        recorded cases of the others over, marked so and with their own conditions)
 set -eu
 build=$1
@@ -35,7 +41,7 @@ dims=(--dim 1024 --ff 2816 --layers 4 --vocab 2048)
 results="$work/results.jsonl"
 : > "$results"
 
-sections=" ${SECTIONS:-1 2 3 4 5 6 7} "
+sections=" ${SECTIONS:-1 2 3 4 5 6 7 8} "
 apply_failed=0
 
 size() { stat -c %s "$1"; }
@@ -222,7 +228,7 @@ printf '%-28s %10s %10s %10s %10s %10s %8s  %s\n' case changed bundle bsdiff xde
 multi_row() {
     local name=$1 b=$2 k=$3 mode=$4 ours changed status=ok bs=0 xd=0 zs=0 f ratio best
     rm -rf "$work/m-out"
-    "$tp" create "$b" "$k" -o "$work/m.tpb" --task bench "${sign[@]}" > /dev/null
+    "$tp" create "$b" "$k" -o "$work/m.tpb" --task bench "${sign[@]}" --lowrank > /dev/null
     ours=$(size "$work/m.tpb")
     "$tp" apply "$b" "$work/m.tpb" -o "$work/m-out" --ca "$work/pki/ca.pem" --no-sync > /dev/null &&
         diff -r -q "$work/m-out" "$k" > /dev/null || { status="APPLY FAILS" apply_failed=1; }
@@ -240,7 +246,7 @@ multi_row() {
         [ "$status" = ok ] && awk -v r="$ratio" 'BEGIN {exit !(r > 0.9)}' && status=OVER
     fi
     printf '%-28s %10d %10d %10d %10d %10d %7sx  %s\n' "$name" "$changed" "$ours" "$bs" "$xd" "$zs" "$ratio" "$status"
-    emit "{\"case\": \"$name\", \"changed_site_bytes\": $changed, \"bundle\": $ours, \"bsdiff\": $bs, \"xdelta3\": $xd, \"zstd_patch_from\": $zs, \"ratio\": $ratio, \"ratio_to\": \"$([ "$mode" = random ] && echo changed_bytes || echo best_peer)\", \"status\": \"$status\"}"
+    emit "{\"case\": \"$name\", \"changed_site_bytes\": $changed, \"bundle\": $ours, \"bsdiff\": $bs, \"xdelta3\": $xd, \"zstd_patch_from\": $zs, \"ratio\": $ratio, \"ratio_to\": \"$([ "$mode" = random ] && echo changed_bytes || echo best_peer)\", \"status\": \"$status\", \"create\": \"--lowrank\"}"
     rm -rf "$work/m-out" "$work/m.tpb"
 }
 onnx=(python3 "$root/tests/tools/make-onnx.py" --kind matmul --dim $((mb >= 200 ? 1024 : 512)) --size-mb "$mb" --external one)
@@ -287,6 +293,63 @@ printf '   full base bundle: %d B for a %d-byte model: %sx its size (required <=
 emit "{\"case\": \"base-delta-q4_0\", \"changed_site_bytes\": $changed, \"bundle\": $ours, \"bsdiff\": $bs, \"xdelta3\": $xd, \"zstd_patch_from\": $zs, \"ratio_to_best_peer\": $ratio}"
 emit "{\"case\": \"base-full-q4_0\", \"model_bytes\": $model, \"bundle\": $full, \"ratio_to_model\": $over, \"create_ms\": $t_full}"
 fi  # section 7
+
+if want 8; then
+echo
+echo "8. lora spans: taskpatch fold of an F32 base and an F16 adapter on attn_q,attn_v ($(echo "${dims[@]}"))"
+printf '%-16s %10s %10s %10s %10s %10s %10s %8s %8s  %s\n' case adapter "--lora" today bsdiff xdelta3 zstd-pf \
+    "vs best" "vs today" status
+b32="$work/lora-base-f32.gguf"
+[ -f "$b32" ] || "$fix" --ggml "$ggml" --type f32 "${dims[@]}" -o "$b32" > /dev/null
+"$tp" quantize "$b32" "$work/lora-base-F16.gguf" F16 > /dev/null
+"$tp" quantize "$b32" "$work/lora-base-BF16.gguf" BF16 > /dev/null
+# lora_row CASE BASE TASK ADAPTER LIMIT [vs-adapter LIMIT]: --lora, without, the peers; applied and compared.
+lora_row() {
+    local name=$1 b=$2 k=$3 a=$4 limit=$5 alimit=${6:-} ours today best ratio vs_today status=ok av=""
+    "$tp" create "$b" "$k" -o "$work/l.tpb" --task bench "${sign[@]}" --lora "$a" > /dev/null
+    "$tp" create "$b" "$k" -o "$work/t.tpb" --task bench "${sign[@]}" > /dev/null
+    ours=$(size "$work/l.tpb") today=$(size "$work/t.tpb")
+    "$tp" apply "$b" "$work/l.tpb" -o "$work/out.gguf" --ca "$work/pki/ca.pem" --no-sync > /dev/null &&
+        cmp -s "$work/out.gguf" "$k" || { status="APPLY FAILS" apply_failed=1; }
+    peers "$b" "$k"
+    best=$(best_of "$p_bs" "$p_xd" "$p_zs")
+    ratio=$(awk -v a="$ours" -v b="$best" 'BEGIN {printf "%.3f", a / b}')
+    vs_today=$(awk -v a="$ours" -v b="$today" 'BEGIN {printf "%.3f", a / b}')
+    if [ "$limit" = today ]; then
+        [ "$status" = ok ] && [ "$ours" -gt "$today" ] && status="OVER: larger than without --lora"
+    else
+        [ "$status" = ok ] && awk -v r="$ratio" -v l="$limit" 'BEGIN {exit !(r > l)}' && status="OVER $limit"
+    fi
+    if [ -n "$alimit" ]; then
+        av=$(awk -v a="$ours" -v b="$(size "$a")" 'BEGIN {printf "%.3f", a / b}')
+        [ "$status" = ok ] && awk -v r="$av" -v l="$alimit" 'BEGIN {exit !(r > l)}' && status="OVER $alimit x adapter"
+    fi
+    printf '%-16s %10d %10d %10d %10d %10d %10d %7sx %7sx  %s%s\n' "$name" "$(size "$a")" "$ours" "$today" "$p_bs" \
+        "$p_xd" "$p_zs" "$ratio" "$vs_today" "$status" "${av:+ (${av}x the adapter)}"
+    emit "{\"case\": \"lora-$name\", \"adapter\": $(size "$a"), \"bundle\": $ours, \"bundle_without_lora\": $today, \"bsdiff\": $p_bs, \"xdelta3\": $p_xd, \"zstd_patch_from\": $p_zs, \"ratio_to_best_peer\": $ratio, \"ratio_to_without_lora\": $vs_today, \"ratio_to_adapter\": ${av:-null}, \"required\": \"$limit\", \"status\": \"$status\"}"
+    rm -f "$work/l.tpb" "$work/t.tpb" "$work/out.gguf"
+}
+for rank in 8 32; do
+    a="$work/lora-r$rank.gguf"
+    "$fix" --ggml "$ggml" --type f32 "${dims[@]}" --mode lora --targets attn_q,attn_v --rank "$rank" --alpha 16 \
+        --adapter "$a" --adapter-type f16 -o "$work/lora-ref.gguf" > /dev/null
+    for t in Q8_0 Q4_K_M Q4_0 F16 BF16; do
+        src=$b32
+        case $t in F16 | BF16) src="$work/lora-base-$t.gguf" ;; esac
+        "$tp" quantize "$src" "$work/lora-b.gguf" "$t" > /dev/null
+        "$tp" fold "$src" "$a" "$work/lora-k.gguf" "$t" > /dev/null
+        case $t in
+        Q8_0) lora_row "$t-r$rank" "$work/lora-b.gguf" "$work/lora-k.gguf" "$a" 0.7 ;;
+        Q4_K_M) lora_row "$t-r$rank" "$work/lora-b.gguf" "$work/lora-k.gguf" "$a" 0.65 ;;
+        Q4_0) lora_row "$t-r$rank" "$work/lora-b.gguf" "$work/lora-k.gguf" "$a" today ;;
+        *) lora_row "$t-r$rank" "$work/lora-b.gguf" "$work/lora-k.gguf" "$a" 0.1 1.2 ;;
+        esac
+    done
+done
+echo "   required: Q8_0 <= 0.7x the best peer (goal 0.55), Q4_K_M <= 0.65x (goal 0.5), F16 and BF16 <= 0.1x and <= 1.2x"
+echo "   the adapter's size; Q4_0 no worse than without --lora (the per-span choice keeps the delta where it is smaller)"
+rm -f "$work/lora-b.gguf" "$work/lora-k.gguf" "$work/lora-ref.gguf"
+fi  # section 8
 
 # SECTIONS given: the recorded cases of the sections not run are carried over, each with the
 # conditions it was measured under, so that a record of some sections keeps the others' numbers.

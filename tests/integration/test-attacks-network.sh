@@ -12,12 +12,19 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 . "$(dirname "$0")/nginx-lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
 trap 'stop_daemon; stop_nginx; rm -rf "$TMP"' EXIT
 
 need_fixtures
 make_bundle shout.gguf shout-v2.tpb shout 2
+# json v2 for the drop-request case: four tensors per layer changed, a bundle large enough that
+# its transfer at 8 KiB/s lasts long enough on any machine (below).
+ggml=$(sh "$root/tests/tools/npm-ggml.sh" "$root/build/npm" 2> /dev/null | tail -n 1)
+"$(dirname "$BIN")/tools/gguf-fixture" --ggml "$ggml" --type q4_0 --dim 256 --ff 512 --layers 2 --vocab 300 \
+    --mode lora --targets attn_q,attn_v,ffn_up,ffn_down --task-seed 13 -o "$TMP/json-big.gguf" > /dev/null &&
+    make_bundle json-big.gguf json-big.tpb json 2 --level 1 || fail "the drop-request fixture"
 start_nginx "location /slow/ { alias $TMP/www/; limit_rate 200; }
-        location /drop/ { alias $TMP/www/; limit_rate 4k; }" || { fail "nginx"; finish; exit 1; }
+        location /drop/ { alias $TMP/www/; limit_rate 8k; }" || { fail "nginx"; finish; exit 1; }
 www="$TMP/www"
 keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt")
 publish() { tp publish "$www" --channel stable "${keys[@]}" "$@" > "$TMP/publish.out" 2>&1; }
@@ -52,13 +59,15 @@ check "... nothing changed (json, serial 1)" \
     test "$(jget active.task < "$TMP/st.json") $(jget channel.serial < "$TMP/st.json")" = "json 1"
 
 echo "# drop-request"
-# json v2 is some 30 KB: at 4 KiB/s (4 x the daemon's low-speed limit) its transfer lasts 7 s, so
-# the kill lands in it however loaded the machine, and the resume at the next poll still has most
-# of it to fetch when the partial file is looked at.
-cp "$TMP/json-v2.tpb" "$www/json-2.tpb"
+# json v2 is over 150 KB: at 8 KiB/s (8 x the daemon's low-speed limit) its transfer lasts some
+# 20 s, so the kill lands in it however loaded the machine (an ASan build polled beside another
+# suite took 7 s), and the resume at the next poll still has most of it to fetch.
+cp "$TMP/json-big.tpb" "$www/json-2.tpb"
+size=$(stat -c %s "$www/json-2.tpb")
+[ "$size" -gt 150000 ] || fail "the drop-request bundle is only $size bytes: its transfer may end before the kill"
 publish --serial 3 --desired json
 restart_with "$base/drop/stable.channel"
-check "json v2 downloads at 4 KiB/s" wait_status '(s["channel"].get("download") or {}).get("done", 0) > 0' 20
+check "json v2 ($size B) downloads at 8 KiB/s" wait_status '(s["channel"].get("download") or {}).get("done", 0) > 0' 20
 worker=$(pgrep -P "$NGINX_PID" | head -n 1)
 kill -KILL "$worker"
 check "the server dies mid-transfer: the error is shown" \
@@ -67,7 +76,7 @@ check "... the partial download is kept" test -s "$STATE/downloads/json-2.tpb.pa
 check "... resumed at the next poll, installed and switched" \
     wait_status 's["state"] == "trial" and s["active"]["task"] == "json" and s["active"]["version"] == 2' 30
 check "... nginx served the rest as a range (206)" grep -q "GET /drop/json-2.tpb 206 [0-9]* bytes=[1-9]" "$NGINX_LOG"
-check "... model_path == json2.gguf" same "$TMP/json2.gguf"
+check "... model_path == json-big.gguf" same "$TMP/json-big.gguf"
 tpctl mark-good > /dev/null
 
 echo "# endless data"

@@ -28,6 +28,7 @@
 #include "fileio.h"
 #include "ggml.h"
 #include "macro.h"
+#include "quant.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define WEIGHT_STD 0.02
@@ -159,7 +160,7 @@ enum { MODE_BASE, MODE_LORA, MODE_RANDOM };
 
 typedef struct Options {
         const char *ggml_path, *output, *adapter, *name, *targets;
-        int type, mode;
+        int type, mode, adapter_type;
         uint64_t dim, ff, layers, vocab, heads, heads_kv, ctx, alignment, chunk_rows;
         uint64_t seed, task_seed, rank;
         double alpha, delta_rel;
@@ -500,6 +501,21 @@ static int write_tensor(Out *out, const Options *o, const Ggml *g, const Tensor 
  * llama.cpp adds (alpha/rank)·B·(A·x). token_embd is looked up by row instead (llama-graph.cpp,
  * build_inp_embd): lora_a = B [vocab][rank] and lora_b = Aᵀ [dim][rank].
  */
+/* @n floats as the adapter's type: F32 as they are, F16 and BF16 rounded to nearest even. */
+static void out_factor(Out *out, const Options *o, const float *p, size_t n) {
+        uint8_t buf[2048];
+
+        if (o->adapter_type == GGML_TYPE_F32) {
+                out_bytes(out, p, n * sizeof(float));
+                return;
+        }
+        for (size_t done = 0; done < n;) {
+                size_t k = n - done < 1024 ? n - done : 1024;
+                out_bytes(out, buf, quantize_rows((uint32_t) o->adapter_type, p + done, buf, k, 1));
+                done += k;
+        }
+}
+
 static int write_adapter_tensor(Out *out, const Options *o, const Tensor *t, bool b) {
         uint64_t in = t->ne[0], rows = t->ne[1], rank = o->rank;
         _cleanup_free_ float *lora = lora_make(o, t);
@@ -509,11 +525,11 @@ static int write_adapter_tensor(Out *out, const Options *o, const Tensor *t, boo
         if (t->kind == KIND_TOKEN_EMBD && b) {
                 for (uint64_t i = 0; i < in; i++)
                         for (uint64_t k = 0; k < rank; k++)
-                                out_bytes(out, &lora[k * in + i], sizeof(float));
+                                out_factor(out, o, &lora[k * in + i], 1);
         } else if (t->kind == KIND_TOKEN_EMBD || b)
-                out_bytes(out, lora + rank * in, rows * rank * sizeof(float));
+                out_factor(out, o, lora + rank * in, rows * rank);
         else
-                out_bytes(out, lora, rank * in * sizeof(float));
+                out_factor(out, o, lora, rank * in);
         return 0;
 }
 
@@ -593,13 +609,13 @@ static int adapter_tensors(const Options *o, const Tensor *t, size_t n, Tensor *
                 for (int b = 0; t[i].target && b < 2; b++, j++) {
                         a[j] = t[i];
                         a[j].source = &t[i];
-                        a[j].type = GGML_TYPE_F32;
+                        a[j].type = (uint32_t) o->adapter_type;
                         /* token_embd is looked up by token: lora_a [rank, vocab], lora_b [rank, dim]. */
                         bool embd = t[i].kind == KIND_TOKEN_EMBD;
                         a[j].ne[0] = embd || b ? o->rank : t[i].ne[0];
                         a[j].ne[1] = embd ? t[i].ne[!b] : b ? t[i].ne[1] : o->rank;
                         a[j].n_dims = a[j].ne[1] == 1 ? 1 : 2;
-                        a[j].bytes = a[j].ne[0] * a[j].ne[1] * sizeof(float);
+                        a[j].bytes = a[j].ne[0] * a[j].ne[1] * (o->adapter_type == GGML_TYPE_F32 ? 4 : 2);
                         a[j].offset = off;
                         off = align_up(off + a[j].bytes, o->alignment);
                 }
@@ -636,6 +652,8 @@ static void help(void) {
                "  --task-seed N       seed of A, B and the random bytes (7)\n"
                "  --adapter FILE      lora: also write the LoRA as a llama.cpp adapter GGUF (F32\n"
                "                      <name>.lora_a ne=[in,rank], <name>.lora_b ne=[rank,out], alpha)\n"
+               "  --adapter-type T    its factors' type: f32 (default), f16 or bf16 (rounded to nearest even;\n"
+               "                      the model -o folds the F32 values either way)\n"
                "  --chunk-rows N      rows per quantizer call (~4 MiB of floats): bounds memory only\n"
                "  -o, --output FILE   the model (written to a temporary beside it, then renamed)\n\n"
                "Example: gguf-fixture --ggml DIR --type q4_K --layers 4 -o base.gguf\n"
@@ -723,6 +741,8 @@ static int check_options(Options *o) {
                 why = "--rank must not exceed the matrix sizes, --alpha must be > 0";
         else if (o->adapter && o->mode != MODE_LORA)
                 why = "--adapter needs --mode lora";
+        else if (o->adapter_type != GGML_TYPE_F32 && o->adapter_type != GGML_TYPE_F16 && o->adapter_type != GGML_TYPE_BF16)
+                why = "--adapter-type is f32, f16 or bf16";
         if (why) {
                 fprintf(stderr, "gguf-fixture: %s (try --help)\n", why);
                 return -EINVAL;
@@ -737,6 +757,7 @@ static int parse_args(int argc, char **argv, Options *o) {
                 { "ggml", OPT_STR, &o->ggml_path }, { "name", OPT_STR, &o->name },
                 { "targets", OPT_STR, &o->targets }, { "adapter", OPT_STR, &o->adapter },
                 { "output", OPT_STR, &o->output }, { "type", OPT_TYPE, &o->type },
+                { "adapter-type", OPT_TYPE, &o->adapter_type },
                 { "mode", OPT_WORD, &o->mode, .words = modes },
                 { "alpha", OPT_F64, &o->alpha }, { "delta-rel", OPT_F64, &o->delta_rel },
                 { "dim", OPT_U64, &o->dim, 2, big }, { "ff", OPT_U64, &o->ff, 1, big },
@@ -775,7 +796,7 @@ int main(int argc, char **argv) {
                 .ggml_path = getenv("TASKPATCH_GGML_LIB"), .name = "taskpatch-fixture", .targets = "attn_q,attn_v",
                 .type = GGML_TYPE_Q4_0, .mode = MODE_BASE, .dim = 256, .ff = 768, .layers = 2, .vocab = 512,
                 .heads = 4, .ctx = 2048, .alignment = GGUF_DEFAULT_ALIGNMENT, .seed = 1, .task_seed = 7,
-                .rank = 8, .alpha = 16, .delta_rel = 0.1,
+                .rank = 8, .alpha = 16, .delta_rel = 0.1, .adapter_type = GGML_TYPE_F32,
         };
         _cleanup_free_ Tensor *tensors = NULL, *adapter = NULL;
         Ggml g = {};
