@@ -6,7 +6,9 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "fold.h"
@@ -34,6 +36,16 @@ static void help(void) {
                "  --json           print the summary as JSON\n"
                "  -q, --quiet      no progress on stderr\n"
                "\n"
+               "  --bundle OUT.tpb   also write the task's bundle: 'taskpatch create QBASE TASK.gguf -o\n"
+               "                     OUT.tpb --lora LORA.gguf --lora-scale S' against QBASE, the quantized\n"
+               "                     base the devices run: --bundle-base FILE, else BASE quantized to TYPE\n"
+               "                     now (what 'taskpatch quantize' and llama-quantize write, byte for\n"
+               "                     byte). Each adapted tensor travels as the adapter's factors and a\n"
+               "                     residual where that is smallest. These create options go with it:\n"
+               "                     --task --version --model --key --pkcs11-uri --cert --unsigned\n"
+               "                     --expires --level --encrypt-to (see taskpatch create --help)\n"
+               "  --bundle-base FILE the quantized base the bundle applies to\n"
+               "\n"
                "TASK.gguf is written through a temporary beside it, fsynced and renamed.\n");
 }
 
@@ -49,25 +61,93 @@ static int parse_scale(const char *s, float *ret) {
         return 0;
 }
 
+/* The options fold passes on to create with --bundle (their getopt values are their index + OPT_CREATE). */
+static const char *const create_options[] = { "task", "version", "model", "key", "pkcs11-uri", "cert", "unsigned",
+                                              "expires", "level", "encrypt-to", NULL };
+#define OPT_CREATE 0x2000
+#define CREATE_ARGS_MAX 64
+
+/* create QBASE TASK -o OUT --lora LORA --lora-scale S and the passed options: the bundle of the fold. */
+static int write_bundle(const char *qbase, const char *task, const char *lora, float scale, const char *out,
+                        char **passed, int n_passed) {
+        char scale_s[32], *args[CREATE_ARGS_MAX + 16];
+        int n = 0;
+
+        snprintf(scale_s, sizeof(scale_s), "%.9g", (double) scale);
+        args[n++] = (char *) "create";
+        args[n++] = (char *) qbase;
+        args[n++] = (char *) task;
+        args[n++] = (char *) "-o";
+        args[n++] = (char *) out;
+        args[n++] = (char *) "--lora";
+        args[n++] = (char *) lora;
+        args[n++] = (char *) "--lora-scale";
+        args[n++] = scale_s;
+        for (int i = 0; i < n_passed; i++)
+                args[n++] = passed[i];
+        args[n] = NULL;
+        optind = 0;     /* getopt again, from the start */
+        return verb_create(n, args);
+}
+
+/* BASE quantized to @ft into a temporary beside @near: the base the devices run. */
+static int quantize_base(int fd, const Gguf *base, const QuantFtype *ft, unsigned threads, const char *near,
+                         char **ret_path) {
+        _cleanup_free_ char *path = NULL;
+        QuantizeOptions o = { .ftype = ft, .threads = threads };
+        TpError err = {};
+        const char *slash = strrchr(near, '/');
+        int r;
+
+        if (asprintf(&path, "%.*s.taskpatch-base.%d.gguf", slash ? (int) (slash - near + 1) : 0, near, (int) getpid()) < 0)
+                return -ENOMEM;
+        if ((r = model_quantize(fd, base, path, &o, NULL, &err)) < 0) {
+                cli_error("--bundle: quantizing the base: %s", tp_error_message(&err, r));
+                return r;
+        }
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
 int verb_fold(int argc, char *argv[]) {
-        enum { OPT_JSON = 256, OPT_SCALE };
+        enum { OPT_JSON = 256, OPT_SCALE, OPT_BUNDLE, OPT_BUNDLE_BASE };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "json", no_argument, NULL, OPT_JSON },
                 { "quiet", no_argument, NULL, 'q' },
                 { "scale", required_argument, NULL, OPT_SCALE },
                 { "threads", required_argument, NULL, 't' },
+                { "bundle", required_argument, NULL, OPT_BUNDLE },
+                { "bundle-base", required_argument, NULL, OPT_BUNDLE_BASE },
+                { "task", required_argument, NULL, OPT_CREATE + 0 },
+                { "version", required_argument, NULL, OPT_CREATE + 1 },
+                { "model", required_argument, NULL, OPT_CREATE + 2 },
+                { "key", required_argument, NULL, OPT_CREATE + 3 },
+                { "pkcs11-uri", required_argument, NULL, OPT_CREATE + 4 },
+                { "cert", required_argument, NULL, OPT_CREATE + 5 },
+                { "unsigned", no_argument, NULL, OPT_CREATE + 6 },
+                { "expires", required_argument, NULL, OPT_CREATE + 7 },
+                { "level", required_argument, NULL, OPT_CREATE + 8 },
+                { "encrypt-to", required_argument, NULL, OPT_CREATE + 9 },
                 {},
         };
         const QuantFtype *ft;
         bool json = false, quiet = false;
         unsigned threads = quantize_default_threads();
         float scale = 1.0f;
-        int c, r;
+        const char *bundle = NULL, *bundle_base = NULL;
+        char *passed[CREATE_ARGS_MAX], flag[CREATE_ARGS_MAX][24];
+        int n_passed = 0, c, r;
 
         cli_program = "taskpatch fold";
         while ((c = getopt_long(argc, argv, "hqt:", options, NULL)) >= 0)
                 switch (c) {
+                case OPT_BUNDLE:
+                        bundle = optarg;
+                        break;
+                case OPT_BUNDLE_BASE:
+                        bundle_base = optarg;
+                        break;
                 case 't':
                         if (quantize_parse_threads(optarg, &threads) < 0)
                                 return EXIT_USAGE;
@@ -86,10 +166,30 @@ int verb_fold(int argc, char *argv[]) {
                                 return EXIT_USAGE;
                         break;
                 default:
-                        return EXIT_USAGE;
+                        if (c < OPT_CREATE || c >= OPT_CREATE + 10)
+                                return EXIT_USAGE;
+                        /* A create option, kept for --bundle: "--name" and its value. */
+                        if (n_passed + 2 > CREATE_ARGS_MAX) {
+                                cli_error("too many options for the bundle");
+                                return EXIT_USAGE;
+                        }
+                        snprintf(flag[n_passed], sizeof(flag[0]), "--%s", create_options[c - OPT_CREATE]);
+                        passed[n_passed] = flag[n_passed];
+                        n_passed++;
+                        if (optarg)
+                                passed[n_passed++] = optarg;
+                        break;
                 }
         if (argc - optind != 4) {
                 cli_error("expected BASE.gguf LORA.gguf TASK.gguf TYPE (see --help)");
+                return EXIT_USAGE;
+        }
+        if (!bundle && (n_passed > 0 || bundle_base)) {
+                cli_error("--task, --key and the other bundle options go with --bundle OUT.tpb");
+                return EXIT_USAGE;
+        }
+        if (bundle && json) {
+                cli_error("--json and --bundle: run 'taskpatch create ... --lora ... --json' for the bundle's JSON");
                 return EXIT_USAGE;
         }
         const char *base_path = argv[optind], *lora_path = argv[optind + 1], *out = argv[optind + 2];
@@ -141,5 +241,14 @@ int verb_fold(int argc, char *argv[]) {
                         printf("  ignored         %zu norm tensors of the adapter (llama.cpp ignores them too)\n",
                                lora->n_ignored);
         }
-        return EXIT_OK;
+        if (!bundle)
+                return EXIT_OK;
+
+        _cleanup_free_ char *qbase = NULL;
+        if (!bundle_base && quantize_base(fd, base, ft, threads, out, &qbase) < 0)
+                return EXIT_FAILED;
+        r = write_bundle(bundle_base ? bundle_base : qbase, out, lora_path, scale, bundle, passed, n_passed);
+        if (qbase)
+                (void) unlink(qbase);
+        return r;
 }

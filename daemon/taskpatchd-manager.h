@@ -42,6 +42,7 @@
 #include "taskpatchd-trust.h"
 
 #define OPERATION_SLICE (8u << 20)
+#define STAGE_SLICE_NS (20u * 1000000)  /* a staging slice of dear windows (predicted lora spans) ends after 20 ms */
 #define MODEL_PATH_LINK_SUFFIX ".taskpatchd-new"  /* model_path's new symlink: "." + its name + this, renamed over it */      /* bytes of copying, hashing or staging per event-loop turn */
 
 typedef struct Manager Manager;

@@ -231,6 +231,7 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
                 op->err_code = r == -EBADMSG ? "refused" : NULL;
                 return r;
         }
+        builder_set_time_cap(sw->builder, STAGE_SLICE_NS);
         if ((r = check_space(m, sw, &op->err)) < 0)
                 return r;
         if (sw->full)
@@ -430,6 +431,7 @@ static int stage_step(Operation *op, Switch *sw) {
                 if ((r = stager_new(sw->dest, &src, &sw->target, mode, m->files[sw->slot].undo, &sw->stager,
                                     &op->err)) < 0)
                         return r;
+                stager_set_time_cap(sw->stager, STAGE_SLICE_NS);
         }
         r = stager_step(sw->stager, STAGE_SLICE, &op->err);
         if (r < 0 && stager_progress(sw->stager)->target_mismatch)

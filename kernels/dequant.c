@@ -7,20 +7,6 @@
 #include "dequant.h"
 #include "quant-impl.h"
 
-enum {
-        TYPE_F32 = 0,
-        TYPE_F16 = 1,
-        TYPE_Q4_0 = 2,
-        TYPE_Q4_1 = 3,
-        TYPE_Q5_0 = 6,
-        TYPE_Q5_1 = 7,
-        TYPE_Q8_0 = 8,
-        TYPE_Q4_K = 12,
-        TYPE_Q5_K = 13,
-        TYPE_Q6_K = 14,
-        TYPE_BF16 = 30,
-};
-
 static float h2f(const uint8_t *p) {
         return quant_fp16_to_f32(quant_load_le16(p));
 }

@@ -35,6 +35,21 @@
 #define Q5_K_BYTES 176          /* d, dmin, scales[12], qh[32], qs[128] */
 #define Q6_K_BYTES 210          /* ql[128], qh[64], scales[16], d */
 
+/* ggml type ids (common/artifact/ggml.h's GGML_TYPE_*; kernels/ does not include common/). */
+enum {
+        TYPE_F32 = 0,
+        TYPE_F16 = 1,
+        TYPE_Q4_0 = 2,
+        TYPE_Q4_1 = 3,
+        TYPE_Q5_0 = 6,
+        TYPE_Q5_1 = 7,
+        TYPE_Q8_0 = 8,
+        TYPE_Q4_K = 12,
+        TYPE_Q5_K = 13,
+        TYPE_Q6_K = 14,
+        TYPE_BF16 = 30,
+};
+
 /* Every quantized format an implementation may provide; F32 is a copy in quant.c. */
 typedef enum QuantKind {
         QUANT_Q4_0,

@@ -6,21 +6,6 @@
 #include "quant-impl.h"
 #include "quant.h"
 
-/* ggml type ids (common/artifact/ggml.h's GGML_TYPE_*; kernels/ does not include common/). */
-enum {
-        TYPE_F32 = 0,
-        TYPE_F16 = 1,
-        TYPE_Q4_0 = 2,
-        TYPE_Q4_1 = 3,
-        TYPE_Q5_0 = 6,
-        TYPE_Q5_1 = 7,
-        TYPE_Q8_0 = 8,
-        TYPE_Q4_K = 12,
-        TYPE_Q5_K = 13,
-        TYPE_Q6_K = 14,
-        TYPE_BF16 = 30,
-};
-
 typedef struct QuantType {
         uint32_t type;
         int kind;               /* QuantKind, or -1 for the F32 copy */

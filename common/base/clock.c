@@ -37,3 +37,9 @@ bool clock_synchronized(void) {
         int state = adjtimex(&tx);
         return state >= 0 && state != TIME_ERROR && !(tx.status & STA_UNSYNC);
 }
+
+uint64_t clock_mono_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}

@@ -19,10 +19,13 @@
  */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
 
 /* Seconds since the epoch: TASKPATCH_TEST_NOW when set to a number, else time(NULL). */
 time_t clock_wall(void);
+/* CLOCK_MONOTONIC in nanoseconds: for durations (a step's time cap), never for dates. */
+uint64_t clock_mono_ns(void);
 /* The time before which the clock is known to be wrong (the build time; 0 when unknown). */
 time_t clock_floor(void);
 /*

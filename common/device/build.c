@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "build.h"
+#include "clock.h"
 #include "fileio.h"
 #include "hashpipe.h"
 #include "span.h"
@@ -39,6 +40,7 @@ struct Builder {
         StageSource view;
         StageTarget tgt;
         const Manifest *m;              /* NULL: the base */
+        uint64_t time_cap;              /* ns a step may take (0: no cap) */
         bool v2;
         uint64_t base_size;
         BuildPhase phase;
@@ -489,14 +491,19 @@ static int commit(Builder *b, TpError *err) {
         return 0;
 }
 
+void builder_set_time_cap(Builder *b, uint64_t ns) {
+        b->time_cap = ns;
+}
+
 int builder_step(Builder *b, uint64_t budget, TpError *err) {
-        uint64_t start = b->progress.done;
+        uint64_t start = b->progress.done, t0 = b->time_cap ? clock_mono_ns() : 0;
         int r;
 
         if (!b->out)
                 return tp_error(err, -EINVAL, "builder: no output file");
         while (b->phase != BUILD_DONE) {
-                if (b->progress.done - start >= budget)
+                if (b->progress.done - start >= budget ||
+                    (b->time_cap && b->progress.done > start && clock_mono_ns() - t0 >= b->time_cap))
                         return 1;
                 switch (b->phase) {
                 case BUILD_PASS:

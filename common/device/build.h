@@ -64,8 +64,13 @@ uint64_t builder_space(const Builder *b);
  */
 _warn_unused_result_ int builder_output(Builder *b, const FileSet *out, TpError *err);
 
-/* Process about @budget bytes: 1 while there is more, 0 when verified, every file synced and the record committed. */
+/*
+ * Process about @budget bytes: 1 while there is more, 0 when verified, every file synced and the
+ * record committed. With a time cap (builder_set_time_cap(), as stager_set_time_cap()), a step
+ * also ends once that much time has passed.
+ */
 _warn_unused_result_ int builder_step(Builder *b, uint64_t budget, TpError *err);
+void builder_set_time_cap(Builder *b, uint64_t ns);
 const StageProgress *builder_progress(const Builder *b);
 /* After 0: the record's span count and digest (0 spans: the base, no record) and whether it is relocated. */
 void builder_result(const Builder *b, uint64_t *ret_undo_spans, uint8_t ret_undo_sha256[SHA256_DIGEST_SIZE],

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 #include "hashpipe.h"
 #include "span.h"
@@ -36,6 +37,7 @@ struct Stager {
         const Manifest *m;              /* NULL when returning to the base */
         bool incremental;
         StagePhase phase;
+        uint64_t time_cap;              /* ns a step may take (0: no cap) */
 
         Interval *iv;                   /* what the pass covers, sorted, chunk-aligned when chunks are kept */
         size_t n_iv, cur_iv;
@@ -422,8 +424,12 @@ static int finish(Stager *s, TpError *err) {
         return 0;
 }
 
+void stager_set_time_cap(Stager *s, uint64_t ns) {
+        s->time_cap = ns;
+}
+
 int stager_step(Stager *s, uint64_t budget, TpError *err) {
-        uint64_t start = s->progress.done;
+        uint64_t start = s->progress.done, t0 = s->time_cap ? clock_mono_ns() : 0;
         int r;
 
         while (s->phase != PHASE_DONE) {
@@ -433,7 +439,8 @@ int stager_step(Stager *s, uint64_t budget, TpError *err) {
                                 s->phase = PHASE_FINISH;
                                 break;
                         }
-                        if (s->progress.done - start >= budget)
+                        if (s->progress.done - start >= budget ||
+                            (s->time_cap && s->progress.done > start && clock_mono_ns() - t0 >= s->time_cap))
                                 return 1;
                         uint64_t before = s->pos;
                         if ((r = step_window(s, s->iv[s->cur_iv].end, err)) < 0)

@@ -86,11 +86,16 @@ DEFINE_POINTER_CLEANUP(Stager, stager_free)
 
 /*
  * Process about @budget bytes: 1 while there is more, 0 when the result is
- * verified, every file fdatasync'ed and the undo record committed. After 0:
+ * verified, every file fdatasync'ed and the undo record committed. With a time
+ * cap (stager_set_time_cap()), a step also ends once that much CLOCK_MONOTONIC
+ * time has passed after a window, so that windows dear to decode (predicted lora
+ * spans) do not stretch it. After 0:
  * stager_result() gives the new chunk table (NULL when none is kept; owned
  * by the stager) and the undo record's span count and digest.
  */
 _warn_unused_result_ int stager_step(Stager *s, uint64_t budget, TpError *err);
+/* The most time a step takes before it returns 1 (a window may overrun it); 0: none (the default). */
+void stager_set_time_cap(Stager *s, uint64_t ns);
 const StageProgress *stager_progress(const Stager *s);
 void stager_result(const Stager *s, const uint8_t **ret_chunks, uint64_t *ret_undo_spans,
                    uint8_t ret_undo_sha256[SHA256_DIGEST_SIZE]);

@@ -21,10 +21,18 @@
 #     switching the ~350 MB one;
 #  7. base replacement on the ~350 MB model (issue 18): a base bundle of a re-release (three
 #     tensors retrained) switched to, then the background re-provisioning of the other slot after
-#     its commit: time vs the full-copy alternative, and the slowest status answer meanwhile.
+#     its commit: time vs the full-copy alternative, and the slowest status answer meanwhile;
+#  8. encrypted bundles (issue 19): part 1's sibling switches with the three tasks' bundles
+#     encrypted to the device (create --encrypt-to, trust.decrypt_key) against the same plain
+#     ones, alternating in one daemon, with full and with incremental verification;
+#  9. lora spans (issue 20): a ~330 MB Q8_0 model and three sibling tasks made with their
+#     adapters (rank 16, 5 tensors each): the switch to a task whose bundle carries lora spans
+#     (the device predicts them) against the same task's delta-coded bundle, alternating in one
+#     daemon, full verification; the slowest status answer during a predicted switch.
 # Usage: tests/bench/switch.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/switch.json;
-#        SKIP_4G=1 leaves out part 4's 4 GiB models, which need ~30 GB of disk, and carries the
-#        recorded part-4 cases over into switch.json, marked so and with their own conditions)
+#        PARTS="1 8" runs only the parts listed, default all of them, and SKIP_4G=1 leaves out part
+#        4's 4 GiB models, which need ~30 GB of disk: the recorded cases of the parts not run are
+#        carried over into switch.json, marked so and with their own conditions)
 set -eu
 build=$(cd "$1" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,6 +48,10 @@ results="$work/results.jsonl"
 dpid=
 trap '[ -n "$dpid" ] && kill "$dpid" 2> /dev/null; true' EXIT
 
+parts=" ${PARTS:-1 2 3 4 5 6 7 8 9} "
+want() { case $parts in *" $1 "*) return 0 ;; esac; return 1; }
+[ "${SKIP_4G:-0}" = 1 ] && parts=${parts/ 4 / }
+
 size() { stat -c %s "$1"; }
 emit() { echo "$1" >> "$results"; }
 ns() { date +%s%N; }
@@ -48,13 +60,14 @@ secs() { awk -v t="$1" 'BEGIN {printf "%.4f", t / 1e9}'; }
 best() { printf '%s\n' "$@" | sort -n | head -n 1; }
 
 # start_daemon NAME [EXTRA-YAML [MODEL]]: a daemon on $work/NAME whose model_path is state/MODEL
-# (default model.gguf; a name without an extension is a directory model)
+# (default model.gguf; a name without an extension is a directory model); $trust_extra, when set,
+# is added to its trust: section (whole lines)
 start_daemon() {
     local d="$work/$1"
     rm -rf "$d"
     mkdir -p "$d"
-    printf 'state_dir: %s/state\nsocket: %s/sock\nmodel_path: %s/state/%s\ntrust:\n  ca: %s/pki/ca.pem\ntrial:\n  timeout: 600\n%s\n' \
-        "$d" "$d" "$d" "${3:-model.gguf}" "$work" "${2:-}" > "$d/conf.yaml"
+    printf 'state_dir: %s/state\nsocket: %s/sock\nmodel_path: %s/state/%s\ntrust:\n  ca: %s/pki/ca.pem\n%strial:\n  timeout: 600\n%s\n' \
+        "$d" "$d" "$d" "${3:-model.gguf}" "$work" "${trust_extra:-}" "${2:-}" > "$d/conf.yaml"
     run_daemon "$1"
     model="$d/state/${3:-model.gguf}"
 }
@@ -164,6 +177,7 @@ printf '   openssl dgst -sha256 of the model: %s s; cp + fsync + openssl dgst of
     "$(secs "$t_dgst")" "$(secs "$t_copy")"
 
 for mode in full incremental; do
+    want 1 || break
     start_daemon "$mode" "verify: $mode"
     t0=$(ns); ctl provision "$work/base.gguf" > /dev/null; t1=$(ns)
     t_prov=$((t1 - t0))
@@ -182,7 +196,7 @@ for mode in full incremental; do
         "$(ratio "$written" "$budget")" "$sj" "$sj" $((undo_total / n_sw)) $((state_total / n_sw))
     emit "{\"case\": \"switch-350MB-$mode\", \"model_bytes\": $msize, \"switch_s\": $(secs "$t_sw"), \"openssl_dgst_s\": $(secs "$t_dgst"), \"full_copy_s\": $(secs "$t_copy"), \"ratio_to_dgst\": $(ratio "$t_sw" "$t_dgst"), \"ratio_to_full_copy\": $(ratio "$t_sw" "$t_copy"), \"slot_bytes\": $written, \"spans_undone_plus_written\": $budget, \"undo_bytes_per_switch\": $((undo_total / n_sw)), \"state_bytes_per_switch\": $((state_total / n_sw)), \"provision_s\": $(secs "$t_prov")}"
 
-    if [ "$mode" = full ]; then
+    if [ "$mode" = full ] && want 2; then
         echo
         echo "2. the slowest status answer during a switch (one client, a request every 5 ms)"
         python3 - "$sock" "$tpctl" > "$work/latency.txt" <<'PY'
@@ -204,8 +218,9 @@ PY
     fi
     stop_daemon
 done
-printf '   provisioning the 350 MB model (copy into two slots, hash both): %s s\n' "$(secs "$t_prov")"
+want 1 && printf '   provisioning the 350 MB model (copy into two slots, hash both): %s s\n' "$(secs "$t_prov")"
 
+if want 3; then
 echo
 echo "3. switches to relocated tasks on the ~350 MB model (the three tasks with general.name grown by 60"
 echo "   characters: every tensor moves; each is built into a fresh file from base bytes; fsync included)"
@@ -244,8 +259,9 @@ printf '   relocated -> relocated switch %s s: %s x full copy; from the base %s 
     "$(secs "$t_rel")" "$(ratio "$t_rel" "$t_copy_moved")" "$(secs "$t_first")" "$(ratio "$t_first" "$t_copy_moved")" \
     "$(secs "$t_back")" "$(ratio "$t_back" "$t_copy_moved")" "$written" "$(ratio "$written" "$msize_moved")"
 emit "{\"case\": \"switch-350MB-relocated\", \"model_bytes\": $msize_moved, \"switch_s\": $(secs "$t_rel"), \"from_base_s\": $(secs "$t_first"), \"to_base_s\": $(secs "$t_back"), \"full_copy_s\": $(secs "$t_copy_moved"), \"ratio_to_full_copy\": $(ratio "$t_rel" "$t_copy_moved"), \"slot_bytes\": $written}"
+fi  # part 3
 
-if [ "${SKIP_4G:-0}" != 1 ]; then
+if want 4; then
     echo
     echo "4. daemon memory: idle, and at its peak while switching a 4 GiB model"
     python3 - "$work" <<'PY'
@@ -318,11 +334,12 @@ PY
         "$peak_rel" "$hwm_rel" "$(secs "$t_switch")" "$(secs "$t_copy_big")" "$(ratio "$t_switch" "$t_copy_big")"
     emit "{\"case\": \"memory-4GiB-relocated\", \"rss_anon_peak_kb\": $peak_rel, \"vmhwm_kb\": $hwm_rel, \"switch_4GiB_s\": $(secs "$t_switch"), \"full_copy_4GiB_s\": $(secs "$t_copy_big")}"
     rm -rf "$work"/big-* "$work/big"
-fi
+fi  # part 4
 
-echo
-echo "5. sibling switches on directory models (model_path names a directory: each slot is one, model_path"
-echo "   a symlink to the active one; page cache warm, fsync included, $(stat -f -c %T "$work"))"
+if want 5 || want 6; then
+want 5 && echo
+want 5 && echo "5. sibling switches on directory models (model_path names a directory: each slot is one, model_path"
+want 5 && echo "   a symlink to the active one; page cache warm, fsync included, $(stat -f -c %T "$work"))"
 # dir_bytes DIR: the bytes of DIR's files.
 dir_bytes() { stat -c %s "$1"/* | awk '{s += $1} END {print s}'; }
 # dir_peers DIR: the peers of a directory model, best of 5 each: openssl dgst -sha256 of every file
@@ -421,7 +438,7 @@ for m in base json shout bullet; do
         mv "$work/gguf-$m.tmp" "$work/gguf-$m.d"
     }
 done
-dir_bench gguf "split GGUF (3 shards of the ~350 MB q4_0 model, the tasks of part 1)"
+want 5 && dir_bench gguf "split GGUF (3 shards of the ~350 MB q4_0 model, the tasks of part 1)"
 
 # An ONNX model of about the same size, float32, its initializers' data in one external file;
 # the three tasks fold a rank-4 delta into the same weight (layers.10.weight) with different seeds.
@@ -437,8 +454,10 @@ for ts in json:1 shout:9 bullet:13; do
         rm -rf "$work/onnx-gen"
     }
 done
-dir_bench onnx "ONNX with external data (float32 MLP, dim 2048, one .data file)"
+want 5 && dir_bench onnx "ONNX with external data (float32 MLP, dim 2048, one .data file)"
+fi  # parts 5 and 6's fixtures
 
+if want 6; then
 echo
 echo "6. daemon memory with three models configured (models:): idle, and at its peak while switching one"
 # The ~350 MB q4_0 file of part 1 (model "default"), its split into three shards ("llm") and the
@@ -461,7 +480,9 @@ printf '   RssAnon with three models configured: %d KB before provisioning, %d K
     "$idle_empty" "$idle3" "$idle_after" "$peak" "$hwm"
 emit "{\"case\": \"memory-three-models\", \"models\": 3, \"rss_anon_empty_kb\": $idle_empty, \"rss_anon_idle_kb\": $idle3, \"rss_anon_idle_after_kb\": $idle_after, \"rss_anon_peak_kb\": $peak, \"vmhwm_kb\": $hwm}"
 rm -rf "$d"
+fi  # part 6
 
+if want 7; then
 echo
 echo "7. base replacement on the ~350 MB model (issue 18): a re-release with three ffn_gate tensors retrained"
 rr="$work/rerelease.gguf"
@@ -504,10 +525,99 @@ printf '   in the background: %s s after mark-good (%s x cp + fsync + openssl dg
     "$t_reprov" "$(awk -v a="$t_reprov" -v b="$t_copy" 'BEGIN {printf "%.3f", a * 1e9 / b}')" "$n" "$worst"
 emit "{\"case\": \"base-replacement-350MB\", \"model_bytes\": $(size "$rr"), \"bundle\": $(size "$work/rerelease.tpb"), \"switch_s\": $(secs "$t_rebase"), \"reprovision_s\": $t_reprov, \"full_copy_s\": $(secs "$t_copy"), \"reprovision_ratio_to_full_copy\": $(awk -v a="$t_reprov" -v b="$t_copy" 'BEGIN {printf "%.3f", a * 1e9 / b}'), \"status_requests\": $n, \"status_worst_ms\": $worst}"
 
-# SKIP_4G=1: part 4's cases are carried over from the recorded results, each with the conditions
-# it was measured under, so that a record without them keeps the README's 4 GiB numbers.
+fi  # part 7
+
+if want 8; then
+echo
+echo "8. encrypted bundles: part 1's sibling switches, encrypted to the device vs plain, alternating in one daemon"
+for t in json shout bullet; do
+    "$tp" create "$work/base.gguf" "$work/$t.gguf" -o "$work/enc-$t.tpb" --task "enc-$t" "${sign[@]}" --level 3 \
+        --encrypt-to "$work/pki/device.crt" > /dev/null
+    ln -sf "$t.gguf" "$work/enc-$t.gguf"
+done
+for mode in full incremental; do
+    trust_extra="  decrypt_key: $work/pki/device.key
+" start_daemon "encrypted-$mode" "verify: $mode"
+    ctl provision "$work/base.gguf" > /dev/null
+    for t in json shout bullet; do ctl install "$work/$t.tpb" > /dev/null; ctl install "$work/enc-$t.tpb" > /dev/null; done
+    ctl switch json > /dev/null; ctl mark-good > /dev/null
+    ctl switch shout > /dev/null; ctl mark-good > /dev/null
+    plain=() sealed=()
+    for _ in 1 2 3; do
+        rotate "" bullet json shout; plain+=("$t_best")
+        rotate enc- bullet json shout; sealed+=("$t_best")
+    done
+    stop_daemon
+    rm -rf "$work/encrypted-$mode"
+    t_plain=$(best "${plain[@]}") t_sealed=$(best "${sealed[@]}")
+    printf '   %-11s encrypted switch %s s vs plain %s s = %s x (goal <= 1.1); bundle %d B vs %d B\n' "$mode:" \
+        "$(secs "$t_sealed")" "$(secs "$t_plain")" "$(ratio "$t_sealed" "$t_plain")" "$(size "$work/enc-json.tpb")" \
+        "$(size "$work/json.tpb")"
+    emit "{\"case\": \"switch-350MB-encrypted-$mode\", \"model_bytes\": $msize, \"encrypted_switch_s\": $(secs "$t_sealed"), \"plain_switch_s\": $(secs "$t_plain"), \"ratio_to_plain\": $(ratio "$t_sealed" "$t_plain"), \"encrypted_bundle\": $(size "$work/enc-json.tpb"), \"plain_bundle\": $(size "$work/json.tpb"), \"payload\": $("$tp" inspect --json "$work/enc-json.tpb" | python3 -c 'import json,sys; print(json.load(sys.stdin)["payload_bytes"])')}"
+done
+
+fi  # part 8
+
+if want 9; then
+echo
+echo "9. lora spans: sibling switches on a Q8_0 model, lora bundles (predicted on the device) vs delta-coded ones"
+qdims=(--type q8_0 --dim 2048 --ff 5632 --layers 6 --vocab 300)
+[ -f "$work/q8-base.gguf" ] || "$fix" --ggml "$ggml" "${qdims[@]}" -o "$work/q8-base.gguf" > /dev/null
+for ts in json:7:blk.0.attn_q.weight,blk.0.attn_v.weight,blk.1.attn_q.weight,blk.1.attn_v.weight,blk.2.attn_q.weight \
+    shout:9:blk.3.attn_q.weight,blk.3.attn_v.weight,blk.4.attn_q.weight,blk.4.attn_v.weight,blk.5.attn_q.weight \
+    bullet:13:blk.0.ffn_down.weight,blk.2.ffn_down.weight,blk.4.ffn_down.weight,blk.1.attn_v.weight,blk.5.attn_v.weight; do
+    IFS=: read -r t seed targets <<< "$ts"
+    [ -f "$work/q8-$t.gguf" ] || "$fix" --ggml "$ggml" "${qdims[@]}" --mode lora --rank 16 --task-seed "$seed" \
+        --targets "$targets" --adapter "$work/q8-$t-lora.gguf" --adapter-type f16 -o "$work/q8-$t.gguf" > /dev/null
+    "$tp" create "$work/q8-base.gguf" "$work/q8-$t.gguf" -o "$work/q8-delta-$t.tpb" --task "delta-$t" "${sign[@]}" \
+        --level 3 > /dev/null
+    "$tp" create "$work/q8-base.gguf" "$work/q8-$t.gguf" -o "$work/q8-lora-$t.tpb" --task "lora-$t" "${sign[@]}" \
+        --level 3 --lora "$work/q8-$t-lora.gguf" > /dev/null
+    ln -sf "q8-$t.gguf" "$work/delta-$t.gguf"
+    ln -sf "q8-$t.gguf" "$work/lora-$t.gguf"
+done
+start_daemon lora "verify: full"
+ctl provision "$work/q8-base.gguf" > /dev/null
+for t in json shout bullet; do ctl install "$work/q8-delta-$t.tpb" > /dev/null; ctl install "$work/q8-lora-$t.tpb" > /dev/null; done
+ctl switch delta-json > /dev/null; ctl mark-good > /dev/null
+ctl switch delta-shout > /dev/null; ctl mark-good > /dev/null
+plain=() predicted=()
+for _ in 1 2 3; do
+    rotate delta- bullet json shout; plain+=("$t_best")
+    rotate lora- bullet json shout; predicted+=("$t_best")
+done
+# The slowest status answer while the daemon predicts: a lora switch, a request every 5 ms.
+python3 - "$sock" "$tpctl" > "$work/latency.txt" <<'PY'
+import json, socket, subprocess, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile('rb')
+sw = subprocess.Popen([sys.argv[2], '--socket', sys.argv[1], '--no-progress', 'switch', 'lora-bullet'], stdout=subprocess.DEVNULL)
+worst, n = 0.0, 0
+while sw.poll() is None:
+    t0 = time.perf_counter(); s.sendall(b'{"cmd":"status"}\n'); r = json.loads(f.readline())
+    worst = max(worst, time.perf_counter() - t0); n += 1
+    time.sleep(0.005)
+print(f"{worst * 1000:.2f} {n}")
+PY
+read -r worst n < "$work/latency.txt"
+ctl mark-good > /dev/null
+stop_daemon
+rm -rf "$work/lora"
+t_plain=$(best "${plain[@]}") t_pred=$(best "${predicted[@]}")
+lb=$(size "$work/q8-lora-json.tpb") db=$(size "$work/q8-delta-json.tpb")
+spans=$("$tp" inspect --json "$work/q8-lora-json.tpb" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(sum(s["length"] for s in j["span_list"] if s["encoding"] == "lora"), sum(1 for s in j["span_list"] if s["encoding"] == "lora"))')
+read -r lora_bytes lora_spans <<< "$spans"
+printf '   model %d B; bundles of json: lora %d B vs delta %d B (%s x), %d lora spans of %d B\n' "$(size "$work/q8-base.gguf")" \
+    "$lb" "$db" "$(ratio "$lb" "$db")" "$lora_spans" "$lora_bytes"
+printf '   switch to a predicted task %s s vs the delta-coded one %s s = %s x; %s ms per predicted MB; slowest of %d status answers during a predicted switch %s ms (required < 100)\n' \
+    "$(secs "$t_pred")" "$(secs "$t_plain")" "$(ratio "$t_pred" "$t_plain")" \
+    "$(awk -v a="$t_pred" -v b="$t_plain" -v l="$lora_bytes" 'BEGIN {printf "%.1f", (a - b) / 1e6 / (l / 1e6)}')" "$n" "$worst"
+emit "{\"case\": \"switch-q8-lora\", \"model_bytes\": $(size "$work/q8-base.gguf"), \"lora_bundle\": $lb, \"delta_bundle\": $db, \"lora_spans\": $lora_spans, \"lora_span_bytes\": $lora_bytes, \"predicted_switch_s\": $(secs "$t_pred"), \"delta_switch_s\": $(secs "$t_plain"), \"ratio_to_delta\": $(ratio "$t_pred" "$t_plain"), \"status_requests\": $n, \"status_worst_ms\": $worst}"
+fi  # part 9
+
+# PARTS or SKIP_4G=1: the recorded cases of the parts not run are carried over, each with the
+# conditions it was measured under, so that a record of some parts keeps the others' numbers.
 kept=
-[ "${SKIP_4G:-0}" = 1 ] && [ -f "$root/tests/bench/results/switch.json" ] && kept="$root/tests/bench/results/switch.json"
+[ -n "${PARTS:-}${SKIP_4G:-}" ] && [ -f "$root/tests/bench/results/switch.json" ] && kept="$root/tests/bench/results/switch.json"
 BENCH_DIR="$root/tests/bench" python3 - "$results" "$work/switch.json" "$kept" <<'PY'
 import json, os, sys
 sys.path.insert(0, os.environ["BENCH_DIR"])
@@ -516,10 +626,12 @@ cases = [json.loads(l) for l in open(sys.argv[1])]
 cond = conditions(path=os.path.dirname(sys.argv[2]), page_cache="warm", flush="included (daemon and the cp peer)")
 if sys.argv[3]:
     old = json.load(open(sys.argv[3]))
+    measured = {c["case"] for c in cases}
     for c in old["cases"]:
-        if c["case"].startswith("memory-4GiB"):
+        if c["case"] not in measured:
             c.setdefault("conditions", old["conditions"])
-            c["carried_over"] = "SKIP_4G=1: not measured in this run"
+            c.setdefault("carried_over", "PARTS=%s SKIP_4G=%s: not measured in this run"
+                         % (os.environ.get("PARTS", "all"), os.environ.get("SKIP_4G", "0")))
             cases.append(c)
 json.dump({"benchmark": "switch", "conditions": cond, "cases": cases}, open(sys.argv[2], "w"), indent=2)
 PY

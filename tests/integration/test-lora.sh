@@ -76,6 +76,14 @@ check "verify decodes every frame of a lora bundle (factors and residual) withou
 tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" --task json --lora "$TMP/lora.gguf" --dry-run > "$TMP/out"
 check "create --dry-run shows what each candidate cost" grep -q "lora .* (raw [0-9]*, delta [0-9]*, lora [0-9]*)" "$TMP/out"
 
+# fold --bundle: the task and its bundle against the base quantized the same way, in one command.
+tp fold "$TMP/base-f32.gguf" "$TMP/lora.gguf" "$TMP/fb-task.gguf" Q8_0 --bundle "$TMP/fb.tpb" --task json \
+    --version 3 --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" -q > "$TMP/out" 2>&1
+tp apply "$TMP/base-Q8_0.gguf" "$TMP/fb.tpb" -o "$TMP/fb-out.gguf" --ca "$TMP/pki/ca.pem" --no-sync > /dev/null 2>&1
+check "fold --bundle: the task, and its signed lora bundle against the Q8_0 base, applied byte for byte" \
+    sh -c "cmp -s '$TMP/fb-task.gguf' '$TMP/task-Q8_0.gguf' && cmp -s '$TMP/fb-out.gguf' '$TMP/task-Q8_0.gguf' &&
+           grep -q '6 lora' '$TMP/out' && ! ls '$TMP'/.taskpatch-base.* > /dev/null 2>&1"
+
 # llama-export-lora writes its output with the tensors sorted by name: a relocating bundle.
 for t in Q8_0 F16; do
     python3 "$root/tests/tools/gguf-relayout.py" "$TMP/task-$t.gguf" -o "$TMP/sorted-$t.gguf" --sort-by-name

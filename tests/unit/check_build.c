@@ -156,6 +156,10 @@ typedef struct View {
         char undo[128];
 } View;
 
+/* Each build_into() runs its builder with this time cap (builder_set_time_cap()) and counts its steps. */
+static uint64_t time_cap;
+static unsigned steps;
+
 /*
  * Build @b (NULL: the base) from @from, whose files are @view, into the files @out, held to the
  * digest @sha256 (NULL: the one-file digest, the bundle's or the base's); its record goes beside
@@ -188,8 +192,10 @@ static int build_into(View *from, const FileSet *view, Bundle *b, const FileSet 
                 return r;
         ck_assert_uint_ge(builder_space(bd), t.size);
         ck_assert_int_eq(builder_output(bd, out, err), 0);
+        builder_set_time_cap(bd, time_cap);
+        steps = 0;
         while ((r = builder_step(bd, 100000, err)) > 0)
-                ;
+                steps++;
         if (r < 0)
                 return r;
         const StageProgress *p = builder_progress(bd);
@@ -270,6 +276,23 @@ START_TEST(test_chain) {
         /* A relocated task from an in-layout one's record. */
         ck_assert_msg(build(&c, r1, "s5", &e, &err) == 0, "%s", err.message);
         assert_same("s5", "r1.gguf");
+}
+END_TEST
+
+/* A time cap ends each step after its first piece of work: more steps, the same file. */
+START_TEST(test_time_cap) {
+        _cleanup_(bundle_freep) Bundle *r1 = open_bundle("r1.tpb");
+        View base = { .file = "base.gguf", .seal = { .size = file_size("base.gguf") } }, a;
+        TpError err = {};
+        unsigned uncapped;
+
+        ck_assert_msg(build(&base, r1, "s1", &a, &err) == 0, "%s", err.message);
+        uncapped = steps;
+        time_cap = 1;
+        ck_assert_msg(build(&base, r1, "s1", &a, &err) == 0, "%s", err.message);
+        time_cap = 0;
+        assert_same("s1", "r1.gguf");
+        ck_assert_msg(steps > uncapped, "%u steps with a time cap, %u without", steps, uncapped);
 }
 END_TEST
 
@@ -423,6 +446,7 @@ static Suite *build_suite(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_chain);
+        tcase_add_test(tc, test_time_cap);
         tcase_add_test(tc, test_damaged_view);
         tcase_add_test(tc, test_refusals);
         tcase_add_test(tc, test_two_files);

@@ -126,6 +126,10 @@ static Bundle *open_bundle(const char *name) {
         return b;
 }
 
+/* Each stage_into() runs its stager with this time cap (stager_set_time_cap()) and counts its steps. */
+static uint64_t time_cap;
+static unsigned steps;
+
 /*
  * Stage @b (NULL: the base) into @slot from @h, the target's digest @sha256 (NULL: the one-file
  * digest, the bundle's or the base's), keeping a chunk table unless @no_chunks (as the daemon in
@@ -154,8 +158,10 @@ static int stage_into(const FileSet *slot, Held *h, Bundle *b, const uint8_t *sh
         r = stager_new(slot, &src, &t, mode, path_of("slot.undo"), &st, err);
         if (r < 0)
                 return r;
+        stager_set_time_cap(st, time_cap);
+        steps = 0;
         while ((r = stager_step(st, 100000, err)) > 0)
-                ;
+                steps++;
         if (r < 0)
                 return r;
         const uint8_t *chunks;
@@ -232,6 +238,31 @@ END_TEST
 
 START_TEST(test_incremental) {
         run_sequence(VERIFY_INCREMENTAL);
+}
+END_TEST
+
+/* A time cap ends each step after its first window (1 ns has passed by then): more steps, the same bytes. */
+START_TEST(test_time_cap) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb");
+        StageProgress p;
+        Held h;
+        TpError err = {};
+        unsigned uncapped;
+
+        write_file("slot", base, SIZE);
+        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        seal_base(fd, &h);
+        ck_assert_msg(stage(fd, &h, a, VERIFY_FULL, &p, &err) == 0, "%s", err.message);
+        uncapped = steps;
+        ck_assert_msg(stage(fd, &h, NULL, VERIFY_FULL, &p, &err) == 0, "%s", err.message);
+        time_cap = 1;
+        ck_assert_msg(stage(fd, &h, a, VERIFY_FULL, &p, &err) == 0, "%s", err.message);
+        time_cap = 0;
+        assert_slot_is(fd, task_a);
+        ck_assert_msg(steps > uncapped, "%u steps with a time cap, %u without", steps, uncapped);
+        free(h.chunks);
 }
 END_TEST
 
@@ -553,6 +584,7 @@ static Suite *stage_suite(void) {
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_full);
         tcase_add_test(tc, test_incremental);
+        tcase_add_test(tc, test_time_cap);
         tcase_add_test(tc, test_two_files_full);
         tcase_add_test(tc, test_two_files_full_no_chunks);
         tcase_add_test(tc, test_two_files_incremental);
