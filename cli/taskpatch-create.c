@@ -63,6 +63,8 @@ static void help(void) {
                "                           changed float matrix's low-rank change (a folded LoRA's) and\n"
                "                           send it as a lora span of those factors when that is smaller;\n"
                "                           costs a randomized SVD of each changed float tensor\n"
+               "  --plain-manifest         write the manifest as plain YAML, not compressed (about 3x its\n"
+               "                           size; what daemons older than the compact manifest read)\n"
                "  --encrypt-to FILE        encrypt the payload to this recipient: a certificate or public\n"
                "                           key (EC P-256) of a device or of a fleet, whose private key a\n"
                "                           device names in trust.decrypt_key; repeat for each recipient\n"
@@ -191,7 +193,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
 int verb_create(int argc, char *argv[]) {
         enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
                OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL, OPT_ENCRYPT_TO, OPT_LORA,
-               OPT_LORA_SCALE, OPT_LOWRANK };
+               OPT_LORA_SCALE, OPT_LOWRANK, OPT_PLAIN_MANIFEST };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
@@ -212,6 +214,7 @@ int verb_create(int argc, char *argv[]) {
                 { "lora", required_argument, NULL, OPT_LORA },
                 { "lora-scale", required_argument, NULL, OPT_LORA_SCALE },
                 { "lowrank", no_argument, NULL, OPT_LOWRANK },
+                { "plain-manifest", no_argument, NULL, OPT_PLAIN_MANIFEST },
                 {},
         };
         const char *out = NULL, *expect_path = NULL, *lora_path = NULL, *recipient_paths[ENCRYPTION_MAX_RECIPIENTS];
@@ -306,6 +309,9 @@ int verb_create(int argc, char *argv[]) {
                 }
                 case OPT_LOWRANK:
                         o.lowrank = true;
+                        break;
+                case OPT_PLAIN_MANIFEST:
+                        o.plain_manifest = true;
                         break;
                 case OPT_ENCRYPT_TO:
                         if (n_recipients == ENCRYPTION_MAX_RECIPIENTS) {

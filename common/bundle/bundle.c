@@ -22,6 +22,7 @@ void bundle_header_encode(const BundleHeader *h, uint8_t ret[BUNDLE_HEADER_SIZE]
         memset(ret, 0, BUNDLE_HEADER_SIZE);
         memcpy(ret, BUNDLE_MAGIC, 8);
         put_le32(ret + 8, h->format);
+        put_le32(ret + 12, h->flags);
         put_le64(ret + 16, h->manifest_size);
         put_le64(ret + 24, h->signature_size);
         put_le64(ret + 32, h->payload_size);
@@ -36,8 +37,12 @@ int bundle_header_decode(const uint8_t buf[BUNDLE_HEADER_SIZE], uint64_t file_si
         if (h.format != BUNDLE_FORMAT && h.format != BUNDLE_FORMAT_RELOCATING)
                 return tp_error(err, -EPROTONOSUPPORT, "bundle format %" PRIu32 " is not supported (this build reads 1 and %d)",
                                 h.format, BUNDLE_FORMAT_RELOCATING);
-        if (get_le32(buf + 12) != 0)
-                return tp_error(err, -EBADMSG, "header: unknown flags 0x%08" PRIx32, get_le32(buf + 12));
+        h.flags = get_le32(buf + 12);
+        if (h.flags & ~BUNDLE_FLAG_MANIFEST_ZSTD)
+                return tp_error(err, -EBADMSG, "header: unknown flags 0x%08" PRIx32, h.flags);
+        if (h.flags && h.format != BUNDLE_FORMAT)
+                return tp_error(err, -EBADMSG, "header: flags 0x%08" PRIx32 " with format %" PRIu32 " (a format-2 manifest "
+                                "is always compressed: the flag is format 1's)", h.flags, h.format);
         for (unsigned i = 40; i < BUNDLE_HEADER_SIZE; i++)
                 if (buf[i] != 0)
                         return tp_error(err, -EBADMSG, "header: reserved byte %u is not zero", i);
@@ -133,7 +138,8 @@ static int bundle_read(int fd, const char *what, uint64_t max_manifest, Bundle *
 
 /* @max_text: the most YAML a format-2 section may decode to (0: MANIFEST_MAX_BYTES). */
 static int bundle_parse(Bundle *b, uint64_t max_text, TpError *err) {
-        int r = manifest_section_parse(b->header.format, b->manifest_text, b->manifest_len, max_text, &b->manifest, err);
+        int r = manifest_section_parse(b->header.format, bundle_manifest_compressed(&b->header), b->manifest_text,
+                                       b->manifest_len, max_text, &b->manifest, err);
         if (r < 0)
                 return tp_error_prefix(err, r, "%s", b->what);
         if (b->manifest->payload.size != b->header.payload_size)

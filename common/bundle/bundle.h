@@ -8,7 +8,7 @@
  *
  *   offset 0   "TPBUNDL\0"        magic
  *          8   u32 format         BUNDLE_FORMAT
- *         12   u32 flags          0
+ *         12   u32 flags          0, or BUNDLE_FLAG_MANIFEST_ZSTD (format 1 only)
  *         16   u64 manifest_size  bytes of YAML
  *         24   u64 signature_size 0 for an unsigned bundle
  *         32   u64 payload_size
@@ -36,13 +36,21 @@
 #define BUNDLE_HEADER_SIZE 64
 #define BUNDLE_MAX_SIGNATURE (64u << 10)
 #define BUNDLE_WINDOW_LOG 23            /* 8 MiB: the most memory a frame may ask a reader for */
+/* Format 1: the manifest section is one zstd frame of the YAML, as format 2's always is. */
+#define BUNDLE_FLAG_MANIFEST_ZSTD 1u
 
 typedef struct BundleHeader {
         uint32_t format;
         uint64_t manifest_size;
         uint64_t signature_size;
         uint64_t payload_size;
+        uint32_t flags;
 } BundleHeader;
+
+/* Whether the manifest section of a bundle with header @h is zstd-compressed. */
+static inline bool bundle_manifest_compressed(const BundleHeader *h) {
+        return h->format == BUNDLE_FORMAT_RELOCATING || (h->flags & BUNDLE_FLAG_MANIFEST_ZSTD);
+}
 
 void bundle_header_encode(const BundleHeader *h, uint8_t ret[BUNDLE_HEADER_SIZE]);
 _warn_unused_result_ int bundle_header_decode(const uint8_t buf[BUNDLE_HEADER_SIZE], uint64_t file_size,

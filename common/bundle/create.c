@@ -630,7 +630,9 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
         m->payload.size = res.payload_bytes;
         sha256_final(&payload_hash, m->payload.sha256);
 
-        r = manifest_section_write(m, &text, &text_len, err);
+        /* Compressed in both formats unless asked: a manifest is mostly hashes and names. */
+        bool compress = !o->plain_manifest || m->format == MANIFEST_FORMAT_RELOCATING;
+        r = manifest_section_write(m, compress, &text, &text_len, err);
         if (r < 0)
                 return r;
         if (o->signer) {
@@ -639,7 +641,8 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                         return tp_error_prefix(err, r, "signing the manifest");
         }
 
-        BundleHeader h = { (uint32_t) m->format, text_len, sig_len, res.payload_bytes };
+        BundleHeader h = { (uint32_t) m->format, text_len, sig_len, res.payload_bytes,
+                           m->format == MANIFEST_FORMAT && compress ? BUNDLE_FLAG_MANIFEST_ZSTD : 0 };
         uint8_t hdr[BUNDLE_HEADER_SIZE];
         bundle_header_encode(&h, hdr);
 

@@ -53,6 +53,9 @@ typedef struct CreateOptions {
          * model) and try it as a lora span with those factors. Costs the producer time (a randomized SVD
          * of each changed float tensor). */
         bool lowrank;
+        /* Format 1: the manifest as plain YAML (readers made before BUNDLE_FLAG_MANIFEST_ZSTD need it),
+         * instead of one zstd frame of it, about a third of its size. Format 2 always compresses. */
+        bool plain_manifest;
 } CreateOptions;
 
 /* What each candidate frame of a span cost (UINT64_MAX: not tried; all of them for a copy). */

@@ -619,7 +619,7 @@ int manifest_parse(const char *text, size_t len, Manifest **ret, TpError *err) {
 
 /* ---- the section: format 2 compressed -------------------------------------- */
 
-int manifest_section_write(const Manifest *m, char **ret_section, size_t *ret_len, TpError *err) {
+int manifest_section_write(const Manifest *m, bool compress, char **ret_section, size_t *ret_len, TpError *err) {
         _cleanup_free_ char *text = NULL, *z = NULL;
         size_t len, cap, n;
         ZSTD_CCtx *c;
@@ -627,7 +627,7 @@ int manifest_section_write(const Manifest *m, char **ret_section, size_t *ret_le
 
         if ((r = manifest_write(m, &text, &len, err)) < 0)
                 return r;
-        if (m->format != MANIFEST_FORMAT_RELOCATING) {
+        if (m->format != MANIFEST_FORMAT_RELOCATING && !compress) {
                 *ret_section = TAKE_PTR(text);
                 *ret_len = len;
                 return 0;
@@ -651,8 +651,8 @@ int manifest_section_write(const Manifest *m, char **ret_section, size_t *ret_le
         return 0;
 }
 
-int manifest_section_parse(uint64_t format, const char *section, size_t len, uint64_t max_text, Manifest **ret,
-                           TpError *err) {
+int manifest_section_parse(uint64_t format, bool compressed, const char *section, size_t len, uint64_t max_text,
+                           Manifest **ret, TpError *err) {
         _cleanup_(manifest_freep) Manifest *m = NULL;
         _cleanup_free_ char *text = NULL;
         unsigned long long size;
@@ -660,13 +660,15 @@ int manifest_section_parse(uint64_t format, const char *section, size_t len, uin
         size_t n;
         int r;
 
-        if (format != MANIFEST_FORMAT_RELOCATING)
+        if (!compressed && format == MANIFEST_FORMAT_RELOCATING)
+                return tp_error(err, -EBADMSG, W ": a format-2 manifest is always compressed");
+        if (!compressed)
                 return manifest_parse(section, len, ret, err);
         if (max_text == 0 || max_text > MANIFEST_MAX_BYTES)
                 max_text = MANIFEST_MAX_BYTES;
         /* The magic itself: a skippable frame is a zstd frame too, but holds no manifest. */
         if (len < 4 || memcmp(section, "\x28\xb5\x2f\xfd", 4) != 0)
-                return tp_error(err, -EBADMSG, W ": a format-2 manifest is one zstd frame of YAML; this section "
+                return tp_error(err, -EBADMSG, W ": a compressed manifest is one zstd frame of YAML; this section "
                                 "does not start with the zstd magic 28 b5 2f fd");
         size = ZSTD_getFrameContentSize(section, len);
         if (size == ZSTD_CONTENTSIZE_ERROR)
@@ -698,9 +700,9 @@ int manifest_section_parse(uint64_t format, const char *section, size_t len, uin
                 return tp_error(err, -EBADMSG, W ": the zstd frame decodes to %zu bytes, its header says %llu", n, size);
         if ((r = manifest_parse(text, n, &m, err)) < 0)
                 return r;
-        if (m->format != MANIFEST_FORMAT_RELOCATING)
-                return tp_error(err, -EBADMSG, W ": a format-%" PRIu64 " manifest in a compressed section: only format 2 "
-                                "compresses its manifest", m->format);
+        if (m->format != format)
+                return tp_error(err, -EBADMSG, W ": a format-%" PRIu64 " manifest in the section of a format-%" PRIu64
+                                " bundle", m->format, format);
         *ret = TAKE_PTR(m);
         return 0;
 }

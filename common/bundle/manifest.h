@@ -151,21 +151,24 @@ void sites_fingerprint(char *const *sorted_names, size_t n, uint8_t ret[SHA256_D
 _warn_unused_result_ int manifest_write(const Manifest *m, char **ret_text, size_t *ret_len, TpError *err);
 
 /*
- * The manifest section of a bundle, the bytes the signature covers: format 1's is the YAML
- * itself; format 2's is one zstd frame of it (MANIFEST_WINDOW_LOG, its size in the frame
- * header), which a manifest of mostly hashes and names needs about a third of.
+ * The manifest section of a bundle, the bytes the signature covers: the YAML itself, or one
+ * zstd frame of it (MANIFEST_WINDOW_LOG, its size in the frame header), which a manifest of
+ * mostly hashes and names needs about a third of: always in format 2, with @compress in format
+ * 1 (the bundle header then says so: BUNDLE_FLAG_MANIFEST_ZSTD).
  */
 #define MANIFEST_WINDOW_LOG 23
-_warn_unused_result_ int manifest_section_write(const Manifest *m, char **ret_section, size_t *ret_len, TpError *err);
+_warn_unused_result_ int manifest_section_write(const Manifest *m, bool compress, char **ret_section, size_t *ret_len,
+                                                TpError *err);
 
 /*
- * Parse the manifest section of a bundle of @format (its header's): format 1 as
- * manifest_parse(); format 2 must be exactly one zstd frame (no bytes after it, no skippable
- * frame) that declares its decoded size, at most @max_text bytes (0: MANIFEST_MAX_BYTES), and
- * decodes to a format-2 manifest. Errors name what was expected and what was found.
+ * Parse the manifest section of a bundle of @format (its header's): the YAML as
+ * manifest_parse(), or, @compressed (always for format 2), exactly one zstd frame (no bytes
+ * after it, no skippable frame) that declares its decoded size, at most @max_text bytes (0:
+ * MANIFEST_MAX_BYTES); either way the manifest must say @format. Errors name what was expected
+ * and what was found.
  */
-_warn_unused_result_ int manifest_section_parse(uint64_t format, const char *section, size_t len, uint64_t max_text,
-                                                Manifest **ret, TpError *err);
+_warn_unused_result_ int manifest_section_parse(uint64_t format, bool compressed, const char *section, size_t len,
+                                                uint64_t max_text, Manifest **ret, TpError *err);
 
 /*
  * Parse and validate: known keys only, every field present and well-formed,

@@ -92,10 +92,13 @@ size=$(stat -c %s "$TMP/shout.tpb")
 cp "$TMP/shout.tpb" "$TMP/flipped.tpb"
 printf '\xff' | dd of="$TMP/flipped.tpb" bs=1 seek=$((size - 10)) conv=notrunc status=none
 refused "$TMP/flipped.tpb" "payload byte flipped" "payload"
+# A manifest in plain YAML (create --plain-manifest), so that the edit is one readable change.
+make_bundle shout.gguf shout-plain.tpb shout 1 --plain-manifest
 python3 -c "
 import sys
 d = open(sys.argv[1], 'rb').read()
-open(sys.argv[2], 'wb').write(d.replace(b'version: 1', b'version: 9', 1))" "$TMP/shout.tpb" "$TMP/edited.tpb"
+assert b'version: 1' in d
+open(sys.argv[2], 'wb').write(d.replace(b'version: 1', b'version: 9', 1))" "$TMP/shout-plain.tpb" "$TMP/edited.tpb"
 refused "$TMP/edited.tpb" "manifest edited (version 1 -> 9)" "signature"
 swap_signature "$TMP/swapped.tpb" "$TMP/shout.tpb" "$TMP/json.tpb"
 refused "$TMP/swapped.tpb" "a valid signature (json's) over another manifest (shout's)" "signature does not match"

@@ -12,7 +12,8 @@
 . "$(dirname "$0")/daemon-lib.sh"
 
 need_fixtures
-tp create "$TMP/base.gguf" "$TMP/json2.gguf" -o "$TMP/u.tpb" --task json --version 2 --unsigned --level 3 > /dev/null
+tp create "$TMP/base.gguf" "$TMP/json2.gguf" -o "$TMP/u.tpb" --task json --version 2 --unsigned --level 3 \
+    --plain-manifest > /dev/null
 python3 - "$TMP/u.tpb" "$TMP/lying.tpb" <<'PY'
 import sys
 d = bytearray(open(sys.argv[1], "rb").read())

@@ -70,7 +70,7 @@ make_bundle grow.gguf grow-enc.tpb grow 1 --encrypt-to "$pki/device.crt"
 make_bundle json2.gguf json-other.tpb json 2 --encrypt-to "$pki/device2.crt"
 # A signer that signs a tampered manifest: a wrapped key altered, then signed.
 tp create "$TMP/base.gguf" "$TMP/json2.gguf" -o "$TMP/bad-wrap.tpb" --task json --version 3 --unsigned \
-    --encrypt-to "$pki/device.crt" --level 3 > /dev/null
+    --encrypt-to "$pki/device.crt" --level 3 --plain-manifest > /dev/null
 python3 - "$TMP/bad-wrap.tpb" <<'PY'
 import sys
 d = bytearray(open(sys.argv[1], "rb").read())

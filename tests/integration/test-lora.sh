@@ -133,10 +133,12 @@ PY
 tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" -o "$TMP/x.tpb" --task json --unsigned \
     --lora "$TMP/nan-lora.gguf" > /dev/null 2> "$TMP/out"
 check "NaN in a factor: refused, naming it, no bundle" sh -c "grep -q 'NaN or infinity' '$TMP/out' && test ! -e '$TMP/x.tpb'"
-# A manifest whose lora fields lie (format 1 is plain YAML; the bundle is unsigned).
+# A manifest whose lora fields lie (unsigned, its manifest plain YAML: --plain-manifest).
+tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" -o "$TMP/lora-plain.tpb" --task json --unsigned \
+    --lora "$TMP/lora.gguf" --plain-manifest > /dev/null
 for edit in "rank: 8/rank: 4" "rank: 8/rank: 0" "first: 0/first: 8" "factor: 40000000/factor: 40100000" \
     "in: 512/in: 500"; do
-    sed "s/$edit/" "$TMP/lora-Q8_0.tpb" > "$TMP/lie.tpb"
+    sed "s/$edit/" "$TMP/lora-plain.tpb" > "$TMP/lie.tpb"
     rm -f "$TMP/lie.gguf"
     tp apply "$TMP/base-Q8_0.gguf" "$TMP/lie.tpb" -o "$TMP/lie.gguf" --allow-unsigned --no-sync > "$TMP/out" 2>&1
     rc=$?

@@ -18,10 +18,16 @@ for i in range(0, len(b), 4096):
     b[i] ^= 0xFF
 open(sys.argv[1] + "/task.bin", "wb").write(b)
 PY
-tp create "$TMP/base.bin" "$TMP/task.bin" -o "$TMP/big.tpb" --task big --version 1 \
+# The manifest in plain YAML (--plain-manifest), and as create writes it by default, compressed.
+tp create "$TMP/base.bin" "$TMP/task.bin" -o "$TMP/big.tpb" --task big --version 1 --plain-manifest \
     --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > /dev/null
-manifest=$(python3 -c 'import struct,sys; print(struct.unpack("<Q", open(sys.argv[1],"rb").read(24)[16:24])[0])' "$TMP/big.tpb")
+tp create "$TMP/base.bin" "$TMP/task.bin" -o "$TMP/big-z.tpb" --task big --version 1 \
+    --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > /dev/null
+section() { python3 -c 'import struct,sys; print(struct.unpack("<Q", open(sys.argv[1],"rb").read(24)[16:24])[0])' "$1"; }
+manifest=$(section "$TMP/big.tpb") zsection=$(section "$TMP/big-z.tpb")
 check "the bundle's manifest is large ($manifest bytes)" test "$manifest" -gt 3000000
+check "... compressed, its section is under a third of that ($zsection bytes: $((zsection * 1000 / 16384)) per 1,000 spans)" \
+    test $((zsection * 3)) -lt "$manifest"
 
 MODEL="$STATE/model.bin"
 write_config "trial:
@@ -33,6 +39,9 @@ tpctl provision "$TMP/base.bin" > /dev/null
 tpctl install "$TMP/big.tpb" > "$TMP/out" 2>&1
 check "a manifest one byte over limits.manifest_bytes: refused (exit 2)" test $? -eq 2
 check "... naming the size and the key" grep -q "more than the $((manifest - 1)) this device accepts (limits.manifest_bytes)" "$TMP/out"
+tpctl install "$TMP/big-z.tpb" > "$TMP/out" 2>&1
+check "compressed, a small section whose YAML is one byte over the cap: refused too (exit $?)" \
+    grep -q "declares $manifest bytes of YAML, more than the cap of $((manifest - 1))" "$TMP/out"
 stop_daemon
 write_config "trial:
   timeout: 30

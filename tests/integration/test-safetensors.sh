@@ -134,8 +134,9 @@ check "inspect --json: kind safetensors, format 1, 5 sites, delta spans" python3
 import json; j = json.load(open('$TMP/inspect.json'))
 assert j['kind'] == 'safetensors' and j['format'] == 1 and len(j['sites']) == 5, j
 assert j['encodings']['delta'] >= 1, j['encodings']"
-check "the manifest says kind: safetensors and codes BF16 spans as bf16" \
-    bash -c "grep -aq '^kind: safetensors' '$TMP/t.tpb' && grep -aq 'layout: bf16' '$TMP/t.tpb'"
+tp create "$B" "$T" -o "$TMP/plain.tpb" --task st "${K[@]}" --plain-manifest > /dev/null
+check "the manifest (--plain-manifest: its YAML as it is) says kind: safetensors and codes BF16 spans as bf16" \
+    bash -c "grep -aq '^kind: safetensors' '$TMP/plain.tpb' && grep -aq 'layout: bf16' '$TMP/plain.tpb'"
 tp apply "$B" "$TMP/t.tpb" -o "$TMP/out.safetensors" "${CA[@]}" > "$TMP/apply.out" 2>&1
 check "apply exits 0" test $? -eq 0
 check "apply: the task byte for byte" cmp -s "$TMP/out.safetensors" "$T"

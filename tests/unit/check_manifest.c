@@ -435,9 +435,9 @@ static Manifest *sample2(void) {
         return m;
 }
 
-static void section_of(const Manifest *m, char **ret, size_t *ret_len) {
+static void section_of(const Manifest *m, bool compress, char **ret, size_t *ret_len) {
         TpError err = {};
-        ck_assert_msg(manifest_section_write(m, ret, ret_len, &err) == 0, "%s", err.message);
+        ck_assert_msg(manifest_section_write(m, compress, ret, ret_len, &err) == 0, "%s", err.message);
 }
 
 START_TEST(test_section_round_trip) {
@@ -446,22 +446,34 @@ START_TEST(test_section_round_trip) {
         size_t len, slen;
         TpError err = {};
 
-        /* Format 1: the section is the YAML itself. */
+        /* Format 1: the section is the YAML itself, or (compressed) one zstd frame of it. */
         text = write_text(m1, &len);
-        section_of(m1, &section, &slen);
+        section_of(m1, false, &section, &slen);
         ck_assert_uint_eq(len, slen);
         ck_assert_mem_eq(text, section, len);
-        ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT, section, slen, 0, &p, &err), 0);
+        ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT, false, section, slen, 0, &p, &err), 0);
         p = manifest_free(p);
+        free(section);
+        section_of(m1, true, &section, &slen);
+        ck_assert_mem_eq(section, "\x28\xb5\x2f\xfd", 4);
+        ck_assert_uint_lt(slen, len);
+        ck_assert_msg(manifest_section_parse(MANIFEST_FORMAT, true, section, slen, 0, &p, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(p->format, MANIFEST_FORMAT);
+        /* ... not as another format's, nor read as plain YAML. */
+        p = manifest_free(p);
+        ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, true, section, slen, 0, &p, &err), -EBADMSG);
+        ck_assert_ptr_nonnull(strstr(err.message, "a format-1 manifest in the section of a format-2 bundle"));
+        ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT, false, section, slen, 0, &p, &err), -EBADMSG);
+        ck_assert_ptr_null(p);
         free(text);
         free(section);
 
         /* Format 2: one zstd frame of it, smaller, which parses back to the same YAML. */
         text = write_text(m2, &len);
-        section_of(m2, &section, &slen);
+        section_of(m2, false, &section, &slen);
         ck_assert_mem_eq(section, "\x28\xb5\x2f\xfd", 4);
         ck_assert_uint_lt(slen, len);
-        ck_assert_msg(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, section, slen, 0, &p, &err) == 0, "%s",
+        ck_assert_msg(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, true, section, slen, 0, &p, &err) == 0, "%s",
                       err.message);
         ck_assert_uint_eq(p->n_spans, 3);
         ck_assert_int_eq(p->spans[0].encoding, SPAN_COPY);
@@ -504,7 +516,7 @@ START_TEST(test_section_refusals) {
 
 #define REFUSED(section, n, cap, words)                                                                          \
         do {                                                                                                     \
-                ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, section, n, cap, &p, &err), \
+                ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, true, section, n, cap, &p, &err), \
                                  -EBADMSG);                                                                      \
                 ck_assert_ptr_null(p);                                                                           \
                 ck_assert_msg(strstr(err.message, words), "'%s' lacks '%s'", err.message, words);               \
@@ -512,6 +524,8 @@ START_TEST(test_section_refusals) {
 
         /* The YAML itself, uncompressed; a skippable frame; nothing. */
         REFUSED(text, len, 0, "does not start with the zstd magic 28 b5 2f fd");
+        ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, false, text, len, 0, &p, &err), -EBADMSG);
+        ck_assert_ptr_nonnull(strstr(err.message, "a format-2 manifest is always compressed"));
         REFUSED("\x50\x2a\x4d\x18\x00\x00\x00\x00", 8, 0, "does not start with the zstd magic");
         REFUSED("", 0, 0, "does not start with the zstd magic");
         /* A frame that does not say how much it holds, or says it holds more than the cap. */
@@ -525,7 +539,7 @@ START_TEST(test_section_refusals) {
         REFUSED(z, zlen + 1, 0, "1 bytes after the zstd frame");
         REFUSED(z, zlen - 1, 0, "damaged or truncated");
         z[zlen - 3] ^= 0x5a;
-        ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, z, zlen, 0, &p, &err), -EBADMSG);
+        ck_assert_int_eq(manifest_section_parse(MANIFEST_FORMAT_RELOCATING, true, z, zlen, 0, &p, &err), -EBADMSG);
         ck_assert_ptr_null(p);
         free(z);
         /* An empty frame; a format-1 manifest compressed. */
@@ -533,7 +547,7 @@ START_TEST(test_section_refusals) {
         REFUSED(z, zlen, 0, "declares an empty manifest");
         free(z);
         z = zframe(one, one_len, true, &zlen);
-        REFUSED(z, zlen, 0, "a format-1 manifest in a compressed section");
+        REFUSED(z, zlen, 0, "a format-1 manifest in the section of a format-2 bundle");
         free(z);
         /* A YAML error inside still names its line. */
         char *bad = strdup(text);

@@ -57,7 +57,8 @@ static void make_bundle(const char *target_name, const char *out, const char *ta
         _cleanup_close_ int tfd = open(path_of(target_name), O_RDONLY | O_CLOEXEC);
         _cleanup_(artifact_freep) Artifact *ba = NULL, *ta = NULL;
         _cleanup_(diff_freep) Diff *d = NULL;
-        CreateOptions o = { .task = task, .version = version, .created = 1, .level = 3, .chunk_size = CHUNK };
+        CreateOptions o = { .task = task, .version = version, .created = 1, .level = 3, .chunk_size = CHUNK,
+                            .plain_manifest = true };      /* test_same_refusal_as_apply edits its YAML */
         TpError err = {};
 
         ck_assert_int_eq(artifact_open(bfd, &ba, &err), 0);
