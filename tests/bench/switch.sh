@@ -158,6 +158,23 @@ for t in json shout bullet; do
     "$tp" create "$work/base.gguf" "$work/$t.gguf" -o "$work/$t.tpb" --task "$t" "${sign[@]}" --level 3 > /dev/null
 done
 msize=$(size "$work/base.gguf")
+# status_latency TASK: switch to TASK while one client asks for the status every
+# 5 ms; sets worst (the slowest answer, ms) and n (the requests answered).
+status_latency() {
+    python3 - "$sock" "$tpctl" "$1" > "$work/latency.txt" <<'PY'
+import json, socket, subprocess, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile('rb')
+sw = subprocess.Popen([sys.argv[2], '--socket', sys.argv[1], '--no-progress', 'switch', sys.argv[3]], stdout=subprocess.DEVNULL)
+worst, n = 0.0, 0
+while sw.poll() is None:
+    t0 = time.perf_counter(); s.sendall(b'{"cmd":"status"}\n'); json.loads(f.readline())
+    worst = max(worst, time.perf_counter() - t0); n += 1
+    time.sleep(0.005)
+print(f"{worst * 1000:.2f} {n}")
+PY
+    read -r worst n < "$work/latency.txt"
+}
+
 spans() { "$tp" inspect --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["changed_bytes"])'; }
 sj=$(spans "$work/json.tpb")
 printf '   model %d B; three sibling tasks (json, shout, bullet), each changing 5 tensors: spans %d B, bundle %d B\n' \
@@ -199,18 +216,7 @@ for mode in full incremental; do
     if [ "$mode" = full ] && want 2; then
         echo
         echo "2. the slowest status answer during a switch (one client, a request every 5 ms)"
-        python3 - "$sock" "$tpctl" > "$work/latency.txt" <<'PY'
-import json, socket, subprocess, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile('rb')
-sw = subprocess.Popen([sys.argv[2], '--socket', sys.argv[1], '--no-progress', 'switch', 'bullet'], stdout=subprocess.DEVNULL)
-worst, n = 0.0, 0
-while sw.poll() is None:
-    t0 = time.perf_counter(); s.sendall(b'{"cmd":"status"}\n'); r = json.loads(f.readline())
-    worst = max(worst, time.perf_counter() - t0); n += 1
-    time.sleep(0.005)
-print(f"{worst * 1000:.2f} {n}")
-PY
-        read -r worst n < "$work/latency.txt"
+        status_latency bullet
         ctl mark-good > /dev/null
         printf '   %d status requests during the switch, slowest answer %s ms (required < 100 ms)\n' "$n" "$worst"
         emit "{\"case\": \"status-latency-during-switch\", \"requests\": $n, \"worst_ms\": $worst}"
@@ -587,18 +593,7 @@ for _ in 1 2 3; do
     rotate lora- bullet json shout; predicted+=("$t_best")
 done
 # The slowest status answer while the daemon predicts: a lora switch, a request every 5 ms.
-python3 - "$sock" "$tpctl" > "$work/latency.txt" <<'PY'
-import json, socket, subprocess, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile('rb')
-sw = subprocess.Popen([sys.argv[2], '--socket', sys.argv[1], '--no-progress', 'switch', 'lora-bullet'], stdout=subprocess.DEVNULL)
-worst, n = 0.0, 0
-while sw.poll() is None:
-    t0 = time.perf_counter(); s.sendall(b'{"cmd":"status"}\n'); r = json.loads(f.readline())
-    worst = max(worst, time.perf_counter() - t0); n += 1
-    time.sleep(0.005)
-print(f"{worst * 1000:.2f} {n}")
-PY
-read -r worst n < "$work/latency.txt"
+status_latency lora-bullet
 ctl mark-good > /dev/null
 stop_daemon
 rm -rf "$work/lora"

@@ -137,6 +137,14 @@ START_TEST(test_fold_arithmetic) {
 }
 END_TEST
 
+/* Rounds *v to F16 in place; returns its F16 bits. */
+static uint16_t round_to_f16(float *v) {
+        uint16_t h;
+        quantize_rows(GGML_TYPE_F16, v, &h, 1, 1);
+        dequantize_blocks(GGML_TYPE_F16, &h, v, 1);
+        return h;
+}
+
 /* token_embd: lora_a is P ([rank, out]) and lora_b is Qᵀ ([rank, in]): the same prediction. */
 START_TEST(test_embd) {
         uint8_t base[IN * OUT * 2], plain[IN * OUT * 2], swapped[IN * OUT * 2];
@@ -152,19 +160,11 @@ START_TEST(test_embd) {
         /* The same factors in F16, swapped: f's own are rounded to F16 first, so both hold the same values. */
         ck_assert_int_eq(lora_factors_new(&s, &g), 0);
         for (size_t o = 0; o < OUT; o++)
-                for (size_t k = 0; k < RANK; k++) {
-                        uint16_t h;
-                        quantize_rows(GGML_TYPE_F16, &f->p[o * RANK + k], &h, 1, 1);
-                        pa[o * RANK + k] = h;
-                        dequantize_blocks(GGML_TYPE_F16, &h, &f->p[o * RANK + k], 1);
-                }
+                for (size_t k = 0; k < RANK; k++)
+                        pa[o * RANK + k] = round_to_f16(&f->p[o * RANK + k]);
         for (size_t k = 0; k < RANK; k++)
-                for (size_t i = 0; i < IN; i++) {
-                        uint16_t h;
-                        quantize_rows(GGML_TYPE_F16, &f->q[k * IN + i], &h, 1, 1);
-                        qb[i * RANK + k] = h;
-                        dequantize_blocks(GGML_TYPE_F16, &h, &f->q[k * IN + i], 1);
-                }
+                for (size_t i = 0; i < IN; i++)
+                        qb[i * RANK + k] = round_to_f16(&f->q[k * IN + i]);
         lora_factors_load(g, false, 0, (const uint8_t *) pa, RANK * OUT);
         /* lora_b in two pieces, split inside a row: the transposition is by element. */
         lora_factors_load(g, true, 0, (const uint8_t *) qb, 7);
