@@ -428,7 +428,14 @@ int verb_create(int argc, char *argv[]) {
         o.match = match;
         o.recipients = recipients.keys;
         o.n_recipients = recipients.n;
-        o.created = (int64_t) clock_wall();
+        /* SOURCE_DATE_EPOCH (reproducible-builds.org): the same inputs make the same bundle, byte for byte. */
+        const char *epoch = getenv("SOURCE_DATE_EPOCH");
+        uint64_t e;
+        if (epoch && (parse_u64(epoch, &e) < 0 || e > INT64_MAX / 2)) {
+                cli_error("SOURCE_DATE_EPOCH=%s is not a number of seconds since the epoch", epoch);
+                return EXIT_USAGE;
+        }
+        o.created = epoch ? (int64_t) e : (int64_t) clock_wall();
         if (o.expires)
                 o.expires += o.created;
         if (dry_run) {

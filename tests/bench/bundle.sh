@@ -37,6 +37,9 @@ mkdir -p "$work"
 ggml=$(sh "$root/tests/tools/npm-ggml.sh" "$root/build/npm" | tail -n 1)
 sh "$root/tests/tools/make-pki.sh" "$work/pki" > /dev/null
 sign=(--key "$work/pki/signer.key" --cert "$work/pki/signer.crt")
+# One creation time for every bundle of the run: the same inputs make the same bytes, so two
+# ways of making a bundle compare by their content (signatures are deterministic).
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(date +%s)}
 dims=(--dim 1024 --ff 2816 --layers 4 --vocab 2048)
 results="$work/results.jsonl"
 : > "$results"

@@ -3,7 +3,8 @@
 # tokens/s of a task model whose LoRA is folded into the weights and re-quantized (what
 # TaskPatch ships) against the base model with the same LoRA applied at run time (the adapter
 # GGUF on the context), on one thread and on all of them, Q4_0 and Q8_0; and what each way
-# stores per task: the adapter, a whole folded model, the TaskPatch bundle of the task.
+# stores per task: the adapter, a whole folded model, the TaskPatch bundle of the task (plain
+# and with --lora, the adapter in the bundle and the changed tensors predicted on the device).
 # Models from gguf-fixture (llama architecture, ggml's own quantizer): dim 2048, ff 5632,
 # 6 layers, vocab 4096; LoRA rank 16 (alpha 32) on attn_q, attn_k, attn_v, attn_output.
 # Runs alternate folded / LoRA, REPS of each (default 9), TOKENS decoded per run (default 48;
@@ -50,6 +51,9 @@ for type in q4_0 q8_0; do
         "$fix" --ggml "$ggml" --type "$type" "${shape[@]}" "${lora[@]}" --adapter "$adapter" -o "$task" > /dev/null
         "$build/bin/taskpatch" create "$base" "$task" -o "$work/task-$type.tpb" --task bench --version 1 \
             --key "$work/pki/signer.key" --cert "$work/pki/signer.crt" --expect-sites "$adapter" > /dev/null
+        # The same task with the adapter in the bundle: spans the device predicts (issue 20).
+        "$build/bin/taskpatch" create "$base" "$task" -o "$work/task-$type-lora.tpb" --task bench --version 1 \
+            --key "$work/pki/signer.key" --cert "$work/pki/signer.crt" --lora "$adapter" > /dev/null
         echo "$stamp" > "$work/$type.stamp"
     fi
     cat "$base" "$task" "$adapter" > /dev/null   # page cache warm: the runs time decoding, not reads
@@ -69,7 +73,7 @@ for t in ("q4_0", "q8_0"):
     r = json.load(open(os.path.join(work, t + ".json")))
     size = lambda name: os.path.getsize(os.path.join(work, name))
     storage = {"adapter_bytes": size("lora-%s.gguf" % t), "folded_model_bytes": size("task-%s.gguf" % t),
-               "bundle_bytes": size("task-%s.tpb" % t)}
+               "bundle_bytes": size("task-%s.tpb" % t), "lora_bundle_bytes": size("task-%s-lora.tpb" % t)}
     check = r["adapter_check"]
     if not check["l1_lora_vs_folded"] < check["l1_base_vs_folded"]:
         sys.exit("lora.sh: %s: base+LoRA is not closer to the folded model than the base (%s): adapter not applied?" % (t, check))
@@ -89,11 +93,14 @@ for t in ("q4_0", "q8_0"):
                       "lora_runs_wall": [round(x, 2) for x in wall["lora"]]})
     storage["folded_over_adapter"] = round(storage["folded_model_bytes"] / storage["adapter_bytes"], 2)
     storage["bundle_over_adapter"] = round(storage["bundle_bytes"] / storage["adapter_bytes"], 2)
+    storage["lora_bundle_over_adapter"] = round(storage["lora_bundle_bytes"] / storage["adapter_bytes"], 2)
     cases.append(dict({"type": t, "case": "storage-per-task"}, **storage))
     cases.append({"type": t, "case": "adapter-applied", **{k: round(v, 5) for k, v in check.items()}})
-    print("%-5s storage per task: adapter (F32) %.2f MB; folded model %.1f MB (%.0fx); TaskPatch bundle %.2f MB (%.1fx)"
+    print("%-5s storage per task: adapter (F32) %.2f MB; folded model %.1f MB (%.0fx); TaskPatch bundle %.2f MB (%.1fx), "
+          "with --lora %.2f MB (%.1fx)"
           % (t, storage["adapter_bytes"] / 1e6, storage["folded_model_bytes"] / 1e6, storage["folded_over_adapter"],
-             storage["bundle_bytes"] / 1e6, storage["bundle_over_adapter"]))
+             storage["bundle_bytes"] / 1e6, storage["bundle_over_adapter"], storage["lora_bundle_bytes"] / 1e6,
+             storage["lora_bundle_over_adapter"]))
     print("%-5s adapter applied: next-token L1 distance to the folded model %.4f (base+LoRA) vs %.4f (base)"
           % (t, check["l1_lora_vs_folded"], check["l1_base_vs_folded"]))
 result = {"benchmark": "lora", "model": shape, "lora": lora, "tokens_per_run": r["tokens"], "reps": r["reps"],

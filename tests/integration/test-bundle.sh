@@ -36,6 +36,19 @@ if [ $rc -ne 0 ] || [ ! -s "$TMP/t.tpb" ]; then
 fi
 size=$(stat -c %s "$TMP/t.tpb")
 check "bundle is small: $size bytes for 4020 changed bytes (<= 1.05x + 64 KiB)" test "$size" -le $((4020 * 105 / 100 + 65536))
+
+# SOURCE_DATE_EPOCH: the same inputs make the same bundle, byte for byte (deterministic ECDSA).
+for n in 1 2; do
+    SOURCE_DATE_EPOCH=1764806400 tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/r$n.tpb" --task json --version 2 \
+        "${K[@]}" > /dev/null 2>&1
+done
+check "SOURCE_DATE_EPOCH: two creates of the same inputs are identical" cmp -s "$TMP/r1.tpb" "$TMP/r2.tpb"
+tp inspect --json "$TMP/r1.tpb" > "$TMP/r1.json"
+check "... and the bundle's created time is that epoch" grep -q '"created": "2025-12-04T00:00:00Z"' "$TMP/r1.json"
+SOURCE_DATE_EPOCH=yesterday tp create "$TMP/base.bin" "$TMP/target.bin" -o "$TMP/r3.tpb" --task json "${K[@]}" \
+    > /dev/null 2> "$TMP/err"
+check "SOURCE_DATE_EPOCH that is not a number: usage error (exit 2) naming it, no bundle" \
+    bash -c "test $? -eq 2 && grep -q SOURCE_DATE_EPOCH '$TMP/err' && test ! -e '$TMP/r3.tpb'"
 tp inspect --json "$TMP/t.tpb" > "$TMP/inspect.json"
 check "inspect --json has the documented keys" python3 - "$TMP/inspect.json" <<'PY'
 import json, sys
