@@ -184,10 +184,17 @@ fail:
 int code_lora_factors(Coder *c, const CodeLora *l, int fd, uint64_t *written) {
         const uint8_t *parts[2] = { l->a, l->b };
         const uint64_t sizes[2] = { l->na, l->nb };
+        const uint32_t types[2] = { l->shape.a_type, l->shape.b_type };
         int r;
 
         for (int k = 0; k < 2; k++) {
-                ZSTD_inBuffer in = { parts[k], sizes[k], 0 };
+                /* As byte planes (predict.h): the factors' bytes, rearranged. */
+                size_t width = ggml_type(types[k])->type_size;
+                _cleanup_free_ uint8_t *planes = malloc(sizes[k] ? sizes[k] : 1);
+                if (!planes)
+                        return -ENOMEM;
+                byte_planes_split(parts[k], sizes[k] / width, width, planes);
+                ZSTD_inBuffer in = { planes, sizes[k], 0 };
                 while (in.pos < in.size) {
                         ZSTD_outBuffer out = { c->out, c->out_cap, 0 };
                         size_t z = ZSTD_compressStream2(c->cctx, &out, &in, ZSTD_e_continue);

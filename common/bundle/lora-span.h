@@ -11,7 +11,7 @@
  * rows; rank; first: the span's first element in the tensor (a whole block); factor: the
  * fold's factor as the 8 hex digits of its float32 bits (exact); a, b: how lora_a and lora_b
  * are stored (f32, f16, bf16); embd: true for token_embd's swapped factors (absent: false).
- * The span's frame decodes to lora_a's bytes, lora_b's, then the residual.
+ * The span's frame decodes to lora_a's bytes as byte planes (predict.h), lora_b's, then the residual.
  */
 
 #include "manifest.h"

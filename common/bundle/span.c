@@ -176,7 +176,10 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
         }
 }
 
-/* A lora span's factors, first in its frame (lora_a, then lora_b), and the buffers its groups are predicted in. */
+/*
+ * A lora span's factors, first in its frame (lora_a, then lora_b, each as byte planes), and the
+ * buffers its groups are predicted in.
+ */
 static int lora_start(SpanDecoder *d, TpError *err) {
         const ManifestSpan *s = &d->m->spans[d->idx];
         uint8_t buf[16384];
@@ -186,18 +189,20 @@ static int lora_start(SpanDecoder *d, TpError *err) {
         if ((r = lora_factors_new(&s->lora, &d->lora)) < 0)
                 return r;
         for (int b = 0; b < 2; b++) {
-                size_t size = ggml_type(b ? s->lora.b_type : s->lora.a_type)->type_size, per = sizeof(buf) / size;
+                size_t width = ggml_type(b ? s->lora.b_type : s->lora.a_type)->type_size;
                 uint64_t n = lora_shape_elems(&s->lora, b);
-                for (uint64_t at = 0; at < n;) {
-                        size_t k = n - at < per ? (size_t) (n - at) : per;
-                        if ((r = span_reader_read(d->reader, buf, k * size, err)) < 0) {
-                                d->stage = SPAN_FAILED;
-                                return r;
+                for (unsigned plane = 0; plane < width; plane++)
+                        for (uint64_t at = 0; at < n;) {
+                                size_t k = n - at < sizeof(buf) ? (size_t) (n - at) : sizeof(buf);
+                                if ((r = span_reader_read(d->reader, buf, k, err)) < 0) {
+                                        d->stage = SPAN_FAILED;
+                                        return r;
+                                }
+                                lora_factors_load_plane(d->lora, b, plane, at, buf, k);
+                                at += k;
                         }
-                        lora_factors_load(d->lora, b, at, buf, k);
-                        at += k;
-                }
         }
+        lora_factors_settle(d->lora);
         if ((r = lora_factors_check(d->lora, &why)) < 0)
                 return span_fail(d, err, -EBADMSG, "%s", why.message);
         size_t blocks = d->group / ggml_type(s->lora.type)->type_size;

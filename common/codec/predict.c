@@ -105,6 +105,55 @@ void lora_factors_load(LoraFactors *f, bool b, uint64_t first, const uint8_t *by
         }
 }
 
+/* Where element @e of lora_b (@b) or lora_a goes: P row by row, Q row by row, token_embd's lora_b transposed. */
+static float *factor_slot(LoraFactors *f, bool b, uint64_t e) {
+        const LoraShape *s = &f->shape;
+        if (s->embd && b)
+                return &f->q[(e % s->rank) * s->in + e / s->rank];
+        return (b != s->embd ? f->p : f->q) + e;
+}
+
+void lora_factors_load_plane(LoraFactors *f, bool b, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n) {
+        for (size_t j = 0; j < n; j++) {
+                float *slot = factor_slot(f, b, first + j);
+                uint32_t bits = 0;
+                if (plane > 0)
+                        memcpy(&bits, slot, sizeof(bits));
+                bits |= (uint32_t) bytes[j] << (8 * plane);
+                memcpy(slot, &bits, sizeof(bits));
+        }
+}
+
+/* @n slots of @v hold the bits of @type elements (lora_factors_load_plane()): now their values. */
+static void settle(float *v, uint64_t n, uint32_t type) {
+        const size_t width = ggml_type(type)->type_size;
+        uint8_t raw[256 * 4];
+
+        for (uint64_t done = 0; done < n;) {
+                size_t k = n - done < 256 ? (size_t) (n - done) : 256;
+                for (size_t j = 0; j < k; j++) {
+                        uint32_t bits;
+                        memcpy(&bits, &v[done + j], sizeof(bits));
+                        for (size_t i = 0; i < width; i++)
+                                raw[j * width + i] = (uint8_t) (bits >> (8 * i));
+                }
+                dequantize_blocks(type, raw, v + done, k);
+                done += k;
+        }
+}
+
+void lora_factors_settle(LoraFactors *f) {
+        const LoraShape *s = &f->shape;
+        settle(f->p, s->out * s->rank, s->embd ? s->a_type : s->b_type);
+        settle(f->q, s->rank * s->in, s->embd ? s->b_type : s->a_type);
+}
+
+void byte_planes_split(const uint8_t *in, size_t n, size_t width, uint8_t *out) {
+        for (size_t i = 0; i < width; i++)
+                for (size_t j = 0; j < n; j++)
+                        out[i * n + j] = in[j * width + i];
+}
+
 int lora_factors_check(const LoraFactors *f, TpError *err) {
         const LoraShape *s = &f->shape;
 

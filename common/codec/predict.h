@@ -71,6 +71,18 @@ LoraFactors *lora_factors_free(LoraFactors *f);
 DEFINE_POINTER_CLEANUP(LoraFactors, lora_factors_free)
 /* Elements [@first, @first + @n) of lora_b (@b) or lora_a, stored as the shape says, from @bytes. */
 void lora_factors_load(LoraFactors *f, bool b, uint64_t first, const uint8_t *bytes, size_t n);
+/*
+ * In a bundle the factors travel as byte planes (bundle-format.md): of lora_a, byte 0 of every
+ * element, then byte 1, ...; then lora_b's likewise. A float's sign and exponent bytes compress
+ * well and its low mantissa bytes hardly at all: apart, zstd codes each for what it is. Byte
+ * @plane of elements [@first, @first + @n) of lora_b (@b) or lora_a, from @bytes (one byte
+ * each), go where their floats will be; when every plane of both factors is in,
+ * lora_factors_settle() turns the gathered bits into floats. No memory beyond the factors'.
+ */
+void lora_factors_load_plane(LoraFactors *f, bool b, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n);
+void lora_factors_settle(LoraFactors *f);
+/* @n elements of @width bytes from @in as byte planes into @out (the producer's side). */
+void byte_planes_split(const uint8_t *in, size_t n, size_t width, uint8_t *out);
 /* Elements of lora_a and of lora_b as stored. */
 uint64_t lora_shape_elems(const LoraShape *s, bool b);
 /* -EDOM naming the factor when one holds NaN or infinity. */

@@ -213,6 +213,50 @@ START_TEST(test_bad_factors) {
 }
 END_TEST
 
+/*
+ * Byte planes, as a bundle carries the factors: split, loaded plane by plane in uneven pieces and
+ * settled, they give the very floats lora_factors_load() gives from the stored bytes, for every
+ * factor type, token_embd's transposed lora_b too.
+ */
+START_TEST(test_byte_planes) {
+        static const uint32_t ft[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+        const uint32_t at = ft[_i % 3], bt = ft[(_i + 1) % 3];
+        const bool embd = _i >= 3;
+        LoraShape s = { .type = GGML_TYPE_Q8_0, .in = 64, .out = 6, .rank = 3, .a_type = at, .b_type = bt,
+                        .embd = embd, .factor = 1.0f };
+        _cleanup_(lora_factors_freep) LoraFactors *want = NULL;
+        _cleanup_(lora_factors_freep) LoraFactors *got = NULL;
+        uint8_t stored[2][64 * 3 * 4], planes[64 * 3 * 4];
+
+        ck_assert_int_eq(lora_factors_new(&s, &want), 0);
+        ck_assert_int_eq(lora_factors_new(&s, &got), 0);
+        rnd_state = 88675123u;
+        for (int b = 0; b < 2; b++) {
+                size_t n = lora_shape_elems(&s, b), width = ggml_type(b ? bt : at)->type_size;
+                for (size_t i = 0; i < n; i++) {
+                        float v = rnd() * 0.3f;
+                        uint16_t h;
+                        if (width == 4)
+                                memcpy(&stored[b][4 * i], &v, 4);
+                        else {
+                                quantize_rows(b ? bt : at, &v, &h, 1, 1);
+                                memcpy(&stored[b][2 * i], &h, 2);
+                        }
+                }
+                lora_factors_load(want, b, 0, stored[b], n);
+                byte_planes_split(stored[b], n, width, planes);
+                for (unsigned plane = 0; plane < width; plane++)
+                        for (size_t at0 = 0, k; at0 < n; at0 += k) {
+                                k = n - at0 < 7 ? n - at0 : 7;
+                                lora_factors_load_plane(got, b, plane, at0, planes + plane * n + at0, k);
+                        }
+        }
+        lora_factors_settle(got);
+        ck_assert_mem_eq(got->p, want->p, s.out * s.rank * sizeof(float));
+        ck_assert_mem_eq(got->q, want->q, s.rank * s.in * sizeof(float));
+}
+END_TEST
+
 static Suite *predict_suite(void) {
         Suite *s = suite_create("predict");
         TCase *tc = tcase_create("predict");
@@ -222,6 +266,7 @@ static Suite *predict_suite(void) {
         tcase_add_test(tc, test_embd);
         tcase_add_loop_test(tc, test_bad_shapes, 0, (int) ELEMENTSOF(bad_shapes));
         tcase_add_test(tc, test_bad_factors);
+        tcase_add_loop_test(tc, test_byte_planes, 0, 6);
         suite_add_tcase(s, tc);
         return s;
 }
