@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Portable dequantizers: ggml's dequantize_row_* step by step (ggml-quants.c), each value's
- * operations in its order. Compiled with -ffp-contract=off (see dequant.h).
+ * operations in its order, and the dispatch to the SIMD ones (predict-*.c) where there are.
+ * Compiled with -ffp-contract=off (see dequant.h).
  */
 
 #include "dequant.h"
@@ -146,6 +147,12 @@ bool dequant_supported(uint32_t type) {
         }
 }
 
+/* The dispatched implementation's dequantizer of @kind, else the generic one above. */
+static DequantBlocksFn pick(QuantKind kind, DequantBlocksFn generic) {
+        DequantBlocksFn fn = quant_dispatch()->dequant[kind];
+        return fn ? fn : generic;
+}
+
 void dequantize_blocks(uint32_t type, const void *src, float *dst, size_t nblocks) {
         const uint8_t *x = src;
 
@@ -161,14 +168,14 @@ void dequantize_blocks(uint32_t type, const void *src, float *dst, size_t nblock
                 for (size_t i = 0; i < nblocks; i++)
                         dst[i] = quant_f32_from_bits((uint32_t) quant_load_le16(x + 2 * i) << 16);
                 break;
-        case TYPE_Q4_0: q4_0(x, dst, nblocks); break;
-        case TYPE_Q4_1: q4_1(x, dst, nblocks); break;
-        case TYPE_Q5_0: q5_0(x, dst, nblocks); break;
-        case TYPE_Q5_1: q5_1(x, dst, nblocks); break;
-        case TYPE_Q8_0: q8_0(x, dst, nblocks); break;
-        case TYPE_Q4_K: q4_k(x, dst, nblocks); break;
-        case TYPE_Q5_K: q5_k(x, dst, nblocks); break;
-        case TYPE_Q6_K: q6_k(x, dst, nblocks); break;
+        case TYPE_Q4_0: pick(QUANT_Q4_0, q4_0)(x, dst, nblocks); break;
+        case TYPE_Q4_1: pick(QUANT_Q4_1, q4_1)(x, dst, nblocks); break;
+        case TYPE_Q5_0: pick(QUANT_Q5_0, q5_0)(x, dst, nblocks); break;
+        case TYPE_Q5_1: pick(QUANT_Q5_1, q5_1)(x, dst, nblocks); break;
+        case TYPE_Q8_0: pick(QUANT_Q8_0, q8_0)(x, dst, nblocks); break;
+        case TYPE_Q4_K: pick(QUANT_Q4_K, q4_k)(x, dst, nblocks); break;
+        case TYPE_Q5_K: pick(QUANT_Q5_K, q5_k)(x, dst, nblocks); break;
+        case TYPE_Q6_K: pick(QUANT_Q6_K, q6_k)(x, dst, nblocks); break;
         default:
                 break;
         }

@@ -229,4 +229,9 @@ const QuantKernels quant_kernels_neon = {
                 [QUANT_F16] = f16_neon,
                 [QUANT_BF16] = bf16_neon,
         },
+        .dequant = {
+                [QUANT_Q4_0] = dequant_q4_0_neon,
+                [QUANT_Q8_0] = dequant_q8_0_neon,
+        },
+        .product = rank_product_neon,
 };

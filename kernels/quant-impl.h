@@ -72,9 +72,20 @@ typedef enum QuantKind {
  */
 typedef void (*QuantBlocksFn)(const float *src, uint8_t *dst, size_t nblocks);
 
-/* One implementation: a function per kind, NULL where the generic one serves. */
+/* Dequantize @nblocks blocks of one kind from @src into @dst (dequant.h's arithmetic). */
+typedef void (*DequantBlocksFn)(const uint8_t *src, float *dst, size_t nblocks);
+
+/* product.h's rank_product(). */
+typedef void (*RankProductFn)(const float *p, const float *q, size_t stride, size_t rank, float *acc, size_t n);
+
+/*
+ * One implementation: a quantizer and a dequantizer per kind and the rank-r product of lora
+ * spans; NULL where the generic one serves.
+ */
 typedef struct QuantKernels {
         QuantBlocksFn fn[_QUANT_KIND_MAX];
+        DequantBlocksFn dequant[_QUANT_KIND_MAX];
+        RankProductFn product;
 } QuantKernels;
 
 extern const QuantKernels quant_kernels_generic;
@@ -113,16 +124,28 @@ void quant_q6_k_finish(const float *x, const float scales[16], int8_t L[QK_K], u
 void quant_q4_k_pack(const uint8_t L[QK_K], uint8_t *dst);
 void quant_q5_k_pack(const uint8_t L[QK_K], uint8_t *dst);
 
-/* The K-quant kernels of the SIMD files (quant-*-k.c), for their QuantKernels tables. */
+/*
+ * The K-quant kernels of the SIMD files (quant-*-k.c), and their dequantizers and rank
+ * products (predict-*.c), for their QuantKernels tables.
+ */
 #if defined(__x86_64__)
 void quant_q4_k_avx2(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q5_k_avx2(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q6_k_avx2(const float *src, uint8_t *dst, size_t nblocks);
+void dequant_q8_0_avx2(const uint8_t *src, float *dst, size_t nblocks);
+void dequant_q4_0_avx2(const uint8_t *src, float *dst, size_t nblocks);
+void rank_product_avx2(const float *p, const float *q, size_t stride, size_t rank, float *acc, size_t n);
 #elif defined(__aarch64__)
 void quant_q4_k_neon(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q5_k_neon(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q6_k_neon(const float *src, uint8_t *dst, size_t nblocks);
+void dequant_q8_0_neon(const uint8_t *src, float *dst, size_t nblocks);
+void dequant_q4_0_neon(const uint8_t *src, float *dst, size_t nblocks);
+void rank_product_neon(const float *p, const float *q, size_t stride, size_t rank, float *acc, size_t n);
 #endif
+
+/* The generic rank product, for the SIMD files' tails (product.c). */
+void rank_product_generic(const float *p, const float *q, size_t stride, size_t rank, float *acc, size_t n);
 
 /* ---- scalar helpers shared by every implementation ----------------------------------- */
 

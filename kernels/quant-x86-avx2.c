@@ -271,4 +271,9 @@ const QuantKernels quant_kernels_avx2 = {
                 [QUANT_F16] = f16_avx2,
                 [QUANT_BF16] = bf16_avx2,
         },
+        .dequant = {
+                [QUANT_Q4_0] = dequant_q4_0_avx2,
+                [QUANT_Q8_0] = dequant_q8_0_avx2,
+        },
+        .product = rank_product_avx2,
 };

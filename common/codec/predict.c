@@ -9,6 +9,7 @@
 #include "dequant.h"
 #include "ggml.h"
 #include "predict.h"
+#include "product.h"
 #include "quant.h"
 
 static bool factor_type(uint32_t t) {
@@ -179,15 +180,7 @@ static void add_product(const LoraFactors *f, uint64_t o, uint64_t i0, uint64_t 
         const float *p = f->p + o * s->rank;
         uint64_t n = i1 - i0;
 
-        for (uint64_t i = 0; i < n; i++)
-                acc[i] = 0.0f;
-        for (uint64_t k = 0; k < s->rank; k++) {
-                const float pk = p[k], *q = f->q + k * s->in + i0;
-                for (uint64_t i = 0; i < n; i++) {
-                        float prod = pk * q[i];
-                        acc[i] = acc[i] + prod;
-                }
-        }
+        rank_product(p, f->q + i0, s->in, s->rank, acc, n);
         for (uint64_t i = 0; i < n; i++) {
                 float d = s->factor * acc[i];
                 float w = x[i] + d;

@@ -9,6 +9,7 @@
 #include "fileio.h"
 #include "fold.h"
 #include "lora.h"
+#include "product.h"
 #include "ggml.h"
 
 int lora_check_base(const Lora *l, const Gguf *base, TpError *err) {
@@ -121,16 +122,8 @@ static int fold_rows(void *userdata, const GgufTensor *t, uint64_t row0, size_t 
                 const float *p = f->p + (row0 + r) * rank;
                 float *w = rows + r * in;
 
-                for (uint64_t i = 0; i < in; i++)
-                        acc[i] = 0.0f;
-                for (uint64_t k = 0; k < rank; k++) {
-                        const float pk = p[k], *q = f->q + k * in;
-                        for (uint64_t i = 0; i < in; i++) {
-                                /* Separate statements: each product and sum rounds to float (no FMA). */
-                                float prod = pk * q[i];
-                                acc[i] = acc[i] + prod;
-                        }
-                }
+                /* Each product and sum rounds to float, in k order (kernels/product.h). */
+                rank_product(p, f->q, in, rank, acc, in);
                 for (uint64_t i = 0; i < in; i++) {
                         float d = f->factor * acc[i];
                         w[i] = w[i] + d;

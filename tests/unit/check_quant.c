@@ -11,8 +11,10 @@
 
 #include "../oracle/quant-cases.h"
 #include "check-main.h"
+#include "dequant.h"
 #include "dispatch.h"
 #include "ggml.h"
+#include "product.h"
 #include "quant.h"
 
 static const uint32_t all_types[] = {
@@ -393,6 +395,103 @@ out:
 }
 END_TEST
 
+/* Float bits, so that NaN and -0.0 compare too. */
+static bool same_bits(const float *a, const float *b, size_t n) {
+        return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/* Every dequantizer equals the generic one on random bytes (any scale, NaN and infinity too). */
+START_TEST(test_dequantize_same_as_generic) {
+        enum { NBLOCKS = 37 };
+        const char *name;
+        uint8_t *q = malloc(NBLOCKS * 256 + 1);
+        float *want = malloc(NBLOCKS * 256 * sizeof(float)), *got = malloc((NBLOCKS * 256 + 2) * sizeof(float));
+
+        ck_assert(q && want && got);
+        if (!force_impl(_i, &name))
+                goto out;
+        for (size_t t = 0; t < N_TYPES; t++) {
+                const GgmlType *gt = ggml_type(all_types[t]);
+                for (unsigned seed = 1; seed <= 4; seed++) {
+                        QcRng r = { seed * UINT64_C(0x9e3779b97f4a7c15) + t };
+                        size_t n = NBLOCKS * gt->block_size;
+                        uint8_t *src = q + (seed % 2);          /* unaligned half the time */
+                        for (size_t i = 0; i < NBLOCKS * gt->type_size; i++)
+                                src[i] = (uint8_t) qc_next(&r);
+                        ck_assert_int_eq(kernels_force("generic"), 0);
+                        dequantize_blocks(all_types[t], src, want, NBLOCKS);
+                        ck_assert_int_eq(kernels_force(name), 0);
+                        got[n + 1] = 12345.0f;
+                        dequantize_blocks(all_types[t], src, got + 1, NBLOCKS);
+                        ck_assert_msg(same_bits(got + 1, want, n), "%s: dequantized %s differs from generic", name,
+                                      gt->name);
+                        ck_assert(got[n + 1] == 12345.0f);
+                }
+        }
+out:
+        free(q);
+        free(want);
+        free(got);
+}
+END_TEST
+
+/* The rank product equals the generic one for every length, rank and distribution. */
+START_TEST(test_product_same_as_generic) {
+        static const size_t lengths[] = { 1, 3, 4, 7, 8, 15, 16, 31, 32, 33, 100, 2048 };
+        static const size_t ranks[] = { 1, 2, 16, 33 };
+        enum { MAXN = 2048 + 3, MAXR = 33 };
+        const char *name;
+        float *p = malloc((MAXR + 1) * sizeof(float)), *q = malloc((MAXR * MAXN + 1) * sizeof(float));
+        float *want = malloc(MAXN * sizeof(float)), *got = malloc((MAXN + 2) * sizeof(float));
+
+        ck_assert(p && q && want && got);
+        if (!force_impl(_i, &name))
+                goto out;
+        for (QcDist d = 0; d < _QC_DIST_MAX; d++)
+                for (size_t li = 0; li < sizeof(lengths) / sizeof(lengths[0]); li++)
+                        for (size_t ri = 0; ri < sizeof(ranks) / sizeof(ranks[0]); ri++) {
+                                size_t n = lengths[li], rank = ranks[ri], stride = n + (ri % 3);
+                                const float *pp = p + (li % 2), *qq = q + (ri % 2);
+                                qc_fill(p, 1, MAXR + 1, (d + 1) % _QC_DIST_MAX, li * 7 + ri + 1);
+                                qc_fill(q, 1, MAXR * MAXN + 1, d, li * 5 + ri + 2);
+                                ck_assert_int_eq(kernels_force("generic"), 0);
+                                rank_product(pp, qq, stride, rank, want, n);
+                                ck_assert_int_eq(kernels_force(name), 0);
+                                got[n + 1] = 12345.0f;
+                                rank_product(pp, qq, stride, rank, got + 1, n);
+                                ck_assert_msg(same_bits(got + 1, want, n), "%s: rank product, %s, %zu elements, rank %zu, "
+                                              "differs from generic", name, qc_dist_names[d], n, rank);
+                                ck_assert(got[n + 1] == 12345.0f);
+                        }
+        /*
+         * The definition, 32 equal columns (the SIMD paths' width): the sums in k order, so
+         * 1 + 2^-24 rounds back to 1 four times (2^-22 first would not); each product rounded
+         * before its sum, so -1 + (1 + 2^-12)² is 2^-11 (a fused multiply-add keeps 2^-24 more).
+         */
+        static const struct {
+                size_t rank;
+                float p[5], q[5], want;
+        } defs[] = {
+                { 5, { 1.0f, 0x1p-24f, 0x1p-24f, 0x1p-24f, 0x1p-24f }, { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f }, 1.0f },
+                { 2, { -1.0f, 1.0f + 0x1p-12f }, { 1.0f, 1.0f + 0x1p-12f }, 0x1p-11f },
+        };
+        for (size_t c = 0; c < sizeof(defs) / sizeof(defs[0]); c++) {
+                for (size_t k = 0; k < defs[c].rank; k++)
+                        for (size_t i = 0; i < 32; i++)
+                                q[k * 32 + i] = defs[c].q[k];
+                rank_product(defs[c].p, q, 32, defs[c].rank, got, 32);
+                for (size_t i = 0; i < 32; i++)
+                        ck_assert_msg(got[i] == defs[c].want, "%s: rank product case %zu element %zu: %a, want %a", name,
+                                      c, i, (double) got[i], (double) defs[c].want);
+        }
+out:
+        free(p);
+        free(q);
+        free(want);
+        free(got);
+}
+END_TEST
+
 /* nrows * n_per_row == 0 writes nothing. */
 START_TEST(test_empty) {
         uint8_t out[4] = { 0x5a, 0x5a, 0x5a, 0x5a };
@@ -418,6 +517,8 @@ static Suite *quant_suite(void) {
         tcase_add_loop_test(tc, test_zero_blocks, 0, n);
         tcase_add_loop_test(tc, test_dequantize, 0, n);
         tcase_add_loop_test(tc, test_same_as_generic, 0, n);
+        tcase_add_loop_test(tc, test_dequantize_same_as_generic, 0, n);
+        tcase_add_loop_test(tc, test_product_same_as_generic, 0, n);
         tcase_add_test(tc, test_empty);
         suite_add_tcase(s, tc);
         return s;
