@@ -190,7 +190,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
         return EXIT_OK;
 }
 
-int verb_create(int argc, char *argv[]) {
+int create_run(int argc, char *argv[], json_t **ret_json) {
         enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
                OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL, OPT_ENCRYPT_TO, OPT_LORA,
                OPT_LORA_SCALE, OPT_LOWRANK, OPT_PLAIN_MANIFEST };
@@ -501,6 +501,10 @@ int verb_create(int argc, char *argv[]) {
                         json_object_set_new(f, "removed", json_integer((json_int_t) res.sites_removed));
                         json_object_set_new(j, "sites", f);
                 }
+                if (ret_json) {
+                        *ret_json = j;
+                        return EXIT_OK;
+                }
                 json_dumpf(j, stdout, JSON_INDENT(2));
                 fputc('\n', stdout);
                 json_decref(j);
@@ -531,4 +535,8 @@ int verb_create(int argc, char *argv[]) {
                 printf("  target sha256   %s\n", hex);
         }
         return EXIT_OK;
+}
+
+int verb_create(int argc, char *argv[]) {
+        return create_run(argc, argv, NULL);
 }

@@ -33,7 +33,7 @@ static void help(void) {
                "  --scale S        the adapter's strength, as llama.cpp's --lora-scaled (default 1)\n"
                "  -t, --threads N  quantizer threads (default: the online CPUs); the bytes do not\n"
                "                   depend on it\n"
-               "  --json           print the summary as JSON\n"
+               "  --json           print the summary as JSON (with --bundle, create's under \"bundle\")\n"
                "  -q, --quiet      no progress on stderr\n"
                "\n"
                "  --bundle OUT.tpb   also write the task's bundle: 'taskpatch create QBASE TASK.gguf -o\n"
@@ -69,7 +69,7 @@ static const char *const create_options[] = { "task", "version", "model", "key",
 
 /* create QBASE TASK -o OUT --lora LORA --lora-scale S and the passed options: the bundle of the fold. */
 static int write_bundle(const char *qbase, const char *task, const char *lora, float scale, const char *out,
-                        char **passed, int n_passed) {
+                        char **passed, int n_passed, json_t **ret_json) {
         char scale_s[32], *args[CREATE_ARGS_MAX + 16];
         int n = 0;
 
@@ -85,9 +85,11 @@ static int write_bundle(const char *qbase, const char *task, const char *lora, f
         args[n++] = scale_s;
         for (int i = 0; i < n_passed; i++)
                 args[n++] = passed[i];
+        if (ret_json)
+                args[n++] = (char *) "--json";
         args[n] = NULL;
         optind = 0;     /* getopt again, from the start */
-        return verb_create(n, args);
+        return create_run(n, args, ret_json);
 }
 
 /* BASE quantized to @ft into a temporary beside @near: the base the devices run. */
@@ -188,10 +190,6 @@ int verb_fold(int argc, char *argv[]) {
                 cli_error("--task, --key and the other bundle options go with --bundle OUT.tpb");
                 return EXIT_USAGE;
         }
-        if (bundle && json) {
-                cli_error("--json and --bundle: run 'taskpatch create ... --lora ... --json' for the bundle's JSON");
-                return EXIT_USAGE;
-        }
         const char *base_path = argv[optind], *lora_path = argv[optind + 1], *out = argv[optind + 2];
         if (quantize_parse_type(argv[optind + 3], &ft) < 0)
                 return EXIT_USAGE;
@@ -219,8 +217,9 @@ int verb_fold(int argc, char *argv[]) {
                 return EXIT_FAILED;
         }
         double seconds = quantize_now() - t0;
+        json_t *j = NULL;
         if (json) {
-                json_t *j = quantize_result_json(base_path, out, ft, &res, seconds);
+                j = quantize_result_json(base_path, out, ft, &res, seconds);
                 json_t *targets = json_array();
                 for (size_t i = 0; i < lora->n_pairs; i++)
                         json_array_append_new(targets, json_string(lora->pairs[i].target));
@@ -230,9 +229,6 @@ int verb_fold(int argc, char *argv[]) {
                 json_object_set_new(j, "folded", json_integer((json_int_t) res.n_hooked));
                 json_object_set_new(j, "ignored", json_integer((json_int_t) lora->n_ignored));
                 json_object_set_new(j, "targets", targets);
-                json_dumpf(j, stdout, JSON_INDENT(2));
-                fputc('\n', stdout);
-                json_decref(j);
         } else {
                 quantize_print_result(out, ft, &res, seconds);
                 printf("  folded          %zu tensors from %s (alpha %g, scale %g)\n", res.n_hooked, lora_path,
@@ -241,14 +237,25 @@ int verb_fold(int argc, char *argv[]) {
                         printf("  ignored         %zu norm tensors of the adapter (llama.cpp ignores them too)\n",
                                lora->n_ignored);
         }
-        if (!bundle)
-                return EXIT_OK;
-
-        _cleanup_free_ char *qbase = NULL;
-        if (!bundle_base && quantize_base(fd, base, ft, threads, out, &qbase) < 0)
-                return EXIT_FAILED;
-        r = write_bundle(bundle_base ? bundle_base : qbase, out, lora_path, scale, bundle, passed, n_passed);
-        if (qbase)
-                (void) unlink(qbase);
+        if (bundle) {
+                /* With --json, create's summary goes under "bundle" (null when no bundle was made). */
+                _cleanup_free_ char *qbase = NULL;
+                json_t *bj = NULL;
+                if (!bundle_base && quantize_base(fd, base, ft, threads, out, &qbase) < 0)
+                        r = EXIT_FAILED;
+                else
+                        r = write_bundle(bundle_base ? bundle_base : qbase, out, lora_path, scale, bundle, passed,
+                                         n_passed, json ? &bj : NULL);
+                if (qbase)
+                        (void) unlink(qbase);
+                if (j)
+                        json_object_set_new(j, "bundle", bj ? bj : json_null());
+        } else
+                r = EXIT_OK;
+        if (j) {
+                json_dumpf(j, stdout, JSON_INDENT(2));
+                fputc('\n', stdout);
+                json_decref(j);
+        }
         return r;
 }

@@ -17,6 +17,8 @@ int verb_hash(int argc, char *argv[]);
 int hash_model_dir(const char *path, uint8_t digest[SHA256_DIGEST_SIZE], uint64_t *ret_size, size_t *ret_files);
 int verb_caps(int argc, char *argv[]);
 int verb_create(int argc, char *argv[]);
+/* create with its argument vector; with --json and @ret_json the summary is returned there, not printed. */
+int create_run(int argc, char *argv[], json_t **ret_json);
 int verb_inspect(int argc, char *argv[]);
 int verb_verify(int argc, char *argv[]);
 int verb_apply(int argc, char *argv[]);

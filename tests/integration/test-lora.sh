@@ -84,6 +84,21 @@ check "fold --bundle: the task, and its signed lora bundle against the Q8_0 base
     sh -c "cmp -s '$TMP/fb-task.gguf' '$TMP/task-Q8_0.gguf' && cmp -s '$TMP/fb-out.gguf' '$TMP/task-Q8_0.gguf' &&
            grep -q '6 lora' '$TMP/out' && ! ls '$TMP'/.taskpatch-base.* > /dev/null 2>&1"
 
+tp fold "$TMP/base-f32.gguf" "$TMP/lora.gguf" "$TMP/fbj-task.gguf" Q8_0 --bundle "$TMP/fbj.tpb" --task json \
+    --unsigned --json > "$TMP/fbj.json" 2> "$TMP/err"
+check "fold --bundle --json: one object, the fold's summary with create's under \"bundle\"" python3 - "$TMP/fbj.json" "$TMP/fbj.tpb" <<'PY'
+import json, os, sys
+j = json.load(open(sys.argv[1]))
+b = j["bundle"]
+sys.exit(0 if j["folded"] == 6 and b["bundle"] == sys.argv[2] and b["encodings"]["lora"] == 6 and
+         b["bundle_bytes"] == os.path.getsize(sys.argv[2]) and b["task"] == "json" else 1)
+PY
+tp fold "$TMP/base-f32.gguf" "$TMP/lora.gguf" "$TMP/fbj-task.gguf" Q8_0 --bundle "$TMP/fbj.tpb" --task json \
+    --bundle-base "$TMP/no-such-base.gguf" --unsigned --json > "$TMP/fbj.json" 2> "$TMP/err"
+rc=$?
+check "fold --bundle --json, the bundle failing: exit 1, the fold's summary with \"bundle\": null, the error on stderr" \
+    sh -c "test $rc = 1 && python3 -c 'import json,sys; j = json.load(open(sys.argv[1])); sys.exit(0 if j[\"bundle\"] is None and j[\"folded\"] == 6 else 1)' '$TMP/fbj.json' && grep -q 'no-such-base' '$TMP/err'"
+
 # llama-export-lora writes its output with the tensors sorted by name: a relocating bundle.
 for t in Q8_0 F16; do
     python3 "$root/tests/tools/gguf-relayout.py" "$TMP/task-$t.gguf" -o "$TMP/sorted-$t.gguf" --sort-by-name
