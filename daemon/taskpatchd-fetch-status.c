@@ -88,6 +88,7 @@ json_t *fetcher_status(const FetchModel *fm) {
                 json_object_set_new(o, "last_poll", json_string(when));
                 json_object_set_new(o, "last_poll_http_status", json_integer(f->last_status));
                 json_object_set_new(o, "last_poll_bytes", json_integer((json_int_t) f->last_poll_bytes));
+                json_object_set_new(o, "polls", json_integer((json_int_t) f->polls));
         }
         if (f->dl_model == fm && f->dl.easy)
                 json_object_set_new(o, "download",

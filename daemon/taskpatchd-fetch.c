@@ -198,6 +198,7 @@ static void on_poll_done(CurlGlue *g _unused_, CURL *easy, CURLcode result, void
         (void) curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &req);
         (void) curl_easy_getinfo(easy, CURLINFO_SIZE_DOWNLOAD_T, &body);
         f->last_poll = (int64_t) clock_wall();
+        f->polls++;
         f->last_poll_bytes = (uint64_t) req + (uint64_t) header + (uint64_t) body;
         f->last_status = status;
         if (f->body.capped) {

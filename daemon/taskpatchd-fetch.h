@@ -194,6 +194,7 @@ struct Fetcher {
         char last_error[TP_ERROR_MAX];  /* of the polls */
         int64_t last_poll, last_change;
         uint64_t last_poll_bytes;       /* HTTP bytes of the last poll: request, headers, body */
+        uint64_t polls;                 /* polls ended since the daemon started (answered or failed) */
         long last_status;
 
         FetchModel models[CONFIG_MAX_MODELS];
