@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "check-main.h"
 #include "ggml.h"
 #include "gguf.h"
 #include "test-buf.h"
@@ -188,9 +189,10 @@ static inline void check_invariants(const Gguf *g) {
                 ck_assert_uint_le(t->offset + t->size, g->file_size);
                 for (uint64_t j = 0; j < i; j++) {
                         const GgufTensor *u = &g->tensors[j];
-                        ck_assert_str_ne(t->name, u->name);
-                        if (t->size && u->size)
-                                ck_assert(t->offset + t->size <= u->offset || u->offset + u->size <= t->offset);
+                        ck_assert_quiet(strcmp(t->name, u->name) != 0, "duplicate name '%s'", t->name);
+                        ck_assert_quiet(!t->size || !u->size || t->offset + t->size <= u->offset ||
+                                                u->offset + u->size <= t->offset,
+                                        "'%s' overlaps '%s'", t->name, u->name);
                 }
         }
 }
