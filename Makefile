@@ -236,7 +236,8 @@ tests-build: all $(UNIT_TESTS) $(BENCHES) $(TOOLS)
 # ---- tests -----------------------------------------------------------------
 
 # The whole suite: every part runs even when an earlier one fails; one closing line.
-CHECK_PARTS ?= lint claims unit oracle runtimes integration+asan crash+arm order fuzz deb
+# Two lanes of about equal length carry the long parts: asan then arm, beside integration then crash.
+CHECK_PARTS ?= lint claims unit oracle runtimes asan,arm+integration,crash order fuzz deb
 .PHONY: check
 check:
 	@tests/check.sh $(CHECK_PARTS)

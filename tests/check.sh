@@ -2,10 +2,11 @@
 # make check: run each part of the suite (make check-PART), keep going past failures,
 # and end with one combined line "N passed, N failed"; exit non-zero on any failure.
 # Usage: tests/check.sh PART...   (parts: lint unit integration asan arm ...)
-# A PART of the form a+b runs parts a and b at the same time (their output is shown when both
-# have ended, each whole): for parts that leave a core idle (the crash tests wait on strace
-# and restarts; qemu runs one core), on builds of their own (build/asan, build/arm64) or
-# already made, so that no two makes write the same files.
+# A PART of the form a,b+c,d runs two lanes at the same time, a then b beside c then d (the
+# output is shown when all have ended, each part whole): for parts that leave a core idle
+# (the daemon tests wait on sockets and timers, the crash tests on strace and restarts, qemu
+# runs one core), on builds of their own (build/asan, build/arm64) or already made, so that
+# no two makes write the same files. Lanes of about equal length keep both cores busy to the end.
 set -u
 MAKE=${MAKE:-make}
 passed=0 failed=0
@@ -44,10 +45,12 @@ report() {
 for group in "$@"; do
     case $group in
     *+*)
-        echo "=== check-${group%%+*} and check-${group#*+}, at the same time"
-        for part in $(echo "$group" | tr + ' '); do run_part "$part" & done
+        echo "=== at the same time: $(echo "$group" | sed 's/,/ then /g; s/+/, beside /g')"
+        for lane in $(echo "$group" | tr + ' '); do
+            (for part in $(echo "$lane" | tr , ' '); do run_part "$part"; done) &
+        done
         wait
-        for part in $(echo "$group" | tr + ' '); do report "$part"; done
+        for part in $(echo "$group" | tr +, '  '); do report "$part"; done
         ;;
     *)
         # Alone: its output as it comes.
