@@ -139,10 +139,20 @@ sc_switch_incremental() { tpc switch shout && tpc mark-good && tpc switch json &
 sc_switch_back() { tpc switch json && tpc mark-good; }
 # A reader holds slot b (one of its files) open: the write lease is refused, the switch stages
 # into a fresh copy (of the whole directory).
+# holds_open PID FILE: whether process PID has FILE open.
+holds_open() {
+    local fd
+    for fd in /proc/"$1"/fd/*; do [ "$(readlink "$fd")" = "$2" ] && return 0; done
+    return 1
+}
 sc_switch_leased() {
+    local slot
+    slot=$(readlink -f "$(slot_file b)")
     # shellcheck disable=SC2217  # sleep does not read: it only holds the slot open
-    sleep 600 < "$(slot_file b)" &
+    sleep 600 < "$slot" &
     RPID=$!
+    # The reader must hold the file before the switch asks for the lease (the shell forks first).
+    wait_until 10 holds_open "$RPID" "$slot" || { echo "the reader never opened $slot"; kill "$RPID"; return 1; }
     tpc switch shout && tpc mark-good && grep -q "staging into a fresh copy" "$TMP/daemon.log"
     local r=$?
     kill "$RPID" 2> /dev/null
