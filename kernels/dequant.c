@@ -70,6 +70,42 @@ static void q8_0(const uint8_t *x, float *y, size_t nblocks) {
         }
 }
 
+/* Q2_K and Q3_K's 2-bit level of element @e: of each 128, byte e % 32 at bits 2·(e / 32). */
+static unsigned level2(const uint8_t qs[64], unsigned e) {
+        return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3;
+}
+
+/* Q2_K: 16 sub-blocks of 16, each a 4-bit scale and minimum. */
+static void q2_k(const uint8_t *x, float *y, size_t nblocks) {
+        for (size_t b = 0; b < nblocks; b++, x += Q2_K_BYTES, y += QK_K) {
+                const float d = h2f(x + 80), dmin = h2f(x + 82);
+                for (unsigned j = 0; j < 16; j++) {
+                        const float dl = d * (float) (x[j] & 0x0f), ml = dmin * (float) (x[j] >> 4);
+                        for (unsigned i = 0; i < 16; i++) {
+                                float v = dl * (float) level2(x + 16, 16 * j + i);
+                                y[16 * j + i] = v - ml;
+                        }
+                }
+        }
+}
+
+/* Q3_K: 16 sub-blocks of 16, each a 6-bit scale − 32; levels −4..3: two bits as Q2_K's, the
+ * third (set: no −4) in hmask, element e at byte e % 32, bit e / 32. */
+static void q3_k(const uint8_t *x, float *y, size_t nblocks) {
+        for (size_t b = 0; b < nblocks; b++, x += Q3_K_BYTES, y += QK_K) {
+                const uint8_t *hmask = x, *qs = x + 32, *sc = x + 96;
+                const float d = h2f(x + 108);
+                for (unsigned j = 0; j < 16; j++) {
+                        int s = (j < 8 ? sc[j] & 0x0f : sc[j - 8] >> 4) | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+                        const float dl = d * (float) (s - 32);
+                        for (unsigned i = 0, e = 16 * j; i < 16; i++, e++) {
+                                int q = (int) level2(qs, e) - (((hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+                                y[e] = dl * (float) q;
+                        }
+                }
+        }
+}
+
 /* ggml's get_scale_min_k4(): sub-block @j's 6-bit scale and min from the 12 packed bytes. */
 static void scale_min_k4(unsigned j, const uint8_t *q, unsigned *sc, unsigned *m) {
         if (j < 4) {
@@ -140,7 +176,8 @@ static void q6_k(const uint8_t *x, float *y, size_t nblocks) {
 bool dequant_supported(uint32_t type) {
         switch (type) {
         case TYPE_F32: case TYPE_F16: case TYPE_BF16: case TYPE_Q4_0: case TYPE_Q4_1: case TYPE_Q5_0:
-        case TYPE_Q5_1: case TYPE_Q8_0: case TYPE_Q4_K: case TYPE_Q5_K: case TYPE_Q6_K:
+        case TYPE_Q5_1: case TYPE_Q8_0: case TYPE_Q2_K: case TYPE_Q3_K: case TYPE_Q4_K: case TYPE_Q5_K:
+        case TYPE_Q6_K:
                 return true;
         default:
                 return false;
@@ -173,6 +210,8 @@ void dequantize_blocks(uint32_t type, const void *src, float *dst, size_t nblock
         case TYPE_Q5_0: pick(QUANT_Q5_0, q5_0)(x, dst, nblocks); break;
         case TYPE_Q5_1: pick(QUANT_Q5_1, q5_1)(x, dst, nblocks); break;
         case TYPE_Q8_0: pick(QUANT_Q8_0, q8_0)(x, dst, nblocks); break;
+        case TYPE_Q2_K: pick(QUANT_Q2_K, q2_k)(x, dst, nblocks); break;
+        case TYPE_Q3_K: pick(QUANT_Q3_K, q3_k)(x, dst, nblocks); break;
         case TYPE_Q4_K: pick(QUANT_Q4_K, q4_k)(x, dst, nblocks); break;
         case TYPE_Q5_K: pick(QUANT_Q5_K, q5_k)(x, dst, nblocks); break;
         case TYPE_Q6_K: pick(QUANT_Q6_K, q6_k)(x, dst, nblocks); break;

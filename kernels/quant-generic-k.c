@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Portable K-quantizers (256-element super-blocks): Q4_K, Q5_K, Q6_K as ggml's
- * quantize_row_q{4,5,6}_K_ref compute them without an importance matrix. The scale searches
- * (make_qkx2_quants for Q4_K/Q5_K, make_qx_quants with rmse_type 1 for Q6_K) evaluate every
- * sum in ggml's order; the SIMD files run the same searches in lanes, one sub-block each.
+ * Portable K-quantizers (256-element super-blocks): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K as ggml's
+ * quantize_row_q{2,3,4,5,6}_K_ref compute them without an importance matrix. The scale
+ * searches (make_qkx2_quants for Q2_K/Q4_K/Q5_K, make_q3_quants for Q3_K, make_qx_quants with
+ * rmse_type 1 for Q6_K) evaluate every sum in ggml's order; the SIMD files run the same
+ * searches for Q4_K/Q5_K/Q6_K in lanes, one sub-block each.
  */
 
 #include <stdbool.h>
@@ -17,11 +18,11 @@
 /*
  * Scale and minimum of one sub-block of @n values for levels 0..@nmax, weighted by @w:
  * a first guess from the range, then @nstep + 1 candidate scales around it, keeping the one
- * with the smallest weighted squared error. Returns the scale, the negated minimum in
- * @ret_min, the levels in @L.
+ * with the smallest weighted error (squared, or absolute with @mad). Returns the scale, the
+ * negated minimum in @ret_min, the levels in @L.
  */
 static float make_qkx2(unsigned n, int nmax, const float *x, const float *w, uint8_t *L, float *ret_min,
-                       float rmin, float rdelta, int nstep) {
+                       float rmin, float rdelta, int nstep, bool mad) {
         uint8_t Laux[32];
         float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
 
@@ -46,7 +47,7 @@ static float make_qkx2(unsigned n, int nmax, const float *x, const float *w, uin
                 int l = quant_nearest_int(iscale * (x[i] - min));
                 L[i] = (uint8_t) MAX(0, MIN(nmax, l));
                 float diff = scale * L[i] + min - x[i];
-                best_error += w[i] * (diff * diff);
+                best_error += w[i] * (mad ? fabsf(diff) : diff * diff);
         }
 
         for (int is = 0; is <= nstep; is++) {
@@ -74,7 +75,7 @@ static float make_qkx2(unsigned n, int nmax, const float *x, const float *w, uin
                 float cur_error = 0;
                 for (unsigned i = 0; i < n; i++) {
                         float diff = this_scale * Laux[i] + this_min - x[i];
-                        cur_error += w[i] * (diff * diff);
+                        cur_error += w[i] * (mad ? fabsf(diff) : diff * diff);
                 }
                 if (cur_error < best_error) {
                         memcpy(L, Laux, n);
@@ -194,7 +195,7 @@ void quant_q4_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
 
                 for (unsigned j = 0; j < 8; j++) {
                         k4_weights(src + 32 * j, w);
-                        scales[j] = make_qkx2(32, 15, src + 32 * j, w, L + 32 * j, &mins[j], -1.f, 0.1f, 20);
+                        scales[j] = make_qkx2(32, 15, src + 32 * j, w, L + 32 * j, &mins[j], -1.f, 0.1f, 20, false);
                 }
                 quant_k4_finish(src, scales, mins, 15, dst, L);
                 quant_q4_k_pack(L, dst);
@@ -208,7 +209,7 @@ void quant_q5_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
 
                 for (unsigned j = 0; j < 8; j++) {
                         k4_weights(src + 32 * j, w);
-                        scales[j] = make_qkx2(32, 31, src + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15);
+                        scales[j] = make_qkx2(32, 31, src + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15, false);
                 }
                 quant_k4_finish(src, scales, mins, 31, dst, L);
                 quant_q5_k_pack(L, dst);
@@ -320,5 +321,180 @@ void quant_q6_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
                 for (unsigned ib = 0; ib < 16; ib++)
                         scales[ib] = make_qx16(src + 16 * ib, L + 16 * ib);
                 quant_q6_k_finish(src, scales, L, dst);
+        }
+}
+
+/* Q2_K and Q3_K: four 2-bit levels a byte, element e of each 128 in byte e % 32, bits 2·(e / 32). */
+static void pack_2bit(const uint8_t L[QK_K], uint8_t qs[64]) {
+        for (unsigned j = 0; j < QK_K; j += 128)
+                for (unsigned l = 0; l < 32; l++)
+                        qs[j / 4 + l] = (uint8_t) (L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                                   (L[j + l + 96] << 6));
+}
+
+/*
+ * Q2_K: 16 sub-blocks of 16, each a scale and a minimum (make_qkx2 on levels 0..3, weighted
+ * by |x|, absolute error), both quantized to 4 bits against their maxima.
+ */
+void quant_q2_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
+        for (size_t b = 0; b < nblocks; b++, src += QK_K, dst += Q2_K_BYTES) {
+                float scales[16], mins[16], w[16], max_scale = 0, max_min = 0;
+                uint8_t L[QK_K], *sc = dst;
+
+                for (unsigned j = 0; j < 16; j++) {
+                        for (unsigned l = 0; l < 16; l++)
+                                w[l] = fabsf(src[16 * j + l]);
+                        scales[j] = make_qkx2(16, 3, src + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
+                        if (scales[j] > max_scale)
+                                max_scale = scales[j];
+                        if (mins[j] > max_min)
+                                max_min = mins[j];
+                }
+                memset(sc, 0, 16);
+                if (max_scale > 0) {
+                        float iscale = 15.f / max_scale;
+                        for (unsigned j = 0; j < 16; j++)
+                                sc[j] = (uint8_t) quant_nearest_int(iscale * scales[j]);
+                }
+                quant_store_le16(dst + 80, quant_fp16(max_scale > 0 ? max_scale / 15.f : 0.f));
+                if (max_min > 0) {
+                        float iscale = 15.f / max_min;
+                        for (unsigned j = 0; j < 16; j++)
+                                /* Unsigned: the low bits of ggml's int shift, without its undefined
+                                 * behaviour for the negative levels of absurd input. */
+                                sc[j] |= (uint8_t) ((unsigned) quant_nearest_int(iscale * mins[j]) << 4);
+                }
+                quant_store_le16(dst + 82, quant_fp16(max_min > 0 ? max_min / 15.f : 0.f));
+
+                float d = quant_fp16_to_f32(quant_load_le16(dst + 80));
+                float dmin = quant_fp16_to_f32(quant_load_le16(dst + 82));
+                for (unsigned j = 0; j < 16; j++) {
+                        float dj = d * (float) (sc[j] & 0xf);
+                        if (dj == 0.0f)
+                                continue;
+                        float mj = dmin * (float) (sc[j] >> 4);
+                        for (unsigned i = 0; i < 16; i++) {
+                                int l = quant_nearest_int((src[16 * j + i] + mj) / dj);
+                                L[16 * j + i] = (uint8_t) MAX(0, MIN(3, l));
+                        }
+                }
+                pack_2bit(L, dst + 16);
+        }
+}
+
+/*
+ * make_q3_quants(16, 4, x, L, do_rmse): a scale for levels -4..3 from the largest magnitude,
+ * then up to five passes that move single levels while that raises sumlx² / suml2 (weights
+ * x²). Returns the scale; @L holds the levels + 4.
+ */
+static float make_q3(const float *x, int8_t L[16]) {
+        float amax = 0, max = 0, sumlx = 0, suml2 = 0;
+
+        for (unsigned i = 0; i < 16; i++)
+                if (fabsf(x[i]) > amax) {
+                        amax = fabsf(x[i]);
+                        max = x[i];
+                }
+        if (amax < GROUP_MAX_EPS) {
+                memset(L, 0, 16);
+                return 0.f;
+        }
+        float iscale = -4.f / max;
+        for (unsigned i = 0; i < 16; i++) {
+                int l = MAX(-4, MIN(3, quant_nearest_int(iscale * x[i])));
+                float w = x[i] * x[i];
+                L[i] = (int8_t) l;
+                sumlx += w * x[i] * (float) l;
+                suml2 += w * (float) l * (float) l;
+        }
+        for (int itry = 0; itry < 5; itry++) {
+                int n_changed = 0;
+                for (unsigned i = 0; i < 16; i++) {
+                        float w = x[i] * x[i], slx = sumlx - w * x[i] * (float) L[i];
+                        if (!(slx > 0))
+                                continue;
+                        float sl2 = suml2 - w * (float) L[i] * (float) L[i];
+                        int new_l = MAX(-4, MIN(3, quant_nearest_int(x[i] * sl2 / slx)));
+                        if (new_l == L[i])
+                                continue;
+                        slx += w * x[i] * (float) new_l;
+                        sl2 += w * (float) new_l * (float) new_l;
+                        if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                                L[i] = (int8_t) new_l;
+                                sumlx = slx;
+                                suml2 = sl2;
+                                n_changed++;
+                        }
+                }
+                if (!n_changed)
+                        break;
+        }
+        for (unsigned i = 0; i < 16; i++)
+                L[i] = (int8_t) (L[i] + 4);
+        return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* Q3_K's 6-bit scale of sub-block @j: its low 4 bits, then 2 high bits, from the 12 bytes. */
+static int q3_k_scale(const uint8_t sc[12], unsigned j) {
+        int lo = j < 8 ? sc[j] & 0xf : sc[j - 8] >> 4;
+        return (lo | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+
+/*
+ * Q3_K: 16 sub-blocks of 16 on levels -4..3 (make_q3), their scales quantized to 6 bits
+ * against the one of largest magnitude; the levels' high bit in hmask, the low two in qs.
+ */
+void quant_q3_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
+        for (size_t b = 0; b < nblocks; b++, src += QK_K, dst += Q3_K_BYTES) {
+                float scales[16], amax = 0, max_scale = 0;
+                uint8_t *hmask = dst, *sc = dst + 96;
+                int8_t L[QK_K];
+
+                for (unsigned j = 0; j < 16; j++) {
+                        scales[j] = make_q3(src + 16 * j, L + 16 * j);
+                        if (fabsf(scales[j]) > amax) {
+                                amax = fabsf(scales[j]);
+                                max_scale = scales[j];
+                        }
+                }
+                memset(sc, 0, 12);
+                if (max_scale != 0.0f) {
+                        float iscale = -32.f / max_scale;
+                        for (unsigned j = 0; j < 16; j++) {
+                                /* ggml stores nearest_int() into an int8_t first. */
+                                int8_t s = (int8_t) (uint8_t) quant_nearest_int(iscale * scales[j]);
+                                int l = MAX(-32, MIN(31, s)) + 32;
+                                if (j < 8)
+                                        sc[j] = (uint8_t) (l & 0xf);
+                                else
+                                        sc[j - 8] |= (uint8_t) ((l & 0xf) << 4);
+                                sc[8 + j % 4] |= (uint8_t) ((l >> 4) << (2 * (j / 4)));
+                        }
+                        quant_store_le16(dst + 108, quant_fp16(1 / iscale));
+                } else {
+                        quant_store_le16(dst + 108, quant_fp16(0.f));
+                }
+
+                float d_all = quant_fp16_to_f32(quant_load_le16(dst + 108));
+                for (unsigned j = 0; j < 16; j++) {
+                        float d = d_all * (float) q3_k_scale(sc, j);
+                        if (d == 0.0f)
+                                continue;
+                        for (unsigned i = 0; i < 16; i++) {
+                                int l = quant_nearest_int(src[16 * j + i] / d);
+                                L[16 * j + i] = (int8_t) (MAX(-4, MIN(3, l)) + 4);
+                        }
+                }
+
+                uint8_t U[QK_K];
+                memset(hmask, 0, 32);
+                for (unsigned j = 0; j < QK_K; j++) {
+                        U[j] = (uint8_t) L[j];
+                        if (U[j] > 3) {
+                                hmask[j % 32] |= (uint8_t) (1u << (j / 32));
+                                U[j] -= 4;
+                        }
+                }
+                pack_2bit(U, dst + 32);
         }
 }

@@ -31,6 +31,8 @@
 #define Q5_0_BYTES 22           /* d, qh[4], qs[16] */
 #define Q5_1_BYTES 24           /* d, m, qh[4], qs[16] */
 #define Q8_0_BYTES 34           /* d, qs[32] */
+#define Q2_K_BYTES 84           /* scales[16], qs[64], d, dmin */
+#define Q3_K_BYTES 110          /* hmask[32], qs[64], scales[12], d */
 #define Q4_K_BYTES 144          /* d, dmin, scales[12], qs[128] */
 #define Q5_K_BYTES 176          /* d, dmin, scales[12], qh[32], qs[128] */
 #define Q6_K_BYTES 210          /* ql[128], qh[64], scales[16], d */
@@ -44,6 +46,8 @@ enum {
         TYPE_Q5_0 = 6,
         TYPE_Q5_1 = 7,
         TYPE_Q8_0 = 8,
+        TYPE_Q2_K = 10,
+        TYPE_Q3_K = 11,
         TYPE_Q4_K = 12,
         TYPE_Q5_K = 13,
         TYPE_Q6_K = 14,
@@ -57,6 +61,8 @@ typedef enum QuantKind {
         QUANT_Q5_0,
         QUANT_Q5_1,
         QUANT_Q8_0,
+        QUANT_Q2_K,
+        QUANT_Q3_K,
         QUANT_Q4_K,
         QUANT_Q5_K,
         QUANT_Q6_K,
@@ -104,6 +110,8 @@ void quant_q4_1_generic(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q5_0_generic(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q5_1_generic(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q8_0_generic(const float *src, uint8_t *dst, size_t nblocks);
+void quant_q2_k_generic(const float *src, uint8_t *dst, size_t nblocks);
+void quant_q3_k_generic(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q4_k_generic(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q5_k_generic(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q6_k_generic(const float *src, uint8_t *dst, size_t nblocks);

@@ -22,6 +22,8 @@ static const QuantType types[] = {
         { TYPE_Q5_0, QUANT_Q5_0, QK_SMALL, Q5_0_BYTES },
         { TYPE_Q5_1, QUANT_Q5_1, QK_SMALL, Q5_1_BYTES },
         { TYPE_Q8_0, QUANT_Q8_0, QK_SMALL, Q8_0_BYTES },
+        { TYPE_Q2_K, QUANT_Q2_K, QK_K, Q2_K_BYTES },
+        { TYPE_Q3_K, QUANT_Q3_K, QK_K, Q3_K_BYTES },
         { TYPE_Q4_K, QUANT_Q4_K, QK_K, Q4_K_BYTES },
         { TYPE_Q5_K, QUANT_Q5_K, QK_K, Q5_K_BYTES },
         { TYPE_Q6_K, QUANT_Q6_K, QK_K, Q6_K_BYTES },

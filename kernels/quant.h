@@ -4,8 +4,8 @@
 /*
  * ggml quantization: float rows to the block formats GGUF files store, byte for byte what
  * ggml's reference quantizer (ggml_quantize_chunk without an importance matrix) writes for
- * the same floats. Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, and the float
- * types F32, F16, BF16 (F16 and BF16 round to nearest even, as ggml does).
+ * the same floats. Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, and
+ * the float types F32, F16, BF16 (F16 and BF16 round to nearest even, as ggml does).
  *
  * Pure compute: nothing here allocates, performs I/O or fails on supported input. The
  * fastest implementation the CPU supports is chosen once (dispatch.h, family "quant");

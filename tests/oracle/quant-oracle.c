@@ -70,6 +70,7 @@ static int ggml_load(const char *path) {
                 { GGML_TYPE_Q4_1, "dequantize_row_q4_1" }, { GGML_TYPE_Q5_0, "dequantize_row_q5_0" },
                 { GGML_TYPE_Q5_1, "dequantize_row_q5_1" }, { GGML_TYPE_Q4_K, "dequantize_row_q4_K" },
                 { GGML_TYPE_Q5_K, "dequantize_row_q5_K" }, { GGML_TYPE_Q6_K, "dequantize_row_q6_K" },
+                { GGML_TYPE_Q2_K, "dequantize_row_q2_K" }, { GGML_TYPE_Q3_K, "dequantize_row_q3_K" },
         };
         for (size_t i = 0; i < sizeof(dq) / sizeof(dq[0]); i++)
                 if (!(ggml_dequantize[dq[i].type] = (ggml_dequantize_row_fn) dlsym(h, dq[i].sym))) {
@@ -81,7 +82,8 @@ static int ggml_load(const char *path) {
 
 static const uint32_t types[] = {
         GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
-        GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+        GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q2_K,
+        GGML_TYPE_Q3_K,
 };
 
 /* Row lengths and row counts: every length is a whole number of K-quant super-blocks or of 32. */

@@ -181,7 +181,7 @@ static const struct {
         LoraShape s;
         const char *message;
 } bad_shapes[] = {
-        { { GGML_TYPE_Q2_K, 256, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "no predictor" },
+        { { GGML_TYPE_IQ4_NL, 256, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "no predictor" },
         { { GGML_TYPE_Q8_0, 48, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "whole 32-element blocks" },
         { { GGML_TYPE_Q8_0, 0, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "whole" },
         { { GGML_TYPE_Q8_0, 64, 4, 0, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "rank 0" },

@@ -19,7 +19,8 @@
 
 static const uint32_t all_types[] = {
         GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
-        GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+        GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+        GGML_TYPE_Q6_K,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -64,8 +65,7 @@ static size_t quantize_ok(uint32_t type, const float *x, uint8_t *out, size_t nr
 START_TEST(test_supported) {
         for (size_t t = 0; t < N_TYPES; t++)
                 ck_assert_msg(quant_supported(all_types[t]), "type %u", all_types[t]);
-        static const uint32_t unsupported[] = { GGML_TYPE_Q8_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                                                GGML_TYPE_Q8_K, GGML_TYPE_IQ4_NL, GGML_TYPE_I8,
+        static const uint32_t unsupported[] = { GGML_TYPE_Q8_1, GGML_TYPE_Q8_K, GGML_TYPE_IQ4_NL, GGML_TYPE_I8,
                                                 4, 5, 1000 };
         for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++)
                 ck_assert_msg(!quant_supported(unsupported[i]), "type %u", unsupported[i]);
@@ -203,6 +203,8 @@ START_TEST(test_zero_blocks) {
                 { GGML_TYPE_Q5_0, 0x8000, 2, 20, 0x00 }, /* qh all ones, checked below; qs zero */
                 { GGML_TYPE_Q5_1, 0x0000, 2, 22, 0x00 }, { GGML_TYPE_Q4_K, 0x0000, 2, 142, 0x00 },
                 { GGML_TYPE_Q5_K, 0x0000, 2, 174, 0x00 }, { GGML_TYPE_Q6_K, 0x0000, 0, 210, 0x00 },
+                { GGML_TYPE_Q2_K, 0x0000, 0, 84, 0x00 }, /* d and dmin at the end: zero too */
+                { GGML_TYPE_Q3_K, 0x0000, 0, 110, 0x00 }, /* levels left 0 by the search: all zero */
         };
         const char *name;
         float x[512];
@@ -217,7 +219,7 @@ START_TEST(test_zero_blocks) {
                 quantize_ok(v[i].type, x, out, 1, 512);
                 for (size_t b = 0; b < bytes; b += block) {
                         const uint8_t *p = out + b;
-                        if (v[i].type != GGML_TYPE_Q6_K)
+                        if (v[i].type != GGML_TYPE_Q6_K && v[i].type != GGML_TYPE_Q2_K && v[i].type != GGML_TYPE_Q3_K)
                                 ck_assert_msg(le16(p) == v[i].d, "%s %s: d = 0x%04x", name,
                                               ggml_type(v[i].type)->name, le16(p));
                         for (size_t k = 0; k < v[i].qs_len; k++) {
@@ -288,6 +290,27 @@ static void dequantize_block(uint32_t type, const uint8_t *p, float *y) {
                 }
                 break;
         }
+        case GGML_TYPE_Q2_K:
+        case GGML_TYPE_Q3_K: {
+                /* block_q2_K: scales[16] (scale | min << 4), qs[64], d, dmin;
+                 * block_q3_K: hmask[32], qs[64], scales[12] (6-bit, biased by 32), d. */
+                bool three = type == GGML_TYPE_Q3_K;
+                const uint8_t *qs = p + (three ? 32 : 16);
+                float d = f16(p + (three ? 108 : 80));
+                for (unsigned e = 0; e < 256; e++) {
+                        unsigned j = e / 16, half = e / 128, k = e % 128;
+                        int q = (qs[32 * half + k % 32] >> (2 * (k / 32))) & 3;
+                        if (three) {
+                                const uint8_t *sc = p + 96;
+                                int s = (j < 8 ? sc[j] & 15 : sc[j - 8] >> 4) | ((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+                                q -= (p[e % 32] >> (e / 32)) & 1 ? 0 : 4;
+                                y[e] = d * (float) (s - 32) * (float) q;
+                        } else {
+                                y[e] = d * (float) (p[j] & 15) * (float) q - f16(p + 82) * (float) (p[j] >> 4);
+                        }
+                }
+                break;
+        }
         case GGML_TYPE_Q6_K:
                 for (unsigned n = 0; n < 2; n++) {
                         const uint8_t *ql = p + 64 * n, *qh = p + 128 + 32 * n;
@@ -313,7 +336,8 @@ START_TEST(test_dequantize) {
         } v[] = {
                 { GGML_TYPE_Q8_0, 0.01 }, { GGML_TYPE_Q4_0, 0.15 }, { GGML_TYPE_Q4_1, 0.12 },
                 { GGML_TYPE_Q5_0, 0.075 }, { GGML_TYPE_Q5_1, 0.06 }, { GGML_TYPE_Q4_K, 0.12 },
-                { GGML_TYPE_Q5_K, 0.06 }, { GGML_TYPE_Q6_K, 0.03 },
+                { GGML_TYPE_Q5_K, 0.06 }, { GGML_TYPE_Q6_K, 0.03 }, { GGML_TYPE_Q3_K, 0.16 },
+                { GGML_TYPE_Q2_K, 0.3 },
         };
         enum { N = 4096 };
         const char *name;
