@@ -18,6 +18,10 @@ enum {
         FTYPE_Q8_0 = 7,
         FTYPE_Q5_0 = 8,
         FTYPE_Q5_1 = 9,
+        FTYPE_Q2_K = 10,
+        FTYPE_Q3_K_S = 11,
+        FTYPE_Q3_K_M = 12,
+        FTYPE_Q3_K_L = 13,
         FTYPE_Q4_K_S = 14,
         FTYPE_Q4_K_M = 15,
         FTYPE_Q5_K_S = 16,
@@ -31,6 +35,10 @@ static const QuantFtype ftypes[] = {
         { "Q4_1", FTYPE_Q4_1, GGML_TYPE_Q4_1 },
         { "Q5_0", FTYPE_Q5_0, GGML_TYPE_Q5_0 },
         { "Q5_1", FTYPE_Q5_1, GGML_TYPE_Q5_1 },
+        { "Q2_K", FTYPE_Q2_K, GGML_TYPE_Q2_K },
+        { "Q3_K_S", FTYPE_Q3_K_S, GGML_TYPE_Q3_K },
+        { "Q3_K_M", FTYPE_Q3_K_M, GGML_TYPE_Q3_K },
+        { "Q3_K_L", FTYPE_Q3_K_L, GGML_TYPE_Q3_K },
         { "Q4_K_S", FTYPE_Q4_K_S, GGML_TYPE_Q4_K },
         { "Q4_K_M", FTYPE_Q4_K_M, GGML_TYPE_Q4_K },
         { "Q5_K_S", FTYPE_Q5_K_S, GGML_TYPE_Q5_K },
@@ -143,7 +151,7 @@ static Category category(const char *name) {
 
 typedef struct MixState {
         const QuantFtype *ft;
-        uint32_t n_layer, n_expert;
+        uint32_t n_layer, n_expert, n_gqa;     /* n_gqa: heads per KV head (0 without KV heads) */
         bool is_70b, tied_embeddings;
         int n_attention_wv, i_attention_wv, i_ffn_down;
         size_t n_fallback;
@@ -178,7 +186,13 @@ static int mix_type(MixState *s, const char *name, const uint64_t ne[4], uint32_
                 else if (t != GGML_TYPE_Q8_0)
                         t = GGML_TYPE_Q6_K;
         } else if (cat == CAT_ATTN_V || cat == CAT_ATTN_QKV || cat == CAT_ATTN_KV_B) {
-                if ((ft == FTYPE_Q4_K_M || ft == FTYPE_Q5_K_M) && use_more_bits(s->i_attention_wv, s->n_attention_wv))
+                if (ft == FTYPE_Q2_K)
+                        t = s->n_gqa >= 4 ? GGML_TYPE_Q4_K : GGML_TYPE_Q3_K;
+                else if (ft == FTYPE_Q3_K_M)
+                        t = s->i_attention_wv < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K;
+                else if (ft == FTYPE_Q3_K_L)
+                        t = GGML_TYPE_Q5_K;
+                else if ((ft == FTYPE_Q4_K_M || ft == FTYPE_Q5_K_M) && use_more_bits(s->i_attention_wv, s->n_attention_wv))
                         t = GGML_TYPE_Q6_K;
                 else if (ft == FTYPE_Q4_K_S && s->i_attention_wv < 4)
                         t = GGML_TYPE_Q5_K;
@@ -194,14 +208,29 @@ static int mix_type(MixState *s, const char *name, const uint64_t ne[4], uint32_
                 int i = ffn_layer(s, name, s->i_ffn_down, err), n = (int) s->n_layer;
                 if (i < 0)
                         return i;
-                if ((ft == FTYPE_Q4_K_M || ft == FTYPE_Q5_K_M) && use_more_bits(i, n))
+                if (ft == FTYPE_Q2_K)
+                        t = GGML_TYPE_Q3_K;
+                else if (ft == FTYPE_Q3_K_M)
+                        t = i < n / 16 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K;
+                else if (ft == FTYPE_Q3_K_L)
+                        t = GGML_TYPE_Q5_K;
+                else if ((ft == FTYPE_Q4_K_M || ft == FTYPE_Q5_K_M) && use_more_bits(i, n))
                         t = GGML_TYPE_Q6_K;
                 else if (ft == FTYPE_Q4_K_S && i < n / 8)
                         t = GGML_TYPE_Q5_K;
                 s->i_ffn_down++;
         } else if (cat == CAT_ATTN_OUTPUT) {
-                if (s->n_expert == 8 && (ft == FTYPE_Q4_K_S || ft == FTYPE_Q4_K_M))
+                if (s->n_expert == 8) {
+                        if (ft == FTYPE_Q2_K || ft == FTYPE_Q3_K_S || ft == FTYPE_Q3_K_M || ft == FTYPE_Q4_K_S ||
+                            ft == FTYPE_Q4_K_M)
+                                t = GGML_TYPE_Q5_K;
+                } else if (ft == FTYPE_Q2_K) {
+                        t = GGML_TYPE_Q3_K;
+                } else if (ft == FTYPE_Q3_K_M) {
+                        t = GGML_TYPE_Q4_K;
+                } else if (ft == FTYPE_Q3_K_L) {
                         t = GGML_TYPE_Q5_K;
+                }
         }
         *type = t;
         return 0;
@@ -215,6 +244,10 @@ static uint32_t fallback(MixState *s, const uint64_t ne[4], uint32_t t) {
                 return t;
         s->n_fallback++;
         switch (t) {
+        case GGML_TYPE_Q2_K:
+        case GGML_TYPE_Q3_K:
+                t = GGML_TYPE_Q4_0;
+                break;
         case GGML_TYPE_Q4_K:
                 t = GGML_TYPE_Q5_0;
                 break;
@@ -280,15 +313,14 @@ static int model_params(const Gguf *g, MixState *s, TpError *err) {
                 return r;
         if (s->n_expert <= 1)
                 s->n_expert = 0;
-        if (s->n_layer == 80) {
-                /* Only 80-layer models need the head counts (LLM_TYPE_70B: grouped-query attention). */
-                if ((r = get_u32(g, "llama.attention.head_count", true, &heads, err)) < 0)
-                        return r;
-                heads_kv = heads;
-                if ((r = get_u32(g, "llama.attention.head_count_kv", false, &heads_kv, err)) < 0)
-                        return r;
-                s->is_70b = s->n_expert != 8 && heads != heads_kv;
-        }
+        /* The head counts: Q2_K's attn_v by n_gqa, and LLM_TYPE_70B (80 layers, grouped-query attention). */
+        if ((r = get_u32(g, "llama.attention.head_count", s->n_layer == 80, &heads, err)) < 0)
+                return r;
+        heads_kv = heads;
+        if ((r = get_u32(g, "llama.attention.head_count_kv", false, &heads_kv, err)) < 0)
+                return r;
+        s->n_gqa = heads_kv ? heads / heads_kv : 0;
+        s->is_70b = s->n_layer == 80 && s->n_expert != 8 && heads != heads_kv;
         return 0;
 }
 

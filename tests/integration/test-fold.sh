@@ -209,7 +209,7 @@ refused "quantize an architecture whose mixes are not implemented" "only llama" 
 refused "a missing adapter file" "No such file" \
     tp fold "$TMP/base.gguf" "$TMP/nonexistent.gguf" "$TMP/refused.gguf" Q4_0
 
-tp fold "$TMP/base.gguf" "$TMP/lora.gguf" "$TMP/refused.gguf" Q3_K_M > "$TMP/rout" 2>&1
+tp fold "$TMP/base.gguf" "$TMP/lora.gguf" "$TMP/refused.gguf" IQ2_XS > "$TMP/rout" 2>&1
 check "an unsupported TYPE is a usage error (exit 2) that lists the types" \
     bash -c "test $? -eq 2 && grep -q Q4_K_M '$TMP/rout'"
 tp fold "$TMP/base.gguf" "$TMP/lora.gguf" "$TMP/refused.gguf" > /dev/null 2>&1

@@ -61,7 +61,7 @@ ftype_of() {
         sed -n "s/^ *$want *= *\([0-9][0-9]*\),.*/\1/p" "$src/include/llama.h"
 }
 
-types="Q4_K_M Q4_0 Q8_0 Q4_1 Q5_0 Q5_1 Q4_K_S Q5_K_S Q5_K_M Q6_K F16 BF16 F32"
+types="Q4_K_M Q4_0 Q8_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q5_K_S Q5_K_M Q6_K F16 BF16 F32"
 
 # run_fixture NAME FIXTURE_ARGS...: make the model, then every type by both tools, compared.
 # 8 layers: the Q4_K_M/Q5_K_M "more bits" pattern has every case (first and last eighth,
@@ -150,10 +150,13 @@ compare_types() {
 run_fixture f32 --type f32
 run_fixture f16 --type f16
 run_fixture bf16 --type bf16
-# Rows of 160 and 416: no K-quant block fits, so Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0.
+# Rows of 160 and 416: no K-quant block fits, so Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
+# Q6_K -> Q8_0.
 run_fixture f32-dim160 --type f32 --dim 160 --ff 416 --heads 5
+# Grouped-query attention, 4 heads per KV head: Q2_K's attn_v becomes Q4_K instead of Q3_K.
+run_fixture gqa --type f32 --heads 8 --heads-kv 2
 
-mixes="Q4_K_M Q4_0 Q8_0 Q4_K_S Q5_K_M Q6_K"
+mixes="Q4_K_M Q4_0 Q8_0 Q4_K_S Q5_K_M Q6_K Q2_K Q3_K_S Q3_K_M Q3_K_L"
 # Tied embeddings (no output.weight): token_embd.weight takes output's type.
 edit_gguf "$tmp/f32.gguf" "$tmp/tied.gguf" drop=output.weight && compare_types tied $mixes
 # 8 experts: attn_v and attn_k Q8_0, attn_output Q5_K, ffn_down's layer from its name.

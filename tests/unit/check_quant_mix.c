@@ -86,7 +86,10 @@ START_TEST(test_ftype_names) {
         ck_assert_uint_eq(quant_ftype_from_name("F32")->ftype, 0);
         ck_assert_uint_eq(quant_ftype_from_name("BF16")->ftype, 32);
         ck_assert_uint_eq(quant_ftype_from_name("Q8_0")->ftype, 7);
-        ck_assert_ptr_null(quant_ftype_from_name("Q3_K_M")); /* no Q3_K quantizer */
+        ck_assert_uint_eq(quant_ftype_from_name("q3_k_m")->ftype, 12);
+        ck_assert_uint_eq(quant_ftype_from_name("Q3_K_L")->base_type, GGML_TYPE_Q3_K);
+        ck_assert_uint_eq(quant_ftype_from_name("Q2_K")->ftype, 10);
+        ck_assert_ptr_null(quant_ftype_from_name("Q2_K_S")); /* needs an importance matrix */
         ck_assert_ptr_null(quant_ftype_from_name("q4_k"));
         ck_assert_ptr_null(quant_ftype_from_name(NULL));
 }
@@ -151,6 +154,45 @@ START_TEST(test_q4_k_s) {
                 ck_assert_uint_eq(type_of(&f, &p, name), l < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K);
         }
         quant_plan_done(&p);
+}
+END_TEST
+
+/* Q2_K and Q3_K_S/M/L on 16 layers (n/16 = 1), with 1 and 4 heads per KV head. */
+START_TEST(test_q2_q3) {
+        enum { Q2 = GGML_TYPE_Q2_K, Q3 = GGML_TYPE_Q3_K, Q4 = GGML_TYPE_Q4_K, Q5 = GGML_TYPE_Q5_K };
+        static const struct {
+                const char *ft;
+                uint32_t heads_kv, base;
+                uint32_t v1, v2, down0, down1, out; /* attn_v of layers 1 and 2, ffn_down of 0 and 1, attn_output */
+        } v[] = {
+                { "Q2_K", 8, Q2, Q3, Q3, Q3, Q3, Q3 },   { "Q2_K", 2, Q2, Q4, Q4, Q3, Q3, Q3 },
+                { "Q3_K_S", 8, Q3, Q3, Q3, Q3, Q3, Q3 }, { "Q3_K_M", 2, Q3, Q5, Q4, Q5, Q4, Q4 },
+                { "Q3_K_L", 8, Q3, Q5, Q5, Q5, Q5, Q5 },
+        };
+        Fake f;
+
+        for (size_t i = 0; i < ELEMENTSOF(v); i++) {
+                fake_llama(&f, 16, 256, true);
+                fake_kv_u32(&f, "llama.attention.head_count", 8);
+                fake_kv_u32(&f, "llama.attention.head_count_kv", v[i].heads_kv);
+                QuantPlan p = plan_of(&f, v[i].ft);
+                const struct {
+                        const char *name;
+                        uint32_t want;
+                } at[] = {
+                        { "blk.1.attn_v.weight", v[i].v1 },      { "blk.2.attn_v.weight", v[i].v2 },
+                        { "blk.15.attn_v.weight", v[i].v2 },     { "blk.0.ffn_down.weight", v[i].down0 },
+                        { "blk.1.ffn_down.weight", v[i].down1 }, { "blk.5.attn_output.weight", v[i].out },
+                        { "blk.5.attn_q.weight", v[i].base },    { "token_embd.weight", v[i].base },
+                        { "output.weight", GGML_TYPE_Q6_K },
+                };
+                for (size_t k = 0; k < ELEMENTSOF(at); k++) {
+                        uint32_t got = type_of(&f, &p, at[k].name);
+                        ck_assert_msg(got == at[k].want, "%s, %u KV heads: %s is %s, want %s", v[i].ft,
+                                      v[i].heads_kv, at[k].name, ggml_type(got)->name, ggml_type(at[k].want)->name);
+                }
+                quant_plan_done(&p);
+        }
 }
 END_TEST
 
@@ -255,6 +297,7 @@ static Suite *quant_mix_suite(void) {
         tcase_add_test(tc, test_order);
         tcase_add_loop_test(tc, test_more_bits, 0, 2);
         tcase_add_test(tc, test_q4_k_s);
+        tcase_add_test(tc, test_q2_q3);
         tcase_add_test(tc, test_output_and_tied);
         tcase_add_test(tc, test_fallback);
         tcase_add_test(tc, test_allowed);
