@@ -109,7 +109,7 @@ LIBS = $(PKG_LIBS) $(MBEDTLS_LIBS) -lm
 
 KERNEL_SRCS := kernels/cpu.c kernels/dispatch.c kernels/sha256.c kernels/sha256-generic.c \
                kernels/quant.c kernels/dequant.c kernels/quant-generic.c kernels/quant-generic-k.c \
-               kernels/product.c
+               kernels/quant-weighted.c kernels/product.c
 KERNEL_SRCS_x86_64 := kernels/sha256-x86-shani.c kernels/sha256-x86-avx2.c kernels/quant-x86-avx2.c \
                       kernels/quant-x86-avx2-k.c kernels/predict-x86-avx2.c
 KERNEL_SRCS_aarch64 := kernels/sha256-arm64-ce.c kernels/sha256-arm64-neon.c kernels/quant-arm64-neon.c \
@@ -151,7 +151,8 @@ $(OBJ)/kernels/sha256-arm64-neon.o: ISA_FLAGS := -march=armv8-a
 # Quantizers must round like ggml: no fused multiply-add (GCC fuses on aarch64 by default);
 # sqrtf() as one instruction, without libm.
 QUANT_FP_FLAGS := -ffp-contract=off -fno-math-errno
-$(call objs,kernels/quant.c kernels/quant-generic.c kernels/quant-generic-k.c kernels/dequant.c kernels/product.c): \
+$(call objs,kernels/quant.c kernels/quant-generic.c kernels/quant-generic-k.c kernels/quant-weighted.c \
+        kernels/dequant.c kernels/product.c): \
         ISA_FLAGS := $(QUANT_FP_FLAGS)
 $(call objs,kernels/quant-x86-avx2.c kernels/quant-x86-avx2-k.c kernels/predict-x86-avx2.c): ISA_FLAGS := -mavx2 $(QUANT_FP_FLAGS)
 $(call objs,kernels/quant-arm64-neon.c kernels/quant-arm64-neon-k.c kernels/predict-arm64-neon.c): \

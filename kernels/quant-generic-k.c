@@ -15,13 +15,7 @@
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define GROUP_MAX_EPS 1e-15f
 
-/*
- * Scale and minimum of one sub-block of @n values for levels 0..@nmax, weighted by @w:
- * a first guess from the range, then @nstep + 1 candidate scales around it, keeping the one
- * with the smallest weighted error (squared, or absolute with @mad). Returns the scale, the
- * negated minimum in @ret_min, the levels in @L.
- */
-static float make_qkx2(unsigned n, int nmax, const float *x, const float *w, uint8_t *L, float *ret_min,
+float quant_make_qkx(unsigned n, int nmax, const float *x, const float *w, uint8_t *L, float *ret_min,
                        float rmin, float rdelta, int nstep, bool mad) {
         uint8_t Laux[32];
         float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
@@ -124,12 +118,21 @@ void quant_k4_finish(const float *x, const float scales[8], const float mins[8],
                 ls[j] = (uint8_t) MIN(63, (uint8_t) quant_nearest_int(inv_scale * scales[j]));
                 lm[j] = (uint8_t) MIN(63, (uint8_t) quant_nearest_int(inv_min * mins[j]));
         }
-        uint16_t d16 = quant_fp16(max_scale / 63.f), dmin16 = quant_fp16(max_min / 63.f);
-        quant_store_le16(hdr, d16);
-        quant_store_le16(hdr + 2, dmin16);
+        quant_store_le16(hdr, quant_fp16(max_scale / 63.f));
+        quant_store_le16(hdr + 2, quant_fp16(max_min / 63.f));
         pack_scales_k4(hdr + 4, ls, lm);
+        quant_k4_requantize(x, hdr, nmax, L);
+}
 
-        float dd = quant_fp16_to_f32(d16), dmin = quant_fp16_to_f32(dmin16);
+void quant_k4_set_scales(uint8_t *hdr, float d, float dmin, const uint8_t ls[8], const uint8_t lm[8]) {
+        quant_store_le16(hdr, quant_fp16(d));
+        quant_store_le16(hdr + 2, quant_fp16(dmin));
+        pack_scales_k4(hdr + 4, ls, lm);
+}
+
+void quant_k4_requantize(const float *x, const uint8_t *hdr, int nmax, uint8_t L[QK_K]) {
+        float dd = quant_fp16_to_f32(quant_load_le16(hdr)), dmin = quant_fp16_to_f32(quant_load_le16(hdr + 2));
+
         for (unsigned j = 0; j < 8; j++) {
                 /* The scales as a reader unpacks them from the 12 bytes (ggml's get_scale_min_k4). */
                 const uint8_t *q = hdr + 4;
@@ -195,7 +198,7 @@ void quant_q4_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
 
                 for (unsigned j = 0; j < 8; j++) {
                         k4_weights(src + 32 * j, w);
-                        scales[j] = make_qkx2(32, 15, src + 32 * j, w, L + 32 * j, &mins[j], -1.f, 0.1f, 20, false);
+                        scales[j] = quant_make_qkx(32, 15, src + 32 * j, w, L + 32 * j, &mins[j], -1.f, 0.1f, 20, false);
                 }
                 quant_k4_finish(src, scales, mins, 15, dst, L);
                 quant_q4_k_pack(L, dst);
@@ -209,61 +212,11 @@ void quant_q5_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
 
                 for (unsigned j = 0; j < 8; j++) {
                         k4_weights(src + 32 * j, w);
-                        scales[j] = make_qkx2(32, 31, src + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15, false);
+                        scales[j] = quant_make_qkx(32, 31, src + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15, false);
                 }
                 quant_k4_finish(src, scales, mins, 31, dst, L);
                 quant_q5_k_pack(L, dst);
         }
-}
-
-/* One rmse_type 1 candidate: levels for @iscale, and the weighted sums that score them. */
-static void qx_sums(const float *x, float iscale, float *ret_sumlx, float *ret_suml2) {
-        float sumlx = 0, suml2 = 0;
-
-        for (unsigned i = 0; i < 16; i++) {
-                int l = MAX(-32, MIN(31, quant_nearest_int(iscale * x[i])));
-                float w = x[i] * x[i];
-                sumlx += w * x[i] * (float) l;
-                suml2 += w * (float) l * (float) l;
-        }
-        *ret_sumlx = sumlx;
-        *ret_suml2 = suml2;
-}
-
-static void qx_levels(const float *x, float iscale, int8_t L[16]) {
-        for (unsigned i = 0; i < 16; i++)
-                L[i] = (int8_t) (32 + MAX(-32, MIN(31, quant_nearest_int(iscale * x[i]))));
-}
-
-/* make_qx_quants(16, 32, x, L, rmse_type 1, no weights): the best of 19 scales around -32/max. */
-static float make_qx16(const float *x, int8_t L[16]) {
-        float amax = 0, max = 0, sumlx, suml2;
-
-        for (unsigned i = 0; i < 16; i++)
-                if (fabsf(x[i]) > amax) {
-                        amax = fabsf(x[i]);
-                        max = x[i];
-                }
-        if (amax < GROUP_MAX_EPS) {
-                memset(L, 0, 16);
-                return 0.f;
-        }
-        float iscale = -32.0f / max;
-        qx_levels(x, iscale, L);
-        qx_sums(x, iscale, &sumlx, &suml2);
-        float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f, best = scale * sumlx;
-        for (int is = -9; is <= 9; is++) {
-                if (is == 0)
-                        continue;
-                iscale = -(32.0f + 0.1f * (float) is) / max;
-                qx_sums(x, iscale, &sumlx, &suml2);
-                if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-                        qx_levels(x, iscale, L);
-                        scale = sumlx / suml2;
-                        best = scale * sumlx;
-                }
-        }
-        return scale;
 }
 
 /*
@@ -319,7 +272,7 @@ void quant_q6_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
                 int8_t L[QK_K];
 
                 for (unsigned ib = 0; ib < 16; ib++)
-                        scales[ib] = make_qx16(src + 16 * ib, L + 16 * ib);
+                        scales[ib] = quant_make_qx(16, 32, src + 16 * ib, L + 16 * ib, NULL);
                 quant_q6_k_finish(src, scales, L, dst);
         }
 }
@@ -333,7 +286,7 @@ static void pack_2bit(const uint8_t L[QK_K], uint8_t qs[64]) {
 }
 
 /*
- * Q2_K: 16 sub-blocks of 16, each a scale and a minimum (make_qkx2 on levels 0..3, weighted
+ * Q2_K: 16 sub-blocks of 16, each a scale and a minimum (quant_make_qkx on levels 0..3, weighted
  * by |x|, absolute error), both quantized to 4 bits against their maxima.
  */
 void quant_q2_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
@@ -344,7 +297,7 @@ void quant_q2_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
                 for (unsigned j = 0; j < 16; j++) {
                         for (unsigned l = 0; l < 16; l++)
                                 w[l] = fabsf(src[16 * j + l]);
-                        scales[j] = make_qkx2(16, 3, src + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
+                        scales[j] = quant_make_qkx(16, 3, src + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
                         if (scales[j] > max_scale)
                                 max_scale = scales[j];
                         if (mins[j] > max_min)
@@ -365,21 +318,25 @@ void quant_q2_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
                                 sc[j] |= (uint8_t) ((unsigned) quant_nearest_int(iscale * mins[j]) << 4);
                 }
                 quant_store_le16(dst + 82, quant_fp16(max_min > 0 ? max_min / 15.f : 0.f));
-
-                float d = quant_fp16_to_f32(quant_load_le16(dst + 80));
-                float dmin = quant_fp16_to_f32(quant_load_le16(dst + 82));
-                for (unsigned j = 0; j < 16; j++) {
-                        float dj = d * (float) (sc[j] & 0xf);
-                        if (dj == 0.0f)
-                                continue;
-                        float mj = dmin * (float) (sc[j] >> 4);
-                        for (unsigned i = 0; i < 16; i++) {
-                                int l = quant_nearest_int((src[16 * j + i] + mj) / dj);
-                                L[16 * j + i] = (uint8_t) MAX(0, MIN(3, l));
-                        }
-                }
-                pack_2bit(L, dst + 16);
+                quant_q2_k_requantize(src, dst, L);
         }
+}
+
+void quant_q2_k_requantize(const float *x, uint8_t *dst, uint8_t L[QK_K]) {
+        const uint8_t *sc = dst;
+        float d = quant_fp16_to_f32(quant_load_le16(dst + 80)), dmin = quant_fp16_to_f32(quant_load_le16(dst + 82));
+
+        for (unsigned j = 0; j < 16; j++) {
+                float dj = d * (float) (sc[j] & 0xf);
+                if (dj == 0.0f)
+                        continue;
+                float mj = dmin * (float) (sc[j] >> 4);
+                for (unsigned i = 0; i < 16; i++) {
+                        int l = quant_nearest_int((x[16 * j + i] + mj) / dj);
+                        L[16 * j + i] = (uint8_t) MAX(0, MIN(3, l));
+                }
+        }
+        pack_2bit(L, dst + 16);
 }
 
 /*
@@ -447,7 +404,7 @@ static int q3_k_scale(const uint8_t sc[12], unsigned j) {
 void quant_q3_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
         for (size_t b = 0; b < nblocks; b++, src += QK_K, dst += Q3_K_BYTES) {
                 float scales[16], amax = 0, max_scale = 0;
-                uint8_t *hmask = dst, *sc = dst + 96;
+                uint8_t *sc = dst + 96;
                 int8_t L[QK_K];
 
                 for (unsigned j = 0; j < 16; j++) {
@@ -463,38 +420,44 @@ void quant_q3_k_generic(const float *src, uint8_t *dst, size_t nblocks) {
                         for (unsigned j = 0; j < 16; j++) {
                                 /* ggml stores nearest_int() into an int8_t first. */
                                 int8_t s = (int8_t) (uint8_t) quant_nearest_int(iscale * scales[j]);
-                                int l = MAX(-32, MIN(31, s)) + 32;
-                                if (j < 8)
-                                        sc[j] = (uint8_t) (l & 0xf);
-                                else
-                                        sc[j - 8] |= (uint8_t) ((l & 0xf) << 4);
-                                sc[8 + j % 4] |= (uint8_t) ((l >> 4) << (2 * (j / 4)));
+                                quant_q3_k_set_scale(sc, j, MAX(-32, MIN(31, s)) + 32);
                         }
                         quant_store_le16(dst + 108, quant_fp16(1 / iscale));
                 } else {
                         quant_store_le16(dst + 108, quant_fp16(0.f));
                 }
-
-                float d_all = quant_fp16_to_f32(quant_load_le16(dst + 108));
-                for (unsigned j = 0; j < 16; j++) {
-                        float d = d_all * (float) q3_k_scale(sc, j);
-                        if (d == 0.0f)
-                                continue;
-                        for (unsigned i = 0; i < 16; i++) {
-                                int l = quant_nearest_int(src[16 * j + i] / d);
-                                L[16 * j + i] = (int8_t) (MAX(-4, MIN(3, l)) + 4);
-                        }
-                }
-
-                uint8_t U[QK_K];
-                memset(hmask, 0, 32);
-                for (unsigned j = 0; j < QK_K; j++) {
-                        U[j] = (uint8_t) L[j];
-                        if (U[j] > 3) {
-                                hmask[j % 32] |= (uint8_t) (1u << (j / 32));
-                                U[j] -= 4;
-                        }
-                }
-                pack_2bit(U, dst + 32);
+                quant_q3_k_requantize(src, dst, L);
         }
+}
+
+void quant_q3_k_set_scale(uint8_t sc[12], unsigned j, int l) {
+        if (j < 8)
+                sc[j] = (uint8_t) (l & 0xf);
+        else
+                sc[j - 8] |= (uint8_t) ((l & 0xf) << 4);
+        sc[8 + j % 4] |= (uint8_t) ((l >> 4) << (2 * (j / 4)));
+}
+
+void quant_q3_k_requantize(const float *x, uint8_t *dst, int8_t L[QK_K]) {
+        uint8_t *hmask = dst, U[QK_K];
+        float d_all = quant_fp16_to_f32(quant_load_le16(dst + 108));
+
+        for (unsigned j = 0; j < 16; j++) {
+                float d = d_all * (float) q3_k_scale(dst + 96, j);
+                if (d == 0.0f)
+                        continue;
+                for (unsigned i = 0; i < 16; i++) {
+                        int l = quant_nearest_int(x[16 * j + i] / d);
+                        L[16 * j + i] = (int8_t) (MAX(-4, MIN(3, l)) + 4);
+                }
+        }
+        memset(hmask, 0, 32);
+        for (unsigned j = 0; j < QK_K; j++) {
+                U[j] = (uint8_t) L[j];
+                if (U[j] > 3) {
+                        hmask[j % 32] |= (uint8_t) (1u << (j / 32));
+                        U[j] -= 4;
+                }
+        }
+        pack_2bit(U, dst + 32);
 }

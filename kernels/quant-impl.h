@@ -128,6 +128,31 @@ void quant_k4_finish(const float *x, const float scales[8], const float mins[8],
                      uint8_t L[QK_K]);
 void quant_q6_k_finish(const float *x, const float scales[16], int8_t L[QK_K], uint8_t *dst);
 
+/*
+ * The steps the importance-weighted quantizers (quant-weighted.c) share with these: a Q4_K/Q5_K
+ * header from its scales d, dmin and 6-bit levels; requantizing a super-block with the scales
+ * its header holds (Q4_K/Q5_K levels into @L; Q2_K and Q3_K also pack the levels, and
+ * Q3_K's hmask); one Q3_K sub-block's 6-bit scale @l into the 12 scale bytes.
+ */
+void quant_k4_set_scales(uint8_t *hdr, float d, float dmin, const uint8_t ls[8], const uint8_t lm[8]);
+void quant_k4_requantize(const float *x, const uint8_t *hdr, int nmax, uint8_t L[QK_K]);
+void quant_q2_k_requantize(const float *x, uint8_t *dst, uint8_t L[QK_K]);
+void quant_q3_k_requantize(const float *x, uint8_t *dst, int8_t L[QK_K]);
+void quant_q3_k_set_scale(uint8_t sc[12], unsigned j, int l);
+
+/*
+ * make_qkx2_quants: scale and minimum of one sub-block of @n values for levels 0..@nmax,
+ * weighted by @w: a first guess from the range, then @nstep + 1 candidate scales around it,
+ * keeping the one with the smallest weighted error (squared, or absolute with @mad). Returns
+ * the scale, the negated minimum in @ret_min, the levels in @L. For finite input it is also
+ * make_qkx3_quants (which ggml's imatrix quantizers call: same search, same sums).
+ */
+float quant_make_qkx(unsigned n, int nmax, const float *x, const float *w, uint8_t *L, float *ret_min, float rmin,
+                     float rdelta, int nstep, bool mad);
+
+/* make_qx_quants (rmse_type 1): weights @qw, or x² when NULL; @L gets the levels + @nmax. */
+float quant_make_qx(unsigned n, int nmax, const float *x, int8_t *L, const float *qw);
+
 /* Q4_K / Q5_K: the levels @L (0..15 / 0..31) into the block's quant bytes. */
 void quant_q4_k_pack(const uint8_t L[QK_K], uint8_t *dst);
 void quant_q5_k_pack(const uint8_t L[QK_K], uint8_t *dst);

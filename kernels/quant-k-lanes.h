@@ -44,7 +44,7 @@ static inline void k_transpose_store_u8(uint8_t *L, unsigned n, unsigned l, vi v
 }
 
 /*
- * make_qkx2 (quant-generic-k.c) for LANES sub-blocks of 32 at @x, with ggml's Q4_K/Q5_K
+ * quant_make_qkx (quant-generic-k.c) for LANES sub-blocks of 32 at @x, with ggml's Q4_K/Q5_K
  * weights (RMS of the sub-block plus |x|). Writes LANES scales, negated minima and 32 levels
  * per sub-block (natural order at @L).
  */

@@ -33,3 +33,17 @@ bool quant_supported(uint32_t type);
  * nrows * the row size. Input must be finite (no NaN, no infinity).
  */
 size_t quantize_rows(uint32_t type, const float *src, void *dst, size_t nrows, size_t n_per_row);
+
+/* Whether @type has a quantizer that takes an importance matrix (kernels/quant-weighted.c):
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K. ggml ignores it for the others. */
+bool quant_weighted_supported(uint32_t type);
+
+/*
+ * quantize_rows() with an importance matrix, as ggml_quantize_chunk(type, src, dst, 0, nrows,
+ * n_per_row, weights) does: @weights holds @n_per_row values (llama.cpp's imatrix row of the
+ * tensor: the mean squared activation of each input column), the same for every row, all
+ * finite and none negative. Types quant_weighted_supported() refuses, and @weights NULL, are
+ * quantize_rows(). Returns the bytes written.
+ */
+size_t quantize_rows_weighted(uint32_t type, const float *src, void *dst, size_t nrows, size_t n_per_row,
+                              const float *weights);

@@ -4,7 +4,8 @@
  * ggml_quantize_chunk (the prebuilt libggml-base.so of the pinned npm package, dlopen()ed),
  * byte for byte, for every supported type over many distributions, row lengths and row counts;
  * and kernels/dequant.c against ggml's dequantize_row_* on ggml's own output, bit for bit (one
- * more check per type and input set).
+ * more check per type and input set); and kernels/quant-weighted.c against ggml_quantize_chunk
+ * given an importance matrix row (one more check per type and input set, three kinds of rows).
  *
  * Usage: quant-oracle LIBGGML_BASE_SO_OR_DIR [-v]
  * Prints one line per type, then "quant-oracle: N passed, M failed" (one check = one type,
@@ -18,6 +19,7 @@
  */
 
 #include <dlfcn.h>
+#include <math.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +120,48 @@ static void check_dequant(uint32_t type, const uint8_t *blocks, size_t n, const 
         t->passed++;
 }
 
+/*
+ * An importance matrix row of @n values for input set @seed: mean squared activations are
+ * positive and skewed, some columns never fire (0): uniform (0, 1], log-uniform over e^±4, or
+ * a tenth zeros and the rest u² × 100.
+ */
+static void fill_imatrix(float *w, size_t n, uint64_t seed) {
+        uint64_t s = seed * 0x9e3779b97f4a7c15u + 1;
+
+        for (size_t i = 0; i < n; i++) {
+                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                float u = (float) ((s >> 40) + 1) / (float) (1u << 24);
+                w[i] = seed % 3 == 0 ? u : seed % 3 == 1 ? expf(8.f * (u - 0.5f)) : u < 0.1f ? 0.f : u * u * 100.f;
+        }
+}
+
+/* quantize_rows_weighted() against ggml_quantize_chunk with the same imatrix row; *@changed counts
+ * the sets where the imatrix changed ggml's bytes (else this check would prove nothing). */
+static void check_weighted(uint32_t type, const float *x, size_t nrows, size_t n_per_row, uint64_t seed,
+                           const char *what, uint8_t *want, uint8_t *got, Tally *t, unsigned *changed) {
+        static float imatrix[MAX_FLOATS];
+        size_t bytes = nrows * (n_per_row / ggml_type(type)->block_size * ggml_type(type)->type_size);
+
+        fill_imatrix(imatrix, n_per_row, seed);
+        size_t wn = ggml_quantize_chunk((int) type, x, want, 0, (int64_t) nrows, (int64_t) n_per_row, imatrix);
+        memset(got, 0xa5, bytes + 64);
+        (void) quantize_rows(type, x, got, nrows, n_per_row);
+        *changed += memcmp(got, want, bytes) != 0;
+        memset(got, 0xa5, bytes + 64);
+        size_t gn = quantize_rows_weighted(type, x, got, nrows, n_per_row, imatrix);
+        size_t diff = 0;
+        while (diff < bytes && want[diff] == got[diff])
+                diff++;
+        if (gn == wn && wn == bytes && diff == bytes && got[bytes] == 0xa5) {
+                t->passed++;
+                return;
+        }
+        t->failed++;
+        if (t->failed <= 3 || verbose)
+                fprintf(stderr, "  %s with an imatrix %s, %zu x %zu: %zu bytes (ggml %zu), first difference at byte %zu\n",
+                        ggml_type(type)->name, what, nrows, n_per_row, gn, wn, diff);
+}
+
 static void check_set(uint32_t type, const float *x, size_t nrows, size_t n_per_row, const char *what,
                       uint8_t *want, uint8_t *got, Tally *per_impl, Sha256 *digests, size_t n_impls,
                       Tally *dequant_tally) {
@@ -202,7 +246,8 @@ int main(int argc, char *argv[]) {
                 const size_t *lengths = k ? lengths_k : lengths_small;
                 size_t n_lengths = k ? sizeof(lengths_k) / sizeof(lengths_k[0])
                                      : sizeof(lengths_small) / sizeof(lengths_small[0]);
-                Tally tally[8] = {}, dq = {};
+                Tally tally[8] = {}, dq = {}, weighted = {};
+                unsigned changed = 0;
                 Sha256 digests[9];
 
                 for (size_t i = 0; i < 9; i++)
@@ -222,6 +267,9 @@ int main(int argc, char *argv[]) {
                                         snprintf(what, sizeof what, "%s seed %u", qc_dist_names[d], (unsigned) seed);
                                         check_set(type, x, nrows, len, what, want, got, tally, digests, n_impls,
                                                   &dq);
+                                        if (!digest_only)
+                                                check_weighted(type, x, nrows, len, seed + 3 * li, what, want, got,
+                                                               &weighted, &changed);
                                 }
 
                 printf("%-5s", ggml_type(type)->name);
@@ -246,8 +294,18 @@ int main(int argc, char *argv[]) {
                         passed += dq.passed;
                         failed += dq.failed;
                 }
-                if (!digest_only)
+                if (!digest_only) {
+                        /* Types with an importance-aware quantizer: the imatrix must have mattered somewhere. */
+                        if (quant_weighted_supported(type) && changed == 0) {
+                                fprintf(stderr, "  %s: the imatrix changed none of ggml's outputs\n", ggml_type(type)->name);
+                                weighted.failed++;
+                        }
+                        printf("  imatrix: %s %u/%u (%u changed)", weighted.failed ? "FAIL" : "ok", weighted.passed,
+                               weighted.passed + weighted.failed, changed);
+                        passed += weighted.passed;
+                        failed += weighted.failed;
                         printf("  ggml: %s", hex_digest(&digests[0]));
+                }
                 printf("\n");
         }
 
