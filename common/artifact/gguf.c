@@ -3,8 +3,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "fileio.h"
 #include "ggml.h"
 #include "gguf.h"
 #include "quote.h"
@@ -628,17 +628,12 @@ int gguf_read(int fd, Gguf **ret, TpError *err) {
         _cleanup_(parser_done) Parser p = {.err = err};
         _cleanup_(gguf_freep) Gguf *g = NULL;
         char qb[QUOTE_BUF];
-        struct stat st;
         uint64_t n;
         int k;
 
-        if (fstat(fd, &st) < 0) {
-                k = negative_errno();
-                return tp_error(err, k, "cannot stat the file: %s", strerror(-k));
-        }
-        if (!S_ISREG(st.st_mode))
-                return tp_error(err, -EINVAL, "not a regular file");
-        p.file_size = (uint64_t) st.st_size;
+        k = fd_regular_size(fd, &p.file_size, err);
+        if (k < 0)
+                return k;
         k = reader_init(&p.r, fd, 0, p.file_size);
         if (k < 0)
                 return tp_error(err, k, "cannot set up the reader: %s", strerror(-k));

@@ -3,7 +3,6 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "fileio.h"
 #include "le.h"
@@ -313,18 +312,15 @@ int safetensors_read(int fd, Safetensors **ret, TpError *err) {
         _cleanup_(safetensors_freep) Safetensors *s = NULL;
         _cleanup_free_ char *header = NULL;
         uint8_t nb[8];
-        struct stat st;
+        uint64_t size = 0;
         int r;
 
-        if (fstat(fd, &st) < 0) {
-                r = negative_errno();
-                return tp_error(err, r, "cannot stat the file: %s", strerror(-r));
-        }
-        if (!S_ISREG(st.st_mode))
-                return tp_error(err, -EINVAL, "not a regular file");
+        r = fd_regular_size(fd, &size, err);
+        if (r < 0)
+                return r;
         if (!(s = calloc(1, sizeof(*s))))
                 return -ENOMEM;
-        s->file_size = (uint64_t) st.st_size;
+        s->file_size = size;
         if (s->file_size < sizeof(nb))
                 return tp_error(err, -EBADMSG, "%" PRIu64 " bytes, shorter than the 8-byte header length",
                                 s->file_size);

@@ -3,7 +3,6 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "fileio.h"
 #include "quote.h"
@@ -238,19 +237,15 @@ int stindex_parse(const char *text, size_t len, Stindex **ret, TpError *err) {
 
 int stindex_read(int fd, Stindex **ret, TpError *err) {
         _cleanup_free_ char *text = NULL;
-        struct stat st;
+        uint64_t size = 0;
         int r;
 
-        if (fstat(fd, &st) < 0) {
-                r = negative_errno();
-                return tp_error(err, r, "cannot stat the file: %s", strerror(-r));
-        }
-        if (!S_ISREG(st.st_mode))
-                return tp_error(err, -EINVAL, "not a regular file");
-        if ((uint64_t) st.st_size > STINDEX_FILE_MAX)
-                return tp_error(err, -EBADMSG, "%" PRIu64 " bytes, over the cap of %u", (uint64_t) st.st_size,
-                                STINDEX_FILE_MAX);
-        size_t len = (size_t) st.st_size;
+        r = fd_regular_size(fd, &size, err);
+        if (r < 0)
+                return r;
+        if (size > STINDEX_FILE_MAX)
+                return tp_error(err, -EBADMSG, "%" PRIu64 " bytes, over the cap of %u", size, STINDEX_FILE_MAX);
+        size_t len = (size_t) size;
         if (!(text = malloc(len ? len : 1)))
                 return tp_error(err, -ENOMEM, "cannot allocate %zu bytes", len);
         if ((r = pread_full(fd, text, len, 0)) < 0)

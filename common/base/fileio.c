@@ -8,6 +8,19 @@
 
 #include "fileio.h"
 
+int fd_regular_size(int fd, uint64_t *ret, TpError *err) {
+        struct stat st;
+
+        if (fstat(fd, &st) < 0) {
+                int k = negative_errno();
+                return tp_error(err, k, "cannot stat the file: %s", strerror(-k));
+        }
+        if (!S_ISREG(st.st_mode))
+                return tp_error(err, -EINVAL, "not a regular file");
+        *ret = (uint64_t) st.st_size;
+        return 0;
+}
+
 int pread_full(int fd, void *buf, size_t n, uint64_t off) {
         uint8_t *p = buf;
 
@@ -109,7 +122,7 @@ int atomic_file_open(const char *path, AtomicFile *ret) {
         mode_t mask = umask(0);
         umask(mask);
         (void) fchmod(fd, 0644 & ~mask);
-        *ret = (AtomicFile) { .fd = fd, .path = TAKE_PTR(final), .tmp_path = TAKE_PTR(tmp) };
+        *ret = (AtomicFile){.fd = fd, .path = TAKE_PTR(final), .tmp_path = TAKE_PTR(tmp)};
         return 0;
 }
 
@@ -130,7 +143,7 @@ int atomic_file_commit(AtomicFile *f) {
                 r = negative_errno();
         if (r >= 0) {
                 free(f->tmp_path);
-                f->tmp_path = NULL;    /* renamed: nothing left to remove */
+                f->tmp_path = NULL; /* renamed: nothing left to remove */
                 /*
                  * The rename was the commit: every reader now sees the new file, so failing here
                  * would have the caller believe the old one is still in place. A power cut before
@@ -138,7 +151,7 @@ int atomic_file_commit(AtomicFile *f) {
                  * next fsync of this directory (any later commit in it) makes it durable.
                  */
                 if (!f->no_sync && fsync_parent_dir(f->path) < 0)
-                        r = 0;          /* the commit stands (see above) */
+                        r = 0; /* the commit stands (see above) */
         }
         atomic_file_abort(f);
         return r;
@@ -151,7 +164,7 @@ void atomic_file_abort(AtomicFile *f) {
                 safe_close(f->fd);
         free(f->tmp_path);
         free(f->path);
-        *f = (AtomicFile) { .fd = -1 };
+        *f = (AtomicFile){.fd = -1};
 }
 
 int atomic_file_write(const char *path, const void *data, size_t len) {

@@ -13,7 +13,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "error.h"
 #include "macro.h"
+
+/*
+ * The size of the regular file open on @fd, for the readers of untrusted files: -EINVAL ("not a
+ * regular file") for a pipe, device, directory or socket, or the -errno of a failed fstat
+ * ("cannot stat the file: ..."); @err (may be NULL) says which, and *@ret is untouched.
+ */
+_warn_unused_result_ int fd_regular_size(int fd, uint64_t *ret, TpError *err);
 
 /* Read exactly @n bytes at @off: -EIO ... or -ENODATA when the file ends first. */
 _warn_unused_result_ int pread_full(int fd, void *buf, size_t n, uint64_t off);
@@ -30,14 +38,14 @@ _warn_unused_result_ int fsync_parent_dir(const char *path);
 _warn_unused_result_ int mkdir_durable(const char *path, mode_t mode);
 
 typedef struct AtomicFile {
-        int fd;                 /* the temporary, open for writing */
-        char *path;             /* final path */
-        char *tmp_path;         /* "<dir>/.<name>.taskpatch.XXXXXX" (ATOMIC_FILE_TAG): atomic_file_is_temporary() */
-        bool no_sync;           /* skip the fsyncs (scratch output, benchmarks): atomic, not durable */
+        int fd;         /* the temporary, open for writing */
+        char *path;     /* final path */
+        char *tmp_path; /* "<dir>/.<name>.taskpatch.XXXXXX" (ATOMIC_FILE_TAG): atomic_file_is_temporary() */
+        bool no_sync;   /* skip the fsyncs (scratch output, benchmarks): atomic, not durable */
 } AtomicFile;
 
-#define ATOMIC_FILE_NULL ((AtomicFile) { .fd = -1 })
-#define ATOMIC_FILE_TAG ".taskpatch."
+#define ATOMIC_FILE_NULL ((AtomicFile){.fd = -1})
+#define ATOMIC_FILE_TAG  ".taskpatch."
 
 /*
  * Whether @name (a file name, no directory) is a temporary atomic_file_open() makes:
