@@ -31,6 +31,7 @@ static void help(void) {
         quantize_list_types(stdout);
         printf("\n"
                "  --scale S        the adapter's strength, as llama.cpp's --lora-scaled (default 1)\n"
+               "  --imatrix FILE   quantize with this importance matrix, as 'taskpatch quantize --imatrix'\n"
                "  -t, --threads N  quantizer threads (default: the online CPUs); the bytes do not\n"
                "                   depend on it\n"
                "  --json           print the summary as JSON (with --bundle, create's under \"bundle\")\n"
@@ -92,11 +93,12 @@ static int write_bundle(const char *qbase, const char *task, const char *lora, f
         return create_run(n, args, ret_json);
 }
 
-/* BASE quantized to @ft into a temporary beside @near: the base the devices run. */
-static int quantize_base(int fd, const Gguf *base, const QuantFtype *ft, unsigned threads, const char *near,
-                         char **ret_path) {
+/* BASE quantized as @fold (its type, threads and imatrix) into a temporary beside @near: the
+ * base the devices run. */
+static int quantize_base(int fd, const Gguf *base, const QuantizeOptions *fold, const char *near, char **ret_path) {
         _cleanup_free_ char *path = NULL;
-        QuantizeOptions o = { .ftype = ft, .threads = threads };
+        QuantizeOptions o = { .ftype = fold->ftype, .threads = fold->threads, .imatrix = fold->imatrix,
+                              .imatrix_name = fold->imatrix_name };
         TpError err = {};
         const char *slash = strrchr(near, '/');
         int r;
@@ -112,9 +114,10 @@ static int quantize_base(int fd, const Gguf *base, const QuantFtype *ft, unsigne
 }
 
 int verb_fold(int argc, char *argv[]) {
-        enum { OPT_JSON = 256, OPT_SCALE, OPT_BUNDLE, OPT_BUNDLE_BASE };
+        enum { OPT_JSON = 256, OPT_SCALE, OPT_BUNDLE, OPT_BUNDLE_BASE, OPT_IMATRIX };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
+                { "imatrix", required_argument, NULL, OPT_IMATRIX },
                 { "json", no_argument, NULL, OPT_JSON },
                 { "quiet", no_argument, NULL, 'q' },
                 { "scale", required_argument, NULL, OPT_SCALE },
@@ -137,7 +140,7 @@ int verb_fold(int argc, char *argv[]) {
         bool json = false, quiet = false;
         unsigned threads = quantize_default_threads();
         float scale = 1.0f;
-        const char *bundle = NULL, *bundle_base = NULL;
+        const char *bundle = NULL, *bundle_base = NULL, *imatrix_path = NULL;
         char *passed[CREATE_ARGS_MAX], flag[CREATE_ARGS_MAX][24];
         int n_passed = 0, c, r;
 
@@ -149,6 +152,9 @@ int verb_fold(int argc, char *argv[]) {
                         break;
                 case OPT_BUNDLE_BASE:
                         bundle_base = optarg;
+                        break;
+                case OPT_IMATRIX:
+                        imatrix_path = optarg;
                         break;
                 case 't':
                         if (quantize_parse_threads(optarg, &threads) < 0)
@@ -196,13 +202,17 @@ int verb_fold(int argc, char *argv[]) {
 
         _cleanup_(gguf_freep) Gguf *base = NULL;
         _cleanup_(lora_freep) Lora *lora = NULL;
+        _cleanup_(imatrix_freep) Imatrix *im = NULL;
         _cleanup_close_ int fd = -1;
-        QuantizeOptions o = { .ftype = ft, .threads = threads };
+        QuantizeOptions o = { .ftype = ft, .threads = threads, .imatrix_name = imatrix_path };
         QuantizeResult res;
         TpError err = {};
 
         if (quantize_open_model(base_path, &fd, &base) < 0)
                 return EXIT_FAILED;
+        if (imatrix_path && quantize_open_imatrix(imatrix_path, &im) < 0)
+                return EXIT_FAILED;
+        o.imatrix = im;
         r = lora_open(lora_path, &lora, &err);
         if (r < 0) {
                 cli_error("%s", tp_error_message(&err, r));
@@ -219,7 +229,7 @@ int verb_fold(int argc, char *argv[]) {
         double seconds = quantize_now() - t0;
         json_t *j = NULL;
         if (json) {
-                j = quantize_result_json(base_path, out, ft, &res, seconds);
+                j = quantize_result_json(base_path, out, &o, &res, seconds);
                 json_t *targets = json_array();
                 for (size_t i = 0; i < lora->n_pairs; i++)
                         json_array_append_new(targets, json_string(lora->pairs[i].target));
@@ -230,7 +240,7 @@ int verb_fold(int argc, char *argv[]) {
                 json_object_set_new(j, "ignored", json_integer((json_int_t) lora->n_ignored));
                 json_object_set_new(j, "targets", targets);
         } else {
-                quantize_print_result(out, ft, &res, seconds);
+                quantize_print_result(out, &o, &res, seconds);
                 printf("  folded          %zu tensors from %s (alpha %g, scale %g)\n", res.n_hooked, lora_path,
                        (double) lora->alpha, (double) scale);
                 if (lora->n_ignored)
@@ -241,7 +251,7 @@ int verb_fold(int argc, char *argv[]) {
                 /* With --json, create's summary goes under "bundle" (null when no bundle was made). */
                 _cleanup_free_ char *qbase = NULL;
                 json_t *bj = NULL;
-                if (!bundle_base && quantize_base(fd, base, ft, threads, out, &qbase) < 0)
+                if (!bundle_base && quantize_base(fd, base, &o, out, &qbase) < 0)
                         r = EXIT_FAILED;
                 else
                         r = write_bundle(bundle_base ? bundle_base : qbase, out, lora_path, scale, bundle, passed,

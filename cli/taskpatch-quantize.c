@@ -55,6 +55,15 @@ int quantize_open_model(const char *path, int *ret_fd, Gguf **ret) {
         return 0;
 }
 
+int quantize_open_imatrix(const char *path, Imatrix **ret) {
+        TpError err = {};
+        int r = imatrix_open(path, ret, &err);
+
+        if (r < 0)
+                cli_error("--imatrix %s: %s", path, tp_error_message(&err, r));
+        return r;
+}
+
 /* One line per tensor on a terminal, rewritten in place. */
 void quantize_progress(void *userdata, size_t i, size_t n, const GgufTensor *t, uint32_t type) {
         (void) userdata;
@@ -93,21 +102,29 @@ double quantize_now(void) {
         return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
-json_t *quantize_result_json(const char *in, const char *out, const QuantFtype *ft, const QuantizeResult *r,
+json_t *quantize_result_json(const char *in, const char *out, const QuantizeOptions *o, const QuantizeResult *r,
                              double seconds) {
-        json_t *types = json_object();
+        const QuantFtype *ft = o->ftype;
+        json_t *types = json_object(), *imatrix = json_null();
 
         for (size_t t = 0; t < GGML_TYPE_COUNT; t++)
                 if (r->type_count[t])
                         json_object_set_new(types, ggml_type((uint32_t) t)->name, json_integer((json_int_t) r->type_count[t]));
-        return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f}", "input", in, "output", out,
-                         "type", ft->name, "file_type", (json_int_t) ft->ftype, "tensors", (json_int_t) r->n_tensors,
-                         "converted", (json_int_t) r->n_converted, "copied", (json_int_t) r->n_copied, "fallback",
-                         (json_int_t) r->n_fallback, "input_bytes", (json_int_t) r->in_bytes, "output_bytes",
-                         (json_int_t) r->out_bytes, "types", types, "seconds", seconds);
+        if (o->imatrix)
+                imatrix = json_pack("{s:s, s:I, s:I, s:I}", "file", o->imatrix_name, "entries",
+                                    (json_int_t) o->imatrix->n_entries, "tensors", (json_int_t) r->n_imatrix,
+                                    "tensors_without", (json_int_t) r->n_imatrix_missing);
+        return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:f}", "input", in, "output",
+                         out, "type", ft->name, "file_type", (json_int_t) ft->ftype, "tensors",
+                         (json_int_t) r->n_tensors, "converted", (json_int_t) r->n_converted, "copied",
+                         (json_int_t) r->n_copied, "fallback", (json_int_t) r->n_fallback, "input_bytes",
+                         (json_int_t) r->in_bytes, "output_bytes", (json_int_t) r->out_bytes, "types", types,
+                         "imatrix", imatrix, "seconds", seconds);
 }
 
-void quantize_print_result(const char *out, const QuantFtype *ft, const QuantizeResult *r, double seconds) {
+void quantize_print_result(const char *out, const QuantizeOptions *o, const QuantizeResult *r, double seconds) {
+        const QuantFtype *ft = o->ftype;
+
         printf("%s: %s (general.file_type %" PRIu32 ")\n", out, ft->name, ft->ftype);
         printf("  tensors         %zu (%zu converted, %zu copied", r->n_tensors, r->n_converted, r->n_copied);
         if (r->n_fallback)
@@ -118,6 +135,9 @@ void quantize_print_result(const char *out, const QuantFtype *ft, const Quantize
                         printf(" %s:%zu", ggml_type((uint32_t) t)->name, r->type_count[t]);
         printf("\n  size            %" PRIu64 " -> %" PRIu64 " bytes (%.3f)\n", r->in_bytes, r->out_bytes,
                r->in_bytes ? (double) r->out_bytes / (double) r->in_bytes : 0.0);
+        if (o->imatrix)
+                printf("  imatrix         %s: %zu entries; %zu tensors quantized with one, %zu without (no entry)\n",
+                       o->imatrix_name, o->imatrix->n_entries, r->n_imatrix, r->n_imatrix_missing);
         printf("  time            %.2f s\n", seconds);
 }
 
@@ -140,6 +160,8 @@ static void help(void) {
                "ffn_down; Q2_K and Q3_K_M/L raise attn_v, attn_output and ffn_down to Q3_K..Q5_K.\n"
                "See taskpatch(1) for every rule.\n"
                "\n"
+               "  --imatrix FILE   an importance matrix (llama-imatrix's GGUF file or legacy .dat), as\n"
+               "                   llama-quantize --imatrix uses it: the same bytes\n"
                "  -t, --threads N  quantizer threads (default: the online CPUs); the bytes do not\n"
                "                   depend on it\n"
                "  --json           print the summary as JSON\n"
@@ -149,15 +171,17 @@ static void help(void) {
 }
 
 int verb_quantize(int argc, char *argv[]) {
-        enum { OPT_JSON = 256 };
+        enum { OPT_JSON = 256, OPT_IMATRIX };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
+                { "imatrix", required_argument, NULL, OPT_IMATRIX },
                 { "json", no_argument, NULL, OPT_JSON },
                 { "quiet", no_argument, NULL, 'q' },
                 { "threads", required_argument, NULL, 't' },
                 {},
         };
         const QuantFtype *ft;
+        const char *imatrix_path = NULL;
         bool json = false, quiet = false;
         unsigned threads = quantize_default_threads();
         int c, r;
@@ -178,6 +202,9 @@ int verb_quantize(int argc, char *argv[]) {
                 case OPT_JSON:
                         json = true;
                         break;
+                case OPT_IMATRIX:
+                        imatrix_path = optarg;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
@@ -190,13 +217,17 @@ int verb_quantize(int argc, char *argv[]) {
                 return EXIT_USAGE;
 
         _cleanup_(gguf_freep) Gguf *g = NULL;
+        _cleanup_(imatrix_freep) Imatrix *im = NULL;
         _cleanup_close_ int fd = -1;
-        QuantizeOptions o = { .ftype = ft, .threads = threads };
+        QuantizeOptions o = { .ftype = ft, .threads = threads, .imatrix_name = imatrix_path };
         QuantizeResult res;
         TpError err = {};
 
         if (quantize_open_model(in, &fd, &g) < 0)
                 return EXIT_FAILED;
+        if (imatrix_path && quantize_open_imatrix(imatrix_path, &im) < 0)
+                return EXIT_FAILED;
+        o.imatrix = im;
         if (quantize_want_progress(quiet, json))
                 o.progress = quantize_progress;
         double t0 = quantize_now();
@@ -207,11 +238,11 @@ int verb_quantize(int argc, char *argv[]) {
         }
         double seconds = quantize_now() - t0;
         if (json) {
-                json_t *j = quantize_result_json(in, out, ft, &res, seconds);
+                json_t *j = quantize_result_json(in, out, &o, &res, seconds);
                 json_dumpf(j, stdout, JSON_INDENT(2));
                 fputc('\n', stdout);
                 json_decref(j);
         } else
-                quantize_print_result(out, ft, &res, seconds);
+                quantize_print_result(out, &o, &res, seconds);
         return EXIT_OK;
 }

@@ -31,14 +31,15 @@ int verb_quantize(int argc, char *argv[]);
 void quantize_list_types(FILE *f);
 int quantize_parse_type(const char *name, const QuantFtype **ret);
 int quantize_open_model(const char *path, int *ret_fd, Gguf **ret);
+int quantize_open_imatrix(const char *path, Imatrix **ret);
 void quantize_progress(void *userdata, size_t i, size_t n, const GgufTensor *t, uint32_t type);
 bool quantize_want_progress(bool quiet, bool json);
 int quantize_parse_threads(const char *s, unsigned *ret);
 unsigned quantize_default_threads(void);
 double quantize_now(void);
-json_t *quantize_result_json(const char *in, const char *out, const QuantFtype *ft, const QuantizeResult *r,
+json_t *quantize_result_json(const char *in, const char *out, const QuantizeOptions *o, const QuantizeResult *r,
                              double seconds);
-void quantize_print_result(const char *out, const QuantFtype *ft, const QuantizeResult *r, double seconds);
+void quantize_print_result(const char *out, const QuantizeOptions *o, const QuantizeResult *r, double seconds);
 
 /* taskpatch-inspect.c: a bundle's spans, for inspect and create --dry-run (@costs: each span's
  * candidates, create.h; NULL for inspect). */

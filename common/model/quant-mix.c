@@ -152,7 +152,7 @@ static Category category(const char *name) {
 typedef struct MixState {
         const QuantFtype *ft;
         uint32_t n_layer, n_expert, n_gqa;     /* n_gqa: heads per KV head (0 without KV heads) */
-        bool is_70b, tied_embeddings;
+        bool is_70b, tied_embeddings, imatrix;
         int n_attention_wv, i_attention_wv, i_ffn_down;
         size_t n_fallback;
 } MixState;
@@ -218,6 +218,8 @@ static int mix_type(MixState *s, const char *name, const uint64_t ne[4], uint32_
                         t = GGML_TYPE_Q6_K;
                 else if (ft == FTYPE_Q4_K_S && i < n / 8)
                         t = GGML_TYPE_Q5_K;
+                else if ((ft == FTYPE_Q4_0 || ft == FTYPE_Q5_0) && s->imatrix && i < n / 8)
+                        t = ft == FTYPE_Q4_0 ? GGML_TYPE_Q4_1 : GGML_TYPE_Q5_1;
                 s->i_ffn_down++;
         } else if (cat == CAT_ATTN_OUTPUT) {
                 if (s->n_expert == 8) {
@@ -344,8 +346,8 @@ static int order_compare(const void *a, const void *b) {
         return strcmp(x->name, y->name);
 }
 
-int quant_plan(const Gguf *g, const QuantFtype *ft, QuantPlan *ret, TpError *err) {
-        MixState s = { .ft = ft, .tied_embeddings = true };
+int quant_plan(const Gguf *g, const QuantFtype *ft, bool imatrix, QuantPlan *ret, TpError *err) {
+        MixState s = { .ft = ft, .tied_embeddings = true, .imatrix = imatrix };
         size_t n = g->n_tensors;
         int r;
 

@@ -63,9 +63,11 @@ typedef struct QuantPlan {
  * The plan for the model @g: every tensor's output type and the output order. Refuses
  * (-EOPNOTSUPP, with a message) architectures other than llama, models without
  * "llama.block_count", and a quantized tensor that would have to change type (no
- * requantizing; only F32, F16 and BF16 are converted).
+ * requantizing; only F32, F16 and BF16 are converted). @imatrix: the quantization has an
+ * importance matrix (llama.cpp then gives Q4_0 and Q5_0's first eighth of ffn_down Q4_1 / Q5_1).
  */
-_warn_unused_result_ int quant_plan(const Gguf *g, const QuantFtype *ft, QuantPlan *ret, TpError *err);
+_warn_unused_result_ int quant_plan(const Gguf *g, const QuantFtype *ft, bool imatrix, QuantPlan *ret,
+                                    TpError *err);
 void quant_plan_done(QuantPlan *p);
 
 /* Whether llama.cpp would quantize a tensor of this name and shape at all (rule 1). */

@@ -88,6 +88,7 @@ static int non_finite(TpError *err, const GgufTensor *t, uint64_t row0, size_t a
 typedef struct Part {
         const GgufTensor *t;
         const QuantizeHooks *hooks; /* NULL: no hook */
+        const float *imatrix;       /* ne[0] values per expert (ne[2] of them), or NULL */
         uint32_t type;
         float *f;
         uint8_t *dst;
@@ -110,7 +111,18 @@ static void *part_run(void *userdata) {
                         return NULL;
                 }
         }
-        p->written = quantize_rows(p->type, p->f, p->dst, p->nrows, p->n_per_row);
+        if (!p->imatrix) {
+                p->written = quantize_rows(p->type, p->f, p->dst, p->nrows, p->n_per_row);
+                return NULL;
+        }
+        /* Row by row: each takes its expert's importance values (rows of expert e: e·ne[1] ..). */
+        uint64_t rows_per_expert = p->t->ne[1] ? p->t->ne[1] : 1;
+        p->written = 0;
+        for (size_t i = 0; i < p->nrows; i++) {
+                const float *w = p->imatrix + (p->row0 + i) / rows_per_expert * p->n_per_row;
+                p->written += quantize_rows_weighted(p->type, p->f + i * p->n_per_row, p->dst + p->written, 1,
+                                                     p->n_per_row, w);
+        }
         return NULL;
 }
 
@@ -118,9 +130,9 @@ static void *part_run(void *userdata) {
  * The @nrows rows at @f (from row @row0 of @t) split into up to @threads parts, each hooked and
  * quantized to @type into @dst; a thread that cannot start runs inline. Returns the bytes written.
  */
-static int convert_parallel(unsigned threads, const GgufTensor *t, const QuantizeHooks *hooks, uint32_t type,
-                            float *f, uint8_t *dst, uint64_t row0, size_t nrows, size_t dst_row, size_t *ret,
-                            TpError *err) {
+static int convert_parallel(unsigned threads, const GgufTensor *t, const QuantizeHooks *hooks,
+                            const float *imatrix, uint32_t type, float *f, uint8_t *dst, uint64_t row0, size_t nrows,
+                            size_t dst_row, size_t *ret, TpError *err) {
         Part parts[THREADS_MAX];
         pthread_t tids[THREADS_MAX];
         bool started[THREADS_MAX] = {};
@@ -135,7 +147,7 @@ static int convert_parallel(unsigned threads, const GgufTensor *t, const Quantiz
                 n = nrows;
         for (size_t i = 0; i < n; i++) {
                 size_t rows = nrows / n + (i < nrows % n);
-                parts[i] = (Part) { .t = t, .hooks = hooks, .type = type, .f = f + done * ne0,
+                parts[i] = (Part) { .t = t, .hooks = hooks, .imatrix = imatrix, .type = type, .f = f + done * ne0,
                                     .dst = dst + done * dst_row, .row0 = row0 + done, .nrows = rows, .n_per_row = ne0 };
                 done += rows;
         }
@@ -169,6 +181,7 @@ typedef struct Job {
         float *f;
         uint8_t *dst;
         size_t cap_src, cap_f, cap_dst;
+        size_t n_imatrix, n_imatrix_missing;
         TpError *err;
 } Job;
 
@@ -184,6 +197,39 @@ static int grow(void **p, size_t *cap, size_t want) {
 }
 
 
+/*
+ * The importance values of @t when it is quantized to @type, as llama.cpp picks them: the
+ * entry of its name; none when the imatrix has no such entry, or @type's quantizer takes none
+ * (Q8_0, the float types). An entry of another size than ne[0] × ne[2] is an error whatever
+ * the type (an imatrix made for another model), except for token_embd, which llama.cpp then
+ * quantizes without one.
+ */
+static int imatrix_of(Job *j, const GgufTensor *t, uint32_t type, const float **ret) {
+        const ImatrixEntry *e = j->o->imatrix ? imatrix_find(j->o->imatrix, t->name) : NULL;
+        bool weighted = quant_weighted_supported(type);
+
+        *ret = NULL;
+        if (!j->o->imatrix)
+                return 0;
+        if (e && e->n_values != t->ne[0] * t->ne[2]) {
+                if (strcmp(t->name, "token_embd.weight") != 0)
+                        return tp_error(j->err, -EINVAL,
+                                        "tensor '%s': the importance matrix has %zu values for it, the tensor "
+                                        "needs %" PRIu64 " (ne[0] × experts): an imatrix made for another model?",
+                                        t->name, e->n_values, t->ne[0] * t->ne[2]);
+                e = NULL;
+        }
+        if (!weighted)
+                return 0;
+        if (!e) {
+                j->n_imatrix_missing++;
+                return 0;
+        }
+        j->n_imatrix++;
+        *ret = e->values;
+        return 0;
+}
+
 /* One tensor: copied in row chunks, or converted to float, hooked, quantized. */
 static int do_tensor(Job *j, const GgufTensor *t, uint32_t type, bool hooked) {
         uint64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
@@ -192,8 +238,12 @@ static int do_tensor(Job *j, const GgufTensor *t, uint32_t type, bool hooked) {
         bool convert = hooked || type != t->type;
         int r;
 
+        const float *imatrix = NULL;
+
         if (rows == 0 || ne0 == 0)
                 return 0;
+        if (convert && (r = imatrix_of(j, t, type, &imatrix)) < 0)
+                return r;
         r = ggml_tensor_bytes(type, ne0, &dst_row);
         if (r < 0)
                 return tp_error(j->err, r, "tensor '%s': a row of %" PRIu64 " %s elements", t->name, ne0,
@@ -224,8 +274,8 @@ static int do_tensor(Job *j, const GgufTensor *t, uint32_t type, bool hooked) {
                 }
                 quantize_to_float(t->type, j->src, j->f, n * ne0);
                 size_t k;
-                r = convert_parallel(j->o->threads, t, hooked ? j->o->hooks : NULL, type, j->f, j->dst, row0, n,
-                                     dst_row, &k, j->err);
+                r = convert_parallel(j->o->threads, t, hooked ? j->o->hooks : NULL, imatrix, type, j->f, j->dst, row0,
+                                     n, dst_row, &k, j->err);
                 if (r < 0)
                         return r;
                 if (k != n * dst_row)
@@ -238,10 +288,33 @@ static int do_tensor(Job *j, const GgufTensor *t, uint32_t type, bool hooked) {
         return 0;
 }
 
-/* The metadata: the input's keys in order, then the two llama.cpp sets; no split keys. */
-static int copy_metadata(GgufWriter *w, int fd, const Gguf *g, const QuantFtype *ft, TpError *err) {
+/* What llama-quantize writes of an importance matrix: a string cut at 127 bytes, as its overrides are. */
+static int set_imatrix_keys(GgufWriter *w, const QuantizeOptions *o) {
+        const Imatrix *im = o->imatrix;
+        char s[128];
+        int r;
+
+        snprintf(s, sizeof(s), "%s", o->imatrix_name ? o->imatrix_name : "");
+        r = gguf_writer_set_string(w, "quantize.imatrix.file", s, strlen(s));
+        if (r >= 0 && im->n_datasets > 0) {
+                snprintf(s, sizeof(s), "%s", im->datasets[0]);
+                r = gguf_writer_set_string(w, "quantize.imatrix.dataset", s, strlen(s));
+        }
+        if (r >= 0)
+                r = gguf_writer_set_u32(w, "quantize.imatrix.entries_count", (uint32_t) im->n_entries);
+        if (r >= 0 && im->chunk_count > 0)
+                r = gguf_writer_set_u32(w, "quantize.imatrix.chunks_count", im->chunk_count);
+        return r;
+}
+
+/* The metadata: the input's keys in order, then the ones llama.cpp sets; no split keys. */
+static int copy_metadata(GgufWriter *w, int fd, const Gguf *g, const QuantizeOptions *o, TpError *err) {
         static const char *const dropped[] = {
                 "general.quantization_version", "general.file_type", "split.no", "split.count", "split.tensors.count",
+        };
+        static const char *const imatrix_keys[] = {
+                "quantize.imatrix.file", "quantize.imatrix.dataset", "quantize.imatrix.entries_count",
+                "quantize.imatrix.chunks_count",
         };
         int r;
 
@@ -249,6 +322,9 @@ static int copy_metadata(GgufWriter *w, int fd, const Gguf *g, const QuantFtype 
                 bool drop = false;
                 for (size_t d = 0; d < ELEMENTSOF(dropped); d++)
                         drop = drop || strcmp(g->kv[i].key, dropped[d]) == 0;
+                /* llama.cpp sets these over the input's (moving them last) when it has an imatrix. */
+                for (size_t d = 0; o->imatrix && d < ELEMENTSOF(imatrix_keys); d++)
+                        drop = drop || strcmp(g->kv[i].key, imatrix_keys[d]) == 0;
                 if (drop)
                         continue;
                 r = gguf_writer_copy_kv(w, fd, &g->kv[i], err);
@@ -257,9 +333,11 @@ static int copy_metadata(GgufWriter *w, int fd, const Gguf *g, const QuantFtype 
         }
         r = gguf_writer_set_u32(w, "general.quantization_version", QUANT_VERSION);
         if (r >= 0)
-                r = gguf_writer_set_u32(w, "general.file_type", ft->ftype);
+                r = gguf_writer_set_u32(w, "general.file_type", o->ftype->ftype);
+        if (r >= 0 && o->imatrix)
+                r = set_imatrix_keys(w, o);
         if (r < 0)
-                return tp_error(err, r, "setting general.file_type: %s", strerror(-r));
+                return tp_error(err, r, "setting the quantization's keys: %s", strerror(-r));
         return 0;
 }
 
@@ -271,7 +349,7 @@ int model_quantize(int fd, const Gguf *g, const char *out_path, const QuantizeOp
         Job j = { .fd = fd, .g = g, .o = o, .err = err };
         int r;
 
-        r = quant_plan(g, o->ftype, &plan, err);
+        r = quant_plan(g, o->ftype, o->imatrix != NULL, &plan, err);
         if (r < 0)
                 return r;
         (void) kernel_active(KERNEL_QUANT); /* pick the kernels now, before threads use them */
@@ -282,7 +360,7 @@ int model_quantize(int fd, const Gguf *g, const char *out_path, const QuantizeOp
                 goto finish;
         }
         j.w = w;
-        r = copy_metadata(w, fd, g, o->ftype, err);
+        r = copy_metadata(w, fd, g, o, err);
         for (size_t i = 0; r >= 0 && i < plan.n; i++) {
                 const GgufTensor *t = &g->tensors[plan.order[i]];
                 uint32_t type = plan.types[plan.order[i]];
@@ -336,6 +414,8 @@ int model_quantize(int fd, const Gguf *g, const char *out_path, const QuantizeOp
                 r = gguf_writer_commit(w, err);
         if (r >= 0) {
                 res.out_bytes = gguf_writer_file_size(w);
+                res.n_imatrix = j.n_imatrix;
+                res.n_imatrix_missing = j.n_imatrix_missing;
                 if (ret)
                         *ret = res;
         }

@@ -29,6 +29,7 @@
 #include "error.h"
 #include "ggml.h"
 #include "gguf.h"
+#include "imatrix.h"
 #include "macro.h"
 #include "quant-mix.h"
 
@@ -55,6 +56,15 @@ typedef struct QuantizeOptions {
         size_t chunk_floats;         /* 0: QUANTIZE_CHUNK_FLOATS */
         unsigned threads;            /* quantizer threads per chunk (rows split evenly); 0 or 1: one */
         const QuantizeHooks *hooks;  /* may be NULL */
+        /*
+         * An importance matrix (may be NULL), as llama-quantize --imatrix uses it: each tensor
+         * quantized with the entry of its name (ne[0] values per expert; a tensor without one is
+         * quantized without), the Q4_0/Q5_0 mixes' first ffn_down layers raised, and the keys
+         * quantize.imatrix.file (@imatrix_name, as the user named it), .dataset, .entries_count
+         * and .chunks_count added last.
+         */
+        const Imatrix *imatrix;
+        const char *imatrix_name;
         /* Called before each tensor (may be NULL): the @i-th of @n, its output type. */
         void (*progress)(void *userdata, size_t i, size_t n, const GgufTensor *t, uint32_t type);
         void *progress_userdata;
@@ -67,6 +77,8 @@ typedef struct QuantizeResult {
         size_t n_copied;                 /* bytes copied unchanged */
         size_t n_hooked;                 /* rows changed by the hooks */
         size_t n_fallback;               /* a fallback type (row length not a multiple of the block) */
+        size_t n_imatrix;                /* quantized with an importance matrix entry */
+        size_t n_imatrix_missing;        /* quantized without one: the imatrix has no entry of its name */
         size_t type_count[GGML_TYPE_COUNT]; /* output tensors per ggml type */
 } QuantizeResult;
 

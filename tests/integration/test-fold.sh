@@ -50,12 +50,13 @@ PY
 )
 
 # ---- the round trip, for a plain and a K-quant mix, from F32 and F16 bases ------------------
-roundtrip() { # roundtrip BASE TYPE LABEL
+roundtrip() { # roundtrip BASE TYPE LABEL [--imatrix FILE]
     local base=$1 type=$2 label=$3
     local bq="$TMP/$label-base.gguf" task="$TMP/$label-task.gguf" out="$TMP/$label-out.gguf"
-    tp fold "$base" "$TMP/lora.gguf" "$task" "$type" > "$TMP/fold.log" 2>&1
-    check "$label: fold BASE LORA TASK $type exits 0" test $? -eq 0
-    tp quantize "$base" "$bq" "$type" > "$TMP/q.log" 2>&1
+    shift 3
+    tp fold "$@" "$base" "$TMP/lora.gguf" "$task" "$type" > "$TMP/fold.log" 2>&1
+    check "$label: fold BASE LORA TASK $type $* exits 0" test $? -eq 0
+    tp quantize "$@" "$base" "$bq" "$type" > "$TMP/q.log" 2>&1
     check "$label: quantize BASE $type exits 0" test $? -eq 0
     check "$label: the diff touches exactly the adapter's $n_targets tensors" \
         test "$(changed_sites "$bq" "$task")" = "$expected_sites"
@@ -71,6 +72,39 @@ roundtrip "$TMP/base.gguf" Q4_0 f32-q4_0
 roundtrip "$TMP/base.gguf" Q4_K_M f32-q4_k_m
 roundtrip "$TMP/base16.gguf" Q4_K_M f16-q4_k_m
 roundtrip "$TMP/base16.gguf" Q8_0 f16-q8_0
+
+# ---- with an importance matrix (llama-imatrix's GGUF form and its legacy .dat) ---------------
+python3 "$root/tests/tools/make-imatrix.py" "$TMP/base.gguf" "$TMP/imatrix.gguf" --seed 2 &&
+    python3 "$root/tests/tools/make-imatrix.py" "$TMP/base.gguf" "$TMP/imatrix.dat" --legacy --seed 2 ||
+    fail "make-imatrix.py"
+roundtrip "$TMP/base.gguf" Q4_K_M f32-q4_k_m-imatrix --imatrix "$TMP/imatrix.gguf"
+roundtrip "$TMP/base16.gguf" Q4_0 f16-q4_0-imatrix --imatrix "$TMP/imatrix.dat"
+check "the imatrix changes the quantized bytes" \
+    bash -c "! cmp -s '$TMP/f32-q4_k_m-imatrix-base.gguf' '$TMP/f32-q4_k_m-base.gguf'"
+check "... and the keys llama-quantize adds (file, dataset, entries, chunks)" python3 - \
+    "$TMP/f32-q4_k_m-imatrix-base.gguf" "$TMP/imatrix.gguf" <<'PY'
+import sys
+import gguf_header
+kv = {k: v for k, _, _, v in gguf_header.read(sys.argv[1]).kvs}
+raw = open(sys.argv[1], "rb").read(200000)
+for s in (sys.argv[2].encode(), b"wiki.train.raw", b"quantize.imatrix.entries_count", b"quantize.imatrix.chunks_count"):
+    assert s in raw, s
+assert kv["quantize.imatrix.chunks_count"] == 10, kv["quantize.imatrix.chunks_count"]
+PY
+tp quantize --json --imatrix "$TMP/imatrix.gguf" "$TMP/base.gguf" "$TMP/imx.gguf" Q4_0 > "$TMP/imx.json" 2> "$TMP/err"
+check "quantize --imatrix --json: the imatrix's entries, all used (token_embd has none: quantized without)" \
+    python3 - "$TMP/imx.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+im = j["imatrix"]
+assert im["entries"] == 4 * 7 + 1 and im["tensors"] == 4 * 7 + 1 and im["tensors_without"] == 1, im
+PY
+python3 "$root/tests/tools/make-imatrix.py" "$TMP/base.gguf" "$TMP/partial.gguf" --skip blk.1.attn_q.weight
+tp quantize --json --imatrix "$TMP/partial.gguf" "$TMP/base.gguf" "$TMP/imx.gguf" Q4_K_M > "$TMP/imx.json" 2> "$TMP/err"
+check "a tensor the imatrix has no entry for is quantized without one, and counted" python3 -c '
+import json, sys
+im = json.load(open(sys.argv[1]))["imatrix"]
+assert im["tensors_without"] == 2 and im["tensors"] == 4 * 7, im' "$TMP/imx.json"
 
 tp fold "$TMP/base.gguf" "$TMP/lora.gguf" "$TMP/again.gguf" Q4_K_M > /dev/null 2>&1
 check "fold is deterministic (same bytes twice)" cmp -s "$TMP/again.gguf" "$TMP/f32-q4_k_m-task.gguf"
@@ -208,6 +242,14 @@ refused "quantize an architecture whose mixes are not implemented" "only llama" 
     tp quantize "$TMP/gemma.gguf" "$TMP/refused.gguf" Q4_K_M
 refused "a missing adapter file" "No such file" \
     tp fold "$TMP/base.gguf" "$TMP/nonexistent.gguf" "$TMP/refused.gguf" Q4_0
+"$fix" --ggml "$ggml" --dim 512 --ff 512 --layers 4 --vocab 512 --type f32 -o "$TMP/wide.gguf" > /dev/null 2>&1
+python3 "$root/tests/tools/make-imatrix.py" "$TMP/wide.gguf" "$TMP/wide-imatrix.gguf"
+refused "an imatrix made for another model (another row length)" "an imatrix made for another model" \
+    tp quantize --imatrix "$TMP/wide-imatrix.gguf" "$TMP/base.gguf" "$TMP/refused.gguf" Q4_K_M
+head -c 100 "$TMP/imatrix.dat" > "$TMP/cut.dat"
+refused "a truncated imatrix" "cut.dat" tp quantize --imatrix "$TMP/cut.dat" "$TMP/base.gguf" "$TMP/refused.gguf" Q4_0
+refused "a missing imatrix" "No such file" \
+    tp fold --imatrix "$TMP/nonexistent.dat" "$TMP/base.gguf" "$TMP/lora.gguf" "$TMP/refused.gguf" Q4_0
 
 tp fold "$TMP/base.gguf" "$TMP/lora.gguf" "$TMP/refused.gguf" IQ2_XS > "$TMP/rout" 2>&1
 check "an unsupported TYPE is a usage error (exit 2) that lists the types" \

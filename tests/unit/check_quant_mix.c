@@ -75,7 +75,7 @@ static QuantPlan plan_of(const Fake *f, const char *ftype) {
         const QuantFtype *ft = quant_ftype_from_name(ftype);
 
         ck_assert_ptr_nonnull(ft);
-        ck_assert_msg(quant_plan(&f->g, ft, &p, &err) == 0, "%s", err.message);
+        ck_assert_msg(quant_plan(&f->g, ft, false, &p, &err) == 0, "%s", err.message);
         ck_assert_uint_eq(p.n, f->g.n_tensors);
         return p;
 }
@@ -196,6 +196,26 @@ START_TEST(test_q2_q3) {
 }
 END_TEST
 
+/* With an importance matrix, Q4_0 and Q5_0 give ffn_down of layers i < n/8 Q4_1 / Q5_1. */
+START_TEST(test_imatrix_rule) {
+        Fake f;
+        TpError err = {};
+
+        fake_llama(&f, 16, 256, true);
+        for (int q5 = 0; q5 < 2; q5++)
+                for (int with = 0; with < 2; with++) {
+                        QuantPlan p = {};
+                        uint32_t base = q5 ? GGML_TYPE_Q5_0 : GGML_TYPE_Q4_0, raised = q5 ? GGML_TYPE_Q5_1 : GGML_TYPE_Q4_1;
+                        ck_assert_int_eq(quant_plan(&f.g, quant_ftype_from_name(q5 ? "Q5_0" : "Q4_0"), with, &p, &err), 0);
+                        ck_assert_uint_eq(type_of(&f, &p, "blk.0.ffn_down.weight"), with ? raised : base);
+                        ck_assert_uint_eq(type_of(&f, &p, "blk.1.ffn_down.weight"), with ? raised : base);
+                        ck_assert_uint_eq(type_of(&f, &p, "blk.2.ffn_down.weight"), base);
+                        ck_assert_uint_eq(type_of(&f, &p, "blk.0.attn_v.weight"), base);
+                        quant_plan_done(&p);
+                }
+}
+END_TEST
+
 /* output.weight: Q6_K, except Q8_0 in Q8_0; tied embeddings give token_embd that treatment. */
 START_TEST(test_output_and_tied) {
         Fake f;
@@ -271,20 +291,20 @@ START_TEST(test_refusals) {
 
         fake_llama(&f, 2, 256, true);
         f.kv[0].str = (char *) "gemma";
-        ck_assert_int_eq(quant_plan(&f.g, quant_ftype_from_name("Q4_0"), &p, &err), -EOPNOTSUPP);
+        ck_assert_int_eq(quant_plan(&f.g, quant_ftype_from_name("Q4_0"), false, &p, &err), -EOPNOTSUPP);
         ck_assert(strstr(err.message, "architecture 'gemma'"));
 
         fake_llama(&f, 2, 256, true);
         f.g.n_kv = 1; /* no llama.block_count */
-        ck_assert_int_eq(quant_plan(&f.g, quant_ftype_from_name("Q4_0"), &p, &err), -EOPNOTSUPP);
+        ck_assert_int_eq(quant_plan(&f.g, quant_ftype_from_name("Q4_0"), false, &p, &err), -EOPNOTSUPP);
         ck_assert(strstr(err.message, "llama.block_count"));
 
         fake_llama(&f, 2, 256, true);
         f.t[1].type = GGML_TYPE_Q8_0; /* blk.0.attn_norm is 1-D: kept, so allowed */
         f.t[2].type = GGML_TYPE_Q8_0; /* blk.0.attn_q would become Q4_0 */
-        ck_assert_int_eq(quant_plan(&f.g, quant_ftype_from_name("Q4_0"), &p, &err), -EOPNOTSUPP);
+        ck_assert_int_eq(quant_plan(&f.g, quant_ftype_from_name("Q4_0"), false, &p, &err), -EOPNOTSUPP);
         ck_assert(strstr(err.message, "requantizing"));
-        ck_assert_int_eq(quant_plan(&f.g, quant_ftype_from_name("Q8_0"), &p, &err), 0); /* the same type: copied */
+        ck_assert_int_eq(quant_plan(&f.g, quant_ftype_from_name("Q8_0"), false, &p, &err), 0); /* the same type: copied */
         quant_plan_done(&p);
 }
 END_TEST
@@ -298,6 +318,7 @@ static Suite *quant_mix_suite(void) {
         tcase_add_loop_test(tc, test_more_bits, 0, 2);
         tcase_add_test(tc, test_q4_k_s);
         tcase_add_test(tc, test_q2_q3);
+        tcase_add_test(tc, test_imatrix_rule);
         tcase_add_test(tc, test_output_and_tied);
         tcase_add_test(tc, test_fallback);
         tcase_add_test(tc, test_allowed);
