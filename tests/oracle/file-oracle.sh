@@ -43,7 +43,7 @@ harness=$build/oracle/llama-quantize
 mkdir -p "$build/oracle"
 if ! ${CC:-cc} -std=c11 -O1 -Wall -Wextra -Werror -I"$src/include" -I"$src/ggml/include" \
         "$root/tests/oracle/llama-quantize.c" -o "$harness" "$lib/libllama.v0.4.0.so" "$lib/libggml-base.so" \
-        -Wl,-rpath,"$lib" 2> "$build/oracle/llama-quantize.log"; then
+        -Wl,-rpath,"$lib" -lm 2> "$build/oracle/llama-quantize.log"; then
         bad "the harness does not compile against $src/include/llama.h: $(head -c 600 "$build/oracle/llama-quantize.log")"
         finish
 fi
@@ -119,7 +119,9 @@ open(dst, "wb").write(out)
 PY
 }
 
-# compare_types NAME TYPES...: the model $tmp/NAME.gguf through both tools, for each type.
+# compare_types NAME TYPES...: the model $tmp/NAME.gguf through both tools, for each type
+# (with the importance matrix $IMATRIX when set: --imatrix to both).
+IMATRIX=
 compare_types() {
         name=$1
         shift
@@ -130,19 +132,21 @@ compare_types() {
                         continue
                 fi
                 rm -f "$tmp/ll.gguf" "$tmp/tp.gguf"
-                if ! "$harness" "$tmp/$name.gguf" "$tmp/ll.gguf" "$ft" > "$tmp/ll.log" 2>&1; then
+                if ! "$harness" ${IMATRIX:+--imatrix "$IMATRIX"} "$tmp/$name.gguf" "$tmp/ll.gguf" "$ft" \
+                        > "$tmp/ll.log" 2>&1; then
                         bad "$name $t: llama_model_quantize failed: $(head -c 300 "$tmp/ll.log")"
                         continue
                 fi
-                if ! "$tp" quantize -q "$tmp/$name.gguf" "$tmp/tp.gguf" "$t" > "$tmp/tp.log" 2>&1; then
+                if ! "$tp" quantize -q ${IMATRIX:+--imatrix "$IMATRIX"} "$tmp/$name.gguf" "$tmp/tp.gguf" "$t" \
+                        > "$tmp/tp.log" 2>&1; then
                         bad "$name $t: taskpatch quantize failed: $(head -c 300 "$tmp/tp.log")"
                         continue
                 fi
                 size=$(stat -c %s "$tmp/ll.gguf")
                 if cmp -s "$tmp/ll.gguf" "$tmp/tp.gguf"; then
-                        ok "$name $t: byte-identical to llama_model_quantize ($size bytes)"
+                        ok "$name $t${IMATRIX:+ with ${IMATRIX##*/}}: byte-identical to llama_model_quantize ($size bytes)"
                 else
-                        bad "$name $t: differs from llama_model_quantize: $(cmp "$tmp/ll.gguf" "$tmp/tp.gguf" 2>&1 | head -n 1)"
+                        bad "$name $t${IMATRIX:+ with ${IMATRIX##*/}}: differs from llama_model_quantize: $(cmp "$tmp/ll.gguf" "$tmp/tp.gguf" 2>&1 | head -n 1)"
                 fi
         done
 }
@@ -168,4 +172,24 @@ edit_gguf "$tmp/f32.gguf" "$tmp/names.gguf" rename=blk.0.attn_q.weight=blk.0.att
         rename=blk.1.ffn_up.weight=blk.1.ffn_up_norm.weight rename=blk.2.attn_v.weight=blk.2.attn_qkv.weight \
         rename=blk.3.ffn_gate.weight=blk.3.ffn_gate_inp.weight drop=blk.7.attn_v.weight &&
         compare_types names $mixes
+# Importance matrices, as llama-imatrix writes them: every quantized type with the GGUF form,
+# the legacy .dat form, entries missing for two tensors (quantized without), 8 experts. With an
+# imatrix, Q4_0 and Q5_0 give the first eighth of ffn_down Q4_1 / Q5_1.
+imatrix_types="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K F16"
+make_imatrix() { python3 "$root/tests/tools/make-imatrix.py" "$@" > "$tmp/imatrix.log" 2>&1 ||
+        bad "make-imatrix.py $*: $(head -c 300 "$tmp/imatrix.log")"; }
+# with_imatrix FILE NAME TYPES...: compare_types with the importance matrix FILE.
+with_imatrix() {
+        IMATRIX=$1
+        shift
+        compare_types "$@"
+        IMATRIX=
+}
+make_imatrix "$tmp/f32.gguf" "$tmp/imatrix.gguf" --seed 3 && with_imatrix "$tmp/imatrix.gguf" f32 $imatrix_types
+make_imatrix "$tmp/f32.gguf" "$tmp/imatrix.dat" --legacy --seed 4 &&
+        with_imatrix "$tmp/imatrix.dat" f16 Q4_K_M Q4_0 Q3_K_M Q6_K
+make_imatrix "$tmp/f32.gguf" "$tmp/partial.gguf" --seed 5 --skip blk.3.ffn_up.weight --skip output.weight &&
+        with_imatrix "$tmp/partial.gguf" f32 Q4_K_M Q5_0
+make_imatrix "$tmp/experts.gguf" "$tmp/experts-imatrix.gguf" --seed 6 &&
+        with_imatrix "$tmp/experts-imatrix.gguf" experts Q4_K_M Q2_K
 finish
