@@ -35,9 +35,9 @@ static int factor_type(const YamlNode *l, const char *key, size_t idx, uint32_t 
 }
 
 int lora_span_parse(const YamlNode *n, size_t idx, const char *layout, ManifestSpan *s, TpError *err) {
-        static const char *const keys[] = { "type", "in", "out", "rank", "first", "factor", "a", "b", "embd", NULL };
+        static const char *const keys[] = { "type", "in", "out", "rank", "first", "factor", "a", "b", "embd", "imatrix", NULL };
         const YamlNode *l;
-        const char *type, *factor, *embd = "false";
+        const char *type, *factor, *embd = "false", *imatrix = "false";
         uint8_t bits[4];
         int r, t;
 
@@ -50,7 +50,8 @@ int lora_span_parse(const YamlNode *n, size_t idx, const char *layout, ManifestS
             (r = yaml_get_str(l, "factor", true, W, &factor, err)) < 0 ||
             (r = factor_type(l, "a", idx, &s->lora.a_type, err)) < 0 ||
             (r = factor_type(l, "b", idx, &s->lora.b_type, err)) < 0 ||
-            (r = yaml_get_str(l, "embd", false, W, &embd, err)) < 0)
+            (r = yaml_get_str(l, "embd", false, W, &embd, err)) < 0 ||
+            (r = yaml_get_str(l, "imatrix", false, W, &imatrix, err)) < 0)
                 return r;
         if ((t = ggml_type_from_name(type)) < 0 || strcmp(ggml_type((uint32_t) t)->name, type) != 0)
                 return span_error(n, idx, err, "'type' names no ggml type (as ggml spells it: q8_0, q4_K, f16, ...)");
@@ -58,6 +59,9 @@ int lora_span_parse(const YamlNode *n, size_t idx, const char *layout, ManifestS
         if (strcmp(embd, "true") != 0 && strcmp(embd, "false") != 0)
                 return span_error(n, idx, err, "'embd' is true or false");
         s->lora.embd = strcmp(embd, "true") == 0;
+        if (strcmp(imatrix, "true") != 0 && strcmp(imatrix, "false") != 0)
+                return span_error(n, idx, err, "'imatrix' is true or false");
+        s->lora.importance = strcmp(imatrix, "true") == 0;
         if (parse_hex(factor, bits, sizeof(bits)) < 0)
                 return span_error(n, idx, err, "'factor' is the 8 hex digits of a float32's bits");
         uint32_t u = (uint32_t) bits[0] << 24 | (uint32_t) bits[1] << 16 | (uint32_t) bits[2] << 8 | bits[3];
@@ -74,6 +78,8 @@ int lora_span_parse(const YamlNode *n, size_t idx, const char *layout, ManifestS
         if (s->length % gt->type_size != 0 || s->lora_first % gt->block_size != 0 || s->lora_first > elems ||
             s->length / gt->type_size > (elems - s->lora_first) / gt->block_size)
                 return span_error(n, idx, err, "the span is not whole blocks of the tensor from its element 'first'");
+        if (s->lora.importance && (s->lora_first % s->lora.in != 0 || s->length % lora_shape_row_bytes(&s->lora) != 0))
+                return span_error(n, idx, err, "a span with an importance row must be whole rows of the tensor");
         return 0;
 }
 
@@ -96,6 +102,8 @@ void lora_span_write(YamlWriter *w, const ManifestSpan *s) {
         yaml_writer_kv(w, "b", names[s->lora.b_type]);
         if (s->lora.embd)
                 yaml_writer_kv(w, "embd", "true");
+        if (s->lora.importance)
+                yaml_writer_kv(w, "imatrix", "true");
         yaml_writer_map_end(w);
 }
 

@@ -10,8 +10,11 @@
  * type: the tensor's ggml type (the base's and the target's); in, out: elements per row and
  * rows; rank; first: the span's first element in the tensor (a whole block); factor: the
  * fold's factor as the 8 hex digits of its float32 bits (exact); a, b: how lora_a and lora_b
- * are stored (f32, f16, bf16); embd: true for token_embd's swapped factors (absent: false).
- * The span's frame decodes to lora_a's bytes as byte planes (predict.h), lora_b's, then the residual.
+ * are stored (f32, f16, bf16); embd: true for token_embd's swapped factors (absent: false);
+ * imatrix: true when the target was quantized with an importance matrix and the frame carries
+ * the tensor's row of it (absent: false; then the span is whole rows).
+ * The span's frame decodes to lora_a's bytes as byte planes (predict.h), lora_b's, the
+ * importance row's (F32, byte planes too) when there is one, then the residual.
  */
 
 #include "manifest.h"

@@ -177,8 +177,8 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
 }
 
 /*
- * A lora span's factors, first in its frame (lora_a, then lora_b, each as byte planes), and the
- * buffers its groups are predicted in.
+ * A lora span's factors, first in its frame (lora_a, then lora_b, then the importance row if
+ * any, each as byte planes), and the buffers its groups are predicted in.
  */
 static int lora_start(SpanDecoder *d, TpError *err) {
         const ManifestSpan *s = &d->m->spans[d->idx];
@@ -188,9 +188,10 @@ static int lora_start(SpanDecoder *d, TpError *err) {
 
         if ((r = lora_factors_new(&s->lora, &d->lora)) < 0)
                 return r;
-        for (int b = 0; b < 2; b++) {
-                size_t width = ggml_type(b ? s->lora.b_type : s->lora.a_type)->type_size;
-                uint64_t n = lora_shape_elems(&s->lora, b);
+        /* Part 0: lora_a, 1: lora_b, 2: the importance row (F32) when there is one. */
+        for (int part = 0; part < (s->lora.importance ? 3 : 2); part++) {
+                size_t width = part == 2 ? sizeof(float) : ggml_type(part ? s->lora.b_type : s->lora.a_type)->type_size;
+                uint64_t n = part == 2 ? s->lora.in : lora_shape_elems(&s->lora, part == 1);
                 for (unsigned plane = 0; plane < width; plane++)
                         for (uint64_t at = 0; at < n;) {
                                 size_t k = n - at < sizeof(buf) ? (size_t) (n - at) : sizeof(buf);
@@ -198,13 +199,18 @@ static int lora_start(SpanDecoder *d, TpError *err) {
                                         d->stage = SPAN_FAILED;
                                         return r;
                                 }
-                                lora_factors_load_plane(d->lora, b, plane, at, buf, k);
+                                if (part == 2)
+                                        lora_factors_load_importance_plane(d->lora, plane, at, buf, k);
+                                else
+                                        lora_factors_load_plane(d->lora, part == 1, plane, at, buf, k);
                                 at += k;
                         }
         }
         lora_factors_settle(d->lora);
         if ((r = lora_factors_check(d->lora, &why)) < 0)
                 return span_fail(d, err, -EBADMSG, "%s", why.message);
+        /* With an importance row, groups of whole rows (predict.h). */
+        d->group = lora_shape_group_bytes(&s->lora, d->group);
         size_t blocks = d->group / ggml_type(s->lora.type)->type_size;
         d->predicted = malloc(d->group);
         d->scratch = malloc(lora_predict_scratch(d->lora, blocks) * sizeof(float));

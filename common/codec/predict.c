@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "delta.h"
 #include "dequant.h"
 #include "ggml.h"
 #include "predict.h"
@@ -37,7 +38,26 @@ int lora_shape_check(const LoraShape *s, TpError *err) {
             (s->in + s->out) * s->rank > PREDICT_MAX_FACTOR_FLOATS)
                 return tp_error(err, -EBADMSG, "a lora span's factors of (%" PRIu64 " + %" PRIu64 ") x rank %" PRIu64
                                 " floats exceed the cap of %u", s->in, s->out, s->rank, PREDICT_MAX_FACTOR_FLOATS);
+        if (s->importance && !quant_weighted_supported(s->type))
+                return tp_error(err, -EBADMSG, "a lora span of %s carries an importance row, but its quantizer "
+                                "takes none", t->name);
+        if (s->importance && lora_shape_row_bytes(s) > delta_group_bytes(delta_layout_for_ggml(s->type)))
+                return tp_error(err, -EBADMSG, "a lora span with an importance row has rows of %" PRIu64 " bytes, "
+                                "more than one group (%zu)", lora_shape_row_bytes(s),
+                                delta_group_bytes(delta_layout_for_ggml(s->type)));
         return 0;
+}
+
+uint64_t lora_shape_row_bytes(const LoraShape *s) {
+        const GgmlType *t = ggml_type(s->type);
+        return s->in / t->block_size * t->type_size;
+}
+
+size_t lora_shape_group_bytes(const LoraShape *s, size_t group) {
+        if (!s->importance)
+                return group;
+        size_t row = (size_t) lora_shape_row_bytes(s), rows = group / row;
+        return (rows ? rows : 1) * row;
 }
 
 /* lora_a is ne [in, rank] (token_embd: [rank, out]); lora_b ne [rank, out] (token_embd: [rank, in]). */
@@ -54,7 +74,8 @@ uint64_t lora_shape_a_bytes(const LoraShape *s) {
 }
 
 uint64_t lora_shape_factor_bytes(const LoraShape *s) {
-        return lora_shape_a_bytes(s) + b_elems(s) * ggml_type(s->b_type)->type_size;
+        return lora_shape_a_bytes(s) + b_elems(s) * ggml_type(s->b_type)->type_size +
+               (s->importance ? s->in * sizeof(float) : 0);
 }
 
 LoraFactors *lora_factors_free(LoraFactors *f) {
@@ -62,6 +83,7 @@ LoraFactors *lora_factors_free(LoraFactors *f) {
                 return NULL;
         free(f->p);
         free(f->q);
+        free(f->w);
         free(f);
         return NULL;
 }
@@ -78,7 +100,7 @@ int lora_factors_new(const LoraShape *s, LoraFactors **ret) {
         f->shape = *s;
         f->p = malloc(s->out * s->rank * sizeof(float));
         f->q = malloc(s->rank * s->in * sizeof(float));
-        if (!f->p || !f->q)
+        if (!f->p || !f->q || (s->importance && !(f->w = malloc(s->in * sizeof(float)))))
                 return -ENOMEM;
         *ret = TAKE_PTR(f);
         return 0;
@@ -114,15 +136,23 @@ static float *factor_slot(LoraFactors *f, bool b, uint64_t e) {
         return (b != s->embd ? f->p : f->q) + e;
 }
 
+/* Byte @plane of a value whose bits @slot gathers. */
+static void load_byte(float *slot, unsigned plane, uint8_t byte) {
+        uint32_t bits = 0;
+        if (plane > 0)
+                memcpy(&bits, slot, sizeof(bits));
+        bits |= (uint32_t) byte << (8 * plane);
+        memcpy(slot, &bits, sizeof(bits));
+}
+
 void lora_factors_load_plane(LoraFactors *f, bool b, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n) {
-        for (size_t j = 0; j < n; j++) {
-                float *slot = factor_slot(f, b, first + j);
-                uint32_t bits = 0;
-                if (plane > 0)
-                        memcpy(&bits, slot, sizeof(bits));
-                bits |= (uint32_t) bytes[j] << (8 * plane);
-                memcpy(slot, &bits, sizeof(bits));
-        }
+        for (size_t j = 0; j < n; j++)
+                load_byte(factor_slot(f, b, first + j), plane, bytes[j]);
+}
+
+void lora_factors_load_importance_plane(LoraFactors *f, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n) {
+        for (size_t j = 0; j < n; j++)
+                load_byte(&f->w[first + j], plane, bytes[j]);
 }
 
 /* @n slots of @v hold the bits of @type elements (lora_factors_load_plane()): now their values. */
@@ -147,6 +177,7 @@ void lora_factors_settle(LoraFactors *f) {
         const LoraShape *s = &f->shape;
         settle(f->p, s->out * s->rank, s->embd ? s->a_type : s->b_type);
         settle(f->q, s->rank * s->in, s->embd ? s->b_type : s->a_type);
+        /* The importance row is F32: its gathered bits are its values already. */
 }
 
 void byte_planes_split(const uint8_t *in, size_t n, size_t width, uint8_t *out) {
@@ -166,6 +197,10 @@ int lora_factors_check(const LoraFactors *f, TpError *err) {
                 if (!isfinite(f->q[i]))
                         return tp_error(err, -EDOM, "the lora factor %s holds NaN or infinity",
                                         s->embd ? "lora_b" : "lora_a");
+        for (uint64_t i = 0; f->w && i < s->in; i++)
+                if (!isfinite(f->w[i]) || f->w[i] < 0)
+                        return tp_error(err, -EDOM, "the importance row's value %" PRIu64 " is %g (expected a finite "
+                                        "number, not negative)", i, (double) f->w[i]);
         return 0;
 }
 
@@ -202,6 +237,10 @@ void lora_predict(const LoraFactors *f, uint64_t block0, const uint8_t *base, si
                 add_product(f, o, i0, i1, x + (e - e0), acc);
                 e += i1 - i0;
         }
-        /* Blocks are quantized each on its own: nblocks rows of one block give the row's bytes. */
-        quantize_rows(s->type, x, out, nblocks, bs);
+        /* Blocks are quantized each on its own: nblocks rows of one block give the row's bytes.
+         * With the importance row, whole rows as llama-quantize quantizes them (predict.h). */
+        if (f->w)
+                quantize_rows_weighted(s->type, x, out, (e1 - e0) / s->in, s->in, f->w);
+        else
+                quantize_rows(s->type, x, out, nblocks, bs);
 }

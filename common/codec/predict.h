@@ -17,9 +17,13 @@
  *     (the product rounded to float, then the sum), then w = x + f · acc (the product
  *     rounded, then the sum): common/model/fold.h's fold, no fused multiply-add; a w that is
  *     NaN or infinite becomes +0.0f (the quantizers take finite floats);
- *   - quantize with kernels/quant.h (ggml's reference quantizers, no importance matrix).
- * Every block is predicted on its own (ggml quantizes block by block), so a span may start
- * at any block of the tensor and a device may predict it group by group.
+ *   - quantize with kernels/quant.h: ggml's reference quantizers, or, when the span carries
+ *     the importance row the target was quantized with (llama-imatrix's values for the tensor,
+ *     @in floats), quantize_rows_weighted() with it, row by row as llama-quantize does.
+ * Without an importance row every block is predicted on its own (ggml quantizes block by
+ * block), so a span may start at any block of the tensor and a device may predict it group by
+ * group. With one, Q4_0, Q4_1, Q5_0 and Q5_1 weigh each block by the whole row's mean square:
+ * such a span is whole rows, and its groups are whole rows (lora_shape_group_bytes()).
  *
  * The factors are stored in the bundle as the adapter stores them (F32, F16 or BF16) and
  * converted to floats exactly. Memory: the factors as floats ((in + out) · rank, at most
@@ -43,23 +47,34 @@ typedef struct LoraShape {
         uint32_t a_type, b_type;        /* how lora_a and lora_b are stored: GGML_TYPE_F32, _F16, _BF16 */
         bool embd;              /* token_embd.weight: lora_a is P (ne [rank, out]), lora_b is Qᵀ (ne [rank, in]) */
         float factor;
+        bool importance;        /* the frame carries @in importance values (F32) after the factors */
 } LoraShape;
 
 /*
  * Check @s: a type dequant_supported() and quant_supported() both know, @in a whole number of
  * its blocks, 1 ≤ rank ≤ PREDICT_MAX_RANK, float factor types, a finite factor, the factors'
- * floats within PREDICT_MAX_FACTOR_FLOATS. 0 or -EBADMSG with a message naming what is wrong.
+ * floats within PREDICT_MAX_FACTOR_FLOATS; an importance row only for a type whose quantizer
+ * takes one (quant_weighted_supported()), and a row no larger than one group of the type's
+ * delta layout. 0 or -EBADMSG with a message naming what is wrong.
  */
 _warn_unused_result_ int lora_shape_check(const LoraShape *s, TpError *err);
 
-/* The bytes of lora_a and of lora_b as stored: what a span's frame carries before its residual; lora_a's alone. */
+/* What a span's frame carries before its residual: lora_a and lora_b as stored, then the
+ * importance row (F32) if any; lora_a's bytes alone. */
 uint64_t lora_shape_factor_bytes(const LoraShape *s);
 uint64_t lora_shape_a_bytes(const LoraShape *s);
+
+/* Bytes of one row of the tensor. */
+uint64_t lora_shape_row_bytes(const LoraShape *s);
+/* The bytes of a group of the span: @group (its delta layout's) when it has no importance row;
+ * else the most whole rows that fit @group (at least one: lora_shape_check() saw to that). */
+size_t lora_shape_group_bytes(const LoraShape *s, size_t group);
 
 typedef struct LoraFactors {
         LoraShape shape;
         float *p;               /* [out][rank] */
         float *q;               /* [rank][in] */
+        float *w;               /* [in], the importance row; NULL without one */
 } LoraFactors;
 
 /*
@@ -85,7 +100,11 @@ void lora_factors_settle(LoraFactors *f);
 void byte_planes_split(const uint8_t *in, size_t n, size_t width, uint8_t *out);
 /* Elements of lora_a and of lora_b as stored. */
 uint64_t lora_shape_elems(const LoraShape *s, bool b);
-/* -EDOM naming the factor when one holds NaN or infinity. */
+/* Byte @plane (0..3) of the importance values [@first, @first + @n), as the factors' planes;
+ * they are settled with the factors. */
+void lora_factors_load_importance_plane(LoraFactors *f, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n);
+/* -EDOM naming the factor when one holds NaN or infinity, or the importance row when a value is
+ * NaN, infinite or negative (the weighted quantizers take none of those). */
 _warn_unused_result_ int lora_factors_check(const LoraFactors *f, TpError *err);
 
 /* Floats of scratch lora_predict() needs for @nblocks blocks. */
@@ -94,7 +113,8 @@ size_t lora_predict_scratch(const LoraFactors *f, size_t nblocks);
 /*
  * Predict @nblocks blocks of the task tensor, starting at its block @block0 (counted from the
  * tensor's start), from the base's same blocks @base, into @out (the same number of bytes).
- * @scratch holds lora_predict_scratch() floats. The blocks must lie inside the tensor.
+ * @scratch holds lora_predict_scratch() floats. The blocks must lie inside the tensor, and be
+ * whole rows when the shape has an importance row.
  * Cannot fail: whatever the factors make, the residual and the span's hash take care of it.
  */
 void lora_predict(const LoraFactors *f, uint64_t block0, const uint8_t *base, size_t nblocks, float *scratch,

@@ -2,12 +2,14 @@
 /* common/bundle/manifest.c: write/parse round trip and every validation rule. */
 
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
 
 #include "check-main.h"
+#include "ggml.h"
 #include "manifest.h"
 
 /* A valid manifest with two spans (one raw, one delta) and two sites. */
@@ -176,6 +178,53 @@ START_TEST(test_text_refusals) {
         free(edited);
         free(text);
         manifest_free(m);
+}
+END_TEST
+
+/* sample()'s delta span as a lora span of a q4_0 tensor [in 512, out 8] from element @first, @length bytes. */
+static void make_lora(Manifest *m, uint64_t first, uint64_t length, bool importance) {
+        ManifestSpan *s = &m->spans[1];
+        s->encoding = SPAN_LORA;
+        s->length = length;
+        s->lora = (LoraShape) { .type = GGML_TYPE_Q4_0, .in = 512, .out = 8, .rank = 4, .a_type = GGML_TYPE_F16,
+                                .b_type = GGML_TYPE_F32, .factor = 0.5f, .importance = importance };
+        s->lora_first = first;
+}
+
+/* A lora span's importance row: written, read back; its span whole rows of the tensor (a row: 288 bytes). */
+START_TEST(test_lora_importance) {
+        static const struct {
+                uint64_t first, length;
+                bool importance;
+                const char *refusal;    /* NULL: parses */
+        } cases[] = {
+                { 0, 1152, true, NULL },
+                { 1024, 864, true, NULL },
+                { 256, 1152, false, NULL },
+                { 256, 1152, true, "whole rows" },      /* from the middle of a row */
+                { 0, 720, true, "whole rows" },         /* two and a half rows */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                Manifest *m = sample(), *p = NULL;
+                TpError err = {};
+                size_t len;
+
+                make_lora(m, cases[i].first, cases[i].length, cases[i].importance);
+                char *text = write_text(m, &len);
+                ck_assert_msg((strstr(text, "imatrix: true") != NULL) == cases[i].importance, "case %zu", i);
+                int r = manifest_parse(text, len, &p, &err);
+                if (cases[i].refusal) {
+                        ck_assert_msg(r == -EBADMSG && strstr(err.message, cases[i].refusal), "case %zu: %d '%s'", i, r,
+                                      err.message);
+                } else {
+                        ck_assert_msg(r == 0, "case %zu: %s", i, err.message);
+                        ck_assert(p->spans[1].lora.importance == cases[i].importance);
+                        ck_assert_uint_eq(p->spans[1].lora_first, cases[i].first);
+                        manifest_free(p);
+                }
+                free(text);
+                manifest_free(m);
+        }
 }
 END_TEST
 
@@ -682,6 +731,7 @@ static Suite *manifest_suite(void) {
         tcase_add_test(tc, test_text_refusals);
         tcase_add_test(tc, test_task_names);
         tcase_add_test(tc, test_model);
+        tcase_add_test(tc, test_lora_importance);
         tcase_add_test(tc, test_role);
         tcase_add_test(tc, test_section_round_trip);
         tcase_add_test(tc, test_section_refusals);

@@ -3,7 +3,8 @@
  * common/codec/predict.c: the shape's refusals; a prediction made group by group from any block
  * equals the whole tensor's; token_embd's swapped factors; the fold's arithmetic element by
  * element; and golden digests of every type's prediction, so that x86-64 and aarch64 (and
- * every quantizer implementation) are held to the same bytes.
+ * every quantizer implementation) are held to the same bytes; with an importance row, whole
+ * rows through ggml's weighted quantizers, and the row's refusals.
  */
 
 #include <check.h>
@@ -177,6 +178,127 @@ START_TEST(test_embd) {
 }
 END_TEST
 
+/* The types whose quantizers take an importance row, and each one's prediction digest with the fixture's row. */
+static const uint32_t weighted_types[] = {
+        GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+        GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+};
+static const char *const weighted_golden[] = {
+        "40b97d09ea625ce6163f37e99c4ca6fc5f5a57a7faf8108c21596fce55331f85",
+        "037db9082779e375019d3512759a37e7ada1978a82be91da6c392c0260105c97",
+        "4f8e0f0167f1849851ecb88072b89072d14acaa3a3829bb5ac8c0d88f6976bd7",
+        "074387b8aaf15ba3d175e9595d0141b952e16b4ca6bc167a5a9b73d143c59d23",
+        "2225d1aab9a649466b86fdd8ff5e62ed536eb6f4233f960e72e19dd4218ceb98",
+        "067a74454a51d5a2c429a34cf7031c3237cd9862ba89aa884c540657e0b4b384",
+        "79dfbef6cf426abea397a049f8140ee19714728e02f9221c0f38a161ab3975cb",
+        "dfe9e41f13458f92237ef05d4f625841f35634427942b445e936dd1970145a37",
+        "859058490b04a7bf0ad63f0988d65ff309ee3f606ac90415053f321851fccb76",
+};
+
+/*
+ * With an importance row: the prediction is ggml's weighted quantizer over the fold's floats,
+ * whole rows at a time (Q4_0 .. Q5_1 weigh each block by its row's mean square): row by row
+ * equals all rows at once, both equal quantize_rows_weighted() of dequantize + f·P·Q, and differ
+ * from the prediction without the row. Golden digests hold every machine to the same bytes.
+ */
+START_TEST(test_importance) {
+        uint32_t type = weighted_types[_i];
+        const GgmlType *t = ggml_type(type);
+        size_t nblocks = IN * OUT / t->block_size, bytes = nblocks * t->type_size, row_blocks = IN / t->block_size;
+        uint8_t base[IN * OUT * 4], whole[IN * OUT * 4], rows[IN * OUT * 4], want[IN * OUT * 4], plain[IN * OUT * 4];
+        float scratch[IN * OUT + IN], x[IN * OUT], w[IN];
+        _cleanup_(lora_factors_freep) LoraFactors *f = fixture(type, 0.75f, base);
+        _cleanup_(lora_factors_freep) LoraFactors *g = NULL;
+        LoraShape s = f->shape;
+        TpError err = {};
+
+        lora_predict(f, 0, base, nblocks, scratch, plain);
+        s.importance = true;
+        ck_assert_msg(lora_shape_check(&s, &err) == 0, "%s", err.message);
+        ck_assert_uint_eq(lora_shape_factor_bytes(&s), lora_shape_factor_bytes(&f->shape) + IN * sizeof(float));
+        ck_assert_int_eq(lora_factors_new(&s, &g), 0);
+        memcpy(g->p, f->p, OUT * RANK * sizeof(float));
+        memcpy(g->q, f->q, RANK * IN * sizeof(float));
+        for (size_t i = 0; i < IN; i++)         /* importances over three decades, as real activations spread */
+                g->w[i] = powf(10.0f, 1.5f * rnd());
+        ck_assert_int_eq(lora_factors_check(g, &err), 0);
+
+        lora_predict(g, 0, base, nblocks, scratch, whole);
+        for (size_t o = 0; o < OUT; o++)
+                lora_predict(g, o * row_blocks, base + o * row_blocks * t->type_size, row_blocks, scratch,
+                             rows + o * row_blocks * t->type_size);
+        ck_assert_mem_eq(whole, rows, bytes);
+
+        /* The fold's floats (test_fold_arithmetic checks them element by element), then ggml's weighted quantizer. */
+        dequantize_blocks(type, base, x, nblocks);
+        for (size_t o = 0; o < OUT; o++)
+                for (size_t i = 0; i < IN; i++) {
+                        float acc = 0.0f;
+                        for (size_t k = 0; k < RANK; k++) {
+                                volatile float prod = g->p[o * RANK + k] * g->q[k * IN + i];
+                                acc = acc + prod;
+                        }
+                        volatile float d = 0.75f * acc;
+                        x[o * IN + i] = x[o * IN + i] + d;
+                }
+        memcpy(w, g->w, sizeof(w));
+        quantize_rows_weighted(type, x, want, OUT, IN, w);
+        ck_assert_mem_eq(whole, want, bytes);
+        ck_assert_msg(memcmp(whole, plain, bytes) != 0, "%s: the row changed nothing", t->name);
+
+        char hex[SHA256_HEX_SIZE];
+        uint8_t dg[SHA256_DIGEST_SIZE];
+        sha256_digest(whole, bytes, dg);
+        sha256_to_hex(dg, hex);
+        ck_assert_msg(strcmp(hex, weighted_golden[_i]) == 0, "%s: prediction digest %s, golden %s", t->name, hex,
+                      weighted_golden[_i]);
+}
+END_TEST
+
+/* Groups of a span with an importance row: the most whole rows in the layout's group, at least one. */
+START_TEST(test_importance_groups) {
+        LoraShape s = { .type = GGML_TYPE_Q4_0, .in = 1024, .out = 300, .rank = 4, .a_type = GGML_TYPE_F32,
+                        .b_type = GGML_TYPE_F32, .factor = 1.0f };
+        TpError err = {};
+
+        ck_assert_uint_eq(lora_shape_row_bytes(&s), 1024 / 32 * 18);
+        ck_assert_uint_eq(lora_shape_group_bytes(&s, 65520), 65520);
+        s.importance = true;
+        ck_assert_int_eq(lora_shape_check(&s, &err), 0);
+        ck_assert_uint_eq(lora_shape_group_bytes(&s, 65520), 113 * 576);
+        /* A row of 65,520 bytes (3,640 blocks) is one group; one block more is refused. */
+        s.in = 3640 * 32;
+        ck_assert_int_eq(lora_shape_check(&s, &err), 0);
+        ck_assert_uint_eq(lora_shape_group_bytes(&s, 65520), 65520);
+        s.in += 32;
+        ck_assert_int_eq(lora_shape_check(&s, &err), -EBADMSG);
+        ck_assert_ptr_nonnull(strstr(err.message, "more than one group"));
+}
+END_TEST
+
+/* An importance value that is negative, NaN or infinite: refused (the weighted quantizers take none of them). */
+START_TEST(test_bad_importance) {
+        static const float bad[] = { -1.0f, NAN, INFINITY };
+        uint8_t base[IN * OUT * 2];
+        _cleanup_(lora_factors_freep) LoraFactors *f = fixture(GGML_TYPE_Q4_K, 1.0f, base);
+        _cleanup_(lora_factors_freep) LoraFactors *g = NULL;
+        LoraShape s = f->shape;
+        TpError err = {};
+
+        s.importance = true;
+        ck_assert_int_eq(lora_factors_new(&s, &g), 0);
+        memcpy(g->p, f->p, OUT * RANK * sizeof(float));
+        memcpy(g->q, f->q, RANK * IN * sizeof(float));
+        for (size_t i = 0; i < IN; i++)
+                g->w[i] = 1.0f;
+        g->w[5] = -0.0f;        /* zero is an importance; -0 is zero */
+        ck_assert_int_eq(lora_factors_check(g, &err), 0);
+        g->w[5] = bad[_i];
+        ck_assert_int_eq(lora_factors_check(g, &err), -EDOM);
+        ck_assert_ptr_nonnull(strstr(err.message, "importance row's value 5"));
+}
+END_TEST
+
 static const struct {
         LoraShape s;
         const char *message;
@@ -191,6 +313,8 @@ static const struct {
         { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, NAN }, "not finite" },
         { { GGML_TYPE_Q8_0, 1u << 22, 1u << 22, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "exceed the cap" },
         { { GGML_TYPE_F16, UINT64_MAX / 2, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "exceed the cap" },
+        { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f, true }, "takes none" },
+        { { GGML_TYPE_F16, 64, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f, true }, "takes none" },
 };
 
 START_TEST(test_bad_shapes) {
@@ -267,6 +391,9 @@ static Suite *predict_suite(void) {
         tcase_add_loop_test(tc, test_bad_shapes, 0, (int) ELEMENTSOF(bad_shapes));
         tcase_add_test(tc, test_bad_factors);
         tcase_add_loop_test(tc, test_byte_planes, 0, 6);
+        tcase_add_loop_test(tc, test_importance, 0, (int) ELEMENTSOF(weighted_types));
+        tcase_add_test(tc, test_importance_groups);
+        tcase_add_loop_test(tc, test_bad_importance, 0, 3);
         suite_add_tcase(s, tc);
         return s;
 }
