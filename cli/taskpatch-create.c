@@ -17,6 +17,7 @@
 #include "create.h"
 #include "diff.h"
 #include "encryption.h"
+#include "imatrix.h"
 #include "manifest.h"
 #include "parse.h"
 #include "sign.h"
@@ -59,6 +60,11 @@ static void help(void) {
                "                           quantize(dequantize(base) + scale*B*A) (a 'lora' span), when\n"
                "                           that is smaller than its delta and its raw bytes\n"
                "  --lora-scale S           the scale the adapter was folded with (default 1)\n"
+               "  --imatrix FILE           with --lora: the importance matrix the task model was\n"
+               "                           quantized with (llama-imatrix's GGUF or legacy file, as\n"
+               "                           given to llama-quantize or taskpatch quantize/fold): a lora\n"
+               "                           span carries its tensor's row and the device predicts with\n"
+               "                           it, as the quantizer did (a smaller residual)\n"
                "  --lowrank                without an adapter (ONNX, safetensors, float GGUF): find each\n"
                "                           changed float matrix's low-rank change (a folded LoRA's) and\n"
                "                           send it as a lora span of those factors when that is smaller;\n"
@@ -156,6 +162,24 @@ static int open_empty_base(ModelSet *ret) {
         return r;
 }
 
+/* The rows of @im's single-expert entries (a lora span predicts a 2-D tensor), into @o (they point into @im). */
+static int importance_rows(const Imatrix *im, CreateOptions *o, ImportanceRow **ret) {
+        _cleanup_free_ ImportanceRow *rows = calloc(im->n_entries, sizeof(*rows));
+        size_t n = 0;
+
+        if (!rows) {
+                cli_error("--imatrix: out of memory");
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < im->n_entries; i++)
+                if (im->entries[i].n_experts == 1)
+                        rows[n++] = (ImportanceRow) { im->entries[i].name, im->entries[i].values, im->entries[i].n_values };
+        o->importance = rows;
+        o->n_importance = n;
+        *ret = TAKE_PTR(rows);
+        return 0;
+}
+
 /* --dry-run: the per-span plan and the bundle's size; the scratch bundle is removed. */
 static int dry_run_report(const char *path, const char *dir, const CreateResult *res, bool signed_, bool json) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
@@ -193,7 +217,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
 int create_run(int argc, char *argv[], json_t **ret_json) {
         enum { OPT_TASK = 256, OPT_MODEL, OPT_VERSION, OPT_UNSIGNED, OPT_EXPIRES, OPT_EXPECT, OPT_SHARE,
                OPT_LEVEL, OPT_JSON, OPT_DRY_RUN, OPT_BASE_BUNDLE, OPT_FULL, OPT_ENCRYPT_TO, OPT_LORA,
-               OPT_LORA_SCALE, OPT_LOWRANK, OPT_PLAIN_MANIFEST };
+               OPT_LORA_SCALE, OPT_LOWRANK, OPT_PLAIN_MANIFEST, OPT_IMATRIX };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
@@ -213,11 +237,12 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                 { "encrypt-to", required_argument, NULL, OPT_ENCRYPT_TO },
                 { "lora", required_argument, NULL, OPT_LORA },
                 { "lora-scale", required_argument, NULL, OPT_LORA_SCALE },
+                { "imatrix", required_argument, NULL, OPT_IMATRIX },
                 { "lowrank", no_argument, NULL, OPT_LOWRANK },
                 { "plain-manifest", no_argument, NULL, OPT_PLAIN_MANIFEST },
                 {},
         };
-        const char *out = NULL, *expect_path = NULL, *lora_path = NULL, *recipient_paths[ENCRYPTION_MAX_RECIPIENTS];
+        const char *out = NULL, *expect_path = NULL, *lora_path = NULL, *imatrix_path = NULL, *recipient_paths[ENCRYPTION_MAX_RECIPIENTS];
         size_t n_recipients = 0;
         CliSigners signers = {};
         CreateOptions o = { .version = 1, .level = CREATE_DEFAULT_LEVEL, .chunk_size = CREATE_DEFAULT_CHUNK,
@@ -307,6 +332,9 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                         o.lora_scale = (float) scale;
                         break;
                 }
+                case OPT_IMATRIX:
+                        imatrix_path = optarg;
+                        break;
                 case OPT_LOWRANK:
                         o.lowrank = true;
                         break;
@@ -353,6 +381,8 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
         _cleanup_(signer_freep) Signer *signer = NULL;
         _cleanup_(recipient_keys_freep) RecipientKeys recipients = { NULL, 0 };
         _cleanup_(lora_freep) Lora *lora = NULL;
+        _cleanup_(imatrix_freep) Imatrix *im = NULL;
+        _cleanup_free_ ImportanceRow *rows = NULL;
         SiteSet expect = {};
         _cleanup_(create_result_done) CreateResult res = {};
         TpError err = {};
@@ -379,6 +409,13 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                 return EXIT_FAILED;
         }
         o.lora = lora;
+        if (imatrix_path && !lora) {
+                cli_error("--imatrix is for the prediction of lora spans: give --lora too");
+                return EXIT_USAGE;
+        }
+        if (imatrix_path && (quantize_open_imatrix(imatrix_path, &im) < 0 ||
+                             importance_rows(im, &o, &rows) < 0))
+                return EXIT_FAILED;
         size_t i = 0;
         for (const Signer *s = signer; s; s = signer_next(s), i++)
                 if (check_signer_dates(s, signers.certs[i], o.expires) < 0)
@@ -458,6 +495,9 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                 return dry_run_report(plan_path, scratch, &res, signer != NULL, json);
         if (lora && res.n_lora == 0)
                 cli_error("warning: --lora %s: no span came out smaller as a lora span (see --dry-run)", lora_path);
+        else if (im && res.n_lora_imatrix == 0)
+                cli_error("warning: --imatrix %s: no lora span carries a row of it (no entry of a tensor's name and "
+                          "length, a type whose quantizer takes none, or the span is not whole rows)", imatrix_path);
 
         if (res.whole_file && !full)
                 cli_error("warning: no site of the target matches the base (a different model?): the bundle "
@@ -486,6 +526,7 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                 json_object_set_new(enc, "copy", json_integer((json_int_t) res.n_copy));
                 json_object_set_new(enc, "ref", json_integer((json_int_t) res.n_ref));
                 json_object_set_new(enc, "lora", json_integer((json_int_t) res.n_lora));
+                json_object_set_new(enc, "lora_imatrix", json_integer((json_int_t) res.n_lora_imatrix));
                 json_object_set_new(j, "format", json_integer(res.format));
                 json_object_set_new(j, "model", json_string(o.model ? o.model : MANIFEST_DEFAULT_MODEL));
                 json_object_set_new(j, "role", json_string(manifest_role_to_string(o.role)));
@@ -525,6 +566,9 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                 }
                 printf("  spans           %zu (%zu delta, %zu lora, %zu raw, %zu ref, %zu copy)\n", res.n_spans,
                        res.n_delta, res.n_lora, res.n_raw, res.n_ref, res.n_copy);
+                if (im)
+                        printf("  imatrix         %s: %zu of %zu lora spans predicted with its rows\n", imatrix_path,
+                               res.n_lora_imatrix, res.n_lora);
                 printf("  payload         %" PRIu64 " bytes%s\n", res.payload_bytes,
                        recipients.n ? ", encrypted (AES-256-GCM)" : "");
                 if (recipients.n)

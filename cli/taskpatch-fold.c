@@ -38,11 +38,12 @@ static void help(void) {
                "  -q, --quiet      no progress on stderr\n"
                "\n"
                "  --bundle OUT.tpb   also write the task's bundle: 'taskpatch create QBASE TASK.gguf -o\n"
-               "                     OUT.tpb --lora LORA.gguf --lora-scale S' against QBASE, the quantized\n"
-               "                     base the devices run: --bundle-base FILE, else BASE quantized to TYPE\n"
-               "                     now (what 'taskpatch quantize' and llama-quantize write, byte for\n"
-               "                     byte). Each adapted tensor travels as the adapter's factors and a\n"
-               "                     residual where that is smallest. These create options go with it:\n"
+               "                     OUT.tpb --lora LORA.gguf --lora-scale S [--imatrix FILE]' against\n"
+               "                     QBASE, the quantized base the devices run: --bundle-base FILE,\n"
+               "                     else BASE quantized to TYPE now (what 'taskpatch quantize' and\n"
+               "                     llama-quantize write, byte for byte). Each adapted tensor travels\n"
+               "                     as the adapter's factors and a residual where that is smallest,\n"
+               "                     predicted with --imatrix's rows. These create options go with it:\n"
                "                     --task --version --model --key --pkcs11-uri --cert --unsigned\n"
                "                     --expires --level --encrypt-to (see taskpatch create --help)\n"
                "  --bundle-base FILE the quantized base the bundle applies to\n"
@@ -68,9 +69,9 @@ static const char *const create_options[] = { "task", "version", "model", "key",
 #define OPT_CREATE 0x2000
 #define CREATE_ARGS_MAX 64
 
-/* create QBASE TASK -o OUT --lora LORA --lora-scale S and the passed options: the bundle of the fold. */
-static int write_bundle(const char *qbase, const char *task, const char *lora, float scale, const char *out,
-                        char **passed, int n_passed, json_t **ret_json) {
+/* create QBASE TASK -o OUT --lora LORA --lora-scale S [--imatrix FILE] and the passed options: the bundle of the fold. */
+static int write_bundle(const char *qbase, const char *task, const char *lora, float scale, const char *imatrix,
+                        const char *out, char **passed, int n_passed, json_t **ret_json) {
         char scale_s[32], *args[CREATE_ARGS_MAX + 16];
         int n = 0;
 
@@ -84,6 +85,10 @@ static int write_bundle(const char *qbase, const char *task, const char *lora, f
         args[n++] = (char *) lora;
         args[n++] = (char *) "--lora-scale";
         args[n++] = scale_s;
+        if (imatrix) {
+                args[n++] = (char *) "--imatrix";
+                args[n++] = (char *) imatrix;
+        }
         for (int i = 0; i < n_passed; i++)
                 args[n++] = passed[i];
         if (ret_json)
@@ -254,8 +259,8 @@ int verb_fold(int argc, char *argv[]) {
                 if (!bundle_base && quantize_base(fd, base, &o, out, &qbase) < 0)
                         r = EXIT_FAILED;
                 else
-                        r = write_bundle(bundle_base ? bundle_base : qbase, out, lora_path, scale, bundle, passed,
-                                         n_passed, json ? &bj : NULL);
+                        r = write_bundle(bundle_base ? bundle_base : qbase, out, lora_path, scale, imatrix_path,
+                                         bundle, passed, n_passed, json ? &bj : NULL);
                 if (qbase)
                         (void) unlink(qbase);
                 if (j)

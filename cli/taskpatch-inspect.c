@@ -108,18 +108,21 @@ json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs) {
                                             json_integer((json_int_t) (sp->base_offset - b->offset)));
                 }
                 if (sp->encoding == SPAN_LORA)
-                        json_object_set_new(j, "lora", json_pack("{s:s, s:I, s:I, s:I, s:I, s:f}", "type",
+                        json_object_set_new(j, "lora", json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:b}", "type",
                                                                  ggml_type(sp->lora.type)->name, "in",
                                                                  (json_int_t) sp->lora.in, "out",
                                                                  (json_int_t) sp->lora.out, "rank",
                                                                  (json_int_t) sp->lora.rank, "first",
                                                                  (json_int_t) sp->lora_first, "factor",
-                                                                 (double) sp->lora.factor));
+                                                                 (double) sp->lora.factor, "imatrix",
+                                                                 sp->lora.importance));
                 if (costs && sp->encoding != SPAN_COPY)
-                        json_object_set_new(j, "candidates", json_pack("{s:o, s:o, s:o}", "raw", cost_json(costs[i].raw),
+                        json_object_set_new(j, "candidates", json_pack("{s:o, s:o, s:o, s:o}", "raw",
+                                                                       cost_json(costs[i].raw),
                                                                        sp->encoding == SPAN_REF ? "ref" : "delta",
                                                                        cost_json(costs[i].alt), "lora",
-                                                                       cost_json(costs[i].lora)));
+                                                                       cost_json(costs[i].lora), "lora_imatrix",
+                                                                       cost_json(costs[i].lora_imatrix)));
                 json_array_append_new(list, j);
         }
         return list;
@@ -134,6 +137,8 @@ static void costs_print(const ManifestSpan *sp, const CreateSpanCost *c) {
                 printf(", %s %" PRIu64, sp->encoding == SPAN_REF ? "ref" : "delta", c->alt);
         if (c->lora != UINT64_MAX)
                 printf(", lora %" PRIu64, c->lora);
+        if (c->lora_imatrix != UINT64_MAX)
+                printf(", lora+imatrix %" PRIu64, c->lora_imatrix);
         printf(")");
 }
 
@@ -150,6 +155,8 @@ void span_list_print(const Manifest *m, const CreateSpanCost *costs) {
                        cli_where(m->target.files.set.n_files ? &m->target.files.set : NULL, sp->offset, wt), sp->length,
                        span_encoding_to_string(sp->encoding), sp->frame_size, cli_where(bf, sp->base_offset, wb),
                        sp->site ? sp->site : "(header/gap)");
+                if (sp->encoding == SPAN_LORA && sp->lora.importance)
+                        printf(" [imatrix]");
                 if (costs)
                         costs_print(sp, &costs[i]);
                 printf("\n");

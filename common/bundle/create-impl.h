@@ -52,10 +52,12 @@ _warn_unused_result_ int code_span(Coder *c, const Plan *p, bool delta, bool ref
 /*
  * The lora candidate of @p, when @o has an adapter with a pair for its site, the base and
  * target sites are that tensor of the same predictable type, and the plan lies inside it:
- * 1 and @ret filled, 0 when there is none, < 0 on error (reading the adapter).
+ * 1 and @ret filled, 0 when there is none, < 0 on error (reading the adapter). With
+ * @importance, the candidate predicted with the tensor's importance row (o->importance), and
+ * none when it has no row the span can carry.
  */
 _warn_unused_result_ int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base,
-                                           const Artifact *target, const Plan *p, CodeLora *ret);
+                                           const Artifact *target, const Plan *p, bool importance, CodeLora *ret);
 void code_lora_done(CodeLora *l);
 /* Write the factors' bytes into the frame (the zstd stream of @c); adds what it wrote to @written. */
 _warn_unused_result_ int code_lora_factors(Coder *c, const CodeLora *l, int fd, uint64_t *written);

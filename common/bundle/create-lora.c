@@ -11,6 +11,7 @@
 #include "ggml.h"
 #include "lowrank.h"
 #include "match.h"
+#include "quant.h"
 
 void code_lora_done(CodeLora *l) {
         free(l->a);
@@ -120,14 +121,38 @@ static int found_factors(Coder *c, const Site *bs, const Site *ts, uint32_t type
         return 1;
 }
 
+/*
+ * The importance row of tensor @name for a span of @length bytes at @rel in it, when the target
+ * was quantized with one (o->importance) and the span can carry it: a row of @s's length, a
+ * quantizer that takes it, and whole rows of at most one group (predict.h). Else NULL: the span
+ * is predicted without one (the residual makes up the difference).
+ */
+static const float *importance_row(const CreateOptions *o, const char *name, const LoraShape *s, uint64_t rel,
+                                   uint64_t length) {
+        const ImportanceRow *row = NULL;
+
+        for (size_t i = 0; i < o->n_importance && !row; i++)
+                if (strcmp(o->importance[i].name, name) == 0)
+                        row = &o->importance[i];
+        if (!row || row->n != s->in || !quant_weighted_supported(s->type))
+                return NULL;
+        LoraShape with = *s;
+        with.importance = true;
+        TpError ignored = {};
+        uint64_t row_bytes = lora_shape_row_bytes(s);
+        if (rel % row_bytes != 0 || length % row_bytes != 0 || lora_shape_check(&with, &ignored) < 0)
+                return NULL;
+        return row->values;
+}
+
 int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, const Plan *p,
-                      CodeLora *ret) {
+                      bool importance, CodeLora *ret) {
         CodeLora l = {};
         int r;
 
         *ret = l;
-        if ((!o->lora && !o->lowrank) || p->site < 0 || p->copy || p->ref_length > 0 ||
-            p->layout == _DELTA_LAYOUT_INVALID)
+        if ((!o->lora && !o->lowrank) || (importance && o->n_importance == 0) || p->site < 0 || p->copy ||
+            p->ref_length > 0 || p->layout == _DELTA_LAYOUT_INVALID)
                 return 0;
         const Site *ts = &target->sites[p->site];
         if (p->offset < ts->offset || p->length > ts->length - (p->offset - ts->offset))
@@ -160,10 +185,18 @@ int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, co
                 goto fail;
         }
         l.first_block = rel / gt->type_size;
+        const float *w = importance ? importance_row(o, ts->name, &l.shape, rel, p->length) : NULL;
+        if (importance && !w) {
+                r = 0;
+                goto fail;
+        }
+        l.shape.importance = w != NULL;
         if ((r = lora_factors_new(&l.shape, &l.factors)) < 0)
                 goto fail;
         lora_factors_load(l.factors, false, 0, l.a, lora_shape_elems(&l.shape, false));
         lora_factors_load(l.factors, true, 0, l.b, lora_shape_elems(&l.shape, true));
+        if (w)
+                memcpy(l.factors->w, w, l.shape.in * sizeof(float));
         if ((r = lora_factors_check(l.factors, c->err)) < 0) {
                 r = tp_error_prefix(c->err, r, "%s: '%s'", pair ? o->lora->path : "the change found", ts->name);
                 goto fail;
@@ -182,14 +215,26 @@ fail:
 }
 
 int code_lora_factors(Coder *c, const CodeLora *l, int fd, uint64_t *written) {
-        const uint8_t *parts[2] = { l->a, l->b };
-        const uint64_t sizes[2] = { l->na, l->nb };
-        const uint32_t types[2] = { l->shape.a_type, l->shape.b_type };
+        uint64_t nw = l->shape.importance ? l->shape.in : 0;
+        _cleanup_free_ uint8_t *w = malloc(nw ? nw * sizeof(float) : 1);
+        const uint8_t *parts[3] = { l->a, l->b, w };
+        const uint64_t sizes[3] = { l->na, l->nb, nw * sizeof(float) };
+        const size_t widths[3] = { ggml_type(l->shape.a_type)->type_size, ggml_type(l->shape.b_type)->type_size,
+                                   sizeof(float) };
         int r;
 
-        for (int k = 0; k < 2; k++) {
+        if (!w)
+                return -ENOMEM;
+        /* The importance row's floats as little-endian bytes, as a device gathers them. */
+        for (uint64_t i = 0; i < nw; i++) {
+                uint32_t bits;
+                memcpy(&bits, &l->factors->w[i], sizeof(bits));
+                for (unsigned k = 0; k < sizeof(bits); k++)
+                        w[i * sizeof(bits) + k] = (uint8_t) (bits >> (8 * k));
+        }
+        for (int k = 0; k < 3; k++) {
                 /* As byte planes (predict.h): the factors' bytes, rearranged. */
-                size_t width = ggml_type(types[k])->type_size;
+                size_t width = widths[k];
                 _cleanup_free_ uint8_t *planes = malloc(sizes[k] ? sizes[k] : 1);
                 if (!planes)
                         return -ENOMEM;

@@ -139,10 +139,12 @@ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lor
 
         if (group > c->group_max)
                 group = c->group_max;
+        if (lora)
+                group = lora_shape_group_bytes(&lora->shape, group);
         sha256_init(&hb);
         sha256_init(&ht);
         ZSTD_CCtx_reset(c->cctx, ZSTD_reset_session_only);
-        ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length + (lora ? lora->na + lora->nb : 0));
+        ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length + (lora ? lora_shape_factor_bytes(&lora->shape) : 0));
         if (lora && (r = code_lora_factors(c, lora, fd, &written)) < 0)
                 return r;
         if (ref) {
@@ -366,16 +368,19 @@ static int rewind_fd(int fd) {
 
 /*
  * Code plan @p as one span @s: a copy (no frame), or the smallest frame of raw (written into the
- * payload, @fd[0], as it goes), delta or ref (into @fd[1]) and lora (into @fd[2]); the winner
- * ends up in the payload. @cost gets each candidate's size (UINT64_MAX: not tried).
+ * payload, @fd[0], as it goes), delta or ref (into @fd[1]), lora (into @fd[2]) and lora with the
+ * tensor's importance row (into @fd[3]); the winner ends up in the payload. @cost gets each
+ * candidate's size (UINT64_MAX: not tried).
  */
 static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, bool relocating,
-                     const Plan *p, const int fd[3], ManifestSpan *s, CreateSpanCost *cost) {
-        _cleanup_(code_lora_done) CodeLora lora = {};
-        uint8_t bsha[2][32], nsha[32];
+                     const Plan *p, const int fd[4], ManifestSpan *s, CreateSpanCost *cost) {
+        _cleanup_(code_lora_done) CodeLora lora = {}, lora_imatrix = {};
+        CodeLora *loras[2] = { &lora, &lora_imatrix };
+        uint64_t *frames[4] = { &cost->raw, &cost->alt, &cost->lora, &cost->lora_imatrix };
+        uint8_t bsha[3][32], nsha[32];
         int r;
 
-        *cost = (CreateSpanCost) { UINT64_MAX, UINT64_MAX, UINT64_MAX };
+        *cost = (CreateSpanCost) { UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX };
         s->offset = p->offset;
         s->length = p->length;
         if (p->site >= 0 && !(s->site = strdup(target->sites[p->site].name)))
@@ -396,15 +401,23 @@ static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, con
         if ((p->layout != _DELTA_LAYOUT_INVALID || p->ref_length > 0) && ((r = rewind_fd(fd[1])) < 0 ||
             (r = code_span(c, p, p->ref_length == 0, p->ref_length > 0, NULL, fd[1], &cost->alt, bsha[0], nsha)) < 0))
                 return r;
-        if ((r = code_lora_prepare(c, o, base, target, p, &lora)) < 0)
-                return r;
-        if (r > 0 && ((r = rewind_fd(fd[2])) < 0 ||
-                      (r = code_span(c, p, true, false, &lora, fd[2], &cost->lora, bsha[1], nsha)) < 0))
-                return r;
+        /* The prediction with the importance row is tried beside the one without: it is not always
+         * the closer one (the base's own rounding dominates the residual), and the row costs bytes. */
+        for (int k = 0; k < 2; k++) {
+                if ((r = code_lora_prepare(c, o, base, target, p, k == 1, loras[k])) < 0)
+                        return r;
+                if (r > 0 && ((r = rewind_fd(fd[2 + k])) < 0 ||
+                              (r = code_span(c, p, true, false, loras[k], fd[2 + k], frames[2 + k], bsha[1 + k],
+                                             nsha)) < 0))
+                        return r;
+        }
 
-        int best = cost->lora < cost->alt && cost->lora < cost->raw ? 2 : cost->alt < cost->raw ? 1 : 0;
-        s->encoding = best == 2 ? SPAN_LORA : best == 0 ? SPAN_RAW : p->ref_length ? SPAN_REF : SPAN_DELTA;
-        s->frame_size = best == 2 ? cost->lora : best == 1 ? cost->alt : cost->raw;
+        int best = 0;
+        for (int k = 1; k < 4; k++)
+                if (*frames[k] < *frames[best])
+                        best = k;
+        s->encoding = best >= 2 ? SPAN_LORA : best == 0 ? SPAN_RAW : p->ref_length ? SPAN_REF : SPAN_DELTA;
+        s->frame_size = *frames[best];
         if (best > 0) {
                 if (ftruncate(fd[0], mark) < 0 || lseek(fd[0], mark, SEEK_SET) < 0)
                         return negative_errno();
@@ -416,8 +429,9 @@ static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, con
             !(s->layout = strdup(delta_layout_to_string(p->layout))))
                 return -ENOMEM;
         if (s->encoding == SPAN_LORA) {
-                s->lora = lora.shape;
-                s->lora_first = lora.first_block * ggml_type(lora.shape.type)->block_size;
+                const CodeLora *l = loras[best - 2];
+                s->lora = l->shape;
+                s->lora_first = l->first_block * ggml_type(l->shape.type)->block_size;
         }
         s->base_offset = s->encoding == SPAN_RAW && relocating ? 0 : p->base_offset;
         s->base_length = s->encoding == SPAN_REF ? p->ref_length : s->encoding == SPAN_RAW && relocating ? 0 : p->length;
@@ -446,7 +460,7 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                   const Artifact *target, const Diff *diff, const CreateOptions *o, const char *out_path,
                   CreateResult *ret, TpError *err) {
         _cleanup_(manifest_freep) Manifest *m = NULL;
-        _cleanup_close_ int payload_fd = -1, cand_fd = -1, lora_fd = -1;
+        _cleanup_close_ int payload_fd = -1, cand_fd = -1, lora_fd = -1, imatrix_fd = -1;
         _cleanup_free_ uint8_t *b = NULL, *t = NULL, *x = NULL, *out = NULL, *sig = NULL, *ref = NULL;
         _cleanup_(match_freep) Match *own_match = NULL;
         _cleanup_free_ char *text = NULL;
@@ -561,8 +575,9 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
         payload_fd = tmpfile_near(out_path);
         cand_fd = payload_fd >= 0 ? tmpfile_near(out_path) : -1;
         lora_fd = cand_fd >= 0 ? tmpfile_near(out_path) : -1;
-        if (payload_fd < 0 || cand_fd < 0 || lora_fd < 0) {
-                r = payload_fd < 0 ? payload_fd : cand_fd < 0 ? cand_fd : lora_fd;
+        imatrix_fd = lora_fd >= 0 ? tmpfile_near(out_path) : -1;
+        if (payload_fd < 0 || cand_fd < 0 || lora_fd < 0 || imatrix_fd < 0) {
+                r = payload_fd < 0 ? payload_fd : cand_fd < 0 ? cand_fd : lora_fd < 0 ? lora_fd : imatrix_fd;
                 ZSTD_freeCCtx(c.cctx);
                 return tp_error(err, r, "%s: cannot create a temporary file beside it: %s", out_path, strerror(-r));
         }
@@ -572,7 +587,7 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                 ZSTD_freeCCtx(c.cctx);
                 return -ENOMEM;
         }
-        const int fds[3] = { payload_fd, cand_fd, lora_fd };
+        const int fds[4] = { payload_fd, cand_fd, lora_fd, imatrix_fd };
         for (size_t i = 0; i < n_plans; i++) {
                 ManifestSpan *s = &m->spans[m->n_spans];
                 if ((r = code_plan(&c, o, base, target, match != NULL, &plans[i], fds, s, &res.costs[i])) < 0) {
@@ -598,6 +613,7 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                         break;
                 case SPAN_LORA:
                         res.n_lora++;
+                        res.n_lora_imatrix += s->lora.importance;
                         res.span_bytes += s->length;
                         break;
                 default:

@@ -29,6 +29,13 @@ typedef struct RecipientKey RecipientKey;
 #define CREATE_DEFAULT_LEVEL 19
 #define CREATE_DEFAULT_CHUNK (1u << 20)
 
+/* One tensor's importance row as the target's quantizer took it (model/imatrix.h reads them). */
+typedef struct ImportanceRow {
+        const char *name;               /* the tensor's */
+        const float *values;
+        size_t n;
+} ImportanceRow;
+
 typedef struct CreateOptions {
         ManifestRole role;              /* a task bundle, or a base bundle (a delta, or full: from an empty base) */
         const char *task;
@@ -49,6 +56,11 @@ typedef struct CreateOptions {
          * that is smaller than its delta and its raw bytes. @lora_scale: the fold's scale (1.0). */
         const Lora *lora;
         float lora_scale;
+        /* The importance rows the target was quantized with (llama-quantize --imatrix), or none: a
+         * lora span of a tensor with a row of its length whose quantizer takes one carries the row
+         * and is predicted with it (codec/predict.h), when the span is whole rows. */
+        const ImportanceRow *importance;
+        size_t n_importance;
         /* Without an adapter: find a changed float tensor's low-rank change (codec/lowrank.h; any kind of
          * model) and try it as a lora span with those factors. Costs the producer time (a randomized SVD
          * of each changed float tensor). */
@@ -61,11 +73,13 @@ typedef struct CreateOptions {
 /* What each candidate frame of a span cost (UINT64_MAX: not tried; all of them for a copy). */
 typedef struct CreateSpanCost {
         uint64_t raw, alt, lora;        /* alt: the delta against the base bytes, or the ref frame */
+        uint64_t lora_imatrix;          /* lora, predicted with the tensor's importance row */
 } CreateSpanCost;
 
 typedef struct CreateResult {
         unsigned format;                /* 1: in place; 2: relocating (the layout moved) */
         size_t n_spans, n_raw, n_delta, n_copy, n_ref, n_lora;
+        size_t n_lora_imatrix;          /* lora spans that carry an importance row */
         uint64_t span_bytes;            /* target bytes the spans code (not copies): the bundle's changed_bytes */
         uint64_t copied_bytes;          /* format 2: target bytes copied from the base */
         uint64_t manifest_bytes;

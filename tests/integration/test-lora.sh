@@ -8,7 +8,9 @@
 # applies byte for byte, on the producer and on a device (in place and relocating, a sibling
 # switch between two adapters' tasks and back); the adapter makes the bundles far smaller; and
 # bad input is refused: an adapter for another model, NaN factors, a manifest whose lora fields
-# lie.
+# lie. With --imatrix, a Q4_0 task quantized with an importance matrix from a quantization-aware
+# base (tests/tools/qat-snap.py): the spans predicted with the imatrix's rows, on the producer
+# and on a device, and the lies about a row.
 # shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -112,6 +114,59 @@ for t in Q8_0 F16; do
                test $(bundle_bytes "$TMP/sorted-$t.tpb") -lt $(bundle_bytes "$TMP/sorted-plain-$t.tpb")"
 done
 
+echo "# with an importance matrix: a quantization-aware base (its floats on the Q4_0 grid)"
+# A QAT checkpoint's weights are what its quantizer gives back: the prediction with the
+# imatrix's rows then makes the task's blocks themselves, and the residual all but vanishes.
+{
+    python3 "$root/tests/tools/make-imatrix.py" "$TMP/base-f32.gguf" "$TMP/imatrix.gguf" --seed 2 &&
+        tp quantize --imatrix "$TMP/imatrix.gguf" "$TMP/base-f32.gguf" "$TMP/grid.gguf" Q4_0 &&
+        python3 "$root/tests/tools/qat-snap.py" "$TMP/base-f32.gguf" "$TMP/grid.gguf" "$TMP/qat-f32.gguf" &&
+        tp quantize --imatrix "$TMP/imatrix.gguf" "$TMP/qat-f32.gguf" "$TMP/base-qat.gguf" Q4_0 &&
+        tp fold --imatrix "$TMP/imatrix.gguf" "$TMP/qat-f32.gguf" "$TMP/lora.gguf" "$TMP/task-qat.gguf" Q4_0
+} > "$TMP/qat.log" 2>&1 || fail "the QAT fixture: $(tail -n 3 "$TMP/qat.log")"
+tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" -o "$TMP/qat-lora.tpb" --task json --unsigned \
+    --lora "$TMP/lora.gguf" > /dev/null 2>&1
+tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" -o "$TMP/qat-imatrix.tpb" --task json --unsigned \
+    --lora "$TMP/lora.gguf" --imatrix "$TMP/imatrix.gguf" --json > "$TMP/create.json" 2> "$TMP/create.err"
+n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["encodings"]["lora_imatrix"])' \
+    "$TMP/create.json" 2> /dev/null)
+p=$(bundle_bytes "$TMP/qat-lora.tpb") l=$(bundle_bytes "$TMP/qat-imatrix.tpb")
+check "Q4_0 with an imatrix: --imatrix predicts $n spans with its rows, a bundle of $l B vs $p B without" \
+    sh -c "test '${n:-0}' -ge 4 && test $((l * 10)) -le $((p * 8))"
+tp apply "$TMP/base-qat.gguf" "$TMP/qat-imatrix.tpb" -o "$TMP/out-qat.gguf" --allow-unsigned --no-sync > /dev/null 2>&1
+check "... applied byte for byte" cmp -s "$TMP/out-qat.gguf" "$TMP/task-qat.gguf"
+tp verify "$TMP/qat-imatrix.tpb" --allow-unsigned > "$TMP/out" 2>&1
+check "... verify decodes every frame (factors, rows, residual)" grep -q "OK:" "$TMP/out"
+check "... inspect marks the spans that carry a row" python3 - "$TMP/qat-imatrix.tpb" "$BIN/taskpatch" "$n" <<'PY'
+import json, subprocess, sys
+j = json.loads(subprocess.run([sys.argv[2], "inspect", "--json", sys.argv[1]], capture_output=True).stdout)
+rows = [s for s in j["span_list"] if s["encoding"] == "lora" and s["lora"]["imatrix"]]
+sys.exit(0 if len(rows) == int(sys.argv[3]) and all(s["lora"]["type"] == "q4_0" for s in rows) else 1)
+PY
+tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" --task json --unsigned --lora "$TMP/lora.gguf" \
+    --imatrix "$TMP/imatrix.gguf" --dry-run > "$TMP/out"
+check "... --dry-run shows both predictions' cost" grep -q "\[imatrix\] .*lora [0-9]*, lora+imatrix [0-9]*)" "$TMP/out"
+tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" -o "$TMP/other.tpb" --task json --unsigned \
+    --imatrix "$TMP/imatrix.gguf" > "$TMP/out" 2>&1
+check "--imatrix without --lora: usage error (exit 2)" sh -c "test $? -eq 2 && grep -q 'give --lora' '$TMP/out'"
+python3 "$root/tests/tools/make-imatrix.py" "$TMP/small.gguf" "$TMP/small-imatrix.gguf" > /dev/null
+tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" -o "$TMP/other.tpb" --task json --unsigned \
+    --lora "$TMP/lora.gguf" --imatrix "$TMP/small-imatrix.gguf" --json > "$TMP/create.json" 2> /dev/null
+check "an imatrix for another model (rows of another length): no span carries its rows, the bundle still made" \
+    python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["encodings"]["lora_imatrix"] != 0)' \
+    "$TMP/create.json"
+tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" -o "$TMP/qat-plain.tpb" --task json --unsigned \
+    --lora "$TMP/lora.gguf" --imatrix "$TMP/imatrix.gguf" --plain-manifest > /dev/null 2>&1
+# Same-length edits (the header counts the manifest's bytes): the row said absent, and a value that is no boolean.
+for edit in ", imatrix: true}/, embd: false  }" "imatrix: true}/imatrix: yes }"; do
+    sed "s/$edit/" "$TMP/qat-plain.tpb" > "$TMP/lie.tpb"
+    rm -f "$TMP/lie.gguf"
+    tp apply "$TMP/base-qat.gguf" "$TMP/lie.tpb" -o "$TMP/lie.gguf" --allow-unsigned --no-sync > "$TMP/out" 2>&1
+    rc=$?
+    check "a span's imatrix lie (${edit%%/*}): refused (exit $rc), nothing written: $(tail -c 90 "$TMP/out")" \
+        sh -c "test $rc -ne 0 && ! cmp -s '$TMP/lie.tpb' '$TMP/qat-plain.tpb' && test ! -e '$TMP/lie.gguf'"
+done
+
 echo "# without an adapter: --lowrank finds the change's factors (ONNX, safetensors)"
 python3 "$root/tests/tools/make-onnx.py" --kind matmul --dim 256 --size-mb 4 --change 3 --mode lowrank --external one \
     -o "$TMP/onnx-base/model.onnx" --task-out "$TMP/onnx-task/model.onnx" > /dev/null &&
@@ -191,6 +246,19 @@ tpctl install "$TMP/dev-sorted.tpb" --switch > /dev/null 2>&1
 check "a relocating lora bundle (sorted by name), built into a fresh file" \
     wait_status 's["state"] == "trial" and s["active"]["task"] == "sorted"'
 check "... byte for byte" same "$TMP/sorted-Q8_0.gguf"
+stop_daemon
+
+# A Q4_0 task predicted with the imatrix's rows, on a device.
+rm -rf "$STATE"
+write_config
+need_daemon
+tpctl provision "$TMP/base-qat.gguf" > /dev/null
+tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" -o "$TMP/dev-qat.tpb" --task qat --lora "$TMP/lora.gguf" \
+    --imatrix "$TMP/imatrix.gguf" --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > /dev/null
+tpctl install "$TMP/dev-qat.tpb" --switch > /dev/null 2>&1
+check "a bundle of spans predicted with imatrix rows: installed and switched to" \
+    wait_status 's["state"] == "trial" and s["active"]["task"] == "qat"'
+check "... byte for byte" same "$TMP/task-qat.gguf"
 stop_daemon
 
 # A directory model (ONNX with external data) and a bundle of found factors.
