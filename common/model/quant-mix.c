@@ -27,6 +27,7 @@ enum {
         FTYPE_Q5_K_S = 16,
         FTYPE_Q5_K_M = 17,
         FTYPE_Q6_K = 18,
+        FTYPE_Q2_K_S = 21,
         FTYPE_BF16 = 32,
 };
 
@@ -36,6 +37,7 @@ static const QuantFtype ftypes[] = {
         { "Q5_0", FTYPE_Q5_0, GGML_TYPE_Q5_0 },
         { "Q5_1", FTYPE_Q5_1, GGML_TYPE_Q5_1 },
         { "Q2_K", FTYPE_Q2_K, GGML_TYPE_Q2_K },
+        { "Q2_K_S", FTYPE_Q2_K_S, GGML_TYPE_Q2_K },
         { "Q3_K_S", FTYPE_Q3_K_S, GGML_TYPE_Q3_K },
         { "Q3_K_M", FTYPE_Q3_K_M, GGML_TYPE_Q3_K },
         { "Q3_K_L", FTYPE_Q3_K_L, GGML_TYPE_Q3_K },
@@ -188,6 +190,8 @@ static int mix_type(MixState *s, const char *name, const uint64_t ne[4], uint32_
         } else if (cat == CAT_ATTN_V || cat == CAT_ATTN_QKV || cat == CAT_ATTN_KV_B) {
                 if (ft == FTYPE_Q2_K)
                         t = s->n_gqa >= 4 ? GGML_TYPE_Q4_K : GGML_TYPE_Q3_K;
+                else if (ft == FTYPE_Q2_K_S && s->n_gqa >= 4)
+                        t = GGML_TYPE_Q4_K;
                 else if (ft == FTYPE_Q3_K_M)
                         t = s->i_attention_wv < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K;
                 else if (ft == FTYPE_Q3_K_L)
@@ -210,6 +214,8 @@ static int mix_type(MixState *s, const char *name, const uint64_t ne[4], uint32_
                         return i;
                 if (ft == FTYPE_Q2_K)
                         t = GGML_TYPE_Q3_K;
+                else if (ft == FTYPE_Q2_K_S && i < n / 8)
+                        t = GGML_TYPE_Q4_K;
                 else if (ft == FTYPE_Q3_K_M)
                         t = i < n / 16 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K;
                 else if (ft == FTYPE_Q3_K_L)
@@ -398,10 +404,19 @@ int quant_plan(const Gguf *g, const QuantFtype *ft, bool imatrix, QuantPlan *ret
                     t->type != GGML_TYPE_BF16)
                         return tp_error(err, -EOPNOTSUPP, "tensor '%s': cannot convert %s to %s", t->name,
                                         ggml_type(t->type)->name, ggml_type(type)->name);
+                if (!imatrix && quant_needs_imatrix(ft, t->name, type) && type != t->type)
+                        return tp_error(err, -EINVAL, "%s needs an importance matrix (--imatrix), as llama.cpp "
+                                        "requires: tensor '%s' would be %s", ft->name, t->name,
+                                        ggml_type(type)->name);
                 types[order[j]] = type;
         }
         *ret = (QuantPlan) { .n = n, .order = TAKE_PTR(order), .types = TAKE_PTR(types), .n_fallback = s.n_fallback };
         return 0;
+}
+
+bool quant_needs_imatrix(const QuantFtype *ft, const char *name, uint32_t type) {
+        Category c = category(name);
+        return ft->ftype == FTYPE_Q2_K_S && type == GGML_TYPE_Q2_K && c != CAT_TOKEN_EMBD && c != CAT_OUTPUT;
 }
 
 void quant_plan_done(QuantPlan *p) {

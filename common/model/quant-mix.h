@@ -64,11 +64,19 @@ typedef struct QuantPlan {
  * (-EOPNOTSUPP, with a message) architectures other than llama, models without
  * "llama.block_count", and a quantized tensor that would have to change type (no
  * requantizing; only F32, F16 and BF16 are converted). @imatrix: the quantization has an
- * importance matrix (llama.cpp then gives Q4_0 and Q5_0's first eighth of ffn_down Q4_1 / Q5_1).
+ * importance matrix (llama.cpp then gives Q4_0 and Q5_0's first eighth of ffn_down Q4_1 / Q5_1);
+ * without one, -EINVAL for a file type that needs one (Q2_K_S, quant_needs_imatrix()).
  */
 _warn_unused_result_ int quant_plan(const Gguf *g, const QuantFtype *ft, bool imatrix, QuantPlan *ret,
                                     TpError *err);
 void quant_plan_done(QuantPlan *p);
+
+/*
+ * Whether a tensor @name quantized to @type in a file of @ft needs an importance matrix entry
+ * (llama.cpp's tensor_requires_imatrix for the types here: a Q2_K tensor of a Q2_K_S file, but
+ * token_embd and output). quant_plan() without an imatrix refuses such a file.
+ */
+bool quant_needs_imatrix(const QuantFtype *ft, const char *name, uint32_t type);
 
 /* Whether llama.cpp would quantize a tensor of this name and shape at all (rule 1). */
 bool quant_tensor_allowed(const char *name, const uint64_t ne[4]);

@@ -221,6 +221,10 @@ static int imatrix_of(Job *j, const GgufTensor *t, uint32_t type, const float **
         }
         if (!weighted)
                 return 0;
+        if (!e && quant_needs_imatrix(j->o->ftype, t->name, type))
+                return tp_error(j->err, -EINVAL, "tensor '%s': the importance matrix has no entry for it, and %s "
+                                "needs one for its %s tensors (llama.cpp: a very low-bit quantization)", t->name,
+                                j->o->ftype->name, ggml_type(type)->name);
         if (!e) {
                 j->n_imatrix_missing++;
                 return 0;

@@ -175,7 +175,7 @@ edit_gguf "$tmp/f32.gguf" "$tmp/names.gguf" rename=blk.0.attn_q.weight=blk.0.att
 # Importance matrices, as llama-imatrix writes them: every quantized type with the GGUF form,
 # the legacy .dat form, entries missing for two tensors (quantized without), 8 experts. With an
 # imatrix, Q4_0 and Q5_0 give the first eighth of ffn_down Q4_1 / Q5_1.
-imatrix_types="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K F16"
+imatrix_types="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K F16"
 make_imatrix() { python3 "$root/tests/tools/make-imatrix.py" "$@" > "$tmp/imatrix.log" 2>&1 ||
         bad "make-imatrix.py $*: $(head -c 300 "$tmp/imatrix.log")"; }
 # with_imatrix FILE NAME TYPES...: compare_types with the importance matrix FILE.
@@ -191,5 +191,25 @@ make_imatrix "$tmp/f32.gguf" "$tmp/imatrix.dat" --legacy --seed 4 &&
 make_imatrix "$tmp/f32.gguf" "$tmp/partial.gguf" --seed 5 --skip blk.3.ffn_up.weight --skip output.weight &&
         with_imatrix "$tmp/partial.gguf" f32 Q4_K_M Q5_0
 make_imatrix "$tmp/experts.gguf" "$tmp/experts-imatrix.gguf" --seed 6 &&
-        with_imatrix "$tmp/experts-imatrix.gguf" experts Q4_K_M Q2_K
+        with_imatrix "$tmp/experts-imatrix.gguf" experts Q4_K_M Q2_K Q2_K_S
+# Q2_K_S: attn_v Q4_K with 4 heads per KV head, the first eighth of ffn_down Q4_K.
+make_imatrix "$tmp/gqa.gguf" "$tmp/gqa-imatrix.gguf" --seed 7 && with_imatrix "$tmp/gqa-imatrix.gguf" gqa Q2_K_S Q2_K
+
+# refuse_both NAME TYPE WORDS [IMATRIX]: both tools refuse the model $tmp/NAME.gguf as TYPE;
+# taskpatch's message says WORDS.
+refuse_both() {
+        if "$harness" ${4:+--imatrix "$4"} "$tmp/$1.gguf" "$tmp/ll.gguf" "$(ftype_of "$2")" > "$tmp/ll.log" 2>&1; then
+                bad "$1 $2${4:+ with ${4##*/}}: llama_model_quantize did not refuse it"
+        elif "$tp" quantize -q ${4:+--imatrix "$4"} "$tmp/$1.gguf" "$tmp/tp.gguf" "$2" > "$tmp/tp.log" 2>&1; then
+                bad "$1 $2${4:+ with ${4##*/}}: llama_model_quantize refused it, taskpatch quantize did not"
+        elif ! grep -q "$3" "$tmp/tp.log"; then
+                bad "$1 $2${4:+ with ${4##*/}}: taskpatch's refusal does not say '$3': $(head -c 300 "$tmp/tp.log")"
+        else
+                ok "$1 $2${4:+ with ${4##*/}}: refused by both ($(head -c 120 "$tmp/tp.log"))"
+        fi
+}
+# Q2_K_S's Q2_K tensors need an importance matrix: without one, and with one missing an entry.
+refuse_both f32 Q2_K_S "needs an importance matrix"
+make_imatrix "$tmp/f32.gguf" "$tmp/no-q.gguf" --seed 8 --skip blk.2.attn_q.weight &&
+        refuse_both f32 Q2_K_S "has no entry for it" "$tmp/no-q.gguf"
 finish

@@ -5,6 +5,7 @@
  * llama.cpp itself; this runs offline.) */
 
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -75,7 +76,8 @@ static QuantPlan plan_of(const Fake *f, const char *ftype) {
         const QuantFtype *ft = quant_ftype_from_name(ftype);
 
         ck_assert_ptr_nonnull(ft);
-        ck_assert_msg(quant_plan(&f->g, ft, false, &p, &err) == 0, "%s", err.message);
+        /* Q2_K_S is planned only with an importance matrix (test_q2_k_s_needs_imatrix). */
+        ck_assert_msg(quant_plan(&f->g, ft, strcmp(ftype, "Q2_K_S") == 0, &p, &err) == 0, "%s", err.message);
         ck_assert_uint_eq(p.n, f->g.n_tensors);
         return p;
 }
@@ -89,7 +91,8 @@ START_TEST(test_ftype_names) {
         ck_assert_uint_eq(quant_ftype_from_name("q3_k_m")->ftype, 12);
         ck_assert_uint_eq(quant_ftype_from_name("Q3_K_L")->base_type, GGML_TYPE_Q3_K);
         ck_assert_uint_eq(quant_ftype_from_name("Q2_K")->ftype, 10);
-        ck_assert_ptr_null(quant_ftype_from_name("Q2_K_S")); /* needs an importance matrix */
+        ck_assert_uint_eq(quant_ftype_from_name("Q2_K_S")->ftype, 21);
+        ck_assert_uint_eq(quant_ftype_from_name("Q2_K_S")->base_type, GGML_TYPE_Q2_K);
         ck_assert_ptr_null(quant_ftype_from_name("q4_k"));
         ck_assert_ptr_null(quant_ftype_from_name(NULL));
 }
@@ -157,7 +160,7 @@ START_TEST(test_q4_k_s) {
 }
 END_TEST
 
-/* Q2_K and Q3_K_S/M/L on 16 layers (n/16 = 1), with 1 and 4 heads per KV head. */
+/* Q2_K, Q2_K_S and Q3_K_S/M/L on 16 layers (n/16 = 1, n/8 = 2), with 1 and 4 heads per KV head. */
 START_TEST(test_q2_q3) {
         enum { Q2 = GGML_TYPE_Q2_K, Q3 = GGML_TYPE_Q3_K, Q4 = GGML_TYPE_Q4_K, Q5 = GGML_TYPE_Q5_K };
         static const struct {
@@ -168,6 +171,8 @@ START_TEST(test_q2_q3) {
                 { "Q2_K", 8, Q2, Q3, Q3, Q3, Q3, Q3 },   { "Q2_K", 2, Q2, Q4, Q4, Q3, Q3, Q3 },
                 { "Q3_K_S", 8, Q3, Q3, Q3, Q3, Q3, Q3 }, { "Q3_K_M", 2, Q3, Q5, Q4, Q5, Q4, Q4 },
                 { "Q3_K_L", 8, Q3, Q5, Q5, Q5, Q5, Q5 },
+                /* Q2_K_S: attn_v Q4_K with 4 heads per KV head, ffn_down Q4_K below n/8 (layers 0 and 1). */
+                { "Q2_K_S", 8, Q2, Q2, Q2, Q4, Q4, Q2 }, { "Q2_K_S", 2, Q2, Q4, Q4, Q4, Q4, Q2 },
         };
         Fake f;
 
@@ -193,6 +198,24 @@ START_TEST(test_q2_q3) {
                 }
                 quant_plan_done(&p);
         }
+}
+END_TEST
+
+/* Q2_K_S's Q2_K tensors need an importance matrix (token_embd and output do not): planned without one, refused. */
+START_TEST(test_q2_k_s_needs_imatrix) {
+        const QuantFtype *ft = quant_ftype_from_name("Q2_K_S");
+        QuantPlan p = {};
+        TpError err = {};
+        Fake f;
+
+        fake_llama(&f, 4, 256, true);
+        ck_assert_int_eq(quant_plan(&f.g, ft, false, &p, &err), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err.message, "Q2_K_S needs an importance matrix"));
+        ck_assert(quant_needs_imatrix(ft, "blk.0.attn_q.weight", GGML_TYPE_Q2_K));
+        ck_assert(!quant_needs_imatrix(ft, "blk.0.ffn_down.weight", GGML_TYPE_Q4_K));
+        ck_assert(!quant_needs_imatrix(ft, "token_embd.weight", GGML_TYPE_Q2_K));
+        ck_assert(!quant_needs_imatrix(ft, "output.weight", GGML_TYPE_Q2_K));
+        ck_assert(!quant_needs_imatrix(quant_ftype_from_name("Q2_K"), "blk.0.attn_q.weight", GGML_TYPE_Q2_K));
 }
 END_TEST
 
@@ -319,6 +342,7 @@ static Suite *quant_mix_suite(void) {
         tcase_add_test(tc, test_q4_k_s);
         tcase_add_test(tc, test_q2_q3);
         tcase_add_test(tc, test_imatrix_rule);
+        tcase_add_test(tc, test_q2_k_s_needs_imatrix);
         tcase_add_test(tc, test_output_and_tied);
         tcase_add_test(tc, test_fallback);
         tcase_add_test(tc, test_allowed);
