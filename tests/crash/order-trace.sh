@@ -40,14 +40,14 @@ SYSCALLS+=,mkdirat,symlink,symlinkat,link,linkat,readlink,truncate,ftruncate,fal
 SYSCALLS+=,copy_file_range,sendfile,splice,ioctl,mmap,sendto,sendmsg,recvmsg,recvfrom
 TRIAL="trial:
   timeout: 120"
-SPID='' WPID='' RPID=''   # strace, the subscriber, a reader holding a slot open
+SPID='' WPID=''   # strace, the subscriber
 STRACE_EXTRA=()
 passed=0 failed=0
 start=$SECONDS
 
 cleanup() {
     local p
-    for p in "$WPID" "$RPID"; do [ -n "$p" ] && kill "$p" 2> /dev/null; done
+    [ -n "$WPID" ] && kill "$WPID" 2> /dev/null
     if [ -n "$SPID" ]; then
         p=$(pgrep -P "$SPID")
         [ -n "$p" ] && kill -KILL "$p" 2> /dev/null
@@ -138,26 +138,15 @@ sc_switch_incremental() { tpc switch shout && tpc mark-good && tpc switch json &
 # Slot b already holds json: verified and activated, nothing written.
 sc_switch_back() { tpc switch json && tpc mark-good; }
 # A reader holds slot b (one of its files) open: the write lease is refused, the switch stages
-# into a fresh copy (of the whole directory).
-# holds_open PID FILE: whether process PID has FILE open.
-holds_open() {
-    local fd
-    for fd in /proc/"$1"/fd/*; do [ "$(readlink "$fd")" = "$2" ] && return 0; done
-    return 1
-}
+# into a fresh copy (of the whole directory). The reader is this shell: the file is open before
+# the switch asks for the lease, with no process to start and no wait.
 sc_switch_leased() {
-    local slot
+    local slot fd r
     slot=$(readlink -f "$(slot_file b)")
-    # shellcheck disable=SC2217  # sleep does not read: it only holds the slot open
-    sleep 600 < "$slot" &
-    RPID=$!
-    # The reader must hold the file before the switch asks for the lease (the shell forks first).
-    wait_until 10 holds_open "$RPID" "$slot" || { echo "the reader never opened $slot"; kill "$RPID"; return 1; }
+    exec {fd}< "$slot"
     tpc switch shout && tpc mark-good && grep -q "staging into a fresh copy" "$TMP/daemon.log"
-    local r=$?
-    kill "$RPID" 2> /dev/null
-    wait "$RPID" 2> /dev/null
-    RPID=
+    r=$?
+    exec {fd}<&-
     return $r
 }
 # Relocated: grow built into b from b's base bytes (json undone on the way), json in place into
