@@ -8,7 +8,7 @@
 # applies byte for byte, on the producer and on a device (in place and relocating, a sibling
 # switch between two adapters' tasks and back); the adapter makes the bundles far smaller; and
 # bad input is refused: an adapter for another model, NaN factors, a manifest whose lora fields
-# lie. With --imatrix, a Q4_0 task quantized with an importance matrix from a quantization-aware
+# lie. The F16 model llama.cpp's own llama-export-lora merges, and its Q8_0. With --imatrix, a Q4_0 task quantized with an importance matrix from a quantization-aware
 # base (tests/tools/qat-snap.py): the spans predicted with the imatrix's rows, on the producer
 # and on a device, and the lies about a row.
 # shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
@@ -113,6 +113,36 @@ for t in Q8_0 F16; do
                '$BIN/taskpatch' inspect --json '$TMP/sorted-$t.tpb' | grep -q '\"lora\": 6' &&
                test $(bundle_bytes "$TMP/sorted-$t.tpb") -lt $(bundle_bytes "$TMP/sorted-plain-$t.tpb")"
 done
+
+echo "# llama.cpp's own llama-export-lora"
+# The real tool (tests/tools/build-export-lora.sh: the pinned source against the pinned
+# libraries) merges the adapter into the F16 base and writes the tensors in its own order: a
+# relocating bundle, and each merged tensor a lora span of about the adapter's bytes. Then
+# llama-quantize's Q8_0 of the base and of the merged model (taskpatch quantize writes its bytes,
+# make check-oracle proves it), as a pipeline quantizes what it merged.
+if xl=$(sh "$root/tests/tools/build-export-lora.sh" "$TMP/llama-export-lora" 2> "$TMP/xl.err") &&
+    "$xl" -m "$TMP/base-F16.gguf" --lora "$TMP/lora.gguf" -o "$TMP/xl-F16.gguf" -t 1 > "$TMP/xl.log" 2>&1; then
+    tp create "$TMP/base-F16.gguf" "$TMP/xl-F16.gguf" -o "$TMP/xl-F16.tpb" --task merged --unsigned \
+        --lora "$TMP/lora.gguf" --json > "$TMP/create.json"
+    n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["encodings"]["lora"])' "$TMP/create.json" \
+        2> /dev/null)
+    a=$(bundle_bytes "$TMP/lora.gguf") l=$(bundle_bytes "$TMP/xl-F16.tpb")
+    check "llama-export-lora's F16 model: $n lora spans, a bundle of $l B, at most 1.2x the adapter's $a B" \
+        sh -c "test '${n:-0}' -eq 6 && test $((l * 10)) -le $((a * 12))"
+    tp apply "$TMP/base-F16.gguf" "$TMP/xl-F16.tpb" -o "$TMP/out.gguf" --allow-unsigned --no-sync > /dev/null 2>&1
+    check "... applied byte for byte" cmp -s "$TMP/out.gguf" "$TMP/xl-F16.gguf"
+    tp quantize "$TMP/base-F16.gguf" "$TMP/xl-base-Q8_0.gguf" Q8_0 > /dev/null &&
+        tp quantize "$TMP/xl-F16.gguf" "$TMP/xl-Q8_0.gguf" Q8_0 > /dev/null || fail "quantize the merged model"
+    tp create "$TMP/xl-base-Q8_0.gguf" "$TMP/xl-Q8_0.gguf" -o "$TMP/xl-plain.tpb" --task merged --unsigned > /dev/null
+    tp create "$TMP/xl-base-Q8_0.gguf" "$TMP/xl-Q8_0.gguf" -o "$TMP/xl-Q8_0.tpb" --task merged --unsigned \
+        --lora "$TMP/lora.gguf" > /dev/null
+    tp apply "$TMP/xl-base-Q8_0.gguf" "$TMP/xl-Q8_0.tpb" -o "$TMP/out.gguf" --allow-unsigned --no-sync > /dev/null 2>&1
+    p=$(bundle_bytes "$TMP/xl-plain.tpb") l=$(bundle_bytes "$TMP/xl-Q8_0.tpb")
+    check "... quantized to Q8_0 after the merge: $l B with --lora vs $p B without, applied byte for byte" \
+        sh -c "test $((l * 10)) -le $((p * 7)) && cmp -s '$TMP/out.gguf' '$TMP/xl-Q8_0.gguf'"
+else
+    fail "llama-export-lora: $(tail -c 300 "$TMP/xl.err") $(tail -n 2 "$TMP/xl.log" 2> /dev/null)"
+fi
 
 echo "# with an importance matrix: a quantization-aware base (its floats on the Q4_0 grid)"
 # A QAT checkpoint's weights are what its quantizer gives back: the prediction with the
