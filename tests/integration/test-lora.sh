@@ -173,6 +173,12 @@ j = json.loads(subprocess.run([sys.argv[2], "inspect", "--json", sys.argv[1]], c
 rows = [s for s in j["span_list"] if s["encoding"] == "lora" and s["lora"]["imatrix"]]
 sys.exit(0 if len(rows) == int(sys.argv[3]) and all(s["lora"]["type"] == "q4_0" for s in rows) else 1)
 PY
+tp fold --imatrix "$TMP/imatrix.gguf" "$TMP/qat-f32.gguf" "$TMP/lora.gguf" "$TMP/fq-task.gguf" Q4_0 \
+    --bundle "$TMP/fq.tpb" --task json --unsigned --json > "$TMP/fq.json" 2> /dev/null
+check "fold --imatrix --bundle: the bundle against the base quantized with it predicts with its rows" python3 -c '
+import json, sys
+b = json.load(open(sys.argv[1]))["bundle"]
+sys.exit(0 if b["encodings"]["lora_imatrix"] >= 4 else 1)' "$TMP/fq.json"
 tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" --task json --unsigned --lora "$TMP/lora.gguf" \
     --imatrix "$TMP/imatrix.gguf" --dry-run > "$TMP/out"
 check "... --dry-run shows both predictions' cost" grep -q "\[imatrix\] .*lora [0-9]*, lora+imatrix [0-9]*)" "$TMP/out"
