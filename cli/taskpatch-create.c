@@ -495,9 +495,18 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                 return dry_run_report(plan_path, scratch, &res, signer != NULL, json);
         if (lora && res.n_lora == 0)
                 cli_error("warning: --lora %s: no span came out smaller as a lora span (see --dry-run)", lora_path);
-        else if (im && res.n_lora_imatrix == 0)
-                cli_error("warning: --imatrix %s: no lora span carries a row of it (no entry of a tensor's name and "
-                          "length, a type whose quantizer takes none, or the span is not whole rows)", imatrix_path);
+        else if (im && res.n_lora_imatrix == 0) {
+                bool tried = false;
+                for (size_t k = 0; k < res.n_costs; k++)
+                        tried = tried || res.costs[k].lora_imatrix != UINT64_MAX;
+                if (tried)
+                        cli_error("warning: --imatrix %s: no lora span came out smaller predicted with its rows (see "
+                                  "--dry-run)", imatrix_path);
+                else
+                        cli_error("warning: --imatrix %s: no lora span could carry a row of it (no entry of a "
+                                  "tensor's name and length, a type whose quantizer takes none, or the span is not "
+                                  "whole rows)", imatrix_path);
+        }
 
         if (res.whole_file && !full)
                 cli_error("warning: no site of the target matches the base (a different model?): the bundle "
