@@ -500,14 +500,16 @@ UndoWriter *undo_writer_free(UndoWriter *w) {
         return NULL;
 }
 
+void undo_writer_start_writeback(UndoWriter *w) {
+        (void) sync_file_range(w->file.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+        w->unkicked = 0;
+}
+
 static int undo_write_raw(UndoWriter *w, const void *data, size_t n) {
         w->bytes += n;
         w->unkicked += n;
-        if (w->unkicked >= (4u << 20)) {
-                /* Start writeback now, so that the commit's fsync finds little left to do. */
-                (void) sync_file_range(w->file.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-                w->unkicked = 0;
-        }
+        if (w->unkicked >= (4u << 20))
+                undo_writer_start_writeback(w);   /* so that the commit's fsync finds little left to do */
         return write_full(w->file.fd, data, n);
 }
 

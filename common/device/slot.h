@@ -187,6 +187,8 @@ _warn_unused_result_ int undo_writer_append(UndoWriter *w, const void *data, siz
  */
 _warn_unused_result_ int undo_writer_append_unhashed(UndoWriter *w, const void *data, size_t n, TpError *err);
 Sha256 *undo_writer_hash(UndoWriter *w);
+/* Start writing back what was appended so far, without waiting: the commit's fsync then finds less to do. */
+void undo_writer_start_writeback(UndoWriter *w);
 /* Returns the digest and the bytes written. */
 _warn_unused_result_ int undo_writer_commit(UndoWriter *w, uint8_t ret_sha256[SHA256_DIGEST_SIZE],
                                             uint64_t *ret_bytes, TpError *err);

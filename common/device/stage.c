@@ -240,6 +240,33 @@ static void chunks_settle(Stager *s) {
         s->ring_pending = 0;
 }
 
+/* The state of the chunk holding @pos: begun afresh where an interval starts at a new chunk (incremental
+ * passes skip untouched ones). */
+static Sha256 *chunk_at(Stager *s, uint64_t pos) {
+        uint64_t c = s->tgt.chunk_size;
+        Sha256 *cur = &s->ring[s->ring_cur];
+
+        if (s->ring_chunk[s->ring_cur] != pos / c) {
+                s->ring_chunk[s->ring_cur] = pos / c;
+                sha256_init(cur);
+        }
+        return cur;
+}
+
+/* The bytes up to @pos have been fed to the current chunk: past its end, the ring moves on. */
+static void chunk_fed(Stager *s, uint64_t pos) {
+        uint64_t c = s->tgt.chunk_size;
+
+        if (pos % c == 0 || pos == s->tgt.size) {
+                if (s->ring_pending == CHUNK_RING - 1)
+                        chunks_settle(s);
+                s->ring_pending++;
+                s->ring_cur = (s->ring_cur + 1) % CHUNK_RING;
+                s->ring_chunk[s->ring_cur] = pos / c;
+                sha256_init(&s->ring[s->ring_cur]);
+        }
+}
+
 /*
  * Hash result bytes [pos, pos+n) (held in pipeline slot @slot) into the
  * file and chunk digests. Each file of the slot has its own digest, so no
@@ -262,48 +289,62 @@ static void hash_result(Stager *s, unsigned slot, uint64_t pos, const uint8_t *d
                 uint64_t c = s->tgt.chunk_size, end = (pos / c + 1) * c;
                 if (end - pos < k)
                         k = (size_t) (end - pos);
-                Sha256 *cur = &s->ring[s->ring_cur];
-                if (s->ring_chunk[s->ring_cur] != pos / c) {
-                        /* An interval starts at a new chunk (incremental passes skip untouched ones). */
-                        s->ring_chunk[s->ring_cur] = pos / c;
-                        sha256_init(cur);
-                }
-                hash_pipe_feed(s->pipe, slot, cur, file, data, k);
+                hash_pipe_feed(s->pipe, slot, chunk_at(s, pos), file, data, k);
                 pos += k;
                 data += k;
                 n -= k;
-                if (pos % c == 0 || pos == s->tgt.size) {
-                        if (s->ring_pending == CHUNK_RING - 1)
-                                chunks_settle(s);
-                        s->ring_pending++;
-                        s->ring_cur = (s->ring_cur + 1) % CHUNK_RING;
-                        s->ring_chunk[s->ring_cur] = pos / c;
-                        sha256_init(&s->ring[s->ring_cur]);
-                }
+                chunk_fed(s, pos);
         }
 }
 
 /*
- * The base bytes of [pos, pos+n) into @buf: the slot's bytes, with the
- * source undo record's bytes where the source's task overwrote them. With
- * @restore those undo ranges are also written back into the slot.
+ * Incremental: the chunk state that new bytes [pos, pos+n) may go into in
+ * the span digest's own pass (sha256_update2()), when they lie in one chunk;
+ * NULL when they do not (hash_result() then cuts them at the boundary). Full
+ * passes hash the span digests on this thread and the rest on the pipe, so
+ * they never share.
  */
-static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool restore, TpError *err) {
-        UndoRecord *u = s->src.undo;
+static Sha256 *chunk_sharing(Stager *s, uint64_t pos, size_t n) {
+        uint64_t c = s->tgt.chunk_size;
+
+        if (!s->incremental || !s->chunks || n == 0 || pos / c != (pos + n - 1) / c)
+                return NULL;
+        return chunk_at(s, pos);
+}
+
+/* Read slot bytes [pos, pos+n) into @buf. */
+static int read_slot(Stager *s, uint64_t pos, size_t n, uint8_t *buf, TpError *err) {
         int r = fileset_pread(s->slot, buf, n, pos);
 
         if (r < 0)
                 return tp_error(err, r == -ENODATA ? -EIO : r, "slot: reading at offset %" PRIu64 ": %s", pos,
                                 strerror(r == -ENODATA ? EIO : -r));
+        return 0;
+}
+
+/*
+ * The base bytes of [pos, pos+n) into @buf: the slot's bytes, with the
+ * source undo record's bytes where the source's task overwrote them (the
+ * slot's own bytes there are not read). With @restore those undo ranges are
+ * also written back into the slot.
+ */
+static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool restore, TpError *err) {
+        UndoRecord *u = s->src.undo;
+        uint64_t at = pos, end = pos + n;
+        int r;
+
         s->progress.read_bytes += n;
-        if (!u)
-                return 0;
-        while (s->undo_idx < u->n && u->spans[s->undo_idx].offset + u->spans[s->undo_idx].length <= pos)
-                s->undo_idx++;
-        for (uint64_t j = s->undo_idx; j < u->n && u->spans[j].offset < pos + n; j++) {
-                const UndoSpan *us = &u->spans[j];
-                uint64_t lo = us->offset > pos ? us->offset : pos;
-                uint64_t hi = us->offset + us->length < pos + n ? us->offset + us->length : pos + n;
+        if (u)
+                while (s->undo_idx < u->n && u->spans[s->undo_idx].offset + u->spans[s->undo_idx].length <= pos)
+                        s->undo_idx++;
+        for (uint64_t j = s->undo_idx; at < end; j++) {
+                const UndoSpan *us = u && j < u->n && u->spans[j].offset < end ? &u->spans[j] : NULL;
+                uint64_t lo = !us ? end : us->offset > at ? us->offset : at;
+                if (lo > at && (r = read_slot(s, at, lo - at, buf + (at - pos), err)) < 0)
+                        return r;
+                if (!us)
+                        break;
+                uint64_t hi = us->offset + us->length < end ? us->offset + us->length : end;
                 r = pread_full(u->fd, buf + (lo - pos), hi - lo, us->data_offset + (lo - us->offset));
                 if (r < 0)
                         return tp_error(err, r == -ENODATA ? -EIO : r, "undo record: reading: %s", strerror(-r));
@@ -313,6 +354,7 @@ static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool resto
                                 return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", lo, strerror(-r));
                         written(s, lo, hi - lo);
                 }
+                at = hi;
         }
         return 0;
 }
@@ -361,12 +403,17 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
                 if ((r = span_decoder_base(s->decoder, slot, b->base, n, undo_writer_hash(s->undo_out), err)) < 0 ||
                     (r = undo_writer_append_unhashed(s->undo_out, b->base, n, err)) < 0)
                         return r;
-                if ((r = span_decoder_read(s->decoder, slot, b->frame, b->out, n, NULL, &bytes, err)) < 0)
+                /* The new bytes' chunk digest shares the span digest's pass where it can. */
+                Sha256 *chunk = chunk_sharing(s, pos, n);
+                if ((r = span_decoder_read(s->decoder, slot, b->frame, b->out, n, chunk, &bytes, err)) < 0)
                         return r;
                 if ((r = fileset_pwrite(s->slot, bytes, n, pos)) < 0)
                         return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", pos, strerror(-r));
                 written(s, pos, n);
-                hash_result(s, slot, pos, bytes, n);
+                if (chunk)
+                        chunk_fed(s, pos + n);
+                else
+                        hash_result(s, slot, pos, bytes, n);
                 s->pos += n;
                 if (s->pos == span_end)
                         return end_span(s, err);
@@ -389,6 +436,11 @@ static int finish(Stager *s, TpError *err) {
         char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
         int r;
 
+        /* Every byte is written: the disk catches up with the slot and the undo record while the hashing ends. */
+        if (s->unkicked > 0)
+                fileset_start_writeback(s->slot, s->kick_from, s->pos - s->kick_from);
+        if (s->undo_out)
+                undo_writer_start_writeback(s->undo_out);
         hash_pipe_sync(s->pipe);
         if (s->chunks)
                 chunks_settle(s);

@@ -61,7 +61,8 @@ typedef struct StageProgress {
                                          * pass only verifies (for progress: "write", then "verify") */
         uint64_t slot_bytes;            /* bytes written into the slot */
         uint64_t undo_bytes;            /* bytes of the new undo record */
-        uint64_t read_bytes;            /* bytes read from the slot */
+        uint64_t read_bytes;            /* bytes of the slot read: from the slot, or from the source
+                                         * undo record where it holds them */
         bool incremental;               /* the pass ran in incremental mode */
         bool target_mismatch;           /* the pass ended with every span written, but the slot's SHA-256
                                          * (or chunk-hash root) is not the target's: a damaged slot, or a
