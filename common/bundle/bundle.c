@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#define ZSTD_STATIC_LINKING_ONLY      /* ZSTD_createDStream_advanced(): the window in a workbuf */
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -14,6 +15,7 @@
 #include "le.h"
 #include "reader.h"
 #include "sign.h"
+#include "workbuf.h"
 #include "yaml-doc.h"
 
 _Static_assert(MANIFEST_WINDOW_LOG <= BUNDLE_WINDOW_LOG, "a manifest frame asks no more of a reader than a span's");
@@ -281,22 +283,33 @@ SpanReader *span_reader_free(SpanReader *r) {
         reader_done(&r->in);
         ZSTD_freeDStream(r->zd);
         frame_cipher_free(r->cipher);
-        free(r);
+        workbuf_free(r);
         return NULL;
+}
+
+/* zstd's window is a span's size (up to 8 MiB), allocated afresh for every reader. */
+static void *zstd_alloc(void *opaque, size_t size) {
+        (void) opaque;
+        return workbuf_new(size);
+}
+
+static void zstd_free(void *opaque, void *p) {
+        (void) opaque;
+        workbuf_free(p);
 }
 
 int span_reader_new(Bundle *b, SpanReader **ret, TpError *err) {
         _cleanup_(span_reader_freep) SpanReader *r = NULL;
         int k;
 
-        r = calloc(1, sizeof(*r));
+        r = workbuf_new(sizeof(*r));    /* its buffers make it large: fresh pages, zeroed */
         if (!r)
                 return -ENOMEM;
         r->bundle = b;
         k = reader_init(&r->in, b->fd, b->payload_offset, b->payload_offset + b->header.payload_size);
         if (k < 0)
                 return k;
-        r->zd = ZSTD_createDStream();
+        r->zd = ZSTD_createDStream_advanced((ZSTD_customMem) { zstd_alloc, zstd_free, NULL });
         if (!r->zd)
                 return -ENOMEM;
         if (ZSTD_isError(ZSTD_DCtx_setParameter(r->zd, ZSTD_d_windowLogMax, BUNDLE_WINDOW_LOG)))

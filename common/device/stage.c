@@ -10,6 +10,7 @@
 #include "hashpipe.h"
 #include "span.h"
 #include "stage.h"
+#include "workbuf.h"
 
 #define STAGE_WINDOW (256u << 10)       /* bytes per read outside spans, and per raw-span piece */
 #define WRITEBACK_KICK (4u << 20)       /* start writeback after this many bytes, so the final fdatasync is short */
@@ -55,6 +56,7 @@ struct Stager {
 
         HashPipe *pipe;
         Buffers bufs[HASH_PIPE_SLOTS];
+        uint8_t *bufmem;                /* a workbuf holding them all */
         size_t bufsize;
         SetHash full;                   /* VERIFY_FULL: every file of the slot, then the set's digest */
         Sha256 ring[CHUNK_RING];        /* chunk states: the current one and those still being hashed */
@@ -84,11 +86,7 @@ Stager *stager_free(Stager *s) {
         if (!s)
                 return NULL;
         hash_pipe_free(s->pipe);        /* first: the worker may still read the buffers and the digests */
-        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
-                free(s->bufs[i].base);
-                free(s->bufs[i].frame);
-                free(s->bufs[i].out);
-        }
+        workbuf_free(s->bufmem);
         span_decoder_free(s->decoder);
         undo_writer_free(s->undo_out);
         free(s->undo_path);
@@ -190,10 +188,12 @@ int stager_new(const FileSet *slot, const StageSource *src, const StageTarget *t
                 s->pos = s->iv[0].start;
 
         s->bufsize = span_decoder_buffer_size(STAGE_WINDOW);
+        s->bufmem = workbuf_new(3 * HASH_PIPE_SLOTS * s->bufsize);
+        if (!s->bufmem)
+                return -ENOMEM;
         for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
-                s->bufs[i] = (Buffers) { malloc(s->bufsize), malloc(s->bufsize), malloc(s->bufsize) };
-                if (!s->bufs[i].base || !s->bufs[i].frame || !s->bufs[i].out)
-                        return -ENOMEM;
+                uint8_t *p = s->bufmem + 3 * i * s->bufsize;
+                s->bufs[i] = (Buffers) { p, p + s->bufsize, p + 2 * s->bufsize };
         }
         r = hash_pipe_new(&s->pipe);
         if (r < 0)
