@@ -8,6 +8,11 @@
  * next slot once every job that used it is done, so a slot's buffers may be
  * refilled exactly then. States fed to the pipe may be read only after
  * hash_pipe_sync().
+ *
+ * Each state gets its jobs in feeding order; jobs on different states may
+ * run at once. A caller that would wait (in hash_pipe_slot(), a full queue,
+ * hash_pipe_sync()) runs such a job itself, beside the worker's, rather than
+ * idle.
  */
 
 #include "macro.h"

@@ -67,12 +67,57 @@ START_TEST(test_free_drains) {
 }
 END_TEST
 
+/*
+ * Jobs on random pairs of five states, the caller refilling slots as fast as the pipe hands
+ * them out: whichever thread runs a job (the caller takes one while it would wait), each
+ * state sees its bytes in feeding order.
+ */
+START_TEST(test_order_per_state) {
+        enum { CHUNK = 3000, ROUNDS = 2000, STATES = 5 };
+        static uint8_t slots[HASH_PIPE_SLOTS][CHUNK];
+        Sha256 st[STATES], ref[STATES];
+        HashPipe *p = NULL;
+        uint8_t d1[32], d2[32];
+
+        ck_assert_int_eq(hash_pipe_new(&p), 0);
+        for (int k = 0; k < STATES; k++) {
+                sha256_init(&st[k]);
+                sha256_init(&ref[k]);
+        }
+        srand(11);
+        for (int i = 0; i < ROUNDS; i++) {
+                unsigned s = hash_pipe_slot(p);
+                size_t n = 1 + (size_t) rand() % CHUNK;
+                for (size_t k = 0; k < n; k++)
+                        slots[s][k] = (uint8_t) rand();
+                for (int jobs = 1 + rand() % 2; jobs > 0; jobs--) {
+                        int a = rand() % STATES, b = rand() % (STATES + 1);    /* STATES: no second state */
+                        if (b == a)
+                                b = STATES;
+                        size_t len = (size_t) rand() % (n + 1);
+                        hash_pipe_feed(p, s, &st[a], b < STATES ? &st[b] : NULL, slots[s], len);
+                        sha256_update(&ref[a], slots[s], len);
+                        if (b < STATES)
+                                sha256_update(&ref[b], slots[s], len);
+                }
+        }
+        hash_pipe_sync(p);
+        for (int k = 0; k < STATES; k++) {
+                sha256_final(&st[k], d1);
+                sha256_final(&ref[k], d2);
+                ck_assert_mem_eq(d1, d2, 32);
+        }
+        hash_pipe_free(p);
+}
+END_TEST
+
 static Suite *hashpipe_suite(void) {
         Suite *s = suite_create("hashpipe");
         TCase *tc = tcase_create("pipe");
 
         tcase_add_test(tc, test_same_digests);
         tcase_add_test(tc, test_free_drains);
+        tcase_add_test(tc, test_order_per_state);
         suite_add_tcase(s, tc);
         return s;
 }
