@@ -23,9 +23,14 @@
 #     (Q8_0, Q4_K_M, Q4_0), and F16 and BF16 tasks folded into the F16 or BF16 base, as
 #     llama-export-lora merges: the bundle with --lora vs without it vs the same peers as 1, and
 #     F16/BF16 vs the adapter's own size; apply checked byte for byte.
+#  9. the same with an importance matrix frozen from the base (make-imatrix.py), created with --lora
+#     --imatrix: Q4_K_M, base and task quantized with it (<= 0.65x); Q4_0 from a quantization-aware
+#     base (qat-snap.py: its floats on the Q4_0 grid); and llama.cpp's own llama-export-lora
+#     (tests/tools/build-export-lora.sh) merging the adapter into an F16 base (<= 0.1x the best peer,
+#     <= 1.2x the adapter), then that merge quantized to Q8_0 (<= 0.7x) and Q4_K_M (<= 0.65x).
 # Section 6 creates its bundles with --lowrank (the low-rank change found in the change itself).
 # Usage: tests/bench/bundle.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/bundle.json;
-#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6 7 8", and carries the
+#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6 7 8 9", and carries the
 #        recorded cases of the others over, marked so and with their own conditions)
 set -eu
 build=$1
@@ -41,10 +46,12 @@ sign=(--key "$work/pki/signer.key" --cert "$work/pki/signer.crt")
 # ways of making a bundle compare by their content (signatures are deterministic).
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(date +%s)}
 dims=(--dim 1024 --ff 2816 --layers 4 --vocab 2048)
+# The smaller model of section 5.
+rdims=(--dim 512 --ff 1536 --layers 2 --vocab 2048)
 results="$work/results.jsonl"
 : > "$results"
 
-sections=" ${SECTIONS:-1 2 3 4 5 6 7 8} "
+sections=" ${SECTIONS:-1 2 3 4 5 6 7 8 9} "
 apply_failed=0
 
 size() { stat -c %s "$1"; }
@@ -171,7 +178,6 @@ if want 5; then
 echo
 # Smaller than section 1 (f16 at its dims is 110 MB; bsdiff needs ~17x the base in RAM and
 # ~40 s for 30 MB): the section runs in about 5 minutes on 2 cores.
-rdims=(--dim 512 --ff 1536 --layers 2 --vocab 2048)
 relayout=(python3 "$root/tests/tools/gguf-relayout.py")
 echo "5. layout-changing pairs: $(echo "${rdims[@]}"), task = LoRA rank 8 on attn_q,attn_v, then relaid out"
 printf '%-24s %10s %10s %10s %10s %8s  %s\n' case bundle bsdiff xdelta3 zstd-pf "vs best" status
@@ -297,19 +303,12 @@ emit "{\"case\": \"base-delta-q4_0\", \"changed_site_bytes\": $changed, \"bundle
 emit "{\"case\": \"base-full-q4_0\", \"model_bytes\": $model, \"bundle\": $full, \"ratio_to_model\": $over, \"create_ms\": $t_full}"
 fi  # section 7
 
-if want 8; then
-echo
-echo "8. lora spans: taskpatch fold of an F32 base and an F16 adapter on attn_q,attn_v ($(echo "${dims[@]}"))"
-printf '%-16s %10s %10s %10s %10s %10s %10s %8s %8s  %s\n' case adapter "--lora" today bsdiff xdelta3 zstd-pf \
-    "vs best" "vs today" status
-b32="$work/lora-base-f32.gguf"
-[ -f "$b32" ] || "$fix" --ggml "$ggml" --type f32 "${dims[@]}" -o "$b32" > /dev/null
-"$tp" quantize "$b32" "$work/lora-base-F16.gguf" F16 > /dev/null
-"$tp" quantize "$b32" "$work/lora-base-BF16.gguf" BF16 > /dev/null
-# lora_row CASE BASE TASK ADAPTER LIMIT [vs-adapter LIMIT]: --lora, without, the peers; applied and compared.
+# lora_row CASE BASE TASK ADAPTER LIMIT [vs-adapter LIMIT]: --lora (and lora_extra's options), without, the
+# peers; applied and compared (sections 8 and 9).
+lora_extra=()
 lora_row() {
     local name=$1 b=$2 k=$3 a=$4 limit=$5 alimit=${6:-} ours today best ratio vs_today status=ok av=""
-    "$tp" create "$b" "$k" -o "$work/l.tpb" --task bench "${sign[@]}" --lora "$a" > /dev/null
+    "$tp" create "$b" "$k" -o "$work/l.tpb" --task bench "${sign[@]}" --lora "$a" "${lora_extra[@]}" > /dev/null
     "$tp" create "$b" "$k" -o "$work/t.tpb" --task bench "${sign[@]}" > /dev/null
     ours=$(size "$work/l.tpb") today=$(size "$work/t.tpb")
     "$tp" apply "$b" "$work/l.tpb" -o "$work/out.gguf" --ca "$work/pki/ca.pem" --no-sync > /dev/null &&
@@ -327,11 +326,21 @@ lora_row() {
         av=$(awk -v a="$ours" -v b="$(size "$a")" 'BEGIN {printf "%.3f", a / b}')
         [ "$status" = ok ] && awk -v r="$av" -v l="$alimit" 'BEGIN {exit !(r > l)}' && status="OVER $alimit x adapter"
     fi
-    printf '%-16s %10d %10d %10d %10d %10d %10d %7sx %7sx  %s%s\n' "$name" "$(size "$a")" "$ours" "$today" "$p_bs" \
+    printf '%-22s %10d %10d %10d %10d %10d %10d %7sx %7sx  %s%s\n' "$name" "$(size "$a")" "$ours" "$today" "$p_bs" \
         "$p_xd" "$p_zs" "$ratio" "$vs_today" "$status" "${av:+ (${av}x the adapter)}"
     emit "{\"case\": \"lora-$name\", \"adapter\": $(size "$a"), \"bundle\": $ours, \"bundle_without_lora\": $today, \"bsdiff\": $p_bs, \"xdelta3\": $p_xd, \"zstd_patch_from\": $p_zs, \"ratio_to_best_peer\": $ratio, \"ratio_to_without_lora\": $vs_today, \"ratio_to_adapter\": ${av:-null}, \"required\": \"$limit\", \"status\": \"$status\"}"
     rm -f "$work/l.tpb" "$work/t.tpb" "$work/out.gguf"
 }
+
+if want 8; then
+echo
+echo "8. lora spans: taskpatch fold of an F32 base and an F16 adapter on attn_q,attn_v ($(echo "${dims[@]}"))"
+printf '%-22s %10s %10s %10s %10s %10s %10s %8s %8s  %s\n' case adapter "--lora" today bsdiff xdelta3 zstd-pf \
+    "vs best" "vs today" status
+b32="$work/lora-base-f32.gguf"
+[ -f "$b32" ] || "$fix" --ggml "$ggml" --type f32 "${dims[@]}" -o "$b32" > /dev/null
+"$tp" quantize "$b32" "$work/lora-base-F16.gguf" F16 > /dev/null
+"$tp" quantize "$b32" "$work/lora-base-BF16.gguf" BF16 > /dev/null
 for rank in 8 32; do
     a="$work/lora-r$rank.gguf"
     "$fix" --ggml "$ggml" --type f32 "${dims[@]}" --mode lora --targets attn_q,attn_v --rank "$rank" --alpha 16 \
@@ -353,6 +362,54 @@ echo "   required: Q8_0 <= 0.7x the best peer (goal 0.55), Q4_K_M <= 0.65x (goal
 echo "   the adapter's size; Q4_0 no worse than without --lora (the per-span choice keeps the delta where it is smaller)"
 rm -f "$work/lora-b.gguf" "$work/lora-k.gguf" "$work/lora-ref.gguf"
 fi  # section 8
+
+if want 9; then
+echo
+echo "9. lora spans with an importance matrix, and llama.cpp's own llama-export-lora ($(echo "${dims[@]}"))"
+printf '%-22s %10s %10s %10s %10s %10s %10s %8s %8s  %s\n' case adapter "--lora" today bsdiff xdelta3 zstd-pf \
+    "vs best" "vs today" status
+b32="$work/lora-base-f32.gguf"
+[ -f "$b32" ] || "$fix" --ggml "$ggml" --type f32 "${dims[@]}" -o "$b32" > /dev/null
+# The importance matrix frozen from the base, and a quantization-aware base: its floats on the Q4_0 grid.
+im="$work/lora-imatrix.gguf"
+python3 "$root/tests/tools/make-imatrix.py" "$b32" "$im" > /dev/null
+"$tp" quantize --imatrix "$im" "$b32" "$work/lora-grid.gguf" Q4_0 > /dev/null
+PYTHONPATH="$root/tests/tools" python3 "$root/tests/tools/qat-snap.py" "$b32" "$work/lora-grid.gguf" \
+    "$work/lora-base-qat.gguf" > /dev/null
+# llama.cpp's tool, built from the pinned source; its base: the model in F16.
+xl=$(sh "$root/tests/tools/build-export-lora.sh" "$work/llama-export-lora")
+"$tp" quantize "$b32" "$work/xl-base-F16.gguf" F16 > /dev/null
+for rank in 8 32; do
+    a="$work/lora-r$rank.gguf"
+    "$fix" --ggml "$ggml" --type f32 "${dims[@]}" --mode lora --targets attn_q,attn_v --rank "$rank" --alpha 16 \
+        --adapter "$a" --adapter-type f16 -o "$work/lora-ref.gguf" > /dev/null
+    lora_extra=(--imatrix "$im")
+    for t in Q4_K_M Q4_0; do
+        src=$b32 limit=0.65 name=$t-imatrix
+        [ "$t" = Q4_0 ] && src="$work/lora-base-qat.gguf" limit=today name=Q4_0-qat-imatrix
+        "$tp" quantize --imatrix "$im" "$src" "$work/lora-b.gguf" "$t" > /dev/null
+        "$tp" fold --imatrix "$im" "$src" "$a" "$work/lora-k.gguf" "$t" > /dev/null
+        lora_row "$name-r$rank" "$work/lora-b.gguf" "$work/lora-k.gguf" "$a" "$limit"
+    done
+    lora_extra=()
+    # llama-export-lora merges the adapter into the F16 base (F16 out, its own tensor order); a
+    # pipeline then quantizes the merged model (taskpatch quantize: llama-quantize's bytes).
+    "$xl" -m "$work/xl-base-F16.gguf" --lora "$a" -o "$work/xl-F16.gguf" -t 1 > /dev/null 2>&1
+    lora_row "export-lora-F16-r$rank" "$work/xl-base-F16.gguf" "$work/xl-F16.gguf" "$a" 0.1 1.2
+    for t in Q8_0 Q4_K_M; do
+        "$tp" quantize "$work/xl-base-F16.gguf" "$work/lora-b.gguf" "$t" > /dev/null
+        "$tp" quantize "$work/xl-F16.gguf" "$work/lora-k.gguf" "$t" > /dev/null
+        case $t in
+        Q8_0) lora_row "export-lora-$t-r$rank" "$work/lora-b.gguf" "$work/lora-k.gguf" "$a" 0.7 ;;
+        *) lora_row "export-lora-$t-r$rank" "$work/lora-b.gguf" "$work/lora-k.gguf" "$a" 0.65 ;;
+        esac
+    done
+done
+echo "   *-imatrix: base and task quantized with an imatrix frozen from the base, created with --lora --imatrix;"
+echo "   export-lora-*: llama-export-lora's F16 merge (<= 0.1x the best peer and <= 1.2x the adapter), then quantized"
+rm -f "$work/lora-b.gguf" "$work/lora-k.gguf" "$work/lora-ref.gguf" "$work/lora-grid.gguf" "$work/lora-base-qat.gguf" \
+    "$work/xl-F16.gguf" "$work/xl-base-F16.gguf" "$im"
+fi  # section 9
 
 # SECTIONS given: the recorded cases of the sections not run are carried over, each with the
 # conditions it was measured under, so that a record of some sections keeps the others' numbers.
