@@ -10,7 +10,30 @@ hand from the public onnx.proto (standard library only; the same arguments give 
 Layer l has int8 weights "layer.l.weight" [C,C,3,3] (symmetric, per output channel), float
 "layer.l.w_scale" [C], int8 "layer.l.w_zero_point" [C] (zeros), int32 "layer.l.bias" [C], and the
 scalars "layer.l.y_scale" (float) and "layer.l.y_zero_point" (int8); the input's scalars are
-"input.scale" and "input.zero_point". Every initializer keeps its data in raw_data.
+"input.scale" and "input.zero_point". Every initializer keeps its data in raw_data. The int8 weights
+are random (uniform in -127..127) unless --mode finetune, which quantizes float weights.
+
+--quant per-channel|per-tensor (conv): per-channel (default) as above; per-tensor makes each layer's
+"layer.l.w_scale" a float scalar and "layer.l.w_zero_point" an int8 scalar 0 (dims [], one scale for
+the whole weight, as QLinearConv and DequantizeLinear allow). With --mode finetune that scale is
+max|W| / 127 over the layer; otherwise the int8 values are the per-channel model's and the scale is
+the mean of the layer's per-channel scales (so --change-layers, whose task nudges the scales, changes
+it; the other modes keep it).
+
+--graph qlinear|qdq (conv): qlinear (default) is the QOperator stack above. qdq is the QDQ form ONNX
+Runtime's quantize_static writes (opset 13), the same activations' scales and zero points:
+
+    input float -> QuantizeLinear -> DequantizeLinear -> N x (Conv (3x3, pads 1) -> QuantizeLinear
+        -> DequantizeLinear) -> output float
+
+Conv l's weight is DequantizeLinear("layer.l.weight", "layer.l.w_scale", "layer.l.w_zero_point") and
+its bias DequantizeLinear("layer.l.bias" int32, "layer.l.b_scale", "layer.l.b_zero_point" int32 0),
+both with attribute axis=0 when per-channel and no axis per-tensor; "layer.l.b_scale" (float, the
+shape of w_scale) = float32(x_scale * w_scale) as ORT computes it, x_scale the layer input's scale
+("input.scale", else the previous layer's y_scale). The initializers are the qlinear stack's plus
+b_scale and b_zero_point after each bias; the quantize/dequantize pairs reuse "input.scale",
+"layer.l.y_scale" and their zero points. ONNX Runtime (onnxruntime-node 1.22, CPU) gives the qdq
+model and the qlinear model of the same arguments bit-identical outputs.
 
 --kind matmul: a float32 MLP, big and quick to make (--dim 2048 --size-mb 300: 18 layers, 302 MB in
 a few seconds):
@@ -33,16 +56,41 @@ W + A.B of rank R (default 4), a folded LoRA (INT8 weights: requantized with the
 w_scale, about 40% of the values move); requant (conv): 15% of the int8 values move one step. T
 (default 1) picks another task of the same base.
 
+--change K --mode finetune [--drift D] [--noise E] [--task-seed T] (conv): what a real pipeline
+makes: float weights, fine-tuned, quantized again with ONNX Runtime's rules. Every layer l has a
+float32 "shadow" drawn from --seed and l only: weights W [C,C,3,3], output channel c Gaussian of its
+own std s_c = e^(0.5 z_c - 0.25) / sqrt(9C), z_c ~ N(0,1) (a log-normal spread whose mean square is
+1/(9C), so the activations keep their scale), one weight in 4096 an outlier of +-(4..8) s_c; and a
+bias b [C] ~ N(0, 0.1). The base is the shadow quantized as ORT's quantizer quantizes symmetric int8
+weights (quant_utils compute_scale_zp, quantize_nparray): over the scale's group (an output channel,
+or the layer with --quant per-tensor) scale = float32(2 max|w| / 254) computed in float64 (1.0 if
+under float32's tiny), zero point 0, q = clamp(round_half_to_even(float32(w / scale)), -127, 127); the
+int32 bias is recomputed as ORT's quantize_bias_static does: round_half_to_even(float32(b /
+float32(x_scale * w_scale))), x_scale the layer input's scale. The K layers spread evenly are
+quantized again from a fine-tune W', b' of their shadow: per output channel the drift of a folded
+BatchNorm whose gamma/variance moved, W'[c] = W[c] (1 + g_c) + e and b'[c] = b[c] (1 + g_c), g_c ~
+N(0, D) (default 0.03), e dense noise ~ N(0, (E s_c)^2) (default 0.01); their weight, w_scale and
+bias (and b_scale with --graph qdq) change, zero points stay 0, y_scale stays (the activations are
+not calibrated again). Everything else is byte-identical with the base. Layer l's fine-tune depends
+on --seed, T and l only, not on K. Per-channel, a quarter to a third of a changed layer's int8 values
+move (defaults), nearly all by one step; per-tensor, a value moves by about g_c |q|. Gaussian draws come from a table
+of 65536 normal quantiles indexed by random bytes, fast enough for 30 MB (--channels 256 --layers
+48: about 15 s).
+
 --change-layers K [--random] (conv; the older interface): K layers spread evenly get new weights
 and w_scale: by default a fine-tune look-alike (85% of the int8 values kept, 15% moved by one step,
 scales nudged), with --random entirely new values. Everything else is byte-identical with the base,
-and so is the layout: the two files differ only inside those 2*K initializers.
+and so is the layout: the two files differ only inside those 2*K initializers (3*K with --graph qdq:
+b_scale follows w_scale).
 
 --classes N (conv, with --task-out): the class-set change. The task's last layer, the classifier,
 has N output channels instead of C: its weight [N,C,3,3], w_scale, w_zero_point and bias [N] are
 resized and so is the graph's output [1,N,H,W]. Its first min(N,C) output channels keep their bytes
 (as the task's layer had them, changed or not), channels added are drawn from their own generator.
-Every other initializer is byte-identical with the base (the same --seed gives the same base).
+Every other initializer is byte-identical with the base (the same --seed gives the same base). With
+--graph qdq b_scale and b_zero_point are resized too; with --quant per-tensor w_scale and
+w_zero_point stay scalars (--mode finetune: the layer's scale, unchanged; otherwise the mean of the
+resized per-channel scales, so it changes).
 
 External data (onnx's format: data_location EXTERNAL, external_data "location", "offset",
 "length"; a model directory holds the model and its data files):
@@ -72,6 +120,10 @@ Examples:
     make-onnx.py -o base.onnx
     make-onnx.py -o base.onnx --task-out task.onnx --change-layers 10
     make-onnx.py -o base.onnx --task-out task.onnx --change-layers 0 --classes 40
+    make-onnx.py -o base.onnx --task-out task.onnx --change 4 --mode finetune
+    make-onnx.py --channels 128 --layers 24 -o base.onnx --task-out task.onnx --change 2 --mode finetune \
+        --quant per-tensor --graph qdq                          # 3.5 MB, as quantize_static writes it
+    make-onnx.py -o base.onnx --task-out task.onnx --change 4 --mode finetune --drift 0.1 --noise 0.05
     make-onnx.py --kind subgraph -o sub.onnx
     make-onnx.py -o base/model.onnx --task-out task/model.onnx --change 4 --mode lowrank --external one
     make-onnx.py --kind matmul --dim 2048 --size-mb 300 -o big/model.onnx --task-out big-task/model.onnx \
@@ -86,6 +138,7 @@ import math
 import os
 import random
 import re
+import statistics
 import struct
 import sys
 import uuid
@@ -251,12 +304,15 @@ def change_layer(rng, p, random_replace):
 
 def resize_classes(rng, p, n):
     """The classifier layer @p with @n output channels: the first min(n, C) kept, the rest new."""
-    c = len(p["w_scale"])
+    c = len(p["bias"])                  # output channels (len(w_scale) too, unless per-tensor)
     fan = len(p["w"]) // c              # C_in * 3 * 3 weights per output channel
     keep = min(n, c)
     add = n - keep
     w = p["w"][:keep * fan] + random_int8(rng, add * fan)
-    w_scale = p["w_scale"][:keep] + [rng.uniform(0.8, 1.2) * weight_scale(fan // 9) for _ in range(add)]
+    if p.get("per_tensor"):
+        w_scale = p["w_scale"]          # one scale for the layer: the new channels use it too
+    else:
+        w_scale = p["w_scale"][:keep] + [rng.uniform(0.8, 1.2) * weight_scale(fan // 9) for _ in range(add)]
     bias = p["bias"][:keep] + [rng.randint(-2000, 2000) for _ in range(add)]
     return dict(p, w=w, w_scale=w_scale, bias=bias)
 
@@ -267,21 +323,37 @@ def changed_layers(layers, k):
     return sorted({(2 * i + 1) * layers // (2 * k) for i in range(k)}) if k else []
 
 
-def conv_initializers(params, c):
-    """(name, data_type, dims, raw bytes) of every initializer, in graph order."""
-    inits = [("input.scale", FLOAT, [], floats([1 / 64])), ("input.zero_point", INT8, [], int8s([0]))]
+def conv_initializers(params, c, qdq=False):
+    """(name, data_type, dims, raw bytes) of every initializer, in graph order; @qdq: with each layer's
+    bias scale and zero point (the QDQ form's bias DequantizeLinear)."""
+    inits = [("input.scale", FLOAT, [], floats([INPUT_SCALE])), ("input.zero_point", INT8, [], int8s([0]))]
+    x_scale = INPUT_SCALE
     for l, p in enumerate(params):
         pre = "layer.%d." % l
-        m = len(p["w_scale"])           # output channels: C, or the classes of a resized classifier
+        m = len(p["bias"])              # output channels: C, or the classes of a resized classifier
+        k = len(p["w_scale"])           # m, or 1 for a per-tensor scale (a scalar: dims [])
+        sdims = [] if p.get("per_tensor") else [m]
         inits += [
             (pre + "weight", INT8, [m, c, 3, 3], p["w"]),
-            (pre + "w_scale", FLOAT, [m], floats(p["w_scale"])),
-            (pre + "w_zero_point", INT8, [m], int8s([0] * m)),
+            (pre + "w_scale", FLOAT, sdims, floats(p["w_scale"])),
+            (pre + "w_zero_point", INT8, sdims, int8s([0] * k)),
             (pre + "bias", INT32, [m], int32s(p["bias"])),
+        ]
+        if qdq:
+            inits += [(pre + "b_scale", FLOAT, sdims, floats(bias_scales(x_scale, p["w_scale"]))),
+                      (pre + "b_zero_point", INT32, sdims, int32s([0] * k))]
+        inits += [
             (pre + "y_scale", FLOAT, [], floats([p["y_scale"]])),
             (pre + "y_zero_point", INT8, [], int8s([0])),
         ]
+        x_scale = p["y_scale"]
     return inits
+
+
+def bias_scales(x_scale, w_scale):
+    """The int32 bias's scales, as ONNX Runtime's quantizer computes them: float32(x_scale * w_scale)."""
+    xs = f32(x_scale)
+    return [f32(xs * f32(s)) for s in w_scale]
 
 
 def conv_model(params, c, h, w, tensors):
@@ -296,10 +368,48 @@ def conv_model(params, c, h, w, tensors):
         nodes.append(node("QLinearConv", ins, [pre + "out"], pre + "conv", attrs))
         x, x_scale, x_zp = pre + "out", pre + "y_scale", pre + "y_zero_point"
     nodes.append(node("DequantizeLinear", [x, x_scale, x_zp], ["output"], "dequantize"))
-    m = len(params[-1]["w_scale"])
+    m = len(params[-1]["bias"])
     g = graph("int8_conv_stack", nodes, tensors,
               [value_info("input", FLOAT, [1, c, h, w])], [value_info("output", FLOAT, [1, m, h, w])])
     return model(g)
+
+
+def conv_model_qdq(params, c, h, w, tensors):
+    """The same stack in the QDQ form ONNX Runtime's quantize_static writes: float Conv between
+    QuantizeLinear/DequantizeLinear pairs, weights and biases through DequantizeLinear."""
+    nodes = [node("QuantizeLinear", ["input", "input.scale", "input.zero_point"], ["input.q"], "input.quantize"),
+             node("DequantizeLinear", ["input.q", "input.scale", "input.zero_point"], ["input.dq"],
+                  "input.dequantize")]
+    x = "input.dq"
+    attrs = [attr_int("group", 1), attr_ints("dilations", [1, 1]), attr_ints("kernel_shape", [3, 3]),
+             attr_ints("pads", [1, 1, 1, 1]), attr_ints("strides", [1, 1])]
+    for l, p in enumerate(params):
+        pre = "layer.%d." % l
+        last = l == len(params) - 1
+        axis = [] if p.get("per_tensor") else [attr_int("axis", 0)]
+        nodes += [
+            node("DequantizeLinear", [pre + "weight", pre + "w_scale", pre + "w_zero_point"],
+                 [pre + "weight.dq"], pre + "weight.dequantize", axis),
+            node("DequantizeLinear", [pre + "bias", pre + "b_scale", pre + "b_zero_point"],
+                 [pre + "bias.dq"], pre + "bias.dequantize", axis),
+            node("Conv", [x, pre + "weight.dq", pre + "bias.dq"], [pre + "conv"], pre + "conv", attrs),
+            node("QuantizeLinear", [pre + "conv", pre + "y_scale", pre + "y_zero_point"], [pre + "out"],
+                 pre + "quantize"),
+            node("DequantizeLinear", [pre + "out", pre + "y_scale", pre + "y_zero_point"],
+                 ["output" if last else pre + "out.dq"], pre + "dequantize"),
+        ]
+        x = pre + "out.dq"
+    m = len(params[-1]["bias"])
+    g = graph("int8_conv_stack_qdq", nodes, tensors,
+              [value_info("input", FLOAT, [1, c, h, w])], [value_info("output", FLOAT, [1, m, h, w])])
+    return model(g)
+
+
+def per_tensor_scales(params):
+    """--quant per-tensor of synthetic layers: the int8 values kept, w_scale the mean of the layer's
+    per-channel scales."""
+    return [p if p.get("per_tensor") else dict(p, w_scale=[sum(p["w_scale"]) / len(p["w_scale"])], per_tensor=True)
+            for p in params]
 
 
 def requant_int8(rng, w):
@@ -345,6 +455,126 @@ def change_conv_weight(rng, p, mode, rank):
     else:
         w = requant_int8(rng, p["w"])
     return dict(p, w=w)
+
+
+# ---- --mode finetune: float weights, fine-tuned, quantized as ONNX Runtime quantizes them -------------
+
+INPUT_SCALE = 1 / 64                    # "input.scale": inputs in [-2, 2)
+SPREAD = 0.5                            # log-normal spread of the per-channel weight stds
+OUTLIER_EVERY = 4096                    # one weight in this many is an outlier of +-(4..8) stds
+BIAS_STD = 0.1                          # the float biases: N(0, BIAS_STD)
+_F32 = struct.Struct("<f")
+_F32_TINY = 2.0 ** -126                 # numpy.finfo(float32).tiny
+_NORMAL = []
+
+
+def f32(x):
+    """@x rounded to float32."""
+    return _F32.unpack(_F32.pack(x))[0]
+
+
+def normal_table():
+    """The 65536 standard-normal quantiles at (i + 1/2) / 65536: a draw is table[a random 16-bit index]."""
+    if not _NORMAL:
+        nd = statistics.NormalDist()
+        _NORMAL.extend(nd.inv_cdf((i + 0.5) / 65536) for i in range(65536))
+    return _NORMAL
+
+
+def normal_indices(rng, n):
+    """@n random indices into normal_table(), from rng.randbytes (little-endian everywhere)."""
+    idx = array.array("H", rng.randbytes(2 * n))
+    if sys.byteorder == "big":
+        idx.byteswap()
+    return idx
+
+
+def shadow_layer(seed, l, m, c):
+    """Layer @l's float32 weights [m, c, 3, 3] as training leaves them, and its float biases [m]:
+    output channel k Gaussian of std sigma_k = e^(SPREAD z - SPREAD^2) / sqrt(9c), z ~ N(0, 1) (mean
+    square 1/(9c): activations keep their scale), one weight in OUTLIER_EVERY +-(4..8) sigma_k."""
+    rng = random.Random("shadow-%d-%d" % (seed, l))
+    fan = 9 * c
+    sigma = [math.exp(SPREAD * rng.gauss(0, 1) - SPREAD * SPREAD) / math.sqrt(fan) for _ in range(m)]
+    table, idx = normal_table(), normal_indices(rng, m * fan)
+    w = array.array("f")
+    for k in range(m):
+        s = sigma[k]
+        w.extend([table[i] * s for i in idx[k * fan:(k + 1) * fan]])
+    for _ in range(m * fan // OUTLIER_EVERY):
+        i = rng.randrange(m * fan)
+        w[i] = rng.choice((-1, 1)) * rng.uniform(4, 8) * sigma[i // fan]
+    b = array.array("f", [rng.gauss(0, BIAS_STD) for _ in range(m)])
+    return {"W": w, "b": b, "sigma": sigma}
+
+
+def finetune_shadow(rng, sh, drift, noise):
+    """A fine-tune of the shadow @sh: per output channel k a multiplicative drift 1 + g_k, g_k ~ N(0,
+    @drift) (a folded BatchNorm whose gamma/variance moved; the bias moves with it), plus dense noise
+    of std @noise * sigma_k on the weights."""
+    w, sigma = sh["W"], sh["sigma"]
+    m = len(sigma)
+    fan = len(w) // m
+    g = [rng.gauss(0, drift) for _ in range(m)]
+    table, idx = normal_table(), normal_indices(rng, len(w))
+    w2 = array.array("f")
+    for k in range(m):
+        f, e, lo = 1 + g[k], noise * sigma[k], k * fan
+        w2.extend([x * f + table[i] * e for x, i in zip(w[lo:lo + fan], idx[lo:lo + fan])])
+    b2 = array.array("f", [b * (1 + gk) for b, gk in zip(sh["b"], g)])
+    return dict(sh, W=w2, b=b2)
+
+
+def quantize_symmetric(w, groups):
+    """Float32 @w in @groups equal groups (output channels, or 1: per tensor) quantized as ONNX Runtime's
+    quantizer quantizes symmetric int8 weights (quant_utils compute_scale_zp, quantize_nparray): scale
+    = float32(2 max|w| / 254) (float64 division; 1.0 when under float32's tiny), zero point 0,
+    q = clip(round_half_even(float32(w / scale)), -127, 127). (int8 bytes, [scale per group])."""
+    size = len(w) // groups
+    q, scales = array.array("b"), []
+    for k in range(groups):
+        part = w[k * size:(k + 1) * size]
+        amax = max(max(part), -min(part), 0.0)
+        s = f32(2 * amax / 254)
+        if s < _F32_TINY:
+            s = 1.0
+        r = [round(v) for v in array.array("f", [x / s for x in part])]       # float32 quotients
+        if max(r) > 127 or min(r) < -127:
+            r = [min(127, max(-127, v)) for v in r]
+        q.extend(r)
+        scales.append(s)
+    return q.tobytes(), scales
+
+
+def quantize_bias(b, x_scale, w_scale):
+    """ONNX Runtime's quantize_bias_static: round_half_even(float32(b / float32(x_scale * w_scale))), int32."""
+    bs = bias_scales(x_scale, w_scale)
+    if len(bs) == 1:
+        bs = bs * len(b)
+    return [max(-2 ** 31, min(2 ** 31 - 1, round(f32(v / s)))) for v, s in zip(b, bs)]
+
+
+def quantized_layer(sh, x_scale, per_tensor):
+    """The int8 layer of the shadow @sh (per-channel or @per_tensor scales), @x_scale its input's scale."""
+    w, w_scale = quantize_symmetric(sh["W"], 1 if per_tensor else len(sh["sigma"]))
+    return {"w": w, "w_scale": w_scale, "bias": quantize_bias(sh["b"], x_scale, w_scale), "y_scale": 0.03,
+            "per_tensor": per_tensor, "shadow": sh, "x_scale": x_scale}
+
+
+def finetune_base(a):
+    """--mode finetune's base: every layer's shadow, quantized."""
+    params, x_scale = [], INPUT_SCALE
+    for l in range(a.layers):
+        params.append(quantized_layer(shadow_layer(a.seed, l, a.channels, a.channels), x_scale,
+                                      a.quant == "per-tensor"))
+        x_scale = params[-1]["y_scale"]
+    return params
+
+
+def finetune_layer(a, l, p):
+    """--mode finetune: layer @l of the task, its shadow fine-tuned and quantized again."""
+    rng = random.Random("finetune-%d-%d-%d" % (a.seed, a.task_seed, l))
+    return quantized_layer(finetune_shadow(rng, p["shadow"], a.drift, a.noise), p["x_scale"], p["per_tensor"])
 
 
 # ---- the float32 MLP -----------------------------------------------------------------------------
@@ -500,7 +730,9 @@ def task_params(a, base):
     if a.change is not None:
         rng = random.Random("change-%d-%s-%d-%d" % (a.seed, a.mode, a.rank, a.task_seed))
         for l in changed_layers(len(base), a.change):
-            if a.kind == "matmul":
+            if a.mode == "finetune":
+                task[l] = finetune_layer(a, l, base[l])
+            elif a.kind == "matmul":
                 task[l] = change_matmul_weight(rng, base[l], a.mode, a.rank, a.dim)
             else:
                 task[l] = change_conv_weight(rng, base[l], a.mode, a.rank)
@@ -537,12 +769,23 @@ def check_args(ap, a):
             ap.error("--change K --mode M, or the older --change-layers K [--random]: not both")
         if not 0 <= a.change <= a.layers:
             ap.error("--change wants 0 <= K <= the %d layers" % a.layers)
-        if a.mode == "requant" and a.kind != "conv":
-            ap.error("--mode requant is for the INT8 conv stack")
+        if a.mode in ("requant", "finetune") and a.kind != "conv":
+            ap.error("--mode %s is for the INT8 conv stack" % a.mode)
+    elif a.mode == "finetune":
+        ap.error("--mode finetune wants --change K")
     elif a.kind == "matmul" and a.task_out:
         ap.error("--kind matmul: the task is --change K --mode random|lowrank")
     if a.change_layers is None:
         a.change_layers = 10
+    if (a.drift is not None or a.noise is not None) and a.mode != "finetune":
+        ap.error("--drift and --noise are for --mode finetune")
+    a.drift = 0.03 if a.drift is None else a.drift
+    a.noise = 0.01 if a.noise is None else a.noise
+    if a.drift < 0 or a.noise < 0:
+        ap.error("--drift and --noise must not be negative")
+    if (a.quant or a.graph) and a.kind != "conv":
+        ap.error("--quant and --graph are for --kind conv")
+    a.quant, a.graph = a.quant or "per-channel", a.graph or "qlinear"
     if a.align and a.external != "one":
         ap.error("--align wants --external one")
     if a.location and (a.external != "one" or os.path.isabs(a.location) or ".." in a.location.split("/")):
@@ -571,8 +814,16 @@ def main():
     ap.add_argument("-o", "--output", required=True, help="the base model")
     ap.add_argument("--task-out", help="also write the task variant here")
     ap.add_argument("--change", type=int, metavar="K", help="the task changes K weight initializers")
-    ap.add_argument("--mode", choices=("random", "lowrank", "requant"), default="lowrank",
+    ap.add_argument("--mode", choices=("random", "lowrank", "requant", "finetune"), default="lowrank",
                     help="how --change changes them (default lowrank)")
+    ap.add_argument("--drift", type=float, metavar="D",
+                    help="--mode finetune: std of the per-channel drift g (default 0.03)")
+    ap.add_argument("--noise", type=float, metavar="E",
+                    help="--mode finetune: std of the dense noise, in channel stds (default 0.01)")
+    ap.add_argument("--quant", choices=("per-channel", "per-tensor"),
+                    help="conv: weight scales per output channel (default) or one per layer")
+    ap.add_argument("--graph", choices=("qlinear", "qdq"),
+                    help="conv: QLinearConv nodes (default) or ONNX Runtime's QDQ form")
     ap.add_argument("--rank", type=int, default=4, help="--mode lowrank: the rank (default 4)")
     ap.add_argument("--task-seed", type=int, default=1, help="--change: another task of the same base (default 1)")
     ap.add_argument("--change-layers", type=int, metavar="K", help="conv: layers the task changes (default 10)")
@@ -599,12 +850,19 @@ def main():
         inits_of = lambda params: matmul_initializers(params, a.dim)
         build_of = lambda params: lambda tensors: matmul_model(params, a.dim, tensors)
     else:
-        base = base_params(random.Random(a.seed), a.layers, a.channels)
-        inits_of = lambda params: conv_initializers(params, a.channels)
-        build_of = lambda params: lambda tensors: conv_model(params, a.channels, a.height, a.width, tensors)
+        if a.mode == "finetune":
+            base = finetune_base(a)
+        else:
+            base = base_params(random.Random(a.seed), a.layers, a.channels)
+        qdq = a.graph == "qdq"
+        conv = conv_model_qdq if qdq else conv_model
+        inits_of = lambda params: conv_initializers(params, a.channels, qdq)
+        build_of = lambda params: lambda tensors: conv(params, a.channels, a.height, a.width, tensors)
     outputs = [(a.output, base)]
     if a.task_out:
         outputs.append((a.task_out, task_params(a, base)))
+    if a.kind == "conv" and a.quant == "per-tensor":
+        outputs = [(path, per_tensor_scales(params)) for path, params in outputs]
 
     for path, params in outputs:
         inits, build = inits_of(params), build_of(params)
