@@ -36,6 +36,9 @@ static void help(void) {
                "write a signed bundle a device can apply to BASE to rebuild TARGET byte for byte.\n"
                "BASE and TARGET are model files or model directories (ONNX with external data,\n"
                "sharded safetensors, a split GGUF, plus side files; see taskpatch(1)).\n"
+               "An ONNX INT8/UINT8 weight its graph dequantizes (DequantizeLinear, QLinearConv,\n"
+               "QLinearMatMul, ConvInteger, MatMulInteger) is predicted from the base's, requantized\n"
+               "per channel (a 'rescale' span), when that is smaller than its delta.\n"
                "\n"
                "  -o, --output FILE        the bundle to write (replaced atomically)\n"
                "  --task NAME              task name, [a-z0-9][a-z0-9._-]{0,63}\n"
@@ -82,9 +85,10 @@ static void help(void) {
                "  --max-changed-share F    warn when more than this share of sites changed\n"
                "                           (default 0.5: the change is not local)\n"
                "  --level N                zstd level (default %d)\n"
-               "  --dry-run                print the plan (every span: copy, delta, lora, raw or ref,\n"
-               "                           with its payload bytes and what each candidate cost) and\n"
-               "                           the bundle's size; write nothing; -o and a key are not needed\n"
+               "  --dry-run                print the plan (every span: copy, delta, lora, rescale, raw\n"
+               "                           or ref, with its payload bytes and what each candidate\n"
+               "                           cost) and the bundle's size; write nothing; -o and a key\n"
+               "                           are not needed\n"
                "  --json                   print the summary as JSON\n",
                CREATE_DEFAULT_LEVEL);
 }
@@ -205,8 +209,9 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
         }
         printf("dry run: nothing written\n");
         printf("  format          %u (%s)\n", res->format, res->format == 2 ? "relocating" : "in place");
-        printf("  spans           %zu (%zu delta, %zu lora, %zu raw, %zu ref, %zu copy), coding %" PRIu64 " bytes\n",
-               res->n_spans, res->n_delta, res->n_lora, res->n_raw, res->n_ref, res->n_copy, res->span_bytes);
+        printf("  spans           %zu (%zu delta, %zu lora, %zu rescale, %zu raw, %zu ref, %zu copy), coding %" PRIu64
+               " bytes\n", res->n_spans, res->n_delta, res->n_lora, res->n_rescale, res->n_raw, res->n_ref, res->n_copy,
+               res->span_bytes);
         printf("  bundle          %" PRIu64 " bytes (manifest %" PRIu64 ", payload %" PRIu64 ")%s\n", res->bundle_bytes,
                res->manifest_bytes, res->payload_bytes,
                signed_ ? ", signed" : "; a signature and its certificate chain add about their size");
@@ -536,6 +541,7 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                 json_object_set_new(enc, "ref", json_integer((json_int_t) res.n_ref));
                 json_object_set_new(enc, "lora", json_integer((json_int_t) res.n_lora));
                 json_object_set_new(enc, "lora_imatrix", json_integer((json_int_t) res.n_lora_imatrix));
+                json_object_set_new(enc, "rescale", json_integer((json_int_t) res.n_rescale));
                 json_object_set_new(j, "format", json_integer(res.format));
                 json_object_set_new(j, "model", json_string(o.model ? o.model : MANIFEST_DEFAULT_MODEL));
                 json_object_set_new(j, "role", json_string(manifest_role_to_string(o.role)));
@@ -566,15 +572,16 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                 printf("  changed bytes   %" PRIu64 " (the spans code them; the rest is the base's bytes)\n",
                        res.span_bytes);
                 if (res.format == MANIFEST_FORMAT_RELOCATING) {
-                        printf("  layout          moved: a relocating bundle (format 2)\n");
+                        printf("  layout          %s: a relocating bundle (format 2)\n",
+                               d->layout_changed ? "moved" : "kept, but its 8-bit tensors code better in");
                         printf("  sites           %zu same, %zu moved, %zu renamed, %zu changed, %zu resized, %zu added, "
                                "%zu removed\n", res.fates[SITE_SAME], res.fates[SITE_MOVED], res.fates[SITE_RENAMED],
                                res.fates[SITE_CHANGED], res.fates[SITE_RESIZED], res.fates[SITE_ADDED],
                                res.sites_removed);
                         printf("  copied bytes    %" PRIu64 "\n", res.copied_bytes);
                 }
-                printf("  spans           %zu (%zu delta, %zu lora, %zu raw, %zu ref, %zu copy)\n", res.n_spans,
-                       res.n_delta, res.n_lora, res.n_raw, res.n_ref, res.n_copy);
+                printf("  spans           %zu (%zu delta, %zu lora, %zu rescale, %zu raw, %zu ref, %zu copy)\n",
+                       res.n_spans, res.n_delta, res.n_lora, res.n_rescale, res.n_raw, res.n_ref, res.n_copy);
                 if (im)
                         printf("  imatrix         %s: %zu of %zu lora spans predicted with its rows\n", imatrix_path,
                                res.n_lora_imatrix, res.n_lora);

@@ -116,13 +116,20 @@ json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs) {
                                                                  (json_int_t) sp->lora_first, "factor",
                                                                  (double) sp->lora.factor, "imatrix",
                                                                  sp->lora.importance));
+                if (sp->encoding == SPAN_RESCALE)
+                        json_object_set_new(j, "rescale", json_pack("{s:s, s:I, s:I, s:I}", "type",
+                                                                    sp->rescale.is_signed ? "int8" : "uint8", "channels",
+                                                                    (json_int_t) sp->rescale.channels, "inner",
+                                                                    (json_int_t) sp->rescale.inner, "first",
+                                                                    (json_int_t) sp->rescale_first));
                 if (costs && sp->encoding != SPAN_COPY)
-                        json_object_set_new(j, "candidates", json_pack("{s:o, s:o, s:o, s:o}", "raw",
+                        json_object_set_new(j, "candidates", json_pack("{s:o, s:o, s:o, s:o, s:o}", "raw",
                                                                        cost_json(costs[i].raw),
                                                                        sp->encoding == SPAN_REF ? "ref" : "delta",
                                                                        cost_json(costs[i].alt), "lora",
                                                                        cost_json(costs[i].lora), "lora_imatrix",
-                                                                       cost_json(costs[i].lora_imatrix)));
+                                                                       cost_json(costs[i].lora_imatrix), "rescale",
+                                                                       cost_json(costs[i].rescale)));
                 json_array_append_new(list, j);
         }
         return list;
@@ -139,6 +146,8 @@ static void costs_print(const ManifestSpan *sp, const CreateSpanCost *c) {
                 printf(", lora %" PRIu64, c->lora);
         if (c->lora_imatrix != UINT64_MAX)
                 printf(", lora+imatrix %" PRIu64, c->lora_imatrix);
+        if (c->rescale != UINT64_MAX)
+                printf(", rescale %" PRIu64, c->rescale);
         printf(")");
 }
 
@@ -157,6 +166,8 @@ void span_list_print(const Manifest *m, const CreateSpanCost *costs) {
                        sp->site ? sp->site : "(header/gap)");
                 if (sp->encoding == SPAN_LORA && sp->lora.importance)
                         printf(" [imatrix]");
+                if (sp->encoding == SPAN_RESCALE)
+                        printf(" [%" PRIu64 " channel%s]", sp->rescale.channels, sp->rescale.channels == 1 ? "" : "s");
                 if (costs)
                         costs_print(sp, &costs[i]);
                 printf("\n");
@@ -241,6 +252,7 @@ int verb_inspect(int argc, char *argv[]) {
                 json_object_set_new(enc, "copy", json_integer((json_int_t) n_enc[SPAN_COPY]));
                 json_object_set_new(enc, "ref", json_integer((json_int_t) n_enc[SPAN_REF]));
                 json_object_set_new(enc, "lora", json_integer((json_int_t) n_enc[SPAN_LORA]));
+                json_object_set_new(enc, "rescale", json_integer((json_int_t) n_enc[SPAN_RESCALE]));
                 json_object_set_new(j, "format", json_integer((json_int_t) m->format));
                 json_object_set_new(j, "model", json_string(m->model));
                 json_object_set_new(j, "role", json_string(manifest_role_to_string(m->role)));
@@ -279,9 +291,9 @@ int verb_inspect(int argc, char *argv[]) {
         signers_print(b->signature, b->signature_len);
         printf("format    %" PRIu64 "%s\n", m->format,
                m->format == MANIFEST_FORMAT_RELOCATING ? " (relocating: the spans tile the target)" : " (in place)");
-        printf("spans     %zu (%" PRIu64 " delta, %" PRIu64 " lora, %" PRIu64 " raw, %" PRIu64 " ref, %" PRIu64
-               " copy), coding %" PRIu64 " bytes, copying %" PRIu64 "\n", m->n_spans, n_delta, n_enc[SPAN_LORA], n_raw,
-               n_enc[SPAN_REF], n_enc[SPAN_COPY], span_bytes, copied);
+        printf("spans     %zu (%" PRIu64 " delta, %" PRIu64 " lora, %" PRIu64 " rescale, %" PRIu64 " raw, %" PRIu64
+               " ref, %" PRIu64 " copy), coding %" PRIu64 " bytes, copying %" PRIu64 "\n", m->n_spans, n_delta,
+               n_enc[SPAN_LORA], n_enc[SPAN_RESCALE], n_raw, n_enc[SPAN_REF], n_enc[SPAN_COPY], span_bytes, copied);
         printf("payload   %" PRIu64 " bytes%s\n", m->payload.size,
                m->encryption ? ", encrypted (" ENCRYPTION_CIPHER ", key wrapped with " ENCRYPTION_KEY_WRAP ")" : "");
         encryption_print(m->encryption);

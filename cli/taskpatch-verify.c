@@ -171,8 +171,9 @@ int verb_verify(int argc, char *argv[]) {
                 bool skip = s->encoding == SPAN_REF || (sealed && s->encoding != SPAN_COPY);
                 if (skip && (r = span_reader_skip(sr, &err)) < 0)
                         break;
-                /* A lora frame holds the factors before the residual: both decode without the base. */
-                uint64_t decoded = s->length + (s->encoding == SPAN_LORA ? lora_shape_factor_bytes(&s->lora) : 0);
+                /* A lora frame holds the factors before the residual, a rescale frame its parameters: both
+                 * decode without the base. */
+                uint64_t decoded = s->length + span_frame_prefix_bytes(s);
                 for (uint64_t left = skip || s->encoding == SPAN_COPY ? 0 : decoded; left > 0;) {
                         size_t n = left < (1u << 20) ? (size_t) left : (1u << 20);
                         if ((r = span_reader_read(sr, buf, n, &err)) < 0)

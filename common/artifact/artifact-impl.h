@@ -13,6 +13,9 @@
 _warn_unused_result_ int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type,
                                            uint64_t row);
 
+/* The 8-bit initializers of @o that its graph dequantizes, into a->quants (artifact_finish() sorts them). */
+_warn_unused_result_ int artifact_add_onnx_quants(Artifact *a, const Onnx *o);
+
 /* Site.row of a GGUF tensor, an ONNX initializer, a safetensors tensor. */
 uint64_t artifact_row_gguf(const GgufTensor *t);
 uint64_t artifact_row_onnx(const OnnxInitializer *t);

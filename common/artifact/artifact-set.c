@@ -220,7 +220,7 @@ static int add_onnx(SetBuilder *b) {
                                            artifact_row_onnx(t))) < 0)
                         return r;
         }
-        return 0;
+        return artifact_add_onnx_quants(b->a, o);
 }
 
 static int add_gguf(SetBuilder *b, size_t i) {

@@ -35,8 +35,57 @@ Artifact *artifact_free(Artifact *a) {
         for (size_t i = 0; i < a->n_sites; i++)
                 free(a->sites[i].name);
         free(a->sites);
+        for (size_t i = 0; i < a->n_quants; i++) {
+                free(a->quants[i].site);
+                free(a->quants[i].scale);
+                free(a->quants[i].zero_point);
+        }
+        free(a->quants);
         free(a);
         return NULL;
+}
+
+_Static_assert(ARTIFACT_MAX_DIMS == ONNX_MAX_DIMS, "an ONNX tensor's dims fit an ArtifactQuant");
+
+int artifact_add_onnx_quants(Artifact *a, const Onnx *o) {
+        for (size_t i = 0; i < o->n_inits; i++) {
+                const OnnxInitializer *t = &o->inits[i];
+                const OnnxQuantUse *u;
+                if ((t->data_type != ONNX_TYPE_INT8 && t->data_type != ONNX_TYPE_UINT8) || !(u = onnx_quant_use_of(o, t)))
+                        continue;
+                int64_t axis = u->axis < 0 ? u->axis + (int64_t) t->n_dims : u->axis;
+                bool dims_ok = true;
+                for (uint32_t k = 0; k < t->n_dims; k++)
+                        dims_ok &= t->dims[k] > 0;
+                if (!dims_ok || (t->n_dims > 0 && (axis < 0 || axis >= (int64_t) t->n_dims)))
+                        continue;       /* a node the runtime would refuse: nothing to learn from it */
+                ArtifactQuant *x = reallocarray(a->quants, a->n_quants + 1, sizeof(*x));
+                if (!x)
+                        return -ENOMEM;
+                a->quants = x;
+                ArtifactQuant *q = &a->quants[a->n_quants];
+                *q = (ArtifactQuant) { .n_dims = t->n_dims, .axis = t->n_dims ? (uint32_t) axis : 0 };
+                for (uint32_t k = 0; k < t->n_dims; k++)
+                        q->dims[k] = (uint64_t) t->dims[k];
+                q->site = strdup(t->name);
+                q->scale = u->scale ? strdup(u->scale) : NULL;
+                q->zero_point = u->zero_point ? strdup(u->zero_point) : NULL;
+                a->n_quants++;
+                if (!q->site || (u->scale && !q->scale) || (u->zero_point && !q->zero_point))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int quant_cmp(const void *x, const void *y) {
+        return strcmp(((const ArtifactQuant *) x)->site, ((const ArtifactQuant *) y)->site);
+}
+
+const ArtifactQuant *artifact_quant(const Artifact *a, const char *name) {
+        if (a->n_quants == 0 || !name)
+                return NULL;
+        return bsearch(&(ArtifactQuant) { .site = (char *) name }, a->quants, a->n_quants, sizeof(ArtifactQuant),
+                       quant_cmp);
 }
 
 int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type, uint64_t row) {
@@ -136,7 +185,7 @@ static int from_onnx(int fd, Artifact *a, TpError *err) {
                 if ((r = artifact_add_site(a, o->inits[i].name, o->inits[i].offset, o->inits[i].length,
                                            o->inits[i].data_type, artifact_row_onnx(&o->inits[i]))) < 0)
                         return r;
-        return 0;
+        return artifact_add_onnx_quants(a, o);
 }
 
 static int from_safetensors(int fd, Artifact *a, TpError *err) {
@@ -167,6 +216,8 @@ ArtifactKind artifact_probe(const uint8_t *head, size_t n, uint64_t size) {
 int artifact_finish(Artifact *a, const FileSet *set, TpError *err) {
         if (a->n_sites > 1)
                 qsort(a->sites, a->n_sites, sizeof(Site), site_cmp);
+        if (a->n_quants > 1)
+                qsort(a->quants, a->n_quants, sizeof(ArtifactQuant), quant_cmp);
         for (size_t i = 1; i < a->n_sites; i++)
                 if (a->sites[i].offset < a->sites[i - 1].offset + a->sites[i - 1].length)
                         return tp_error(err, -EBADMSG, "%s%ssites '%s' and '%s' overlap",

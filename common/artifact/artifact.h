@@ -39,6 +39,21 @@ typedef struct Site {
                                  * dimensions; 0 for vectors, scalars and header bytes */
 } Site;
 
+#define ARTIFACT_MAX_DIMS 16
+
+/*
+ * An 8-bit tensor (ONNX INT8 or UINT8) the model's graph dequantizes (onnx_quant_use_of()): its
+ * shape, and the sites of its scale and zero point. What a producer needs to predict a changed
+ * one from its base (a rescale span, codec/rescale.h).
+ */
+typedef struct ArtifactQuant {
+        char *site;                     /* the tensor's site name */
+        char *scale, *zero_point;       /* their sites' names; NULL when the node has none (zero point 0) */
+        uint32_t n_dims;
+        uint64_t dims[ARTIFACT_MAX_DIMS];
+        uint32_t axis;                  /* the scale's axis (< n_dims; 0 for a scalar tensor) */
+} ArtifactQuant;
+
 typedef struct Artifact {
         ArtifactKind kind;
         uint64_t size;          /* file size (a directory: the set's) */
@@ -47,6 +62,8 @@ typedef struct Artifact {
         /* SHA-256 over kind, size and every site's (name, type, offset, length): two files with
          * the same layout fingerprint differ only in site bytes and gap bytes. */
         uint8_t layout[SHA256_DIGEST_SIZE];
+        ArtifactQuant *quants;  /* ONNX: sorted by site name; not part of the layout fingerprint */
+        size_t n_quants;
 } Artifact;
 
 const char *artifact_kind_to_string(ArtifactKind k);   /* "raw", "gguf", "onnx", "safetensors" */
@@ -60,6 +77,9 @@ ArtifactKind artifact_kind_from_string(const char *s);
  */
 _warn_unused_result_ int artifact_open(int fd, Artifact **ret, TpError *err);
 Artifact *artifact_free(Artifact *a);
+
+/* The quantization of site @name, or NULL. */
+const ArtifactQuant *artifact_quant(const Artifact *a, const char *name);
 DEFINE_POINTER_CLEANUP(Artifact, artifact_free)
 
 /*

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "onnx-external.h"
+#include "onnx-quant.h"
 #include "onnx.h"
 #include "pbwire.h"
 
@@ -22,10 +23,10 @@ static const PbFieldInfo graph_fields[] = {
         F(1, "node", LEN), F(5, "initializer", LEN), F(15, "sparse_initializer", LEN),
 };
 static const PbFieldInfo node_fields[] = {
-        F(2, "output", LEN), F(3, "name", LEN), F(4, "op_type", LEN), F(5, "attribute", LEN), F(7, "domain", LEN),
+        F(1, "input", LEN), F(2, "output", LEN), F(3, "name", LEN), F(4, "op_type", LEN), F(5, "attribute", LEN), F(7, "domain", LEN),
 };
 static const PbFieldInfo attribute_fields[] = {
-        F(1, "name", LEN),           F(5, "t", LEN),       F(6, "g", LEN),
+        F(1, "name", LEN),           F(3, "i", PB_W(PB_VARINT)), F(5, "t", LEN), F(6, "g", LEN),
         F(10, "tensors", LEN),       F(11, "graphs", LEN), F(22, "sparse_tensor", LEN),
         F(23, "sparse_tensors", LEN),
 };
@@ -64,6 +65,7 @@ typedef struct Walker {
         PbWalker pb;            /* first: the callbacks get &pb */
         Onnx *o;
         size_t cap;             /* allocated o->inits */
+        size_t uses_cap;        /* allocated o->uses */
         size_t name_bytes;
 } Walker;
 
@@ -327,6 +329,7 @@ static int walk_sparse(PbWalker *w, void *userdata) {
 typedef struct NodeInfo {
         bool constant;
         const char *base;       /* Constant: its first output; else the node's name, output or op_type */
+        OnnxQuantAttributes quant;      /* its "axis" and "block_size" */
 } NodeInfo;
 
 static int walk_graph(PbWalker *w, void *userdata);
@@ -335,6 +338,8 @@ static int walk_node(PbWalker *w, void *userdata);
 typedef struct AttrState {
         const char *base;
         int64_t n_tensors, n_graphs, n_sparse;
+        bool has_i;
+        int64_t i;
 } AttrState;
 
 static int attribute_field(PbWalker *w, const PbField *f, void *userdata) {
@@ -344,6 +349,10 @@ static int attribute_field(PbWalker *w, const PbField *f, void *userdata) {
         int k;
 
         switch (f->number) {
+        case 3:
+                s->has_i = true;
+                s->i = (int64_t) f->value;
+                return 0;
         case 5:
                 k = read_tensor(w, f, -1, &t);
                 return k < 0 ? k : add_named(w, &t, strdup(s->base));
@@ -370,7 +379,7 @@ static int attribute_field(PbWalker *w, const PbField *f, void *userdata) {
 }
 
 static int walk_attribute(PbWalker *w, void *userdata) {
-        const NodeInfo *node = userdata;
+        NodeInfo *node = userdata;
         static const uint32_t numbers[] = { 1 };
         _cleanup_free_ char *name = NULL, *base = NULL;
 
@@ -388,12 +397,18 @@ static int walk_attribute(PbWalker *w, void *userdata) {
         if (!base)
                 return pb_oom(w);
         AttrState s = { .base = base };
-        return pb_walk_fields(w, attribute_field, &s);
+        k = pb_walk_fields(w, attribute_field, &s);
+        if (k >= 0 && s.has_i)
+                onnx_quant_attribute(&node->quant, name, s.i);
+        return k;
 }
 
 typedef struct NodeState {
         NodeInfo info;
         int64_t n_attributes;
+        const OnnxQuantOp *quant;       /* a quantizing node: its first ONNX_QUANT_INPUTS inputs are kept */
+        size_t n_inputs;
+        char *inputs[ONNX_QUANT_INPUTS];
 } NodeState;
 
 static int node_field(PbWalker *w, const PbField *f, void *userdata) {
@@ -401,7 +416,32 @@ static int node_field(PbWalker *w, const PbField *f, void *userdata) {
 
         if (f->number == 5)
                 return pb_descend(w, f, &attribute_type, s->n_attributes++, walk_attribute, &s->info);
+        if (f->number == 1 && s->quant && s->n_inputs < ONNX_QUANT_INPUTS)
+                return pb_read_string(w, f, ONNX_MAX_NAME, &s->inputs[s->n_inputs++]);
         return 0;
+}
+
+/* Record a quantizing node's use of its data input (onnx.h). */
+static int add_quant_use(PbWalker *pb, NodeState *s) {
+        Walker *w = walker(pb);
+        OnnxQuantUse u;
+        int k = 0;
+
+        onnx_quant_use_make(s->quant, s->inputs, s->n_inputs, &s->info.quant, &u);
+        if (!u.data)
+                return 0;
+        size_t bytes = onnx_quant_use_name_bytes(&u);
+        if (w->o->n_uses >= ONNX_MAX_INITIALIZERS)
+                k = pb_error(pb, pb_frame(pb)->start, "more than %u quantizing nodes", ONNX_MAX_INITIALIZERS);
+        else if (bytes > ONNX_MAX_NAME_BYTES - w->name_bytes)
+                k = pb_error(pb, pb_frame(pb)->start, "names take more than %u bytes", ONNX_MAX_NAME_BYTES);
+        else if (onnx_quant_uses_append(w->o, &w->uses_cap, &u) < 0)
+                k = pb_oom(pb);
+        if (k < 0)
+                onnx_quant_use_done(&u);
+        else
+                w->name_bytes += bytes;
+        return k;
 }
 
 static int walk_node(PbWalker *w, void *userdata) {
@@ -424,11 +464,16 @@ static int walk_node(PbWalker *w, void *userdata) {
                         state.info.constant = s[OP_TYPE] && strcmp(s[OP_TYPE], "Constant") == 0 &&
                                               (!nonempty(s[DOMAIN]) || strcmp(s[DOMAIN], "ai.onnx") == 0);
                         state.info.base = state.info.constant && nonempty(s[OUTPUT]) ? s[OUTPUT] : label;
+                        state.quant = onnx_quant_op(s[OP_TYPE], s[DOMAIN]);
                         k = pb_walk_fields(w, node_field, &state);
+                        if (k >= 0 && state.quant)
+                                k = add_quant_use(w, &state);
                 }
         }
         for (size_t i = 0; i < _N; i++)
                 free(s[i]);
+        for (size_t i = 0; i < state.n_inputs; i++)
+                free(state.inputs[i]);
         return k;
 }
 
@@ -626,6 +671,7 @@ Onnx *onnx_free(Onnx *o) {
         for (size_t i = 0; i < o->n_inits; i++)
                 initializer_done(&o->inits[i]);
         free(o->inits);
+        onnx_quant_uses_free(o);
         free(o);
         return NULL;
 }
@@ -657,6 +703,7 @@ int onnx_read(int fd, Onnx **ret, TpError *err) {
 
         if (o->n_inits > 1)
                 qsort(o->inits, o->n_inits, sizeof(OnnxInitializer), cmp_offset);
+        onnx_quant_uses_sort(o);
         k = dedup_names(w);
         if (k < 0)
                 return k;

@@ -157,9 +157,31 @@ typedef struct OnnxInitializer {
         uint8_t ext_checksum[ONNX_SHA1_SIZE];   /* "checksum": SHA-1 of the whole file; zeros when absent */
 } OnnxInitializer;
 
+/*
+ * A quantized tensor as a node of the graph uses it. onnx_read() collects one for every node of
+ * these op_types (domain "", "ai.onnx" or "com.microsoft"), which decide what its inputs are:
+ *
+ *   DequantizeLinear    data = input 0, scale 1, zero_point 2; axis: its attribute (default 1),
+ *                       blocked when its block_size attribute is above 0 (opset 21)
+ *   QLinearConv         data = input 3 (w), scale 4, zero_point 5; axis 0 (output channels)
+ *   QLinearMatMul       data = input 3 (b), scale 4, zero_point 5; axis -1 (b's columns)
+ *   ConvInteger         data = input 1 (w), no scale, zero_point 3; axis 0
+ *   MatMulInteger       data = input 1 (b), no scale, zero_point 3; axis -1
+ *
+ * Names are the graph's value names: an initializer's TensorProto.name when the input is one
+ * (onnx_quant_use_of() pairs them). An input the node leaves out or gives as "" is NULL.
+ */
+typedef struct OnnxQuantUse {
+        char *data, *scale, *zero_point;
+        int64_t axis;           /* as the node says: negative counts from the last dimension */
+        bool blocked;
+} OnnxQuantUse;
+
 typedef struct Onnx {
         OnnxInitializer *inits; /* sorted by offset, non-overlapping */
         size_t n_inits;
+        OnnxQuantUse *uses;     /* sorted by data name; at most ONNX_MAX_INITIALIZERS, their names within ONNX_MAX_NAME_BYTES */
+        size_t n_uses;
         bool has_external;      /* some initializer keeps its data in a side file */
         int64_t ir_version;     /* 0 when absent */
         uint64_t file_size;
@@ -174,6 +196,13 @@ _warn_unused_result_ int onnx_read(int fd, Onnx **ret, TpError *err);
 
 /* Accepts NULL; returns NULL. */
 Onnx *onnx_free(Onnx *o);
+
+/*
+ * How the graph uses the initializer @t as a quantized tensor: its use, when every node that
+ * uses it so agrees (same scale, zero point, axis); NULL when none does, when uses disagree, or
+ * when its use is blocked. O(log n_uses).
+ */
+const OnnxQuantUse *onnx_quant_use_of(const Onnx *o, const OnnxInitializer *t);
 DEFINE_POINTER_CLEANUP(Onnx, onnx_free)
 
 /*

@@ -426,9 +426,8 @@ int span_reader_next(SpanReader *r, const ManifestSpan **ret_span, TpError *err)
                 if (r->cipher)
                         frame_cipher_start(r->cipher, r->next - 1, false);
         }
-        /* A lora span's frame holds its factors before the span's bytes (lora-span.h). */
-        r->out_left = !r->span->frame_size ? 0 : r->span->length +
-                      (r->span->encoding == SPAN_LORA ? lora_shape_factor_bytes(&r->span->lora) : 0);
+        /* A lora span's frame holds its factors before the span's bytes (lora-span.h), a rescale span's its parameters. */
+        r->out_left = !r->span->frame_size ? 0 : r->span->length + span_frame_prefix_bytes(r->span);
         r->zin = (ZSTD_inBuffer) { r->inbuf, 0, 0 };
         r->frame_done = r->span->frame_size == 0;
         ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);

@@ -10,6 +10,7 @@
 #include "create.h"
 #include "delta.h"
 #include "predict.h"
+#include "rescale.h"
 
 /* A span to build: where, which site, which delta layout, which base bytes. */
 typedef struct Plan {
@@ -41,13 +42,25 @@ typedef struct CodeLora {
         float *scratch;
 } CodeLora;
 
+/* A rescale candidate for a plan (create-rescale.c): each channel's ratio and offset, and the prediction. */
+typedef struct CodeRescale {
+        RescaleParams *params;
+        uint64_t first;                 /* the plan's first element in the tensor */
+        uint8_t *predicted;             /* one group */
+} CodeRescale;
+
 /*
  * Compress one span's bytes into @fd: raw; a delta against the base bytes when @delta; a ref
- * frame when @ref; with @lora, the factors and then the delta against the prediction. Hashes
- * the base and new bytes on the way.
+ * frame when @ref; with @lora, the factors and then the delta against the prediction; with
+ * @rescale, its parameters and then the delta against its prediction. Hashes the base and new
+ * bytes on the way.
  */
-_warn_unused_result_ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lora, int fd,
-                                   uint64_t *ret_size, uint8_t base_sha[32], uint8_t new_sha[32]);
+_warn_unused_result_ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lora,
+                                   const CodeRescale *rescale, int fd, uint64_t *ret_size, uint8_t base_sha[32],
+                                   uint8_t new_sha[32]);
+
+/* Feed @n bytes that precede a span's bytes in its frame into the frame (the zstd stream of @c). */
+_warn_unused_result_ int code_frame_prefix(Coder *c, const uint8_t *bytes, uint64_t n, int fd, uint64_t *written);
 
 /*
  * The lora candidate of @p, when @o has an adapter with a pair for its site, the base and
@@ -63,3 +76,24 @@ void code_lora_done(CodeLora *l);
 _warn_unused_result_ int code_lora_factors(Coder *c, const CodeLora *l, int fd, uint64_t *written);
 /* The prediction of the plan's bytes [pos, pos + n) from their base bytes @base, into l->predicted. */
 void code_lora_predict(const CodeLora *l, uint64_t pos, const uint8_t *base, size_t n);
+
+/*
+ * The rescale candidate of @p, when its site is an 8-bit tensor the graph quantizes on both
+ * sides (ArtifactQuant) with the same shape, the plan lies inside it with its base bytes at the
+ * same place, and some channel is predicted better than by its base bytes: 1 and @ret filled,
+ * 0 when there is none, < 0 on error.
+ */
+_warn_unused_result_ int code_rescale_prepare(Coder *c, const Artifact *base, const Artifact *target, const Plan *p,
+                                              CodeRescale *ret);
+void code_rescale_done(CodeRescale *l);
+_warn_unused_result_ int code_rescale_params(Coder *c, const CodeRescale *l, int fd, uint64_t *written);
+/* The prediction of the plan's bytes [pos, pos + n) from their base bytes @base, into l->predicted. */
+void code_rescale_predict(const CodeRescale *l, uint64_t pos, const uint8_t *base, size_t n);
+/*
+ * Whether an ONNX model's change that keeps its layout (@diff) still codes better as a relocating
+ * bundle (format 2), which the i8 layout and rescale spans need: 32 KiB or more of its changed
+ * bytes are 8-bit tensors', or a changed tensor the graph quantizes is predicted better by a
+ * rescale span by more than a few hundred bytes.
+ */
+_warn_unused_result_ int create_prefers_relocating(const FileSet *bf, const Artifact *base, const FileSet *tf,
+                                                   const Artifact *target, const Diff *diff, bool *ret, TpError *err);

@@ -239,16 +239,8 @@ int code_lora_factors(Coder *c, const CodeLora *l, int fd, uint64_t *written) {
                 if (!planes)
                         return -ENOMEM;
                 byte_planes_split(parts[k], sizes[k] / width, width, planes);
-                ZSTD_inBuffer in = { planes, sizes[k], 0 };
-                while (in.pos < in.size) {
-                        ZSTD_outBuffer out = { c->out, c->out_cap, 0 };
-                        size_t z = ZSTD_compressStream2(c->cctx, &out, &in, ZSTD_e_continue);
-                        if (ZSTD_isError(z))
-                                return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
-                        if ((r = write_full(fd, c->out, out.pos)) < 0)
-                                return tp_error(c->err, r, "writing the payload: %s", strerror(-r));
-                        *written += out.pos;
-                }
+                if ((r = code_frame_prefix(c, planes, sizes[k], fd, written)) < 0)
+                        return r;
         }
         return 0;
 }

@@ -130,8 +130,24 @@ uint64_t bundle_changed_bytes(const Artifact *base, const Artifact *target, cons
         return n;
 }
 
-int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lora, int fd, uint64_t *ret_size,
-              uint8_t base_sha[32], uint8_t new_sha[32]) {
+int code_frame_prefix(Coder *c, const uint8_t *bytes, uint64_t n, int fd, uint64_t *written) {
+        ZSTD_inBuffer in = { bytes, n, 0 };
+        int r;
+
+        while (in.pos < in.size) {
+                ZSTD_outBuffer out = { c->out, c->out_cap, 0 };
+                size_t z = ZSTD_compressStream2(c->cctx, &out, &in, ZSTD_e_continue);
+                if (ZSTD_isError(z))
+                        return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
+                if ((r = write_full(fd, c->out, out.pos)) < 0)
+                        return tp_error(c->err, r, "writing the payload: %s", strerror(-r));
+                *written += out.pos;
+        }
+        return 0;
+}
+
+int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lora, const CodeRescale *rescale, int fd,
+              uint64_t *ret_size, uint8_t base_sha[32], uint8_t new_sha[32]) {
         size_t group = delta ? delta_group_bytes(p->layout) : c->group_max;
         Sha256 hb, ht;
         uint64_t written = 0;
@@ -144,8 +160,11 @@ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lor
         sha256_init(&hb);
         sha256_init(&ht);
         ZSTD_CCtx_reset(c->cctx, ZSTD_reset_session_only);
-        ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length + (lora ? lora_shape_factor_bytes(&lora->shape) : 0));
+        ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length + (lora ? lora_shape_factor_bytes(&lora->shape) : 0) +
+                                                 (rescale ? rescale_shape_param_bytes(&rescale->params->shape) : 0));
         if (lora && (r = code_lora_factors(c, lora, fd, &written)) < 0)
+                return r;
+        if (rescale && (r = code_rescale_params(c, rescale, fd, &written)) < 0)
                 return r;
         if (ref) {
                 if ((r = fileset_pread(c->base_files, c->ref, p->ref_length, p->base_offset)) < 0)
@@ -172,6 +191,10 @@ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lor
                 if (lora) {
                         code_lora_predict(lora, pos, c->b, n);
                         delta_encode(p->layout, lora->predicted, c->t, n, c->x);
+                        src = c->x;
+                } else if (rescale) {
+                        code_rescale_predict(rescale, pos, c->b, n);
+                        delta_encode(p->layout, rescale->predicted, c->t, n, c->x);
                         src = c->x;
                 } else if (delta) {
                         delta_encode(p->layout, c->b, c->t, n, c->x);
@@ -368,19 +391,23 @@ static int rewind_fd(int fd) {
 
 /*
  * Code plan @p as one span @s: a copy (no frame), or the smallest frame of raw (written into the
- * payload, @fd[0], as it goes), delta or ref (into @fd[1]), lora (into @fd[2]) and lora with the
- * tensor's importance row (into @fd[3]); the winner ends up in the payload. @cost gets each
- * candidate's size (UINT64_MAX: not tried).
+ * payload, @fd[0], as it goes), delta or ref (into @fd[1]), lora (into @fd[2]), lora with the
+ * tensor's importance row (into @fd[3]) and rescale (into @fd[2]: an ONNX tensor's, never beside
+ * a lora); the winner ends up in the payload. @cost gets each candidate's size (UINT64_MAX: not
+ * tried).
  */
 static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, bool relocating,
                      const Plan *p, const int fd[4], ManifestSpan *s, CreateSpanCost *cost) {
+        enum { RAW, ALT, LORA, LORA_IMATRIX, RESCALE, _N };
         _cleanup_(code_lora_done) CodeLora lora = {}, lora_imatrix = {};
+        _cleanup_(code_rescale_done) CodeRescale rescale = {};
         CodeLora *loras[2] = { &lora, &lora_imatrix };
-        uint64_t *frames[4] = { &cost->raw, &cost->alt, &cost->lora, &cost->lora_imatrix };
-        uint8_t bsha[3][32], nsha[32];
+        uint64_t *frames[_N] = { &cost->raw, &cost->alt, &cost->lora, &cost->lora_imatrix, &cost->rescale };
+        const int fds[_N] = { fd[0], fd[1], fd[2], fd[3], fd[2] };
+        uint8_t bsha[_N][32], nsha[32];
         int r;
 
-        *cost = (CreateSpanCost) { UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX };
+        *cost = (CreateSpanCost) { UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX };
         s->offset = p->offset;
         s->length = p->length;
         if (p->site >= 0 && !(s->site = strdup(target->sites[p->site].name)))
@@ -396,42 +423,53 @@ static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, con
         off_t mark = lseek(fd[0], 0, SEEK_CUR);
         if (mark < 0)
                 return negative_errno();
-        if ((r = code_span(c, p, false, false, NULL, fd[0], &cost->raw, s->base_sha256, s->new_sha256)) < 0)
+        if ((r = code_span(c, p, false, false, NULL, NULL, fd[0], &cost->raw, s->base_sha256, s->new_sha256)) < 0)
                 return r;
         if ((p->layout != _DELTA_LAYOUT_INVALID || p->ref_length > 0) && ((r = rewind_fd(fd[1])) < 0 ||
-            (r = code_span(c, p, p->ref_length == 0, p->ref_length > 0, NULL, fd[1], &cost->alt, bsha[0], nsha)) < 0))
+            (r = code_span(c, p, p->ref_length == 0, p->ref_length > 0, NULL, NULL, fd[1], &cost->alt, bsha[ALT],
+                           nsha)) < 0))
                 return r;
         /* The prediction with the importance row is tried beside the one without: it is not always
          * the closer one (the base's own rounding dominates the residual), and the row costs bytes. */
         for (int k = 0; k < 2; k++) {
                 if ((r = code_lora_prepare(c, o, base, target, p, k == 1, loras[k])) < 0)
                         return r;
-                if (r > 0 && ((r = rewind_fd(fd[2 + k])) < 0 ||
-                              (r = code_span(c, p, true, false, loras[k], fd[2 + k], frames[2 + k], bsha[1 + k],
-                                             nsha)) < 0))
+                if (r > 0 && ((r = rewind_fd(fds[LORA + k])) < 0 ||
+                              (r = code_span(c, p, true, false, loras[k], NULL, fds[LORA + k], frames[LORA + k],
+                                             bsha[LORA + k], nsha)) < 0))
                         return r;
         }
+        if (!lora.factors && (r = code_rescale_prepare(c, base, target, p, &rescale)) < 0)
+                return r;
+        if (rescale.params && ((r = rewind_fd(fds[RESCALE])) < 0 ||
+                               (r = code_span(c, p, true, false, NULL, &rescale, fds[RESCALE], frames[RESCALE],
+                                              bsha[RESCALE], nsha)) < 0))
+                return r;
 
-        int best = 0;
-        for (int k = 1; k < 4; k++)
+        int best = RAW;
+        for (int k = ALT; k < _N; k++)
                 if (*frames[k] < *frames[best])
                         best = k;
-        s->encoding = best >= 2 ? SPAN_LORA : best == 0 ? SPAN_RAW : p->ref_length ? SPAN_REF : SPAN_DELTA;
+        s->encoding = best == RAW ? SPAN_RAW : best == ALT ? (p->ref_length ? SPAN_REF : SPAN_DELTA) :
+                      best == RESCALE ? SPAN_RESCALE : SPAN_LORA;
         s->frame_size = *frames[best];
-        if (best > 0) {
+        if (best != RAW) {
                 if (ftruncate(fd[0], mark) < 0 || lseek(fd[0], mark, SEEK_SET) < 0)
                         return negative_errno();
-                if ((r = copy_range(fd[best], 0, s->frame_size, fd[0], c->x, c->group_max, NULL)) < 0)
+                if ((r = copy_range(fds[best], 0, s->frame_size, fd[0], c->x, c->group_max, NULL)) < 0)
                         return r;
-                memcpy(s->base_sha256, bsha[best - 1], 32);
+                memcpy(s->base_sha256, bsha[best], 32);
         }
-        if ((s->encoding == SPAN_DELTA || s->encoding == SPAN_LORA) &&
-            !(s->layout = strdup(delta_layout_to_string(p->layout))))
+        if ((s->encoding == SPAN_DELTA || span_predicted(s)) && !(s->layout = strdup(delta_layout_to_string(p->layout))))
                 return -ENOMEM;
         if (s->encoding == SPAN_LORA) {
-                const CodeLora *l = loras[best - 2];
+                const CodeLora *l = loras[best - LORA];
                 s->lora = l->shape;
                 s->lora_first = l->first_block * ggml_type(l->shape.type)->block_size;
+        }
+        if (s->encoding == SPAN_RESCALE) {
+                s->rescale = rescale.params->shape;
+                s->rescale_first = rescale.first;
         }
         s->base_offset = s->encoding == SPAN_RAW && relocating ? 0 : p->base_offset;
         s->base_length = s->encoding == SPAN_REF ? p->ref_length : s->encoding == SPAN_RAW && relocating ? 0 : p->length;
@@ -511,10 +549,14 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                 return r;
         memcpy(res.target_sha256, m->target.sha256, 32);
 
-        /* A layout that moved: sites matched by name wherever they sit (format 2). */
+        /* A layout that moved: sites matched by name wherever they sit (format 2); also an ONNX
+         * model's 8-bit tensors that code better so (create_prefers_relocating()). */
         const Match *match = o->match;
         MatchOptions mo = create_match_options(o);
-        if (diff->layout_changed) {
+        bool relocate = diff->layout_changed;
+        if (!relocate && (r = create_prefers_relocating(base_files, base, target_files, target, diff, &relocate, err)) < 0)
+                return r;
+        if (relocate) {
                 if (!match && (r = match_compute(base_files, base, target_files, target, &mo, &own_match, err)) < 0)
                         return r;
                 match = match ? match : own_match;
@@ -614,6 +656,10 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                 case SPAN_LORA:
                         res.n_lora++;
                         res.n_lora_imatrix += s->lora.importance;
+                        res.span_bytes += s->length;
+                        break;
+                case SPAN_RESCALE:
+                        res.n_rescale++;
                         res.span_bytes += s->length;
                         break;
                 default:

@@ -74,12 +74,14 @@ typedef struct CreateOptions {
 typedef struct CreateSpanCost {
         uint64_t raw, alt, lora;        /* alt: the delta against the base bytes, or the ref frame */
         uint64_t lora_imatrix;          /* lora, predicted with the tensor's importance row */
+        uint64_t rescale;               /* an 8-bit tensor requantized per channel (codec/rescale.h) */
 } CreateSpanCost;
 
 typedef struct CreateResult {
         unsigned format;                /* 1: in place; 2: relocating (the layout moved) */
         size_t n_spans, n_raw, n_delta, n_copy, n_ref, n_lora;
         size_t n_lora_imatrix;          /* lora spans that carry an importance row */
+        size_t n_rescale;
         uint64_t span_bytes;            /* target bytes the spans code (not copies): the bundle's changed_bytes */
         uint64_t copied_bytes;          /* format 2: target bytes copied from the base */
         uint64_t manifest_bytes;

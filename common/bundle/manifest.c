@@ -7,6 +7,7 @@
 
 #include "encryption.h"
 #include "lora-span.h"
+#include "rescale-span.h"
 #include "manifest.h"
 #include "yaml-doc.h"
 #include "yaml-write.h"
@@ -17,6 +18,7 @@ static const char *const span_encoding_table[_SPAN_ENCODING_MAX] = {
         [SPAN_COPY] = "copy",
         [SPAN_REF] = "ref",
         [SPAN_LORA] = "lora",
+        [SPAN_RESCALE] = "rescale",
 };
 
 const char *span_encoding_to_string(SpanEncoding e) {
@@ -189,10 +191,12 @@ static void write_manifest(YamlWriter *w, const Manifest *m) {
                 write_offset(w, &m->target.files, "file", "offset", s->offset);
                 yaml_writer_kv_u64(w, "length", s->length);
                 yaml_writer_kv(w, "encoding", span_encoding_to_string(s->encoding));
-                if (s->encoding == SPAN_DELTA || s->encoding == SPAN_LORA)
+                if (s->encoding == SPAN_DELTA || span_predicted(s))
                         yaml_writer_kv(w, "layout", s->layout);
                 if (s->encoding == SPAN_LORA)
                         lora_span_write(w, s);
+                if (s->encoding == SPAN_RESCALE)
+                        rescale_span_write(w, s);
                 if (s->site)
                         yaml_writer_kv(w, "site", s->site);
                 if (m->format == MANIFEST_FORMAT) {
@@ -273,7 +277,7 @@ static int span_offset(const YamlNode *n, size_t idx, const ManifestFiles *f, co
 static int parse_span(const YamlNode *n, size_t idx, const Manifest *m, ManifestSpan *s, TpError *err) {
         static const char *const keys1[] = { "file", "offset", "length", "encoding", "layout", "site", "lora",
                                              "base_sha256", "new_sha256", "frame_offset", "frame_size", NULL };
-        static const char *const keys2[] = { "file", "offset", "length", "encoding", "layout", "site", "lora",
+        static const char *const keys2[] = { "file", "offset", "length", "encoding", "layout", "site", "lora", "rescale",
                                              "base_file", "base_offset", "base_length", "base_sha256", "new_sha256",
                                              "frame_offset", "frame_size", NULL };
         const bool v2 = m->format == MANIFEST_FORMAT_RELOCATING;
@@ -294,7 +298,7 @@ static int parse_span(const YamlNode *n, size_t idx, const Manifest *m, Manifest
         s->encoding = span_encoding_from_string(enc);
         if (s->encoding < 0 || (!v2 && s->encoding != SPAN_RAW && s->encoding != SPAN_DELTA && s->encoding != SPAN_LORA))
                 return tp_error(err, -EBADMSG, W ": line %u: span #%zu: unknown encoding '%.32s' (expected %s)", n->line,
-                                idx, enc, v2 ? "copy, raw, delta, ref or lora" : "raw, delta or lora");
+                                idx, enc, v2 ? "copy, raw, delta, ref, lora or rescale" : "raw, delta or lora");
         const bool copy = s->encoding == SPAN_COPY, raw = s->encoding == SPAN_RAW, ref = s->encoding == SPAN_REF;
         if ((r = yaml_get_sha256(n, "base_sha256", !raw && !copy, W, s->base_sha256, err)) < 0 ||
             (r = yaml_get_u64(n, "frame_offset", !copy, W, &s->frame_offset, err)) < 0 ||
@@ -303,14 +307,19 @@ static int parse_span(const YamlNode *n, size_t idx, const Manifest *m, Manifest
         if (v2 && ((r = yaml_get_u64(n, "base_offset", !raw, W, &s->base_offset, err)) < 0 ||
                    (r = yaml_get_u64(n, "base_length", ref, W, &s->base_length, err)) < 0))
                 return r;
-        const bool lora = s->encoding == SPAN_LORA;
-        if ((s->encoding == SPAN_DELTA || lora) != (layout != NULL))
-                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: 'layout' is required with encodings delta and "
-                                "lora and only then", n->line, idx);
+        const bool lora = s->encoding == SPAN_LORA, rescale = s->encoding == SPAN_RESCALE;
+        if ((s->encoding == SPAN_DELTA || span_predicted(s)) != (layout != NULL))
+                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: 'layout' is required with encodings delta, "
+                                "lora and rescale and only then", n->line, idx);
         if (lora != (yaml_map_get(n, "lora") != NULL))
                 return tp_error(err, -EBADMSG, W ": line %u: span #%zu: 'lora' is required with encoding lora and only "
                                 "then", n->line, idx);
+        if (rescale != (yaml_map_get(n, "rescale") != NULL))
+                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: 'rescale' is required with encoding rescale and "
+                                "only then", n->line, idx);
         if (lora && (r = lora_span_parse(n, idx, layout, s, err)) < 0)
+                return r;
+        if (rescale && (r = rescale_span_parse(n, idx, layout, s, err)) < 0)
                 return r;
         if (s->length == 0)
                 return tp_error(err, -EBADMSG, W ": line %u: span #%zu: empty span", n->line, idx);

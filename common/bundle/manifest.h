@@ -16,6 +16,7 @@
 #include "error.h"
 #include "fileset.h"
 #include "predict.h"
+#include "rescale.h"
 #include "sha256.h"
 
 typedef struct Encryption Encryption;  /* encryption.h */
@@ -54,6 +55,7 @@ typedef enum SpanEncoding {
         SPAN_COPY,              /* format 2: no frame; the new bytes are the base bytes */
         SPAN_REF,               /* format 2: a zstd frame coded with the base bytes as its reference prefix */
         SPAN_LORA,              /* the frame holds the LoRA factors, then delta_encode(layout, prediction, new bytes) */
+        SPAN_RESCALE,           /* format 2: the frame holds per-channel ratios, then delta_encode(i8, prediction, new bytes) */
         _SPAN_ENCODING_MAX,
         _SPAN_ENCODING_INVALID = -EINVAL,
 } SpanEncoding;
@@ -89,6 +91,10 @@ typedef struct ManifestSpan {
          * tensor's blocks under it, its first element the tensor's element lora_first. */
         LoraShape lora;
         uint64_t lora_first;
+        /* SPAN_RESCALE: the 8-bit tensor's channels (codec/rescale.h); the span's first element is
+         * the tensor's element rescale_first. */
+        RescaleShape rescale;
+        uint64_t rescale_first;
 } ManifestSpan;
 
 typedef struct Manifest {
@@ -133,12 +139,23 @@ void manifest_files_done(ManifestFiles *f);
 _warn_unused_result_ int manifest_files_set(ManifestFiles *f, const FileSet *set, const uint8_t (*sha256)[SHA256_DIGEST_SIZE]);
 DEFINE_POINTER_CLEANUP(Manifest, manifest_free)
 
-/* Format 2: whether a span reads its base bytes piece by piece beside its new ones (copy, delta, lora). */
-static inline bool span_base_in_pieces(const ManifestSpan *s) {
-        return s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA || s->encoding == SPAN_LORA;
+/* Whether a span's frame holds its new bytes as a residual against a prediction from its base bytes. */
+static inline bool span_predicted(const ManifestSpan *s) {
+        return s->encoding == SPAN_LORA || s->encoding == SPAN_RESCALE;
 }
 
-const char *span_encoding_to_string(SpanEncoding e);   /* "raw", "delta", "copy", "ref", "lora" */
+/* Bytes a span's frame decodes to before its new bytes: a lora span's factors, a rescale span's parameters. */
+static inline uint64_t span_frame_prefix_bytes(const ManifestSpan *s) {
+        return s->encoding == SPAN_LORA ? lora_shape_factor_bytes(&s->lora) :
+               s->encoding == SPAN_RESCALE ? rescale_shape_param_bytes(&s->rescale) : 0;
+}
+
+/* Format 2: whether a span reads its base bytes piece by piece beside its new ones (copy, delta, lora, rescale). */
+static inline bool span_base_in_pieces(const ManifestSpan *s) {
+        return s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA || span_predicted(s);
+}
+
+const char *span_encoding_to_string(SpanEncoding e);   /* "raw", "delta", "copy", "ref", "lora", "rescale" */
 SpanEncoding span_encoding_from_string(const char *s);
 
 /* [a-z0-9][a-z0-9._-]{0,63}: safe as a file name component, no "/" or "..". */

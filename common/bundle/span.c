@@ -8,6 +8,7 @@
 #include "delta.h"
 #include "ggml.h"
 #include "lora-span.h"
+#include "rescale.h"
 #include "span.h"
 
 typedef enum SpanStage {
@@ -39,14 +40,17 @@ struct SpanDecoder {
         const uint8_t *piece_base;      /* SPAN_BASED: the base bytes of the next piece */
         size_t piece_base_n;
         Sha256 base_hash, new_hash;     /* with a pipe: read only after hash_pipe_sync() */
-        /* SPAN_LORA: the current span's factors, and a group's prediction and its floats */
+        /* SPAN_LORA: the current span's factors; SPAN_RESCALE: its channels' parameters; both: a
+         * group's prediction (and lora's floats) */
         LoraFactors *lora;
+        RescaleParams *rescale;
         uint8_t *predicted;
         float *scratch;
 };
 
-static void lora_done(SpanDecoder *d) {
+static void prediction_done(SpanDecoder *d) {
         d->lora = lora_factors_free(d->lora);
+        d->rescale = rescale_params_free(d->rescale);
         free(d->predicted);
         free(d->scratch);
         d->predicted = NULL;
@@ -56,7 +60,7 @@ static void lora_done(SpanDecoder *d) {
 SpanDecoder *span_decoder_free(SpanDecoder *d) {
         if (!d)
                 return NULL;
-        lora_done(d);
+        prediction_done(d);
         span_reader_free(d->reader);
         free(d);
         return NULL;
@@ -134,8 +138,7 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
                         return span_fail(d, err, -EBADMSG, "its base bytes [%" PRIu64 ", +%" PRIu64
                                          ") lie outside the base (%" PRIu64 " bytes)", s->base_offset, s->base_length,
                                          d->base_size);
-                if ((s->encoding == SPAN_COPY || s->encoding == SPAN_DELTA || s->encoding == SPAN_LORA) &&
-                    s->base_length != s->length)
+                if (span_base_in_pieces(s) && s->base_length != s->length)
                         return span_fail(d, err, -EBADMSG, "a %s reads as many base bytes as it writes",
                                          span_encoding_to_string(s->encoding));
                 if (s->encoding == SPAN_REF && s->base_length > SPAN_REF_MAX)
@@ -157,6 +160,9 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
                 return 0;
         case SPAN_DELTA:
         case SPAN_LORA:
+        case SPAN_RESCALE:
+                if (s->encoding == SPAN_RESCALE && !d->v2)
+                        return span_fail(d, err, -EBADMSG, "a rescale span needs bundle format 2");
                 d->layout = delta_layout_from_string(s->layout);
                 if (d->layout < 0)
                         return span_fail(d, err, -EBADMSG, "unknown delta layout '%.32s'", s->layout ? s->layout : "");
@@ -217,6 +223,29 @@ static int lora_start(SpanDecoder *d, TpError *err) {
         return d->predicted && d->scratch ? 0 : -ENOMEM;
 }
 
+/* A rescale span's parameters, first in its frame (codec/rescale.h), and the buffer its groups are predicted in. */
+static int rescale_start(SpanDecoder *d, TpError *err) {
+        const ManifestSpan *s = &d->m->spans[d->idx];
+        uint64_t n = 2 * s->rescale.channels;
+        uint8_t buf[16384];
+        int r;
+
+        if ((r = rescale_params_new(&s->rescale, &d->rescale)) < 0)
+                return r;
+        for (unsigned plane = 0; plane < 4; plane++)
+                for (uint64_t at = 0; at < n;) {
+                        size_t k = n - at < sizeof(buf) ? (size_t) (n - at) : sizeof(buf);
+                        if ((r = span_reader_read(d->reader, buf, k, err)) < 0) {
+                                d->stage = SPAN_FAILED;
+                                return r;
+                        }
+                        rescale_params_load_plane(d->rescale, plane, at, buf, k);
+                        at += k;
+                }
+        d->predicted = malloc(d->group);
+        return d->predicted ? 0 : -ENOMEM;
+}
+
 int span_decoder_next(SpanDecoder *d, const ManifestSpan **ret_span, TpError *err) {
         const ManifestSpan *s;
         int r;
@@ -237,8 +266,10 @@ int span_decoder_next(SpanDecoder *d, const ManifestSpan **ret_span, TpError *er
         if ((r = check_span(d, s, err)) < 0)
                 return r;
         d->span = s;
-        lora_done(d);
+        prediction_done(d);
         if (s->encoding == SPAN_LORA && (r = lora_start(d, err)) < 0)
+                return r;
+        if (s->encoding == SPAN_RESCALE && (r = rescale_start(d, err)) < 0)
                 return r;
         d->done = d->base_fed = 0;
         d->next_frame += s->frame_size;
@@ -333,6 +364,10 @@ int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
                 const GgmlType *t = ggml_type(d->span->lora.type);
                 lora_predict(d->lora, lora_span_first_block(d->span) + d->done / t->type_size, d->piece_base,
                              n / t->type_size, d->scratch, d->predicted);
+                delta_decode(d->layout, d->predicted, frame, n, out);
+                bytes = out;
+        } else if (d->rescale) {
+                rescale_predict(d->rescale, d->span->rescale_first + d->done, d->piece_base, n, d->predicted);
                 delta_decode(d->layout, d->predicted, frame, n, out);
                 bytes = out;
         } else if (d->group) {
