@@ -1,0 +1,103 @@
+#!/bin/bash
+# Rescale spans (issue 20, item 4): an ONNX INT8 weight the graph dequantizes is sent as per-channel
+# ratios and a residual against the device's prediction from its base. The models are what a real
+# pipeline makes: a float model fine-tuned (a per-channel drift as a folded BatchNorm makes, plus
+# dense noise) and quantized again with ONNX Runtime's symmetric int8 rules, scales recomputed
+# (tests/tools/make-onnx.py --mode finetune), in QDQ form (DequantizeLinear) and as QLinearConv,
+# with per-tensor and per-channel scales. Each bundle applies byte for byte, on the producer and on a
+# device; per-tensor scales make it smaller than without the prediction and than bsdiff; a manifest
+# whose rescale fields lie is refused before anything is written.
+# shellcheck disable=SC2034  # DPID, SOCK, MODEL, CONF are read by daemon-lib.sh
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/daemon-lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+
+sh "$root/tests/tools/make-pki.sh" "$TMP/pki" > /dev/null || fail "make-pki.sh"
+gen() {  # gen NAME ARGS...: base and task of a fine-tune of 6 of 8 layers of 48 channels
+    local name=$1
+    shift
+    python3 "$root/tests/tools/make-onnx.py" --channels 48 --layers 8 --seed 5 --change 6 --mode finetune \
+        -o "$TMP/$name-base.onnx" --task-out "$TMP/$name-task.onnx" "$@" > /dev/null
+}
+gen tensor-qdq --quant per-tensor --graph qdq && gen tensor-qlinear --quant per-tensor --graph qlinear &&
+    gen channel-qdq --quant per-channel --graph qdq && gen channel-qlinear --quant per-channel --graph qlinear ||
+    { fail "make-onnx.py --mode finetune"; finish; exit 1; }
+jq_() { python3 -c "import json,sys; d = json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+echo "# the producer"
+for m in tensor-qdq tensor-qlinear channel-qdq channel-qlinear; do
+    tp create "$TMP/$m-base.onnx" "$TMP/$m-task.onnx" -o "$TMP/$m.tpb" --task t --unsigned --json > "$TMP/$m.json"
+    tp apply "$TMP/$m-base.onnx" "$TMP/$m.tpb" -o "$TMP/$m.out" --allow-unsigned --no-sync > /dev/null 2>&1
+    check "$m: $(jq_ "$TMP/$m.json" 'd["encodings"]["rescale"]') rescale spans, format $(jq_ "$TMP/$m.json" 'd["format"]'), $(stat -c %s "$TMP/$m.tpb") B; applied byte for byte" \
+        cmp -s "$TMP/$m.out" "$TMP/$m-task.onnx"
+done
+for m in tensor-qdq tensor-qlinear; do
+    tp inspect "$TMP/$m.tpb" --json > "$TMP/$m.inspect"
+    # A weight whose change is small enough keeps its delta; most changed weights are rescaled.
+    n=$(jq_ "$TMP/$m.inspect" 'sum(1 for s in d["span_list"] if s["encoding"] == "rescale" and s["site"].endswith(".weight") and s["rescale"]["type"] == "int8" and s["rescale"]["channels"] in (48, 1))')
+    w=$(jq_ "$TMP/$m.inspect" 'sum(1 for s in d["span_list"] if (s["site"] or "").endswith(".weight") and s["encoding"] in ("rescale", "delta"))')
+    check "$m: the 6 changed weights are their own spans ($w), $n of them rescale spans of int8 channels (inspect --json)" \
+        sh -c "test $w = 6 && test $n -ge 4"
+    bsdiff "$TMP/$m-base.onnx" "$TMP/$m-task.onnx" "$TMP/$m.bsdiff"
+    # The same producer with the prediction ruled out: a base whose graph names no scale for them.
+    sed 's/DequantizeLinear/DequantizeLinaer/g; s/QLinearConv/QLinearConw/g' "$TMP/$m-base.onnx" > "$TMP/$m-nog-base.onnx"
+    sed 's/DequantizeLinear/DequantizeLinaer/g; s/QLinearConv/QLinearConw/g' "$TMP/$m-task.onnx" > "$TMP/$m-nog-task.onnx"
+    tp create "$TMP/$m-nog-base.onnx" "$TMP/$m-nog-task.onnx" -o "$TMP/$m-nog.tpb" --task t --unsigned --json \
+        > "$TMP/$m-nog.json"
+    r=$(stat -c %s "$TMP/$m.tpb") g=$(stat -c %s "$TMP/$m-nog.tpb") b=$(stat -c %s "$TMP/$m.bsdiff")
+    check "$m: per-tensor scales: $r B, smaller than without the graph's pairing ($g B, 0 rescale spans: $(jq_ "$TMP/$m-nog.json" 'd["encodings"]["rescale"]')) and than bsdiff ($b B)" \
+        sh -c "test $r -lt $g && test $r -lt $b"
+done
+tp verify "$TMP/tensor-qdq.tpb" --allow-unsigned > "$TMP/out" 2>&1
+check "verify: the rescale frames decode to their lengths without the base" grep -q OK "$TMP/out"
+tp create "$TMP/tensor-qdq-base.onnx" "$TMP/tensor-qdq-task.onnx" --task t --unsigned --dry-run > "$TMP/dry" 2>&1
+check "create --dry-run: each rescale span with its candidates' costs" \
+    sh -c "grep -c ' rescale .*weight \\[48 channels\\]  (raw [0-9]*, delta [0-9]*, rescale [0-9]*)' '$TMP/dry' | grep -qx $n"
+
+# A manifest whose rescale fields lie (the bundle unsigned, its zstd-compressed manifest rewritten).
+lie() {  # lie IN OUT SED-EXPR: IN with its manifest edited by SED-EXPR
+    python3 - "$1" "$2" "$3" <<'PY'
+import re, struct, subprocess, sys
+d = open(sys.argv[1], "rb").read()
+fmt, flags, msize, ssize, psize = struct.unpack_from("<IIQQQ", d, 8)
+text = subprocess.run(["zstd", "-d", "-c", "-q"], input=d[64:64 + msize], capture_output=True, check=True).stdout
+pat, rep = sys.argv[3].split("/")[:2]
+new = re.sub(pat.encode(), rep.encode(), text, count=1)
+assert new != text, "no match"
+# Compressed from a file, so that the frame declares its decoded size (a reader wants it).
+plain = sys.argv[2] + ".yaml"
+open(plain, "wb").write(new)
+z = subprocess.run(["zstd", "-c", "-q", "-19", plain], capture_output=True, check=True).stdout
+head = bytearray(d[:64])
+struct.pack_into("<Q", head, 16, len(z))
+open(sys.argv[2], "wb").write(bytes(head) + z + d[64 + msize:])
+PY
+}
+for edit in "channels: 48,/channels: 24," "type: int8/type: uint8" "first: 0}/first: 432}" "channels: 48,/channels: 0," \
+    "layout: i8, rescale/layout: bytes, rescale" "inner: 432/inner: 431"; do
+    rm -f "$TMP/lie.onnx"
+    if ! lie "$TMP/tensor-qdq.tpb" "$TMP/lie.tpb" "$edit" 2> "$TMP/lie.err"; then
+        fail "lie '$edit': could not edit the manifest: $(tail -n 1 "$TMP/lie.err")"
+        continue
+    fi
+    tp apply "$TMP/tensor-qdq-base.onnx" "$TMP/lie.tpb" -o "$TMP/lie.onnx" --allow-unsigned --no-sync > "$TMP/out" 2>&1
+    rc=$?
+    check "rescale '${edit%%/*}' made '${edit#*/}': refused (exit $rc), nothing written: $(tail -c 100 "$TMP/out")" \
+        sh -c "test $rc -ne 0 && test -s '$TMP/out' && test ! -e '$TMP/lie.onnx'"
+done
+
+echo "# a device"
+MODEL="$STATE/model.onnx"
+write_config
+need_daemon
+tpctl provision "$TMP/tensor-qdq-base.onnx" > /dev/null
+tp create "$TMP/tensor-qdq-base.onnx" "$TMP/tensor-qdq-task.onnx" -o "$TMP/dev.tpb" --task ft \
+    --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > /dev/null
+tpctl install "$TMP/dev.tpb" --switch > /dev/null 2>&1
+check "install --switch of a bundle of rescale spans: on trial" wait_status 's["state"] == "trial" and s["active"]["task"] == "ft"'
+check "... byte for byte" same "$TMP/tensor-qdq-task.onnx"
+tpctl mark-good > /dev/null
+tpctl switch --base > /dev/null 2>&1
+check "back to the base (the rescale spans undone)" wait_status 's["state"] == "trial" and not s["active"].get("task")'
+check "... byte for byte" same "$TMP/tensor-qdq-base.onnx"
+daemon_finish
