@@ -52,10 +52,12 @@ static const Site *site_named(const Artifact *a, const char *name) {
         return NULL;
 }
 
+/* The product of dims [from, n_dims), UINT64_MAX when it overflows. */
 static uint64_t dims_product(const ArtifactQuant *q, uint32_t from) {
         uint64_t n = 1;
         for (uint32_t k = from; k < q->n_dims; k++)
-                n *= q->dims[k];
+                if (__builtin_mul_overflow(n, q->dims[k], &n))
+                        return UINT64_MAX;
         return n;
 }
 
@@ -64,13 +66,15 @@ static int quant_values(const FileSet *files, const Artifact *a, const ArtifactQ
                         QuantValues *v) {
         const Site *scale = site_named(a, q->scale), *zero = site_named(a, q->zero_point);
         uint64_t per_axis = q->n_dims ? q->dims[q->axis] : 1;
+        uint32_t ggml = scale && scale->type == ONNX_TYPE_FLOAT ? GGML_TYPE_F32 :
+                        scale && scale->type == ONNX_TYPE_FLOAT16 ? GGML_TYPE_F16 : UINT32_MAX;
         int r;
 
         *v = (QuantValues) {};
         if (q->zero_point && !zero)
                 return 0;
         /* The count from the zero point, else the scale; each must be 1 or the axis's length. */
-        uint64_t count = zero ? zero->length : 1;
+        uint64_t count = zero ? zero->length : ggml != UINT32_MAX ? scale->length / ggml_type(ggml)->type_size : 1;
         if (count != 1 && count != per_axis)
                 return 0;
         v->count = count;
@@ -90,8 +94,6 @@ static int quant_values(const FileSet *files, const Artifact *a, const ArtifactQ
                 for (uint64_t i = 0; i < count; i++)
                         v->zero[i] = is_signed ? (int8_t) raw[i] : raw[i];
         }
-        uint32_t ggml = scale && scale->type == ONNX_TYPE_FLOAT ? GGML_TYPE_F32 :
-                        scale && scale->type == ONNX_TYPE_FLOAT16 ? GGML_TYPE_F16 : UINT32_MAX;
         if (ggml == UINT32_MAX || scale->length != count * ggml_type(ggml)->type_size)
                 return 0;       /* no usable scale: the fitted ratio still works */
         _cleanup_free_ uint8_t *raw = malloc(scale->length);
@@ -138,6 +140,8 @@ typedef struct Tensor {
         const ArtifactQuant *q;         /* the target's */
         bool is_signed;
         QuantValues vb, vt;
+        uint64_t z_inner;               /* elements per run of one zero point (along the scale's axis) */
+        bool z_uniform;                 /* one zero point per side for the whole tensor */
         uint8_t *b, *t;                 /* CHUNK each */
 } Tensor;
 
@@ -165,9 +169,7 @@ static int64_t value(const Tensor *x, uint8_t byte) {
 
 /* The zero point of element @e: per the scale's axis, or one for the tensor. */
 static int32_t zero_of(const Tensor *x, const QuantValues *v, uint64_t e) {
-        if (v->count == 1)
-                return v->zero[0];
-        return v->zero[e / dims_product(x->q, x->q->axis + 1) % v->count];
+        return x->z_uniform ? v->zero[0] : v->zero[e / x->z_inner % v->count];
 }
 
 typedef void (*ChunkFn)(Tensor *x, Fit *f, uint64_t e, size_t n);
@@ -213,13 +215,12 @@ static void costs(Tensor *x, Fit *f, uint64_t e, size_t n) {
  */
 static int fit_axis(Tensor *x, uint32_t axis, Fit *f) {
         const ArtifactQuant *q = x->q;
-        bool per_channel = x->vb.count > 1 || x->vt.count > 1;
         int r;
 
         *f = (Fit) { .axis = axis, .shape = { .is_signed = x->is_signed, .channels = q->n_dims ? q->dims[axis] : 1,
                                              .inner = dims_product(q, axis + 1) } };
-        if (per_channel && axis != q->axis)
-                return 0;
+        if (!x->z_uniform && axis != q->axis)
+                return 0;       /* zero points that vary along another axis: one offset per channel cannot follow */
         if (rescale_shape_check(&f->shape, NULL) < 0)
                 return 0;
         uint64_t n = f->shape.channels;
@@ -233,7 +234,7 @@ static int fit_axis(Tensor *x, uint32_t axis, Fit *f) {
                 return r;
         for (uint64_t c = 0; c < n; c++) {
                 /* The channel's zero points: along the scale's axis when they vary, so c indexes them. */
-                int32_t zb = x->vb.zero[x->vb.count > 1 ? c : 0], zt = x->vt.zero[x->vt.count > 1 ? c : 0];
+                int32_t zb = x->vb.zero[x->z_uniform ? 0 : c], zt = x->vt.zero[x->z_uniform ? 0 : c];
                 double ratio = f->sxx[c] > 0 ? f->sxy[c] / f->sxx[c] : 1.0;
                 f->params[c][0][0] = RESCALE_ONE;
                 f->params[c][2][0] = fixed(ratio);
@@ -341,6 +342,10 @@ static int tensor_open(const FileSet *bf, const Artifact *base, const FileSet *t
                 return r;
         if (x->vb.count == 0 || x->vt.count == 0 || x->vb.count != x->vt.count)
                 return 0;
+        x->z_inner = dims_product(tq, tq->axis + 1);
+        x->z_uniform = true;
+        for (uint64_t i = 1; i < x->vb.count; i++)
+                x->z_uniform &= x->vb.zero[i] == x->vb.zero[0] && x->vt.zero[i] == x->vt.zero[0];
         x->b = malloc(CHUNK);
         x->t = malloc(CHUNK);
         return x->b && x->t ? 1 : -ENOMEM;

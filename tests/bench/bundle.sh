@@ -28,9 +28,15 @@
 #     base (qat-snap.py: its floats on the Q4_0 grid); and llama.cpp's own llama-export-lora
 #     (tests/tools/build-export-lora.sh) merging the adapter into an F16 base (<= 0.1x the best peer,
 #     <= 1.2x the adapter), then that merge quantized to Q8_0 (<= 0.7x) and Q4_K_M (<= 0.65x).
+# 10. ONNX INT8 conv stacks (issue 20, item 4): fine-tunes requantized with ONNX Runtime's rules
+#     (make-onnx.py --mode finetune: 24 layers of 128 channels, 20 changed; a per-channel drift as a
+#     folded BatchNorm makes plus dense noise of --noise times the weights' spread), QDQ and
+#     QLinearConv, per-tensor and per-channel scales: the bundle (rescale spans where they pay) vs
+#     the same without the graph's pairing (its op types renamed: no rescale span) vs the same peers
+#     as 1 (<= 0.8x the best peer); apply checked byte for byte.
 # Section 6 creates its bundles with --lowrank (the low-rank change found in the change itself).
 # Usage: tests/bench/bundle.sh BUILD_DIR   (RECORD=1 also writes tests/bench/results/bundle.json;
-#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6 7 8 9", and carries the
+#        SECTIONS="5" runs only the sections listed, default "1 2 3 4 5 6 7 8 9 10", and carries the
 #        recorded cases of the others over, marked so and with their own conditions)
 set -eu
 build=$1
@@ -51,7 +57,7 @@ rdims=(--dim 512 --ff 1536 --layers 2 --vocab 2048)
 results="$work/results.jsonl"
 : > "$results"
 
-sections=" ${SECTIONS:-1 2 3 4 5 6 7 8 9} "
+sections=" ${SECTIONS:-1 2 3 4 5 6 7 8 9 10} "
 apply_failed=0
 
 size() { stat -c %s "$1"; }
@@ -410,6 +416,45 @@ echo "   export-lora-*: llama-export-lora's F16 merge (<= 0.1x the best peer and
 rm -f "$work/lora-b.gguf" "$work/lora-k.gguf" "$work/lora-ref.gguf" "$work/lora-grid.gguf" "$work/lora-base-qat.gguf" \
     "$work/xl-F16.gguf" "$work/xl-base-F16.gguf" "$im"
 fi  # section 9
+
+if want 10; then
+echo
+echo "10. ONNX INT8 conv stacks, fine-tuned and requantized (24 layers of 128 channels, 20 changed)"
+printf '%-26s %10s %10s %10s %10s %10s %8s %8s\n' case bundle "no rescale" bsdiff xdelta3 zstd-pf "vs best" rescale
+onnx_row() {  # onnx_row QUANT GRAPH NOISE
+    local name="onnx-int8-finetune-$1-$2-noise$3" b="$work/ob.onnx" k="$work/ot.onnx" status=ok
+    python3 "$root/tests/tools/make-onnx.py" --channels 128 --layers 24 --seed 7 --change 20 --mode finetune \
+        --quant "$1" --graph "$2" --noise "$3" -o "$b" --task-out "$k" > /dev/null
+    "$tp" create "$b" "$k" -o "$work/onnx.tpb" --task bench "${sign[@]}" --json > "$work/onnx.json"
+    "$tp" apply "$b" "$work/onnx.tpb" -o "$work/onnx.out" --ca "$work/pki/ca.pem" --no-sync > /dev/null
+    cmp -s "$work/onnx.out" "$k" || { echo "bundle.sh: $name: apply is not byte-identical" >&2; exit 1; }
+    # The same producer without the graph's pairing: the quantizing ops renamed (same lengths).
+    sed 's/DequantizeLinear/DequantizeLinaer/g; s/QLinearConv/QLinearConw/g' "$b" > "$work/ob-nog.onnx"
+    sed 's/DequantizeLinear/DequantizeLinaer/g; s/QLinearConv/QLinearConw/g' "$k" > "$work/ot-nog.onnx"
+    "$tp" create "$work/ob-nog.onnx" "$work/ot-nog.onnx" -o "$work/onnx-nog.tpb" --task bench "${sign[@]}" > /dev/null
+    peers "$b" "$k"
+    local ours nog best ratio n
+    ours=$(size "$work/onnx.tpb") nog=$(size "$work/onnx-nog.tpb")
+    best=$(best_of "$p_bs" "$p_xd" "$p_zs")
+    ratio=$(awk -v a="$ours" -v b="$best" 'BEGIN {printf "%.3f", a / b}')
+    n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["encodings"]["rescale"])' "$work/onnx.json")
+    awk -v r="$ratio" 'BEGIN {exit !(r > 0.8)}' && status=OVER
+    printf '%-26s %10d %10d %10d %10d %10d %7sx %8d %s\n' "$1-$2 noise $3" "$ours" "$nog" "$p_bs" "$p_xd" "$p_zs" \
+        "$ratio" "$n" "$([ $status = ok ] || echo "$status")"
+    emit "{\"case\": \"$name\", \"bundle\": $ours, \"bundle_without_rescale\": $nog, \"bsdiff\": $p_bs, \"xdelta3\": $p_xd, \"zstd_patch_from\": $p_zs, \"ratio_to_best_peer\": $ratio, \"rescale_spans\": $n, \"required\": 0.8, \"status\": \"$status\"}"
+}
+for q in per-tensor per-channel; do
+    for g in qdq qlinear; do
+        onnx_row "$q" "$g" 0.01
+    done
+done
+for n in 0.005 0.02; do
+    onnx_row per-tensor qdq "$n"
+    onnx_row per-channel qdq "$n"
+done
+echo "   required: <= 0.8x the best peer; noise: the fine-tune's dense change, in units of each channel's spread"
+rm -f "$work/ob.onnx" "$work/ot.onnx" "$work/ob-nog.onnx" "$work/ot-nog.onnx" "$work/onnx.out"
+fi  # section 10
 
 # SECTIONS given: the recorded cases of the sections not run are carried over, each with the
 # conditions it was measured under, so that a record of some sections keeps the others' numbers.
