@@ -46,7 +46,8 @@ typedef struct CodeLora {
 typedef struct CodeRescale {
         RescaleParams *params;
         uint64_t first;                 /* the plan's first element in the tensor */
-        uint8_t *predicted;             /* one group */
+        uint8_t *predicted, *flip;      /* one group: the prediction, its flips (rescale.h) */
+        uint8_t *leaned;                /* one group: the target's bytes flipped */
 } CodeRescale;
 
 /*
@@ -87,8 +88,10 @@ _warn_unused_result_ int code_rescale_prepare(Coder *c, const Artifact *base, co
                                               CodeRescale *ret);
 void code_rescale_done(CodeRescale *l);
 _warn_unused_result_ int code_rescale_params(Coder *c, const CodeRescale *l, int fd, uint64_t *written);
-/* The prediction of the plan's bytes [pos, pos + n) from their base bytes @base, into l->predicted. */
-void code_rescale_predict(const CodeRescale *l, uint64_t pos, const uint8_t *base, size_t n);
+/* The residual of the plan's bytes [pos, pos + n) (@target) against their prediction from their base
+ * bytes @base, delta_encode()d into @out. */
+void code_rescale_residual(const CodeRescale *l, uint64_t pos, const uint8_t *base, const uint8_t *target, size_t n,
+                           uint8_t *out);
 /*
  * Whether an ONNX model's change that keeps its layout (@diff) still codes better as a relocating
  * bundle (format 2), which the i8 layout and rescale spans need: 32 KiB or more of its changed

@@ -150,17 +150,20 @@ static int32_t fixed(double v) {
         return x >= INT32_MAX ? INT32_MAX : x <= INT32_MIN ? INT32_MIN : (int32_t) x;
 }
 
-static int64_t predict_one(int32_t ratio, int32_t offset, int64_t v, bool is_signed) {
-        int64_t q = (int64_t) (((uint64_t) ((int64_t) ratio * v + offset + (1 << 15)) + (UINT64_C(1) << 40)) >> 16) -
-                    (INT64_C(1) << 24);
+/* The residual of target value @t against the prediction of base value @v (rescale.h, flip included). */
+static int64_t residual_one(int32_t ratio, int32_t offset, int64_t v, int64_t t, bool is_signed) {
+        uint64_t w = (uint64_t) ((int64_t) ratio * v + offset + (1 << 15)) + (UINT64_C(1) << 40);
+        int64_t q = (int64_t) (w >> 16) - (INT64_C(1) << 24);
         int64_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
-        return q < lo ? lo : q > hi ? hi : q;
+        q = q < lo ? lo : q > hi ? hi : q;
+        return (w & 0xffff) < 0x8000 ? q - t : t - q;
 }
 
-/* Roughly the bits zstd spends on a residual of @d in the i8 layout's planes. */
+/* Roughly the bits zstd spends on a residual of @d in the i8 layout's planes (+1, the leaning
+ * side, cheaper than -1). */
 static unsigned residual_cost(int64_t d) {
         uint64_t a = (uint64_t) (d < 0 ? -d : d);
-        return a == 0 ? 0 : a == 1 ? 3 : 6 + 2 * (unsigned) (64 - __builtin_clzll(a));
+        return a == 0 ? 0 : d == 1 ? 2 : d == -1 ? 3 : 5 + 2 * (unsigned) (64 - __builtin_clzll(a));
 }
 
 static int64_t value(const Tensor *x, uint8_t byte) {
@@ -204,8 +207,8 @@ static void costs(Tensor *x, Fit *f, uint64_t e, size_t n) {
                 uint64_t c = e / f->shape.inner % f->shape.channels;
                 int64_t v = value(x, x->b[i]), t = value(x, x->t[i]);
                 for (int k = 0; k < CANDIDATES; k++)
-                        f->cost[c][k] += residual_cost(t - predict_one(f->params[c][k][0], f->params[c][k][1], v,
-                                                                        x->is_signed));
+                        f->cost[c][k] += residual_cost(residual_one(f->params[c][k][0], f->params[c][k][1], v, t,
+                                                                    x->is_signed));
         }
 }
 
@@ -382,7 +385,10 @@ int code_rescale_prepare(Coder *c, const Artifact *base, const Artifact *target,
         if (!ret->params)
                 return 0;
         ret->first = p->offset - ts->offset;
-        if (!(ret->predicted = malloc(c->group_max))) {
+        ret->predicted = malloc(c->group_max);
+        ret->flip = malloc(c->group_max);
+        ret->leaned = malloc(c->group_max);
+        if (!ret->predicted || !ret->flip || !ret->leaned) {
                 code_rescale_done(ret);
                 return -ENOMEM;
         }
@@ -392,6 +398,8 @@ int code_rescale_prepare(Coder *c, const Artifact *base, const Artifact *target,
 void code_rescale_done(CodeRescale *l) {
         rescale_params_free(l->params);
         free(l->predicted);
+        free(l->flip);
+        free(l->leaned);
         *l = (CodeRescale) {};
 }
 
@@ -405,8 +413,12 @@ int code_rescale_params(Coder *c, const CodeRescale *l, int fd, uint64_t *writte
         return code_frame_prefix(c, planes, n, fd, written);
 }
 
-void code_rescale_predict(const CodeRescale *l, uint64_t pos, const uint8_t *base, size_t n) {
-        rescale_predict(l->params, l->first + pos, base, n, l->predicted);
+void code_rescale_residual(const CodeRescale *l, uint64_t pos, const uint8_t *base, const uint8_t *target, size_t n,
+                           uint8_t *out) {
+        rescale_predict(l->params, l->first + pos, base, n, l->predicted, l->flip);
+        memcpy(l->leaned, target, n);
+        rescale_flip(l->predicted, l->flip, l->leaned, n);
+        delta_encode(DELTA_I8, l->predicted, l->leaned, n, out);
 }
 
 /* Changed 8-bit bytes from which the i8 layout (about 0.8 bits a changed value against 1 as bytes,

@@ -193,8 +193,7 @@ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lor
                         delta_encode(p->layout, lora->predicted, c->t, n, c->x);
                         src = c->x;
                 } else if (rescale) {
-                        code_rescale_predict(rescale, pos, c->b, n);
-                        delta_encode(p->layout, rescale->predicted, c->t, n, c->x);
+                        code_rescale_residual(rescale, pos, c->b, c->t, n, c->x);
                         src = c->x;
                 } else if (delta) {
                         delta_encode(p->layout, c->b, c->t, n, c->x);

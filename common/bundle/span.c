@@ -41,11 +41,12 @@ struct SpanDecoder {
         size_t piece_base_n;
         Sha256 base_hash, new_hash;     /* with a pipe: read only after hash_pipe_sync() */
         /* SPAN_LORA: the current span's factors; SPAN_RESCALE: its channels' parameters; both: a
-         * group's prediction (and lora's floats) */
+         * group's prediction (and lora's floats, rescale's flips) */
         LoraFactors *lora;
         RescaleParams *rescale;
         uint8_t *predicted;
         float *scratch;
+        uint8_t *flip;
 };
 
 static void prediction_done(SpanDecoder *d) {
@@ -53,8 +54,10 @@ static void prediction_done(SpanDecoder *d) {
         d->rescale = rescale_params_free(d->rescale);
         free(d->predicted);
         free(d->scratch);
+        free(d->flip);
         d->predicted = NULL;
         d->scratch = NULL;
+        d->flip = NULL;
 }
 
 SpanDecoder *span_decoder_free(SpanDecoder *d) {
@@ -243,7 +246,8 @@ static int rescale_start(SpanDecoder *d, TpError *err) {
                         at += k;
                 }
         d->predicted = malloc(d->group);
-        return d->predicted ? 0 : -ENOMEM;
+        d->flip = malloc(d->group);
+        return d->predicted && d->flip ? 0 : -ENOMEM;
 }
 
 int span_decoder_next(SpanDecoder *d, const ManifestSpan **ret_span, TpError *err) {
@@ -367,8 +371,9 @@ int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
                 delta_decode(d->layout, d->predicted, frame, n, out);
                 bytes = out;
         } else if (d->rescale) {
-                rescale_predict(d->rescale, d->span->rescale_first + d->done, d->piece_base, n, d->predicted);
+                rescale_predict(d->rescale, d->span->rescale_first + d->done, d->piece_base, n, d->predicted, d->flip);
                 delta_decode(d->layout, d->predicted, frame, n, out);
+                rescale_flip(d->predicted, d->flip, out, n);
                 bytes = out;
         } else if (d->group) {
                 delta_decode(d->layout, d->piece_base, frame, n, out);

@@ -66,7 +66,8 @@ void rescale_params_load_plane(RescaleParams *p, unsigned plane, uint64_t first,
         }
 }
 
-void rescale_predict(const RescaleParams *p, uint64_t first, const uint8_t *base, size_t n, uint8_t *out) {
+void rescale_predict(const RescaleParams *p, uint64_t first, const uint8_t *base, size_t n, uint8_t *out,
+                     uint8_t *flip) {
         const RescaleShape *s = &p->shape;
         const int64_t lo = s->is_signed ? -128 : 0, hi = s->is_signed ? 127 : 255;
         uint64_t c = first / s->inner % s->channels, left = s->inner - first % s->inner;
@@ -77,11 +78,19 @@ void rescale_predict(const RescaleParams *p, uint64_t first, const uint8_t *base
                 for (size_t end = i + run; i < end; i++) {
                         int64_t v = s->is_signed ? (int8_t) base[i] : base[i];
                         /* |r * v + o| < 2^40: shifting the sum up by 2^40 floors it with unsigned arithmetic. */
-                        int64_t q = (int64_t) (((uint64_t) (r * v + o) + (UINT64_C(1) << 40)) >> 16) - (INT64_C(1) << 24);
+                        uint64_t w = (uint64_t) (r * v + o) + (UINT64_C(1) << 40);
+                        int64_t q = (int64_t) (w >> 16) - (INT64_C(1) << 24);
                         out[i] = (uint8_t) (q < lo ? lo : q > hi ? hi : q);
+                        flip[i] = (w & 0xffff) < 0x8000;
                 }
                 left = s->inner;
                 if (++c == s->channels)
                         c = 0;
         }
+}
+
+void rescale_flip(const uint8_t *predicted, const uint8_t *flip, uint8_t *bytes, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (flip[i])
+                        bytes[i] = (uint8_t) (2 * predicted[i] - bytes[i]);
 }

@@ -24,6 +24,13 @@
  * lo, hi = -128, 127 (int8) or 0, 255 (uint8); stored back as the same byte type. An unchanged
  * channel (R = 2^16, O = 0) predicts its base bytes. No floats: every machine agrees.
  *
+ * The residual leans: where the exact prediction (R[c] * v + O[c]) / 2^16 lies below the rounded
+ * one ((R[c] * v + O[c] + 2^15) mod 2^16 < 2^15), the target is more likely below it too, and the
+ * element is "flipped": its residual byte is coded as predicted - target instead of target -
+ * predicted, so that the likely step is +1 either way (as the q-layouts' flip in delta.h). The
+ * span's residual is delta_encode(i8, predicted, t'), t'[i] = flipped ? 2 * predicted[i] -
+ * target[i] : target[i] (mod 256); rescale_flip() maps target to t' and back.
+ *
  * In the bundle the span's frame holds R[0..channels) then O[0..channels), as one array of
  * 2 * channels little-endian int32 in four byte planes (byte 0 of every value, then byte 1, ...:
  * values near 2^16 leave their upper planes nearly constant), then the residual.
@@ -65,5 +72,10 @@ void rescale_params_store(const RescaleParams *p, uint8_t *out);
 /* Byte @plane (0..3) of values [@first, @first + @n) of the frame's array (R then O), from @bytes. */
 void rescale_params_load_plane(RescaleParams *p, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n);
 
-/* Predict @n elements starting at the tensor's element @first from their base bytes @base, into @out. */
-void rescale_predict(const RescaleParams *p, uint64_t first, const uint8_t *base, size_t n, uint8_t *out);
+/* Predict @n elements starting at the tensor's element @first from their base bytes @base, into
+ * @out, and whether each is flipped into @flip (1 or 0, @n bytes). */
+void rescale_predict(const RescaleParams *p, uint64_t first, const uint8_t *base, size_t n, uint8_t *out,
+                     uint8_t *flip);
+
+/* @bytes[i] = 2 * @predicted[i] - @bytes[i] (mod 256) where @flip[i]: target to t' and t' to target. */
+void rescale_flip(const uint8_t *predicted, const uint8_t *flip, uint8_t *bytes, size_t n);
