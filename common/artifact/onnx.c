@@ -428,8 +428,10 @@ static int add_quant_use(PbWalker *pb, NodeState *s) {
         int k = 0;
 
         onnx_quant_use_make(s->quant, s->inputs, s->n_inputs, &s->info.quant, &u);
-        if (!u.data)
+        if (!u.data) {
+                onnx_quant_use_done(&u);        /* its scale and zero point, if named */
                 return 0;
+        }
         size_t bytes = onnx_quant_use_name_bytes(&u);
         if (w->o->n_uses >= ONNX_MAX_INITIALIZERS)
                 k = pb_error(pb, pb_frame(pb)->start, "more than %u quantizing nodes", ONNX_MAX_INITIALIZERS);

@@ -73,7 +73,7 @@ void rescale_predict(const RescaleParams *p, uint64_t first, const uint8_t *base
         uint64_t c = first / s->inner % s->channels, left = s->inner - first % s->inner;
 
         for (size_t i = 0; i < n;) {
-                const int64_t r = p->ratio[c], o = p->offset[c] + (1 << 15);
+                const int64_t r = p->ratio[c], o = (int64_t) p->offset[c] + (1 << 15);
                 size_t run = left < n - i ? (size_t) left : n - i;
                 for (size_t end = i + run; i < end; i++) {
                         int64_t v = s->is_signed ? (int8_t) base[i] : base[i];

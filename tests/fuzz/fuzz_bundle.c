@@ -89,8 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 abort();
         while ((r = span_reader_next(sr, &s, &err)) > 0) {
                 /* A copy has no frame; a lora frame holds the factors before the span's bytes. */
-                uint64_t left = s->encoding == SPAN_COPY ? 0 : s->length +
-                                (s->encoding == SPAN_LORA ? lora_shape_factor_bytes(&s->lora) : 0);
+                uint64_t left = s->encoding == SPAN_COPY ? 0 : s->length + span_frame_prefix_bytes(s);
                 while (left > 0 && r >= 0) {
                         size_t n = left < sizeof(buf) ? (size_t) left : sizeof(buf);
                         r = span_reader_read(sr, buf, n, &err);
