@@ -3,7 +3,7 @@
  * common/artifact/onnx.c on well-formed models: ModelProtos built here byte by byte (tests/unit/onnx-model.h),
  * every range checked against the bytes that were encoded; and the fixtures of
  * tests/tools/make-onnx.py (base vs task differ exactly in the changed layers' sites).
- * Malformed input: check_onnx_malformed.c.
+ * Malformed input: check_onnx_malformed.c; the quantizing nodes (OnnxQuantUse, ArtifactQuant): check_onnx_quant.c.
  */
 
 #include <check.h>

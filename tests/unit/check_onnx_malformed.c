@@ -2,7 +2,8 @@
 /*
  * common/artifact/onnx.c, onnx-external.c and pbwire.c on malformed input: every truncation of a
  * valid model, bad varints, lengths past the parent or the file, refused wire types, external_data
- * breaking each rule, depth bombs, caps, random bytes and random corruptions; and onnx_probe().
+ * breaking each rule, depth bombs, caps, a quantizing node's bad inputs and attributes and its caps,
+ * random bytes and random corruptions; and onnx_probe().
  * Nothing may crash; every failure is -EBADMSG with a message that says where.
  */
 
@@ -321,6 +322,172 @@ START_TEST(test_count_caps) {
 }
 END_TEST
 
+/* ---- quantizing nodes' inputs and attributes ----------------------------------------------------- */
+
+/* A graph with "w" INT8 [2] and the node @n (freed): a model. */
+static Buf quant_model(Buf *n) {
+        Buf g = {}, t = tensor_raw("w", ONNX_TYPE_INT8, (int64_t[]) { 2 }, 1, "\x01\x02", 2);
+        f_msg(&g, 5, &t);
+        f_msg(&g, 1, n);
+        return model_of(&g);
+}
+
+static void want_refused(Buf *m, const char *label, const char *words) {
+        TpError err = {};
+        Onnx *o = (Onnx *) 0x1;
+        int k = read_bytes(m->p, m->n, &o, &err);
+        ck_assert_msg(k == -EBADMSG, "%s: %d", label, k);
+        ck_assert_ptr_eq(o, (Onnx *) 0x1);
+        ck_assert_msg(strstr(err.message, words), "%s: '%s' lacks '%s'", label, err.message, words);
+        free(m->p);
+        *m = (Buf) {};
+}
+
+/*
+ * A DequantizeLinear's input holding a NUL byte, or one byte over ONNX_MAX_NAME (exactly the cap
+ * is read, and is the use's name); an input that is not a string; AttributeProto.i with a wire
+ * type other than varint, in a quantizing node and in any other.
+ */
+START_TEST(test_quant_inputs) {
+        static char big[ONNX_MAX_NAME + 2];
+        Buf n, a, m;
+
+        n = (Buf) {};
+        f_str(&n, 1, "w");
+        f_bytes(&n, 1, "s\0x", 3);
+        f_str(&n, 4, "DequantizeLinear");
+        m = quant_model(&n);
+        want_refused(&m, "scale with NUL", "input contains a NUL byte");
+
+        n = (Buf) {};
+        f_bytes(&n, 1, "w\0", 2);
+        f_str(&n, 4, "QLinearMatMul");          /* its data is input 3: every one of the first six is read */
+        m = quant_model(&n);
+        want_refused(&m, "input 0 with NUL", "contains a NUL byte");
+
+        for (int over = 0; over < 2; over++) {
+                memset(big, 'z', sizeof(big));
+                big[ONNX_MAX_NAME + over] = '\0';
+                n = node_in("DequantizeLinear", NULL, (const char *[]) { "w", "s", big }, 3, NULL, 0);
+                m = quant_model(&n);
+                if (over) {
+                        want_refused(&m, "zero point over the cap",
+                                     "input is 4097 bytes long, more than the cap of 4096");
+                        continue;
+                }
+                Onnx *o = read_ok(&m);
+                const OnnxQuantUse *u = onnx_quant_use_of(o, find(o, "w"));
+                ck_assert_ptr_nonnull(u);
+                ck_assert_uint_eq(strlen(u->zero_point), ONNX_MAX_NAME);
+                onnx_free(o);
+                free(m.p);
+        }
+
+        for (int quantizing = 0; quantizing < 2; quantizing++) {
+                const char *op = quantizing ? "DequantizeLinear" : "Relu";
+                n = (Buf) {};
+                f_str(&n, 1, "w");
+                f_uint(&n, 1, 7);
+                f_str(&n, 4, op);
+                m = quant_model(&n);
+                want_refused(&m, "input as a varint", "input has wire type 0, which this field cannot have");
+
+                static const struct {
+                        unsigned wire;
+                        const char *bytes;
+                        size_t n;
+                } wrong[] = { { 2, "\x01\x01", 2 }, { 5, "\x01\x00\x00\x00", 4 }, { 1, "\x01\0\0\0\0\0\0\0", 8 } };
+                for (size_t i = 0; i < ELEMENTSOF(wrong); i++) {
+                        a = (Buf) {};
+                        f_str(&a, 1, "axis");
+                        tag(&a, 3, wrong[i].wire);
+                        put(&a, wrong[i].bytes, wrong[i].n);
+                        f_uint(&a, 20, 2);
+                        n = node_in(op, NULL, (const char *[]) { "w", "s" }, 2, &a, 1);
+                        m = quant_model(&n);
+                        char words[64];
+                        snprintf(words, sizeof(words), "i has wire type %u, which this field cannot have",
+                                 wrong[i].wire);
+                        want_refused(&m, op, words);
+                }
+        }
+}
+END_TEST
+
+/* One quantizing node over ONNX_MAX_INITIALIZERS; their names over ONNX_MAX_NAME_BYTES. */
+START_TEST(test_quant_caps) {
+        static char name[3][ONNX_MAX_NAME + 1];
+        Buf g = {}, n, m;
+
+        for (unsigned i = 0; i <= ONNX_MAX_INITIALIZERS; i++) {
+                n = node_in("DequantizeLinear", NULL, (const char *[]) { "w", "s" }, 2, NULL, 0);
+                f_msg(&g, 1, &n);
+        }
+        m = model_of(&g);
+        want_refused(&m, "65537 nodes", "more than 65536 quantizing nodes");
+
+        /* Three names of ONNX_MAX_NAME bytes a node: 682 nodes take 8,382,462 bytes, 683 more than 8 MiB. */
+        g = (Buf) {};
+        for (int k = 0; k < 3; k++)
+                memset(name[k], 'a' + k, ONNX_MAX_NAME);
+        for (unsigned i = 0; i < ONNX_MAX_NAME_BYTES / (3 * (ONNX_MAX_NAME + 1)) + 1; i++) {
+                n = node_in("DequantizeLinear", NULL, (const char *[]) { name[0], name[1], name[2] }, 3, NULL, 0);
+                f_msg(&g, 1, &n);
+        }
+        m = model_of(&g);
+        want_refused(&m, "683 nodes of long names", "names take more than 8388608 bytes");
+}
+END_TEST
+
+/* Every truncation and random corruptions of a model of quantizing nodes: 0 or -EBADMSG, uses in order. */
+START_TEST(test_quant_random) {
+        Buf g = {}, t, a, n;
+        uint8_t buf[2048];
+
+        t = tensor_raw("w", ONNX_TYPE_INT8, (int64_t[]) { 2, 2 }, 2, "\x01\x02\x03\x04", 4);
+        f_msg(&g, 5, &t);
+        a = attr_int("axis", -1);
+        n = node_in("DequantizeLinear", "com.microsoft", (const char *[]) { "w", "s", "zp" }, 3, &a, 1);
+        f_msg(&g, 1, &n);
+        n = node_in("QLinearMatMul", NULL, (const char *[]) { "a", "as", "az", "w", "s", "zp", "ys", "yz" }, 8, NULL,
+                    0);
+        f_msg(&g, 1, &n);
+        a = attr_int("block_size", 2);
+        n = node_in("DequantizeLinear", NULL, (const char *[]) { "b", "bs" }, 2, &a, 1);
+        f_msg(&g, 1, &n);
+        Buf m = model_of(&g);
+        ck_assert_uint_le(m.n, sizeof(buf));
+
+        srand(4321);
+        for (size_t iter = 0; iter < m.n + 3000; iter++) {
+                size_t len = m.n;
+                memcpy(buf, m.p, m.n);
+                if (iter < m.n)
+                        len = iter;
+                else
+                        for (int j = 1 + rand() % 4; j > 0; j--)
+                                buf[(size_t) rand() % len] = (uint8_t) rand();
+                TpError err = {};
+                Onnx *o = NULL;
+                int k = read_bytes(buf, len, &o, &err);
+                ck_assert_msg(k == 0 || k == -EBADMSG, "iteration %zu: %d", iter, k);
+                if (k < 0) {
+                        ck_assert(err.message[0]);
+                        continue;
+                }
+                check_invariants(o, buf, len);
+                for (size_t i = 0; i < o->n_uses; i++) {
+                        ck_assert(o->uses[i].data && o->uses[i].data[0]);
+                        ck_assert(i == 0 || strcmp(o->uses[i - 1].data, o->uses[i].data) <= 0);
+                }
+                for (size_t i = 0; i < o->n_inits; i++)
+                        (void) onnx_quant_use_of(o, &o->inits[i]);
+                onnx_free(o);
+        }
+        free(m.p);
+}
+END_TEST
+
 /* Random bytes, and random corruptions of a valid model: never a crash, only 0 or -EBADMSG. */
 START_TEST(test_random) {
         Buf m = nested_model();
@@ -386,6 +553,9 @@ static Suite *onnx_malformed_suite(void) {
         tcase_add_test(tc, test_depth);
         tcase_add_test(tc, test_caps);
         tcase_add_test(tc, test_count_caps);
+        tcase_add_test(tc, test_quant_inputs);
+        tcase_add_test(tc, test_quant_caps);
+        tcase_add_test(tc, test_quant_random);
         tcase_add_test(tc, test_random);
         tcase_add_test(tc, test_probe);
         suite_add_tcase(s, tc);

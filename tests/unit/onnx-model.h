@@ -148,6 +148,33 @@ static inline Buf attr_tensor(const char *name, Buf *t) {
         return a;
 }
 
+/*
+ * A node with explicit inputs, as a quantizing node needs them: @inputs (NULL: left out, written as
+ * "", ONNX's way), one output "y", op_type, @domain (NULL: none), attributes (freed).
+ */
+static inline Buf node_in(const char *op_type, const char *domain, const char *const *inputs, size_t n_inputs,
+                          Buf *attrs, size_t n_attrs) {
+        Buf nd = {};
+        for (size_t i = 0; i < n_inputs; i++)
+                f_str(&nd, 1, inputs[i] ? inputs[i] : "");
+        f_str(&nd, 2, "y");
+        f_str(&nd, 4, op_type);
+        for (size_t i = 0; i < n_attrs; i++)
+                f_msg(&nd, 5, &attrs[i]);
+        if (domain)
+                f_str(&nd, 7, domain);
+        return nd;
+}
+
+/* An INT attribute: name(1), i(3) (a negative value is a 10-byte varint), type(20) INT = 2. */
+static inline Buf attr_int(const char *name, int64_t i) {
+        Buf a = {};
+        f_str(&a, 1, name);
+        f_uint(&a, 3, (uint64_t) i);
+        f_uint(&a, 20, 2);
+        return a;
+}
+
 /* ---- reading ------------------------------------------------------------------------------------ */
 
 static inline int read_bytes(const uint8_t *d, size_t n, Onnx **ret, TpError *err) {
