@@ -70,6 +70,7 @@ struct Builder {
         StageProgress progress;
         uint64_t unkicked;              /* bytes written since writeback was last started */
         uint64_t kick_from;             /* where the first of them went (the result is written in order) */
+        uint64_t synced;                /* the result's bytes before this are fdatasync'ed (fileset_sync_behind()) */
         uint64_t written_back;          /* BUILD_WRITEBACK: the result's bytes before this are on the disk */
 };
 
@@ -517,7 +518,9 @@ int builder_step(Builder *b, uint64_t budget, TpError *err) {
                         return 1;
                 switch (b->phase) {
                 case BUILD_PASS:
-                        r = pass_step(b, err);
+                        /* Synced piece by piece as it is written: see fileset_sync_behind(). */
+                        if ((r = pass_step(b, err)) >= 0 && (r = fileset_sync_behind(b->out, &b->synced, b->pos)) < 0)
+                                return tp_error(err, r, "the new slot file: fdatasync: %s", strerror(-r));
                         break;
                 case BUILD_CHECK:
                         r = check(b, err);

@@ -86,10 +86,15 @@ static int set_copy_run(SetCopy *c, uint64_t budget) {
 int set_copy_step(SetCopy *c, uint64_t budget) {
         uint64_t start = c->pos;
 
-        /* Writeback starts as the copy goes, so that the caller's fdatasync at the end is short. */
+        /* Writeback starts as the copy goes, and the copy is synced piece by piece: the caller's
+         * fdatasync at the end would otherwise flush a whole model at once (fileset_sync_behind()). */
         int r = set_copy_run(c, budget);
-        if (r >= 0 && c->pos > start)
+        if (r >= 0 && c->pos > start) {
                 fileset_start_writeback(c->dst, start, c->pos - start);
+                int k = fileset_sync_behind(c->dst, &c->synced, c->pos);
+                if (k < 0)
+                        return k;
+        }
         return r;
 }
 

@@ -29,13 +29,15 @@ _warn_unused_result_ int file_copy_step(FileCopy *c, uint64_t budget);
 /*
  * The same for a model of several files: every file of @src into the empty file of the same
  * index in @dst (both borrowed; the caller has checked they list the same files and sizes).
- * pos counts the bytes of the space copied so far.
+ * pos counts the bytes of the space copied so far. The copy is made durable as it goes, a piece
+ * at a time, so that the caller's fdatasync at the end (still needed) is short.
  */
 typedef struct SetCopy {
         const FileSet *src, *dst;
         size_t file;                    /* the file being copied */
         FileCopy cur;
         uint64_t pos;
+        uint64_t synced;                /* the bytes before this are fdatasync'ed (fileset_sync_behind()) */
 } SetCopy;
 
 void set_copy_init(SetCopy *c, const FileSet *src, const FileSet *dst);
