@@ -452,28 +452,6 @@ static int stage_step(Operation *op, Switch *sw) {
         return 0;
 }
 
-/* A staged new base: what the state will say of it once its trial commits (its layout read from the slot). */
-static int new_base_info(Manager *m, Switch *sw, TpError *err) {
-        const Manifest *mf = sw->bundle->manifest;
-        _cleanup_(fileset_done) FileSet set = FILESET_NULL;
-        _cleanup_(artifact_freep) Artifact *art = NULL;
-        int r;
-
-        if ((r = manager_open_slot(m, sw->slot, O_RDONLY, &set, NULL, err)) < 0)
-                return r;
-        if ((r = artifact_open_set(&set, &art, err)) < 0)
-                return tp_error_prefix(err, r, "the new base (%s v%" PRIu64 ")", mf->task, mf->version);
-        sw->base = (BaseInfo) { .size = mf->target.size, .kind = art->kind, .chunk_size = mf->target.chunk_size,
-                                .directory = mf->target.files.set.directory };
-        memcpy(sw->base.sha256, mf->target.sha256, SHA256_DIGEST_SIZE);
-        memcpy(sw->base.layout, art->layout, SHA256_DIGEST_SIZE);
-        memcpy(sw->base.chunk_root, mf->target.chunk_root, SHA256_DIGEST_SIZE);
-        /* A directory's list of files, durable before the trial: its commit puts it in place. */
-        if (sw->base.directory && (r = base_files_save(m->base_files_next_path, &mf->target.files, err)) < 0)
-                return r;
-        return 0;
-}
-
 static int seal_slot(Operation *op, Switch *sw) {
         Manager *m = op->m;
         const StageProgress *p = sw->builder ? builder_progress(sw->builder) : stager_progress(sw->stager);
@@ -492,7 +470,7 @@ static int seal_slot(Operation *op, Switch *sw) {
         if (sw->new_base) {
                 /* The slot holds a base now, of its own family: sealed as the base. */
                 seal.version = 0;
-                if ((r = new_base_info(m, sw, &op->err)) < 0)
+                if ((r = manager_new_base_info(m, sw->slot, sw->bundle->manifest, &sw->base, &op->err)) < 0)
                         return r;
                 family = &sw->base;
         } else if (sw->bundle) {
