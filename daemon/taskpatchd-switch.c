@@ -57,6 +57,7 @@ typedef struct Switch {
         Builder *builder;               /* a build from base bytes into fresh_tmp, instead of the stager */
         FileSet view;                   /* the slot the builder reads base bytes from */
         FileSet copy_src;               /* the active slot, copied into fresh_tmp */
+        FileSet old;                    /* the slot's files fresh_tmp replaced, being retired (filejob.h) */
         SetCopy copy;
         Seal source;                    /* what fd holds before staging */
         UndoRecord *undo;
@@ -105,6 +106,7 @@ static void switch_free(void *data) {
         fileset_done(&sw->slot_set);    /* releases the leases */
         atomic_model_abort(&sw->fresh_tmp);
         fileset_done(&sw->copy_src);
+        fileset_done(&sw->old);
         undo_record_free(sw->undo);
         free(sw->chunks);
         fileset_done(&sw->view);
@@ -459,12 +461,19 @@ static int seal_slot(Operation *op, Switch *sw) {
         Seal seal = { .size = sw->target.size, .version = sw->bundle ? sw->bundle->manifest->version : 0 };
         uint64_t bytes = 0;
         char h[SHA256_HEX_SIZE];
+        TpError ignored = {};
         int r;
 
         /* Staged, synced: the fresh file or directory goes in, or the leases on the slot's files go. */
         sw->dest = NULL;
-        if (sw->fresh && (r = atomic_model_commit(&sw->fresh_tmp)) < 0)
-                return tp_error(&op->err, r, "%s: %s", m->files[sw->slot].path, strerror(-r));
+        if (sw->fresh) {
+                /* The old files, held across the rename, are freed a piece at a time after it. */
+                fileset_done(&sw->view);        /* done with; it may be those very files */
+                if (manager_open_slot(m, sw->slot, O_RDWR, &sw->old, NULL, &ignored) >= 0)
+                        file_retire_hold(&sw->old, m->lease_signal);
+                if ((r = atomic_model_commit(&sw->fresh_tmp)) < 0)
+                        return tp_error(&op->err, r, "%s: %s", m->files[sw->slot].path, strerror(-r));
+        }
         fileset_done(&sw->slot_set);
         const BaseInfo *family = &m->ps.base;
         if (sw->new_base) {
@@ -556,6 +565,10 @@ static int switch_step(Operation *op) {
         int r = 0;
 
         time_stage(sw);
+        if (sw->old.files) {
+                file_retire_step(&sw->old, STAGE_SLICE_NS);     /* before going on, as the rename did */
+                return 1;
+        }
         switch (sw->stage) {
         case SWITCH_PREPARE:
                 r = prepare(op, sw);
