@@ -321,8 +321,6 @@ int fileset_sync_behind(const FileSet *s, uint64_t *synced, uint64_t pos) {
 
 int fileset_wait_writeback(const FileSet *s, uint64_t *pos, uint64_t deadline_ns, const char *what, TpError *err) {
         while (*pos < s->size) {
-                if (deadline_ns && clock_mono_ns() >= deadline_ns)
-                        return 1;
                 const FileSetFile *f = &s->files[fileset_locate(s, *pos)];
                 uint64_t off = *pos - f->offset;
                 uint64_t n = f->size - off < FILESET_WRITEBACK_RANGE ? f->size - off : FILESET_WRITEBACK_RANGE;
@@ -338,6 +336,8 @@ int fileset_wait_writeback(const FileSet *s, uint64_t *pos, uint64_t deadline_ns
                                         strerror(errno));
                 }
                 *pos += n;
+                if (*pos < s->size && deadline_ns && clock_mono_ns() >= deadline_ns)
+                        return 1;
         }
         return 0;
 }

@@ -134,7 +134,7 @@ _warn_unused_result_ int fileset_sync_behind(const FileSet *s, uint64_t *synced,
  * Wait for the writeback of the space's bytes from *@pos on, one range of FILESET_WRITEBACK_RANGE
  * bytes at a time (sync_file_range(2): WAIT_BEFORE, WRITE, WAIT_AFTER), moving *@pos past each
  * range done, until the space ends (0) or CLOCK_MONOTONIC reaches @deadline_ns (1: call again;
- * 0 means no deadline). A deadline already passed waits for nothing. So a caller on an event loop
+ * 0 means no deadline), one range at least. So a caller on an event loop
  * drains what fileset_start_writeback() began in slices, and the fdatasync it must still do after
  * (only that makes the bytes and their metadata durable) finds little left to write. A failed
  * range: its -errno, and @err says "@what: writeback: ..." (as fileset_fdatasync()).

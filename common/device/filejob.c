@@ -114,12 +114,12 @@ void file_retire_step(FileSet *set, uint64_t time_cap) {
         for (size_t i = set->n_files; i-- > 0;) {
                 FileSetFile *f = &set->files[i];
                 while (f->size > 0 && file_lease_held(f->fd)) {
-                        if (clock_mono_ns() - t0 >= time_cap)
-                                return;
                         uint64_t to = f->size > RETIRE_PIECE ? f->size - RETIRE_PIECE : 0;
                         if (ftruncate(f->fd, (off_t) to) < 0)
                                 break;  /* the close frees the rest */
                         f->size = to;
+                        if (clock_mono_ns() - t0 >= time_cap)
+                                return;
                 }
         }
         fileset_done(set);

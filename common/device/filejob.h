@@ -49,10 +49,10 @@ _warn_unused_result_ int set_copy_step(SetCopy *c, uint64_t budget);
  * file_retire_hold() leases every file of @set (open read-write; the set owns its fds), so that
  * they are the caller's alone to empty; when another process has one open or mapped, the set is
  * closed at once instead, as before (a service still mapping the old model keeps it whole).
- * After the rename, file_retire_step() truncates them from their ends, a piece at a time, until
- * @time_cap ns have passed, or they are empty and the set is closed (its files NULL again). A
- * lease broken meanwhile (someone opened one after all) ends the truncating: the close frees
- * what is left. Neither can fail: at worst the blocks are freed all at once, as without them.
+ * After the rename, file_retire_step() truncates them from their ends, a piece at a time (one at
+ * least), until @time_cap ns have passed, or they are empty and the set is closed (its files
+ * NULL again). A lease broken meanwhile (someone opened one after all) ends the truncating: the
+ * close frees what is left. Neither can fail: at worst the blocks go all at once, as before.
  */
 void file_retire_hold(FileSet *set, int lease_signal);
 void file_retire_step(FileSet *set, uint64_t time_cap);
