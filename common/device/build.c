@@ -527,10 +527,10 @@ int builder_step(Builder *b, uint64_t budget, TpError *err) {
                         break;
                 case BUILD_WRITEBACK:
                         /*
-                         * The whole result is new: what the disk has not yet written of it would make
-                         * the fdatasync one long wait (170 ms measured on a 350 MB build), with every
-                         * request to the daemon waiting behind it. Waited for here range by range,
-                         * within the step's time cap, instead.
+                         * The whole result is new: what the disk has not yet written of it the
+                         * fdatasync would wait for in one call, with every request to the daemon
+                         * waiting behind it. Waited for here range by range, within the step's time
+                         * cap; the pass's fdatasyncs keep the last one's cache flush short.
                          */
                         r = fileset_wait_writeback(b->out, &b->written_back, b->time_cap ? t0 + b->time_cap : 0,
                                                    "the new slot file", err);

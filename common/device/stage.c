@@ -517,10 +517,11 @@ int stager_step(Stager *s, uint64_t budget, TpError *err) {
                         break;
                 case PHASE_WRITEBACK:
                         /*
-                         * What the disk has not yet written of the slot (all of a fresh copy's bytes
-                         * behind it) would make the fdatasync below one long wait: 150 ms measured on
-                         * a 350 MB re-provisioning, with every request to the daemon waiting behind it.
-                         * Waited for here range by range, within the step's time cap, instead.
+                         * What the disk has not yet written of the slot (on slow storage, much of a
+                         * fresh copy) the fdatasync below would wait for in one call, with every
+                         * request to the daemon waiting behind it. Waited for here range by range,
+                         * within the step's time cap; the fdatasync is left with the disk's cache
+                         * flush, which the copy's own fdatasyncs keep short (fileset_sync_behind()).
                          */
                         r = fileset_wait_writeback(s->slot, &s->written_back, s->time_cap ? t0 + s->time_cap : 0,
                                                    "slot", err);
