@@ -241,6 +241,27 @@ static bool slot_identity_holds(Manager *m, SlotId slot) {
         return seal_identity_matches_files(&m->seals[slot], &st, &set);
 }
 
+int manager_new_base_info(Manager *m, SlotId slot, const Manifest *mf, BaseInfo *ret, TpError *err) {
+        _cleanup_(fileset_done) FileSet set = FILESET_NULL;
+        _cleanup_(artifact_freep) Artifact *art = NULL;
+        BaseInfo b;
+        int r;
+
+        if ((r = manager_open_slot(m, slot, O_RDONLY, &set, NULL, err)) < 0)
+                return r;
+        if ((r = artifact_open_set(&set, &art, err)) < 0)
+                return tp_error_prefix(err, r, "the new base (%s v%" PRIu64 ")", mf->task, mf->version);
+        b = (BaseInfo) { .size = mf->target.size, .kind = art->kind, .chunk_size = mf->target.chunk_size,
+                         .directory = mf->target.files.set.directory };
+        memcpy(b.sha256, mf->target.sha256, SHA256_DIGEST_SIZE);
+        memcpy(b.layout, art->layout, SHA256_DIGEST_SIZE);
+        memcpy(b.chunk_root, mf->target.chunk_root, SHA256_DIGEST_SIZE);
+        if (b.directory && (r = base_files_save(m->base_files_next_path, &mf->target.files, err)) < 0)
+                return r;
+        *ret = b;
+        return 0;
+}
+
 void manager_check_slot(Manager *m, SlotId slot) {
         TpError err = {};
 

@@ -214,6 +214,13 @@ _warn_unused_result_ int manager_open_slot(Manager *m, SlotId slot, int access, 
 _warn_unused_result_ int manager_seal_identity(Manager *m, SlotId slot, Seal *seal, TpError *err);
 /* Reload a slot's seal and check it against the file: sets m->sealed[slot]. */
 void manager_check_slot(Manager *m, SlotId slot);
+/*
+ * Slot @slot holds the new base of base bundle @mf, staged: what the state will say of it once
+ * its trial commits, into *@ret (its layout read from the slot). A directory's list of files is
+ * saved, durable before the trial (base_files_next_path: the commit puts it in place).
+ */
+_warn_unused_result_ int manager_new_base_info(Manager *m, SlotId slot, const Manifest *mf, BaseInfo *ret,
+                                               TpError *err);
 /* Point model_path at @slot: a symlink renamed over it, then an fsync of its directory. */
 _warn_unused_result_ int manager_point_model_path(Manager *m, SlotId slot, TpError *err);
 /* After staging: activate @slot and start its trial (or commit at once with @trial false). */

@@ -57,6 +57,7 @@ typedef struct Switch {
         Builder *builder;               /* a build from base bytes into fresh_tmp, instead of the stager */
         FileSet view;                   /* the slot the builder reads base bytes from */
         FileSet copy_src;               /* the active slot, copied into fresh_tmp */
+        FileSet old;                    /* the slot's files fresh_tmp replaced, being retired (filejob.h) */
         SetCopy copy;
         Seal source;                    /* what fd holds before staging */
         UndoRecord *undo;
@@ -105,6 +106,7 @@ static void switch_free(void *data) {
         fileset_done(&sw->slot_set);    /* releases the leases */
         atomic_model_abort(&sw->fresh_tmp);
         fileset_done(&sw->copy_src);
+        fileset_done(&sw->old);
         undo_record_free(sw->undo);
         free(sw->chunks);
         fileset_done(&sw->view);
@@ -452,28 +454,6 @@ static int stage_step(Operation *op, Switch *sw) {
         return 0;
 }
 
-/* A staged new base: what the state will say of it once its trial commits (its layout read from the slot). */
-static int new_base_info(Manager *m, Switch *sw, TpError *err) {
-        const Manifest *mf = sw->bundle->manifest;
-        _cleanup_(fileset_done) FileSet set = FILESET_NULL;
-        _cleanup_(artifact_freep) Artifact *art = NULL;
-        int r;
-
-        if ((r = manager_open_slot(m, sw->slot, O_RDONLY, &set, NULL, err)) < 0)
-                return r;
-        if ((r = artifact_open_set(&set, &art, err)) < 0)
-                return tp_error_prefix(err, r, "the new base (%s v%" PRIu64 ")", mf->task, mf->version);
-        sw->base = (BaseInfo) { .size = mf->target.size, .kind = art->kind, .chunk_size = mf->target.chunk_size,
-                                .directory = mf->target.files.set.directory };
-        memcpy(sw->base.sha256, mf->target.sha256, SHA256_DIGEST_SIZE);
-        memcpy(sw->base.layout, art->layout, SHA256_DIGEST_SIZE);
-        memcpy(sw->base.chunk_root, mf->target.chunk_root, SHA256_DIGEST_SIZE);
-        /* A directory's list of files, durable before the trial: its commit puts it in place. */
-        if (sw->base.directory && (r = base_files_save(m->base_files_next_path, &mf->target.files, err)) < 0)
-                return r;
-        return 0;
-}
-
 static int seal_slot(Operation *op, Switch *sw) {
         Manager *m = op->m;
         const StageProgress *p = sw->builder ? builder_progress(sw->builder) : stager_progress(sw->stager);
@@ -481,18 +461,25 @@ static int seal_slot(Operation *op, Switch *sw) {
         Seal seal = { .size = sw->target.size, .version = sw->bundle ? sw->bundle->manifest->version : 0 };
         uint64_t bytes = 0;
         char h[SHA256_HEX_SIZE];
+        TpError ignored = {};
         int r;
 
         /* Staged, synced: the fresh file or directory goes in, or the leases on the slot's files go. */
         sw->dest = NULL;
-        if (sw->fresh && (r = atomic_model_commit(&sw->fresh_tmp)) < 0)
-                return tp_error(&op->err, r, "%s: %s", m->files[sw->slot].path, strerror(-r));
+        if (sw->fresh) {
+                /* The old files, held across the rename, are freed a piece at a time after it. */
+                fileset_done(&sw->view);        /* done with; it may be those very files */
+                if (manager_open_slot(m, sw->slot, O_RDWR, &sw->old, NULL, &ignored) >= 0)
+                        file_retire_hold(&sw->old, m->lease_signal);
+                if ((r = atomic_model_commit(&sw->fresh_tmp)) < 0)
+                        return tp_error(&op->err, r, "%s: %s", m->files[sw->slot].path, strerror(-r));
+        }
         fileset_done(&sw->slot_set);
         const BaseInfo *family = &m->ps.base;
         if (sw->new_base) {
                 /* The slot holds a base now, of its own family: sealed as the base. */
                 seal.version = 0;
-                if ((r = new_base_info(m, sw, &op->err)) < 0)
+                if ((r = manager_new_base_info(m, sw->slot, sw->bundle->manifest, &sw->base, &op->err)) < 0)
                         return r;
                 family = &sw->base;
         } else if (sw->bundle) {
@@ -578,6 +565,10 @@ static int switch_step(Operation *op) {
         int r = 0;
 
         time_stage(sw);
+        if (sw->old.files) {
+                file_retire_step(&sw->old, STAGE_SLICE_NS);     /* before going on, as the rename did */
+                return 1;
+        }
         switch (sw->stage) {
         case SWITCH_PREPARE:
                 r = prepare(op, sw);

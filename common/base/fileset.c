@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 #include "fileset.h"
 
@@ -304,6 +305,41 @@ void fileset_start_writeback(const FileSet *s, uint64_t off, uint64_t len) {
         for (size_t i = fileset_locate(s, off); i < s->n_files && s->files[i].offset < end; i++)
                 if (s->files[i].size > 0)
                         (void) sync_file_range(s->files[i].fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+int fileset_sync_behind(const FileSet *s, uint64_t *synced, uint64_t pos) {
+        if (pos < *synced + FILESET_SYNC_PIECE)
+                return 0;
+        uint64_t end = pos < s->size ? pos : s->size;
+        for (size_t i = *synced < s->size ? fileset_locate(s, *synced) : s->n_files;
+             i < s->n_files && s->files[i].offset < end; i++)
+                if (fdatasync(s->files[i].fd) < 0)
+                        return negative_errno();
+        *synced = pos;
+        return 0;
+}
+
+int fileset_wait_writeback(const FileSet *s, uint64_t *pos, uint64_t deadline_ns, const char *what, TpError *err) {
+        while (*pos < s->size) {
+                const FileSetFile *f = &s->files[fileset_locate(s, *pos)];
+                uint64_t off = *pos - f->offset;
+                uint64_t n = f->size - off < FILESET_WRITEBACK_RANGE ? f->size - off : FILESET_WRITEBACK_RANGE;
+                /*
+                 * With WAIT_AFTER the call reports (and consumes, for this open file) a writeback error
+                 * that the fdatasync after it would otherwise have reported: it is an error here too.
+                 */
+                if (sync_file_range(f->fd, (off_t) off, (off_t) n, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                                                     SYNC_FILE_RANGE_WAIT_AFTER) < 0) {
+                        if (!s->directory)
+                                return tp_error(err, negative_errno(), "%s: writeback: %s", what, strerror(errno));
+                        return tp_error(err, negative_errno(), "%s, file '%s': writeback: %s", what, f->path,
+                                        strerror(errno));
+                }
+                *pos += n;
+                if (*pos < s->size && deadline_ns && clock_mono_ns() >= deadline_ns)
+                        return 1;
+        }
+        return 0;
 }
 
 bool fileset_in_one_file(const FileSet *s, uint64_t off, uint64_t len) {

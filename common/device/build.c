@@ -28,7 +28,9 @@ typedef struct Buffers {
 
 typedef enum BuildPhase {
         BUILD_PASS,                     /* the target, in order */
-        BUILD_CHECK,                    /* its SHA-256, the payload's end, fdatasync */
+        BUILD_CHECK,                    /* its SHA-256, the payload's end */
+        BUILD_WRITEBACK,                /* waiting, in slices, for the disk to catch up with the result */
+        BUILD_SYNC,                     /* fdatasync, the new record opened */
         BUILD_RECORD,                   /* the new record's stored base bytes */
         BUILD_COMMIT,
         BUILD_DONE,
@@ -68,6 +70,8 @@ struct Builder {
         StageProgress progress;
         uint64_t unkicked;              /* bytes written since writeback was last started */
         uint64_t kick_from;             /* where the first of them went (the result is written in order) */
+        uint64_t synced;                /* the result's bytes before this are fdatasync'ed (fileset_sync_behind()) */
+        uint64_t written_back;          /* BUILD_WRITEBACK: the result's bytes before this are on the disk */
 };
 
 Builder *builder_free(Builder *b) {
@@ -441,6 +445,13 @@ static int check(Builder *b, TpError *err) {
                 b->progress.target_mismatch = true;
                 return tp_error(err, -EBADMSG, "the built slot's SHA-256 %s is not the target's %s", got, want);
         }
+        b->phase = BUILD_WRITEBACK;
+        return 0;
+}
+
+static int sync_result(Builder *b, TpError *err) {
+        int r;
+
         if ((r = fileset_fdatasync(b->out, "the new slot file", err)) < 0)
                 return r;
         if (b->n_rec) {
@@ -507,10 +518,29 @@ int builder_step(Builder *b, uint64_t budget, TpError *err) {
                         return 1;
                 switch (b->phase) {
                 case BUILD_PASS:
-                        r = pass_step(b, err);
+                        /* Synced piece by piece as it is written: see fileset_sync_behind(). */
+                        if ((r = pass_step(b, err)) >= 0 && (r = fileset_sync_behind(b->out, &b->synced, b->pos)) < 0)
+                                return tp_error(err, r, "the new slot file: fdatasync: %s", strerror(-r));
                         break;
                 case BUILD_CHECK:
                         r = check(b, err);
+                        break;
+                case BUILD_WRITEBACK:
+                        /*
+                         * The whole result is new: what the disk has not yet written of it the
+                         * fdatasync would wait for in one call, with every request to the daemon
+                         * waiting behind it. Waited for here range by range, within the step's time
+                         * cap; the pass's fdatasyncs keep the last one's cache flush short.
+                         */
+                        r = fileset_wait_writeback(b->out, &b->written_back, b->time_cap ? t0 + b->time_cap : 0,
+                                                   "the new slot file", err);
+                        if (r > 0)
+                                return 1;
+                        if (r == 0)
+                                b->phase = BUILD_SYNC;
+                        break;
+                case BUILD_SYNC:
+                        r = sync_result(b, err);
                         break;
                 case BUILD_RECORD:
                         r = record_step(b, err);

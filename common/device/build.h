@@ -67,7 +67,8 @@ _warn_unused_result_ int builder_output(Builder *b, const FileSet *out, TpError 
 /*
  * Process about @budget bytes: 1 while there is more, 0 when verified, every file synced and the
  * record committed. With a time cap (builder_set_time_cap(), as stager_set_time_cap()), a step
- * also ends once that much time has passed.
+ * also ends once that much time has passed, the wait for the result's writeback before its
+ * fdatasync included.
  */
 _warn_unused_result_ int builder_step(Builder *b, uint64_t budget, TpError *err);
 void builder_set_time_cap(Builder *b, uint64_t ns);

@@ -7,11 +7,13 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "filejob.h"
 #include "fileio.h"
 #include "slot.h"
 
 #define FILEJOB_BUFFER (1u << 20)
+#define RETIRE_PIECE (16u << 20)        /* bytes freed per ftruncate: ~7 ms on ext4 */
 
 void file_copy_init(FileCopy *c, int src, int dst, uint64_t size) {
         *c = (FileCopy) { .src = src, .dst = dst, .size = size };
@@ -86,11 +88,41 @@ static int set_copy_run(SetCopy *c, uint64_t budget) {
 int set_copy_step(SetCopy *c, uint64_t budget) {
         uint64_t start = c->pos;
 
-        /* Writeback starts as the copy goes, so that the caller's fdatasync at the end is short. */
+        /* Writeback starts as the copy goes, and the copy is synced piece by piece: the caller's
+         * fdatasync at the end would otherwise flush a whole model at once (fileset_sync_behind()). */
         int r = set_copy_run(c, budget);
-        if (r >= 0 && c->pos > start)
+        if (r >= 0 && c->pos > start) {
                 fileset_start_writeback(c->dst, start, c->pos - start);
+                int k = fileset_sync_behind(c->dst, &c->synced, c->pos);
+                if (k < 0)
+                        return k;
+        }
         return r;
+}
+
+void file_retire_hold(FileSet *set, int lease_signal) {
+        for (size_t i = 0; i < set->n_files; i++)
+                if (file_lease_take(set->files[i].fd, lease_signal) < 0) {
+                        fileset_done(set);
+                        return;
+                }
+}
+
+void file_retire_step(FileSet *set, uint64_t time_cap) {
+        uint64_t t0 = clock_mono_ns();
+
+        for (size_t i = set->n_files; i-- > 0;) {
+                FileSetFile *f = &set->files[i];
+                while (f->size > 0 && file_lease_held(f->fd)) {
+                        uint64_t to = f->size > RETIRE_PIECE ? f->size - RETIRE_PIECE : 0;
+                        if (ftruncate(f->fd, (off_t) to) < 0)
+                                break;  /* the close frees the rest */
+                        f->size = to;
+                        if (clock_mono_ns() - t0 >= time_cap)
+                                return;
+                }
+        }
+        fileset_done(set);
 }
 
 struct FileHash {

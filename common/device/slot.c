@@ -607,3 +607,7 @@ int file_lease_take(int fd, int sig) {
 void file_lease_release(int fd) {
         (void) fcntl(fd, F_SETLEASE, F_UNLCK);
 }
+
+bool file_lease_held(int fd) {
+        return fcntl(fd, F_GETLEASE) == F_WRLCK;
+}

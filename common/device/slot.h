@@ -206,3 +206,5 @@ DEFINE_POINTER_CLEANUP(UndoWriter, undo_writer_free)
  */
 _warn_unused_result_ int file_lease_take(int fd, int sig);
 void file_lease_release(int fd);
+/* Whether @fd still holds the write lease file_lease_take() took: false from the moment it is being broken. */
+bool file_lease_held(int fd);

@@ -27,7 +27,9 @@ typedef struct Buffers {
 
 typedef enum StagePhase {
         PHASE_PASS,                     /* walking the intervals */
-        PHASE_FINISH,                   /* verify, sync, commit the undo record */
+        PHASE_VERIFY,                   /* the digests against the target's */
+        PHASE_WRITEBACK,                /* waiting, in slices, for the disk to catch up with the slot */
+        PHASE_FINISH,                   /* fdatasync, commit the undo record */
         PHASE_DONE,
 } StagePhase;
 
@@ -68,6 +70,7 @@ struct Stager {
         StageProgress progress;
         uint64_t unkicked;              /* bytes written since writeback was last started */
         uint64_t kick_from;             /* where the first of them went (the pass writes in space order) */
+        uint64_t written_back;          /* PHASE_WRITEBACK: the slot's bytes before this are on the disk */
 };
 
 /* Count bytes written into the slot at [pos, pos + n); now and then start their writeback without waiting for it. */
@@ -431,7 +434,7 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
         return 0;
 }
 
-static int finish(Stager *s, TpError *err) {
+static int verify(Stager *s, TpError *err) {
         uint8_t d[SHA256_DIGEST_SIZE];
         char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
         int r;
@@ -464,6 +467,12 @@ static int finish(Stager *s, TpError *err) {
                         return tp_error(err, -EBADMSG, "the staged slot's chunk-hash root does not match the target's");
                 }
         }
+        return 0;
+}
+
+static int finish(Stager *s, TpError *err) {
+        int r;
+
         if ((r = fileset_fdatasync(s->slot, "slot", err)) < 0)
                 return r;
         if (s->undo_out) {
@@ -488,7 +497,7 @@ int stager_step(Stager *s, uint64_t budget, TpError *err) {
                 switch (s->phase) {
                 case PHASE_PASS:
                         if (s->cur_iv >= s->n_iv) {
-                                s->phase = PHASE_FINISH;
+                                s->phase = PHASE_VERIFY;
                                 break;
                         }
                         if (s->progress.done - start >= budget ||
@@ -500,6 +509,25 @@ int stager_step(Stager *s, uint64_t budget, TpError *err) {
                         s->progress.done += s->pos - before;
                         if (s->pos >= s->iv[s->cur_iv].end && ++s->cur_iv < s->n_iv)
                                 s->pos = s->iv[s->cur_iv].start;
+                        break;
+                case PHASE_VERIFY:
+                        if ((r = verify(s, err)) < 0)
+                                return r;
+                        s->phase = PHASE_WRITEBACK;
+                        break;
+                case PHASE_WRITEBACK:
+                        /*
+                         * What the disk has not yet written of the slot (on slow storage, much of a
+                         * fresh copy) the fdatasync below would wait for in one call, with every
+                         * request to the daemon waiting behind it. Waited for here range by range,
+                         * within the step's time cap; the fdatasync is left with the disk's cache
+                         * flush, which the copy's own fdatasyncs keep short (fileset_sync_behind()).
+                         */
+                        r = fileset_wait_writeback(s->slot, &s->written_back, s->time_cap ? t0 + s->time_cap : 0,
+                                                   "slot", err);
+                        if (r != 0)
+                                return r;
+                        s->phase = PHASE_FINISH;
                         break;
                 case PHASE_FINISH:
                         if ((r = finish(s, err)) < 0)

@@ -90,7 +90,8 @@ DEFINE_POINTER_CLEANUP(Stager, stager_free)
  * verified, every file fdatasync'ed and the undo record committed. With a time
  * cap (stager_set_time_cap()), a step also ends once that much CLOCK_MONOTONIC
  * time has passed after a window, so that windows dear to decode (predicted lora
- * spans) do not stretch it. After 0:
+ * spans) do not stretch it; the wait for the slot's writeback before its
+ * fdatasync is cut into steps under the same cap (fileset_wait_writeback()). After 0:
  * stager_result() gives the new chunk table (NULL when none is kept; owned
  * by the stager) and the undo record's span count and digest.
  */

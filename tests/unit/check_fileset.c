@@ -301,6 +301,50 @@ START_TEST(test_pwrite_and_sync) {
 }
 END_TEST
 
+/* Waiting for writeback range by range, and fdatasync behind a set written in order. */
+START_TEST(test_writeback) {
+        FileSet layout;
+        TpError err = {};
+        uint64_t pos = 0, synced = 0;
+
+        describe(&layout);      /* a: 2 bytes, e: 0, w/x: 3 */
+        ck_assert_int_eq(mkdir(at("w"), 0755), 0);
+        for (size_t i = 0; i < layout.n_files; i++) {
+                layout.files[i].fd = open(at(layout.files[i].path), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                ck_assert_int_ge(layout.files[i].fd, 0);
+        }
+        ck_assert_int_eq(fileset_pwrite(&layout, "12345", 5, 0), 0);
+        /* A deadline passed: one range a call (here a file's), then 1 while bytes are left. */
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 1, "out", &err), 1);
+        ck_assert_uint_eq(pos, 2);
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 1, "out", &err), 0);
+        ck_assert_uint_eq(pos, 5);
+        pos = 0;
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 0, "out", &err), 0);
+        ck_assert_uint_eq(pos, 5);
+
+        /* A failed range stops the wait where it is, and the message names the file. */
+        int x_fd = layout.files[2].fd;
+        layout.files[2].fd = -1;
+        pos = 0;
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 0, "out", &err), -EBADF);
+        ck_assert_uint_eq(pos, 2);
+        ck_assert_str_eq(err.message, "out, file 'w/x': writeback: Bad file descriptor");
+
+        /* Less than a piece behind: nothing; a failed fdatasync leaves *synced where it was. */
+        ck_assert_int_eq(fileset_sync_behind(&layout, &synced, 5), 0);
+        ck_assert_uint_eq(synced, 0);
+        ck_assert_int_eq(fileset_sync_behind(&FILESET_ONE(-1, 1ull << 30), &synced, FILESET_SYNC_PIECE), -EBADF);
+        ck_assert_uint_eq(synced, 0);
+        layout.files[2].fd = x_fd;
+        ck_assert_int_eq(fileset_sync_behind(&FILESET_ONE(x_fd, 1ull << 30), &synced, FILESET_SYNC_PIECE), 0);
+        ck_assert_uint_eq(synced, FILESET_SYNC_PIECE);
+        for (size_t i = 0; i < layout.n_files; i++)
+                close(layout.files[i].fd);
+        fileset_done(&layout);
+}
+END_TEST
+
 START_TEST(test_same_files) {
         FileSet want, have = FILESET_NULL;
         TpError err = {};
@@ -394,6 +438,7 @@ static Suite *fileset_suite(void) {
         tcase_add_test(tc, test_atomic_dir);
         tcase_add_test(tc, test_set_hash);
         tcase_add_test(tc, test_pwrite_and_sync);
+        tcase_add_test(tc, test_writeback);
         tcase_add_test(tc, test_same_files);
         tcase_add_test(tc, test_atomic_model);
         suite_add_tcase(s, tc);

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,6 +371,47 @@ START_TEST(test_set_jobs) {
 }
 END_TEST
 
+/* Files being retired: emptied from the last file's end, a piece a call under a 1 ns cap, then closed. */
+START_TEST(test_retire) {
+        FileSet set = FILESET_NULL;
+        struct stat st;
+        unsigned calls = 0;
+
+        for (int i = 0; i < 2; i++) {
+                char name[32];
+                snprintf(name, sizeof(name), "old%d", i);
+                ck_assert_int_eq(fileset_add(&set, name, (uint64_t) (2 - i) * (20u << 20)), 0);
+                set.files[i].fd = open(path_of(name), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                ck_assert_int_ge(set.files[i].fd, 0);
+                ck_assert_int_eq(ftruncate(set.files[i].fd, (off_t) set.files[i].size), 0);
+        }
+        set.owns_fds = true;
+        file_retire_hold(&set, SIGRTMIN + 1);
+        ck_assert_ptr_nonnull(set.files);
+        file_retire_step(&set, 1);
+        ck_assert_int_eq(stat(path_of("old1"), &st), 0);
+        ck_assert_int_eq(st.st_size, 4 << 20);          /* 20 MiB less a 16 MiB piece */
+        ck_assert_int_eq(stat(path_of("old0"), &st), 0);
+        ck_assert_int_eq(st.st_size, 40 << 20);
+        for (calls = 1; set.files; calls++)
+                file_retire_step(&set, 1);
+        ck_assert_uint_eq(calls, 6);                    /* 2 + 3 pieces, then the close */
+        ck_assert_int_eq(stat(path_of("old0"), &st), 0);
+        ck_assert_int_eq(st.st_size, 0);
+
+        /* Another open file description (as a service's mapping holds): not leased, let go whole. */
+        int other = open(path_of("old0"), O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(other, 0);
+        ck_assert_int_eq(fileset_add(&set, "old0", 0), 0);
+        set.files[0].fd = open(path_of("old0"), O_RDWR | O_CLOEXEC);
+        set.owns_fds = true;
+        file_retire_hold(&set, SIGRTMIN + 1);
+        ck_assert_ptr_null(set.files);
+        close(other);
+        cleanup();
+}
+END_TEST
+
 static Suite *slot_suite(void) {
         Suite *s = suite_create("slot");
         TCase *tc = tcase_create("caps");
@@ -381,6 +423,7 @@ static Suite *slot_suite(void) {
         tcase_add_test(tc, test_seal_relocated);
         tcase_add_test(tc, test_seal_files);
         tcase_add_test(tc, test_set_jobs);
+        tcase_add_test(tc, test_retire);
         suite_add_tcase(s, tc);
         return s;
 }
