@@ -150,13 +150,11 @@ static int32_t fixed(double v) {
         return x >= INT32_MAX ? INT32_MAX : x <= INT32_MIN ? INT32_MIN : (int32_t) x;
 }
 
-/* The residual of target value @t against the prediction of base value @v (rescale.h, flip included). */
+/* The residual of target value @t against the prediction of base value @v, as the span codes it (flipped or not). */
 static int64_t residual_one(int32_t ratio, int32_t offset, int64_t v, int64_t t, bool is_signed) {
-        uint64_t w = (uint64_t) ((int64_t) ratio * v + offset + (1 << 15)) + (UINT64_C(1) << 40);
-        int64_t q = (int64_t) (w >> 16) - (INT64_C(1) << 24);
-        int64_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
-        q = q < lo ? lo : q > hi ? hi : q;
-        return (w & 0xffff) < 0x8000 ? q - t : t - q;
+        bool flip;
+        int64_t q = rescale_predict_value(ratio, offset, v, is_signed, &flip);
+        return flip ? q - t : t - q;
 }
 
 /* Roughly the bits zstd spends on a residual of @d in the i8 layout's planes (+1, the leaning

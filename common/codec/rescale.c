@@ -69,19 +69,16 @@ void rescale_params_load_plane(RescaleParams *p, unsigned plane, uint64_t first,
 void rescale_predict(const RescaleParams *p, uint64_t first, const uint8_t *base, size_t n, uint8_t *out,
                      uint8_t *flip) {
         const RescaleShape *s = &p->shape;
-        const int64_t lo = s->is_signed ? -128 : 0, hi = s->is_signed ? 127 : 255;
         uint64_t c = first / s->inner % s->channels, left = s->inner - first % s->inner;
 
         for (size_t i = 0; i < n;) {
-                const int64_t r = p->ratio[c], o = (int64_t) p->offset[c] + (1 << 15);
+                const int32_t r = p->ratio[c], o = p->offset[c];
                 size_t run = left < n - i ? (size_t) left : n - i;
                 for (size_t end = i + run; i < end; i++) {
-                        int64_t v = s->is_signed ? (int8_t) base[i] : base[i];
-                        /* |r * v + o| < 2^40: shifting the sum up by 2^40 floors it with unsigned arithmetic. */
-                        uint64_t w = (uint64_t) (r * v + o) + (UINT64_C(1) << 40);
-                        int64_t q = (int64_t) (w >> 16) - (INT64_C(1) << 24);
-                        out[i] = (uint8_t) (q < lo ? lo : q > hi ? hi : q);
-                        flip[i] = (w & 0xffff) < 0x8000;
+                        bool f;
+                        out[i] = (uint8_t) rescale_predict_value(r, o, s->is_signed ? (int8_t) base[i] : base[i],
+                                                                 s->is_signed, &f);
+                        flip[i] = f;
                 }
                 left = s->inner;
                 if (++c == s->channels)

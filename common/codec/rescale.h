@@ -72,6 +72,21 @@ void rescale_params_store(const RescaleParams *p, uint8_t *out);
 /* Byte @plane (0..3) of values [@first, @first + @n) of the frame's array (R then O), from @bytes. */
 void rescale_params_load_plane(RescaleParams *p, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n);
 
+/*
+ * One element: the prediction of base value @v (int8 or uint8 as @is_signed says) with ratio
+ * @ratio and offset @offset, and in *@flip whether it is flipped. The arithmetic above, the one
+ * definition of it: the device's rescale_predict() and the producer's choice of parameters both
+ * use it.
+ */
+static inline int64_t rescale_predict_value(int32_t ratio, int32_t offset, int64_t v, bool is_signed, bool *flip) {
+        /* |ratio * v + offset + 2^15| < 2^40: shifting the sum up by 2^40 floors it with unsigned arithmetic. */
+        uint64_t w = (uint64_t) ((int64_t) ratio * v + offset + (1 << 15)) + (UINT64_C(1) << 40);
+        int64_t q = (int64_t) (w >> 16) - (INT64_C(1) << 24), lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
+
+        *flip = (w & 0xffff) < 0x8000;
+        return q < lo ? lo : q > hi ? hi : q;
+}
+
 /* Predict @n elements starting at the tensor's element @first from their base bytes @base, into
  * @out, and whether each is flipped into @flip (1 or 0, @n bytes). */
 void rescale_predict(const RescaleParams *p, uint64_t first, const uint8_t *base, size_t n, uint8_t *out,

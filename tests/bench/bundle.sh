@@ -338,13 +338,19 @@ lora_row() {
     rm -f "$work/l.tpb" "$work/t.tpb" "$work/out.gguf"
 }
 
+# lora_section TITLE: the title of section 8 or 9, its table's header, and the float32 base both
+# fold from ($b32, made once).
+lora_section() {
+    echo
+    echo "$1 ($(echo "${dims[@]}"))"
+    printf '%-22s %10s %10s %10s %10s %10s %10s %8s %8s  %s\n' case adapter "--lora" today bsdiff xdelta3 zstd-pf \
+        "vs best" "vs today" status
+    b32="$work/lora-base-f32.gguf"
+    [ -f "$b32" ] || "$fix" --ggml "$ggml" --type f32 "${dims[@]}" -o "$b32" > /dev/null
+}
+
 if want 8; then
-echo
-echo "8. lora spans: taskpatch fold of an F32 base and an F16 adapter on attn_q,attn_v ($(echo "${dims[@]}"))"
-printf '%-22s %10s %10s %10s %10s %10s %10s %8s %8s  %s\n' case adapter "--lora" today bsdiff xdelta3 zstd-pf \
-    "vs best" "vs today" status
-b32="$work/lora-base-f32.gguf"
-[ -f "$b32" ] || "$fix" --ggml "$ggml" --type f32 "${dims[@]}" -o "$b32" > /dev/null
+lora_section "8. lora spans: taskpatch fold of an F32 base and an F16 adapter on attn_q,attn_v"
 "$tp" quantize "$b32" "$work/lora-base-F16.gguf" F16 > /dev/null
 "$tp" quantize "$b32" "$work/lora-base-BF16.gguf" BF16 > /dev/null
 for rank in 8 32; do
@@ -370,12 +376,7 @@ rm -f "$work/lora-b.gguf" "$work/lora-k.gguf" "$work/lora-ref.gguf"
 fi  # section 8
 
 if want 9; then
-echo
-echo "9. lora spans with an importance matrix, and llama.cpp's own llama-export-lora ($(echo "${dims[@]}"))"
-printf '%-22s %10s %10s %10s %10s %10s %10s %8s %8s  %s\n' case adapter "--lora" today bsdiff xdelta3 zstd-pf \
-    "vs best" "vs today" status
-b32="$work/lora-base-f32.gguf"
-[ -f "$b32" ] || "$fix" --ggml "$ggml" --type f32 "${dims[@]}" -o "$b32" > /dev/null
+lora_section "9. lora spans with an importance matrix, and llama.cpp's own llama-export-lora"
 # The importance matrix frozen from the base, and a quantization-aware base: its floats on the Q4_0 grid.
 im="$work/lora-imatrix.gguf"
 python3 "$root/tests/tools/make-imatrix.py" "$b32" "$im" > /dev/null

@@ -164,6 +164,16 @@ static void describe(FileSet *s) {
         ck_assert_int_eq(fileset_add(s, "w/x", 3), 0);
 }
 
+/* describe()'s layout with its files created empty and open for reading and writing. */
+static void describe_opened(FileSet *s) {
+        describe(s);    /* a: 2 bytes, e: 0, w/x: 3 */
+        ck_assert_int_eq(mkdir(at("w"), 0755), 0);
+        for (size_t i = 0; i < s->n_files; i++) {
+                s->files[i].fd = open(at(s->files[i].path), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                ck_assert_int_ge(s->files[i].fd, 0);
+        }
+}
+
 static void read_back(const char *rel, const char *want) {
         char buf[64] = {};
         int fd = open(at(rel), O_RDONLY | O_CLOEXEC);
@@ -259,12 +269,7 @@ START_TEST(test_pwrite_and_sync) {
         FileSet layout;
         TpError err = {};
 
-        describe(&layout);      /* a: 2 bytes, e: 0, w/x: 3 */
-        ck_assert_int_eq(mkdir(at("w"), 0755), 0);
-        for (size_t i = 0; i < layout.n_files; i++) {
-                layout.files[i].fd = open(at(layout.files[i].path), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-                ck_assert_int_ge(layout.files[i].fd, 0);
-        }
+        describe_opened(&layout);
         ck_assert_int_eq(fileset_pwrite(&layout, "12345", 5, 0), 0);
         ck_assert_int_eq(fileset_pwrite(&layout, "ZY", 2, 1), 0);
         ck_assert_int_eq(fileset_pwrite(&layout, "!!", 2, 4), -EFBIG);
@@ -307,12 +312,7 @@ START_TEST(test_writeback) {
         TpError err = {};
         uint64_t pos = 0, synced = 0;
 
-        describe(&layout);      /* a: 2 bytes, e: 0, w/x: 3 */
-        ck_assert_int_eq(mkdir(at("w"), 0755), 0);
-        for (size_t i = 0; i < layout.n_files; i++) {
-                layout.files[i].fd = open(at(layout.files[i].path), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-                ck_assert_int_ge(layout.files[i].fd, 0);
-        }
+        describe_opened(&layout);
         ck_assert_int_eq(fileset_pwrite(&layout, "12345", 5, 0), 0);
         /* A deadline passed: one range a call (here a file's), then 1 while bytes are left. */
         ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 1, "out", &err), 1);
