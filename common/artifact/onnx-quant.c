@@ -102,6 +102,11 @@ static bool same_name(const char *a, const char *b) {
         return a == b || (a && b && strcmp(a, b) == 0);
 }
 
+/* A node's axis as a dimension of @t: a negative one counts from the last. */
+static int64_t axis_in(const OnnxInitializer *t, int64_t axis) {
+        return axis < 0 ? axis + (int64_t) t->n_dims : axis;
+}
+
 const OnnxQuantUse *onnx_quant_use_of(const Onnx *o, const OnnxInitializer *t) {
         size_t lo = 0, hi = o->n_uses;
 
@@ -118,7 +123,7 @@ const OnnxQuantUse *onnx_quant_use_of(const Onnx *o, const OnnxInitializer *t) {
         const OnnxQuantUse *u = &o->uses[lo];
         for (size_t i = lo + 1; i < o->n_uses && strcmp(o->uses[i].data, t->name) == 0; i++)
                 if (!same_name(u->scale, o->uses[i].scale) || !same_name(u->zero_point, o->uses[i].zero_point) ||
-                    u->axis != o->uses[i].axis || u->blocked != o->uses[i].blocked)
+                    axis_in(t, u->axis) != axis_in(t, o->uses[i].axis) || u->blocked != o->uses[i].blocked)
                         return NULL;
         return u->blocked ? NULL : u;
 }

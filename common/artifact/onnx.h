@@ -199,7 +199,8 @@ Onnx *onnx_free(Onnx *o);
 
 /*
  * How the graph uses the initializer @t as a quantized tensor: its use, when every node that
- * uses it so agrees (same scale, zero point, axis); NULL when none does, when uses disagree, or
+ * uses it so agrees (same scale, zero point, and axis once a negative one is counted from @t's last
+ * dimension); NULL when none does, when uses disagree, or
  * when its use is blocked. O(log n_uses).
  */
 const OnnxQuantUse *onnx_quant_use_of(const Onnx *o, const OnnxInitializer *t);
