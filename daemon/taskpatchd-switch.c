@@ -114,7 +114,12 @@ static void switch_free(void *data) {
 }
 
 /* Load what the stager needs to know about @from's content: its undo record and chunk table. */
-static int load_source(Manager *m, Switch *sw, SlotId from, TpError *err) {
+/*
+ * Slot @from's seal, undo record and chunk table as what staging starts from. With @behind the
+ * record's SHA-256 is checked beside the stager's pass (undo_record_open_behind()), which checks
+ * what it reads from the record anyway: only a stager may take such a source.
+ */
+static int load_source(Manager *m, Switch *sw, SlotId from, bool behind, TpError *err) {
         TpError ignored = {};
         int r;
 
@@ -123,8 +128,9 @@ static int load_source(Manager *m, Switch *sw, SlotId from, TpError *err) {
         free(sw->chunks);
         sw->chunks = NULL;
         if (sw->source.undo_spans &&
-            (r = undo_record_open(m->files[from].undo, sw->source.undo_spans, sw->source.undo_sha256, sw->source.size,
-                                  &sw->undo, err)) < 0)
+            (r = (behind ? undo_record_open_behind : undo_record_open)(m->files[from].undo, sw->source.undo_spans,
+                                                                      sw->source.undo_sha256, sw->source.size,
+                                                                      &sw->undo, err)) < 0)
                 return r;
         if (m->config->verify == VERIFY_INCREMENTAL && sw->source.chunk_size &&
             chunk_table_load(m->files[from].chunks, sw->source.size, sw->source.chunk_size, sw->source.chunk_root,
@@ -224,7 +230,7 @@ static int plan_build(Operation *op, Switch *sw, SlotId from) {
         fileset_done(&sw->view);
         if (sw->full)
                 sw->source = (Seal) { 0 };      /* no base bytes: an empty view */
-        else if ((r = load_source(m, sw, from, &op->err)) < 0 ||
+        else if ((r = load_source(m, sw, from, false, &op->err)) < 0 ||
                  (r = manager_open_slot(m, from, O_RDONLY, &sw->view, NULL, &op->err)) < 0)
                 return r;
         StageSource src = { .seal = &sw->source, .undo = sw->undo };
@@ -275,7 +281,7 @@ static int start_fresh(Operation *op, Switch *sw) {
         }
 
         reset_to_fresh(sw);
-        if ((r = load_source(m, sw, m->active, &op->err)) < 0)
+        if ((r = load_source(m, sw, m->active, false, &op->err)) < 0)
                 return r;
         fileset_done(&sw->copy_src);
         if ((r = manager_open_slot(m, m->active, O_RDONLY, &sw->copy_src, NULL, &op->err)) < 0)
@@ -356,7 +362,7 @@ static int prepare(Operation *op, Switch *sw) {
                 return r;
         }
         /* In place, the slot's own seal, undo record and chunk table describe what it holds. */
-        int source = in_place ? load_source(m, sw, sw->slot, &op->err) : 0;
+        int source = in_place ? load_source(m, sw, sw->slot, true, &op->err) : 0;
         /* The slot is dirty from the first byte written until it is sealed again. */
         Seal kept = m->seals[sw->slot];
         bool was_sealed = m->sealed[sw->slot];
@@ -436,7 +442,8 @@ static int stage_step(Operation *op, Switch *sw) {
                 stager_set_time_cap(sw->stager, STAGE_SLICE_NS);
         }
         r = stager_step(sw->stager, STAGE_SLICE, &op->err);
-        if (r < 0 && stager_progress(sw->stager)->target_mismatch)
+        /* A damaged undo record (checked beside the pass) cannot give the base back: a fresh copy can. */
+        if (r < 0 && (stager_progress(sw->stager)->target_mismatch || stager_progress(sw->stager)->source_damaged))
                 return target_mismatch(op, sw);
         if (r < 0) {
                 op->err_code = r == -EBADMSG ? "refused" : NULL;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "fileio.h"
@@ -297,9 +298,73 @@ static uint64_t get_le64(const uint8_t *p) {
         return v;
 }
 
+/* The check of a record's SHA-256: on its own thread (undo_record_open_behind()) or on the caller's. */
+struct UndoCheck {
+        int fd;                         /* the record's: borrowed */
+        uint64_t body;                  /* the bytes the digest covers; the digest follows them */
+        uint8_t sha256[SHA256_DIGEST_SIZE];
+        char *path;
+        pthread_t thread;
+        bool joined;
+        int r;                          /* the verdict, once joined */
+        TpError err;
+};
+
+static int undo_check_run(UndoCheck *c, TpError *err) {
+        uint8_t buf[64 << 10], d[SHA256_DIGEST_SIZE], tail[SHA256_DIGEST_SIZE];
+        Sha256 h;
+        int r;
+
+        sha256_init(&h);
+        for (uint64_t pos = 0; pos < c->body;) {
+                size_t k = c->body - pos < sizeof(buf) ? (size_t) (c->body - pos) : sizeof(buf);
+                if ((r = pread_full(c->fd, buf, k, pos)) < 0)
+                        return tp_error(err, r == -ENODATA ? -EBADMSG : r, "%s: %s", c->path, strerror(-r));
+                sha256_update(&h, buf, k);
+                pos += k;
+        }
+        sha256_final(&h, d);
+        if ((r = pread_full(c->fd, tail, sizeof(tail), c->body)) < 0)
+                return tp_error(err, -EBADMSG, "%s: truncated", c->path);
+        if (memcmp(d, tail, SHA256_DIGEST_SIZE) != 0 || memcmp(d, c->sha256, SHA256_DIGEST_SIZE) != 0)
+                return tp_error(err, -EBADMSG, "%s: damaged (its SHA-256 does not match the seal)", c->path);
+        return 0;
+}
+
+static void *undo_check_thread(void *arg) {
+        UndoCheck *c = arg;
+        c->r = undo_check_run(c, &c->err);
+        return NULL;
+}
+
+static UndoCheck *undo_check_free(UndoCheck *c) {
+        if (!c)
+                return NULL;
+        if (!c->joined)
+                pthread_join(c->thread, NULL);
+        free(c->path);
+        free(c);
+        return NULL;
+}
+
+int undo_record_checked(UndoRecord *u, TpError *err) {
+        UndoCheck *c = u->check;
+
+        if (!c)
+                return 0;
+        if (!c->joined) {
+                pthread_join(c->thread, NULL);
+                c->joined = true;
+        }
+        if (c->r < 0)
+                *err = c->err;
+        return c->r;
+}
+
 UndoRecord *undo_record_free(UndoRecord *u) {
         if (!u)
                 return NULL;
+        u->check = undo_check_free(u->check);   /* first: its thread reads u->fd */
         safe_close(u->fd);
         free(u->spans);
         free(u);
@@ -368,12 +433,11 @@ static int undo_table_v2(UndoRecord *u, const char *path, uint64_t file_size, ui
         return 0;
 }
 
-int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE], uint64_t file_size,
-                     UndoRecord **ret, TpError *err) {
+static int undo_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE], uint64_t file_size,
+                     bool behind, UndoRecord **ret, TpError *err) {
         _cleanup_(undo_record_freep) UndoRecord *u = calloc(1, sizeof(*u));
-        uint8_t buf[64 << 10], d[SHA256_DIGEST_SIZE], tail[SHA256_DIGEST_SIZE];
+        uint8_t buf[24];
         struct stat st;
-        Sha256 h;
         int r;
 
         if (!u)
@@ -392,19 +456,23 @@ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_D
 
         /* The digest covers everything before it. */
         uint64_t body = size - SHA256_DIGEST_SIZE;
-        sha256_init(&h);
-        for (uint64_t pos = 0; pos < body;) {
-                size_t k = body - pos < sizeof(buf) ? (size_t) (body - pos) : sizeof(buf);
-                if ((r = pread_full(u->fd, buf, k, pos)) < 0)
-                        return tp_error(err, r == -ENODATA ? -EBADMSG : r, "%s: %s", path, strerror(-r));
-                sha256_update(&h, buf, k);
-                pos += k;
+        UndoCheck *c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        *c = (UndoCheck) { .fd = u->fd, .body = body, .path = strdup(path), .joined = true };
+        memcpy(c->sha256, sha256, SHA256_DIGEST_SIZE);
+        u->check = c;
+        if (!c->path)
+                return -ENOMEM;
+        if (!behind) {
+                if ((r = undo_check_run(c, err)) < 0)
+                        return r;
+                u->check = undo_check_free(c);
+        } else {
+                if ((r = -pthread_create(&c->thread, NULL, undo_check_thread, c)) < 0)
+                        return tp_error(err, r, "%s: cannot start the thread that checks it: %s", path, strerror(-r));
+                c->joined = false;
         }
-        sha256_final(&h, d);
-        if ((r = pread_full(u->fd, tail, sizeof(tail), body)) < 0)
-                return tp_error(err, -EBADMSG, "%s: truncated", path);
-        if (memcmp(d, tail, SHA256_DIGEST_SIZE) != 0 || memcmp(d, sha256, SHA256_DIGEST_SIZE) != 0)
-                return tp_error(err, -EBADMSG, "%s: damaged (its SHA-256 does not match the seal)", path);
 
         if ((r = pread_full(u->fd, buf, 16, 0)) < 0 || get_le64(buf + 8) != n ||
             (memcmp(buf, UNDO_MAGIC, 8) != 0 && memcmp(buf, UNDO_MAGIC_RELOCATED, 8) != 0))
@@ -426,6 +494,16 @@ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_D
                 return r;
         *ret = TAKE_PTR(u);
         return 0;
+}
+
+int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE], uint64_t file_size,
+                     UndoRecord **ret, TpError *err) {
+        return undo_open(path, n, sha256, file_size, false, ret, err);
+}
+
+int undo_record_open_behind(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE],
+                            uint64_t file_size, UndoRecord **ret, TpError *err) {
+        return undo_open(path, n, sha256, file_size, true, ret, err);
 }
 
 /* The first span that ends after @pos (u->n when none). */

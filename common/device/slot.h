@@ -137,12 +137,15 @@ typedef struct UndoSpan {
         uint64_t slot_offset;           /* relocated records: where the bytes are in the slot's space, or UNDO_STORED */
 } UndoSpan;
 
+typedef struct UndoCheck UndoCheck;
+
 typedef struct UndoRecord {
         int fd;                         /* owned, read-only */
         UndoSpan *spans;
         uint64_t n;
         bool relocated;                 /* TPUNDO2 */
         uint64_t base_size;             /* the base it maps (relocated records) */
+        UndoCheck *check;               /* undo_record_open_behind(): its SHA-256, being checked */
 } UndoRecord;
 
 /*
@@ -152,6 +155,24 @@ typedef struct UndoRecord {
  */
 _warn_unused_result_ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE],
                                           uint64_t file_size, UndoRecord **ret, TpError *err);
+
+/*
+ * The same checks, but the file's SHA-256 is checked on a thread of its own while the caller goes
+ * on; undo_record_checked() gives the verdict. For a caller whose every use of the record's bytes is
+ * checked again anyway (a stager: each span's base bytes against the manifest, the result against
+ * the target's hash), so that the record's hashing runs beside the pass instead of before it. -errno
+ * from pthread_create() when the thread cannot start.
+ */
+_warn_unused_result_ int undo_record_open_behind(const char *path, uint64_t n,
+                                                 const uint8_t sha256[SHA256_DIGEST_SIZE], uint64_t file_size,
+                                                 UndoRecord **ret, TpError *err);
+
+/*
+ * Whether the record is what its seal says: 0, or -EBADMSG ("PATH: damaged ...") or a read error's
+ * -errno, with @err set. Waits for the check of undo_record_open_behind() (0 at once for a record
+ * undo_record_open() checked); the same answer on every call.
+ */
+_warn_unused_result_ int undo_record_checked(UndoRecord *u, TpError *err);
 UndoRecord *undo_record_free(UndoRecord *u);
 DEFINE_POINTER_CLEANUP(UndoRecord, undo_record_free)
 

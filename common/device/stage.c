@@ -434,10 +434,29 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
         return 0;
 }
 
+/*
+ * The source undo record's own check (undo_record_checked()), which may have run beside the pass: a
+ * damaged record is the cause to report of whatever else failed, since the pass read base bytes
+ * from it. @r: the pass's result, returned when the record is sound.
+ */
+static int check_source(Stager *s, int r, TpError *err) {
+        TpError why = {};
+
+        if (!s->src.undo || undo_record_checked(s->src.undo, &why) >= 0)
+                return r;
+        *err = why;
+        s->progress.source_damaged = true;
+        s->progress.target_mismatch = false;
+        return -EBADMSG;
+}
+
 static int verify(Stager *s, TpError *err) {
         uint8_t d[SHA256_DIGEST_SIZE];
         char got[SHA256_HEX_SIZE], want[SHA256_HEX_SIZE];
         int r;
+
+        if ((r = check_source(s, 0, err)) < 0)
+                return r;
 
         /* Every byte is written: the disk catches up with the slot and the undo record while the hashing ends. */
         if (s->unkicked > 0)
@@ -505,14 +524,14 @@ int stager_step(Stager *s, uint64_t budget, TpError *err) {
                                 return 1;
                         uint64_t before = s->pos;
                         if ((r = step_window(s, s->iv[s->cur_iv].end, err)) < 0)
-                                return r;
+                                return check_source(s, r, err);
                         s->progress.done += s->pos - before;
                         if (s->pos >= s->iv[s->cur_iv].end && ++s->cur_iv < s->n_iv)
                                 s->pos = s->iv[s->cur_iv].start;
                         break;
                 case PHASE_VERIFY:
                         if ((r = verify(s, err)) < 0)
-                                return r;
+                                return check_source(s, r, err);
                         s->phase = PHASE_WRITEBACK;
                         break;
                 case PHASE_WRITEBACK:

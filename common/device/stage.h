@@ -42,7 +42,10 @@
 
 typedef struct StageSource {
         const Seal *seal;               /* clean: what the slot holds */
-        UndoRecord *undo;               /* its undo record; NULL when it holds the base */
+        UndoRecord *undo;               /* its undo record; NULL when it holds the base. One whose
+                                         * check runs beside the pass (undo_record_open_behind()) is
+                                         * waited for before the verdict, and its damage reported
+                                         * first (StageProgress.source_damaged) */
         const uint8_t *chunks;          /* its chunk table at seal->chunk_size; NULL when none */
 } StageSource;
 
@@ -67,6 +70,8 @@ typedef struct StageProgress {
         bool target_mismatch;           /* the pass ended with every span written, but the slot's SHA-256
                                          * (or chunk-hash root) is not the target's: a damaged slot, or a
                                          * bundle whose manifest names a target it does not make */
+        bool source_damaged;            /* the source undo record is not what its seal says (its SHA-256,
+                                         * checked beside the pass: undo_record_open_behind()) */
 } StageProgress;
 
 typedef struct Stager Stager;

@@ -99,5 +99,20 @@ tpctl mark-good > /dev/null
 check "incremental passes ran (the log says so)" grep -q "incremental verification" "$TMP/daemon.log"
 grep "staged .* v" "$TMP/daemon.log" | tail -n 4 | sed 's/^/    /'
 
+# The inactive slot's undo record damaged (its SHA-256 is checked beside the pass, not before it):
+# the base cannot come back from it, so the switch stages into a fresh copy of the active slot.
+check "incremental: switch shout (the inactive slot keeps json and its undo record)" tpctl switch shout
+tpctl mark-good > /dev/null
+case $(readlink "$MODEL") in */a.gguf) inactive=b ;; *) inactive=a ;; esac
+printf 'X' | dd of="$STATE/slots/$inactive.undo" bs=1 seek=100 conv=notrunc status=none
+check "slot $inactive's undo record damaged: switch --base still works" tpctl switch --base
+check "... model_path == base.gguf" same "$TMP/base.gguf"
+check "... the daemon named the damaged record" grep -q "$inactive.undo: damaged" "$TMP/daemon.log"
+check "... and staged into a fresh copy" grep -q "damaged.*staging again into a fresh copy" "$TMP/daemon.log"
+tpctl mark-good > /dev/null
+check "... then back to json, in place" tpctl switch json
+check "... model_path == json.gguf" same "$TMP/json.gguf"
+tpctl mark-good > /dev/null
+
 stop_daemon
 daemon_finish

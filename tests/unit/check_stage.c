@@ -127,9 +127,11 @@ static Bundle *open_bundle(const char *name) {
         return b;
 }
 
-/* Each stage_into() runs its stager with this time cap (stager_set_time_cap()) and counts its steps. */
+/* Each stage_into() runs its stager with this time cap (stager_set_time_cap()) and counts its steps;
+ * it opens the source's undo record with undo_record_open_behind() when undo_behind is set. */
 static uint64_t time_cap;
 static unsigned steps;
+static bool undo_behind;
 
 /*
  * Stage @b (NULL: the base) into @slot from @h, the target's digest @sha256 (NULL: the one-file
@@ -153,8 +155,9 @@ static int stage_into(const FileSet *slot, Held *h, Bundle *b, const uint8_t *sh
         if (sha256)
                 memcpy(t.sha256, sha256, 32);
         if (h->seal.undo_spans)
-                ck_assert_int_eq(undo_record_open(path_of("slot.undo"), h->seal.undo_spans, h->seal.undo_sha256, SIZE,
-                                                  &u, err), 0);
+                ck_assert_int_eq((undo_behind ? undo_record_open_behind : undo_record_open)(
+                                         path_of("slot.undo"), h->seal.undo_spans, h->seal.undo_sha256, SIZE, &u, err),
+                                 0);
         StageSource src = { .seal = &h->seal, .undo = u, .chunks = h->chunks };
         r = stager_new(slot, &src, &t, mode, path_of("slot.undo"), &st, err);
         if (r < 0)
@@ -163,6 +166,7 @@ static int stage_into(const FileSet *slot, Held *h, Bundle *b, const uint8_t *sh
         steps = 0;
         while ((r = stager_step(st, 100000, err)) > 0)
                 steps++;
+        *ret_p = *stager_progress(st);
         if (r < 0)
                 return r;
         const uint8_t *chunks;
@@ -172,7 +176,6 @@ static int stage_into(const FileSet *slot, Held *h, Bundle *b, const uint8_t *sh
                 memcpy(h->chunks, chunks, chunk_count(SIZE, CHUNK) * 32);
         memcpy(h->seal.sha256, t.sha256, 32);
         memcpy(h->seal.chunk_root, t.chunk_root, 32);
-        *ret_p = *stager_progress(st);
         return 0;
 }
 
@@ -434,6 +437,61 @@ START_TEST(test_damaged_undo) {
 }
 END_TEST
 
+/*
+ * A damaged undo record whose check runs beside the pass (undo_record_open_behind(), as the
+ * daemon stages in place): the pass reads it, and whatever fails first (the restored bytes'
+ * digest, or the base bytes of B's span that overlaps A's), the record's damage is what the
+ * stager reports, not a target mismatch. Loop: {full, incremental} x the damaged byte at slot
+ * offset 100,500 (restored only), 102,000 (under B's span: B's base), 2 MiB + 1000 (A's second
+ * span, restored only).
+ */
+START_TEST(test_damaged_undo_behind) {
+        static const uint64_t at[] = { 100500, 102000, (2u << 20) + 1000 };
+        VerifyMode mode = _i % 2 ? VERIFY_INCREMENTAL : VERIFY_FULL;
+        _cleanup_close_ int fd = -1;
+        _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb"), *b = open_bundle("b.tpb");
+        StageProgress p;
+        Held h;
+        TpError err = {};
+
+        write_file("slot", base, SIZE);
+        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
+        seal_base(fd, &h);
+        ck_assert_msg(stage(fd, &h, a, mode, &p, &err) == 0, "%s", err.message);
+
+        /* The record's byte for slot offset at[]: found through its own span table. */
+        uint64_t pos = at[_i / 2], in_record = 0;
+        {
+                _cleanup_(undo_record_freep) UndoRecord *u = NULL;
+                ck_assert_int_eq(undo_record_open(path_of("slot.undo"), h.seal.undo_spans, h.seal.undo_sha256, SIZE,
+                                                  &u, &err), 0);
+                for (uint64_t i = 0; i < u->n; i++)
+                        if (pos >= u->spans[i].offset && pos < u->spans[i].offset + u->spans[i].length)
+                                in_record = u->spans[i].data_offset + (pos - u->spans[i].offset);
+        }
+        ck_assert_uint_gt(in_record, 0);
+        _cleanup_close_ int ufd = open(path_of("slot.undo"), O_RDWR | O_CLOEXEC);
+        uint8_t x;
+        ck_assert_int_eq(pread_full(ufd, &x, 1, in_record), 0);
+        x ^= 0x5a;
+        ck_assert_int_eq(pwrite_full(ufd, &x, 1, in_record), 0);
+
+        undo_behind = true;
+        ck_assert_int_eq(stage(fd, &h, b, mode, &p, &err), -EBADMSG);
+        ck_assert_msg(strstr(err.message, "slot.undo: damaged"), "%s", err.message);
+        ck_assert(p.source_damaged);
+        ck_assert(!p.target_mismatch);
+        free(h.chunks);
+}
+END_TEST
+
+/* A sound record opened behind stages as one checked up front does (the sequence, both modes). */
+START_TEST(test_undo_behind_sequence) {
+        undo_behind = true;
+        run_sequence(_i ? VERIFY_INCREMENTAL : VERIFY_FULL);
+}
+END_TEST
+
 /* ---- apply and the stager share one span decoder: the same damage, the same words ---- */
 
 static uint8_t *read_all(const char *name, size_t *ret_n) {
@@ -592,6 +650,8 @@ static Suite *stage_suite(void) {
         tcase_add_test(tc, test_wrong_base_bytes);
         tcase_add_test(tc, test_full_catches_outside_damage);
         tcase_add_test(tc, test_damaged_undo);
+        tcase_add_loop_test(tc, test_damaged_undo_behind, 0, 6);
+        tcase_add_loop_test(tc, test_undo_behind_sequence, 0, 2);
         tcase_add_test(tc, test_same_refusal_as_apply);
         tcase_add_test(tc, test_seal_round_trip);
         tcase_add_test(tc, test_filejob);
