@@ -122,32 +122,39 @@ json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs) {
                                                                     (json_int_t) sp->rescale.channels, "inner",
                                                                     (json_int_t) sp->rescale.inner, "first",
                                                                     (json_int_t) sp->rescale_first));
-                if (costs && sp->encoding != SPAN_COPY)
-                        json_object_set_new(j, "candidates", json_pack("{s:o, s:o, s:o, s:o, s:o}", "raw",
-                                                                       cost_json(costs[i].raw),
-                                                                       sp->encoding == SPAN_REF ? "ref" : "delta",
-                                                                       cost_json(costs[i].alt), "lora",
-                                                                       cost_json(costs[i].lora), "lora_imatrix",
-                                                                       cost_json(costs[i].lora_imatrix), "rescale",
-                                                                       cost_json(costs[i].rescale)));
+                if (costs && sp->encoding != SPAN_COPY) {
+                        const char *names[_CREATE_COST_MAX] = { "raw", sp->encoding == SPAN_REF ? "ref" : "delta",
+                                                                "lora", "lora_imatrix", "rescale" };
+                        json_t *screened = json_array();
+                        for (int k = 0; k < _CREATE_COST_MAX; k++)
+                                if (costs[i].screened & (1u << k))
+                                        json_array_append_new(screened, json_string(names[k]));
+                        json_object_set_new(j, "candidates", json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", names[0],
+                                                                       cost_json(costs[i].raw), names[1],
+                                                                       cost_json(costs[i].alt), names[2],
+                                                                       cost_json(costs[i].lora), names[3],
+                                                                       cost_json(costs[i].lora_imatrix), names[4],
+                                                                       cost_json(costs[i].rescale), "screened",
+                                                                       screened));
+                }
                 json_array_append_new(list, j);
         }
         return list;
 }
 
-/* "  (raw 1200, delta 800, lora 90)": what each candidate cost, for create --dry-run. */
+/* "  (raw ~1200, delta 800, lora 90)": what each candidate cost, for create --dry-run; "~" marks a
+ * screening size (a candidate the fast level ruled out: CreateSpanCost). */
 static void costs_print(const ManifestSpan *sp, const CreateSpanCost *c) {
+        const uint64_t v[_CREATE_COST_MAX] = { c->raw, c->alt, c->lora, c->lora_imatrix, c->rescale };
+        const char *names[_CREATE_COST_MAX] = { "raw", sp->encoding == SPAN_REF ? "ref" : "delta", "lora",
+                                                "lora+imatrix", "rescale" };
+
         if (sp->encoding == SPAN_COPY)
                 return;
-        printf("  (raw %" PRIu64, c->raw);
-        if (c->alt != UINT64_MAX)
-                printf(", %s %" PRIu64, sp->encoding == SPAN_REF ? "ref" : "delta", c->alt);
-        if (c->lora != UINT64_MAX)
-                printf(", lora %" PRIu64, c->lora);
-        if (c->lora_imatrix != UINT64_MAX)
-                printf(", lora+imatrix %" PRIu64, c->lora_imatrix);
-        if (c->rescale != UINT64_MAX)
-                printf(", rescale %" PRIu64, c->rescale);
+        for (int k = 0; k < _CREATE_COST_MAX; k++)
+                if (v[k] != UINT64_MAX)
+                        printf("%s%s %s%" PRIu64, k ? ", " : "  (", names[k], c->screened & (1u << k) ? "~" : "",
+                               v[k]);
         printf(")");
 }
 

@@ -28,6 +28,7 @@ typedef struct Coder {
         uint8_t *b, *t, *x, *out;       /* group buffers: base, target, transformed; zstd output */
         uint8_t *ref;                   /* a ref span's reference (SPAN_REF_MAX) */
         size_t group_max, out_cap;
+        int level, screen_level;        /* the zstd level asked for; the screening one (0: none) */
         TpError *err;
 } Coder;
 

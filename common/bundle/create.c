@@ -139,7 +139,7 @@ int code_frame_prefix(Coder *c, const uint8_t *bytes, uint64_t n, int fd, uint64
                 size_t z = ZSTD_compressStream2(c->cctx, &out, &in, ZSTD_e_continue);
                 if (ZSTD_isError(z))
                         return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
-                if ((r = write_full(fd, c->out, out.pos)) < 0)
+                if (fd >= 0 && (r = write_full(fd, c->out, out.pos)) < 0)
                         return tp_error(c->err, r, "writing the payload: %s", strerror(-r));
                 *written += out.pos;
         }
@@ -207,7 +207,7 @@ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lor
                         size_t z = ZSTD_compressStream2(c->cctx, &out, &in, last ? ZSTD_e_end : ZSTD_e_continue);
                         if (ZSTD_isError(z))
                                 return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
-                        if ((r = write_full(fd, c->out, out.pos)) < 0)
+                        if (fd >= 0 && (r = write_full(fd, c->out, out.pos)) < 0)
                                 return tp_error(c->err, r, "writing the payload: %s", strerror(-r));
                         written += out.pos;
                         if (last ? z == 0 : in.pos == in.size)
@@ -395,15 +395,70 @@ static int rewind_fd(int fd) {
  * a lora); the winner ends up in the payload. @cost gets each candidate's size (UINT64_MAX: not
  * tried).
  */
+/* Candidate @k of a plan: raw, delta or ref, lora (with or without the importance row), rescale. */
+static int code_candidate(Coder *c, const Plan *p, CreateCostIndex k, CodeLora *const loras[2],
+                          const CodeRescale *rescale, int fd, uint64_t *ret_size, uint8_t base_sha[32],
+                          uint8_t new_sha[32]) {
+        switch (k) {
+        case CREATE_COST_RAW:
+                return code_span(c, p, false, false, NULL, NULL, fd, ret_size, base_sha, new_sha);
+        case CREATE_COST_ALT:
+                return code_span(c, p, p->ref_length == 0, p->ref_length > 0, NULL, NULL, fd, ret_size, base_sha,
+                                 new_sha);
+        case CREATE_COST_LORA:
+        case CREATE_COST_LORA_IMATRIX:
+                return code_span(c, p, true, false, loras[k - CREATE_COST_LORA], NULL, fd, ret_size, base_sha,
+                                 new_sha);
+        case CREATE_COST_RESCALE:
+                return code_span(c, p, true, false, NULL, rescale, fd, ret_size, base_sha, new_sha);
+        default:
+                abort();
+        }
+}
+
+/*
+ * Screening (CreateSpanCost): each candidate of @tried compressed at the fast level, counted and
+ * not written; those worth the level asked for stay in @tried, the others' sizes go to @frames.
+ * The raw pass's digests (of the span's base and new bytes) go to @base_sha and @new_sha.
+ */
+static int screen(Coder *c, const Plan *p, bool tried[_CREATE_COST_MAX], CodeLora *const loras[2],
+                  const CodeRescale *rescale, uint64_t *const frames[_CREATE_COST_MAX], CreateSpanCost *cost,
+                  uint8_t base_sha[32], uint8_t new_sha[32]) {
+        uint64_t size[_CREATE_COST_MAX], least = UINT64_MAX;
+        uint8_t bsha[32] = { 0 }, nsha[32] = { 0 };  /* the other candidates' digests: not kept */
+        int r = 0;
+
+        ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, c->screen_level);
+        for (int k = 0; k < _CREATE_COST_MAX && r >= 0; k++)
+                if (tried[k]) {
+                        r = code_candidate(c, p, k, loras, rescale, -1, &size[k], k ? bsha : base_sha,
+                                           k ? nsha : new_sha);
+                        if (size[k] < least)
+                                least = size[k];
+                }
+        ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, c->level);
+        if (r < 0)
+                return r;
+        for (int k = 0; k < _CREATE_COST_MAX; k++)
+                if (tried[k] && size[k] - least > least / 100 * CREATE_SCREEN_MARGIN &&
+                    !(k == CREATE_COST_ALT && p->ref_length > 0)) {
+                        tried[k] = false;
+                        *frames[k] = size[k];
+                        cost->screened |= 1u << k;
+                }
+        return 0;
+}
+
 static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, bool relocating,
                      const Plan *p, const int fd[4], ManifestSpan *s, CreateSpanCost *cost) {
-        enum { RAW, ALT, LORA, LORA_IMATRIX, RESCALE, _N };
+        enum { RAW = CREATE_COST_RAW, ALT, LORA, LORA_IMATRIX, RESCALE, _N };
         _cleanup_(code_lora_done) CodeLora lora = {}, lora_imatrix = {};
         _cleanup_(code_rescale_done) CodeRescale rescale = {};
-        CodeLora *loras[2] = { &lora, &lora_imatrix };
-        uint64_t *frames[_N] = { &cost->raw, &cost->alt, &cost->lora, &cost->lora_imatrix, &cost->rescale };
+        CodeLora *const loras[2] = { &lora, &lora_imatrix };
+        uint64_t *const frames[_N] = { &cost->raw, &cost->alt, &cost->lora, &cost->lora_imatrix, &cost->rescale };
         const int fds[_N] = { fd[0], fd[1], fd[2], fd[3], fd[2] };
         uint8_t bsha[_N][32], nsha[32];
+        bool tried[_N] = { [RAW] = true };
         int r;
 
         *cost = (CreateSpanCost) { UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX };
@@ -422,32 +477,38 @@ static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, con
         off_t mark = lseek(fd[0], 0, SEEK_CUR);
         if (mark < 0)
                 return negative_errno();
-        if ((r = code_span(c, p, false, false, NULL, NULL, fd[0], &cost->raw, s->base_sha256, s->new_sha256)) < 0)
-                return r;
-        if ((p->layout != _DELTA_LAYOUT_INVALID || p->ref_length > 0) && ((r = rewind_fd(fd[1])) < 0 ||
-            (r = code_span(c, p, p->ref_length == 0, p->ref_length > 0, NULL, NULL, fd[1], &cost->alt, bsha[ALT],
-                           nsha)) < 0))
-                return r;
+        tried[ALT] = p->layout != _DELTA_LAYOUT_INVALID || p->ref_length > 0;
         /* The prediction with the importance row is tried beside the one without: it is not always
          * the closer one (the base's own rounding dominates the residual), and the row costs bytes. */
         for (int k = 0; k < 2; k++) {
                 if ((r = code_lora_prepare(c, o, base, target, p, k == 1, loras[k])) < 0)
                         return r;
-                if (r > 0 && ((r = rewind_fd(fds[LORA + k])) < 0 ||
-                              (r = code_span(c, p, true, false, loras[k], NULL, fds[LORA + k], frames[LORA + k],
-                                             bsha[LORA + k], nsha)) < 0))
-                        return r;
+                tried[LORA + k] = r > 0;
         }
         if (!lora.factors && (r = code_rescale_prepare(c, base, target, p, &rescale)) < 0)
                 return r;
-        if (rescale.params && ((r = rewind_fd(fds[RESCALE])) < 0 ||
-                               (r = code_span(c, p, true, false, NULL, &rescale, fds[RESCALE], frames[RESCALE],
-                                              bsha[RESCALE], nsha)) < 0))
-                return r;
+        tried[RESCALE] = rescale.params != NULL;
 
-        int best = RAW;
-        for (int k = ALT; k < _N; k++)
-                if (*frames[k] < *frames[best])
+        /* Screening hashes the span's base and new bytes in its raw pass; else the raw pass below does. */
+        const bool raw_hashed = c->screen_level != 0;
+        if (c->screen_level && (r = screen(c, p, tried, loras, &rescale, frames, cost, s->base_sha256,
+                                           s->new_sha256)) < 0)
+                return r;
+        /* Raw goes straight into the payload; the others into their own files, the winner copied. */
+        for (int k = RAW; k < _N; k++) {
+                if (!tried[k])
+                        continue;
+                if (k != RAW && (r = rewind_fd(fds[k])) < 0)
+                        return r;
+                if ((r = code_candidate(c, p, k, loras, &rescale, fds[k], frames[k],
+                                        k == RAW && !raw_hashed ? s->base_sha256 : bsha[k],
+                                        k == RAW && !raw_hashed ? s->new_sha256 : nsha)) < 0)
+                        return r;
+        }
+
+        int best = -1;
+        for (int k = RAW; k < _N; k++)
+                if (tried[k] && (best < 0 || *frames[k] < *frames[best]))
                         best = k;
         s->encoding = best == RAW ? SPAN_RAW : best == ALT ? (p->ref_length ? SPAN_REF : SPAN_DELTA) :
                       best == RESCALE ? SPAN_RESCALE : SPAN_LORA;
@@ -610,7 +671,9 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
                 return -ENOMEM;
         }
         c.b = b, c.t = t, c.x = x, c.out = out, c.ref = ref;
-        ZSTD_CCtx_setParameter(c.cctx, ZSTD_c_compressionLevel, o->level ? o->level : CREATE_DEFAULT_LEVEL);
+        c.level = o->level ? o->level : CREATE_DEFAULT_LEVEL;
+        c.screen_level = c.level >= CREATE_SCREEN_FROM ? CREATE_SCREEN_LEVEL : 0;
+        ZSTD_CCtx_setParameter(c.cctx, ZSTD_c_compressionLevel, c.level);
         ZSTD_CCtx_setParameter(c.cctx, ZSTD_c_windowLog, BUNDLE_WINDOW_LOG);
 
         payload_fd = tmpfile_near(out_path);

@@ -71,10 +71,31 @@ typedef struct CreateOptions {
 } CreateOptions;
 
 /* What each candidate frame of a span cost (UINT64_MAX: not tried; all of them for a copy). */
+/*
+ * What each candidate of a span costs in the payload (UINT64_MAX: not tried). At a high level
+ * (CREATE_SCREEN_FROM and up) every candidate is first compressed at CREATE_SCREEN_LEVEL, and only
+ * those within CREATE_SCREEN_MARGIN of the smallest (and a ref frame, whose prefix a fast level
+ * matches poorly) are compressed again at the level asked for; the others' costs are their
+ * screening sizes, flagged in @screened (1 << CREATE_COST_RAW, ...).
+ */
+typedef enum CreateCostIndex {
+        CREATE_COST_RAW,
+        CREATE_COST_ALT,
+        CREATE_COST_LORA,
+        CREATE_COST_LORA_IMATRIX,
+        CREATE_COST_RESCALE,
+        _CREATE_COST_MAX,
+} CreateCostIndex;
+
+#define CREATE_SCREEN_LEVEL 3
+#define CREATE_SCREEN_FROM 10
+#define CREATE_SCREEN_MARGIN 10         /* percent */
+
 typedef struct CreateSpanCost {
         uint64_t raw, alt, lora;        /* alt: the delta against the base bytes, or the ref frame */
         uint64_t lora_imatrix;          /* lora, predicted with the tensor's importance row */
         uint64_t rescale;               /* an 8-bit tensor requantized per channel (codec/rescale.h) */
+        unsigned screened;              /* the costs that are screening sizes */
 } CreateSpanCost;
 
 typedef struct CreateResult {

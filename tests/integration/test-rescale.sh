@@ -52,7 +52,18 @@ tp verify "$TMP/tensor-qdq.tpb" --allow-unsigned > "$TMP/out" 2>&1
 check "verify: the rescale frames decode to their lengths without the base" grep -q OK "$TMP/out"
 tp create "$TMP/tensor-qdq-base.onnx" "$TMP/tensor-qdq-task.onnx" --task t --unsigned --dry-run > "$TMP/dry" 2>&1
 check "create --dry-run: each rescale span with its candidates' costs" \
-    sh -c "grep -c ' rescale .*weight \\[48 channels\\]  (raw [0-9]*, delta [0-9]*, rescale [0-9]*)' '$TMP/dry' | grep -qx $n"
+    sh -c "grep -c ' rescale .*weight \\[48 channels\\]  (raw ~\\?[0-9]*, delta ~\\?[0-9]*, rescale [0-9]*)' '$TMP/dry' | grep -qx $n"
+# Candidates far behind at a fast level are not compressed again at the level asked for (19): their
+# costs are the fast level's, marked; at --level 3 every candidate is compressed once, none marked.
+tp create "$TMP/tensor-qdq-base.onnx" "$TMP/tensor-qdq-task.onnx" --task t --unsigned --dry-run --json > "$TMP/dry.json"
+check "create --json: the candidates a fast trial ruled out are listed (raw, for every rescale span)" python3 -c '
+import json, sys
+spans = [s for s in json.load(open(sys.argv[1]))["span_list"] if s["encoding"] == "rescale"]
+ok = spans and all("raw" in s["candidates"]["screened"] and "rescale" not in s["candidates"]["screened"] and
+                   s["candidates"]["raw"] > s["candidates"]["rescale"] == s["payload_bytes"] for s in spans)
+sys.exit(0 if ok else 1)' "$TMP/dry.json"
+tp create "$TMP/tensor-qdq-base.onnx" "$TMP/tensor-qdq-task.onnx" --task t --unsigned --dry-run --level 3 > "$TMP/dry3" 2>&1
+check "... at --level 3 none is (no ~ in the costs)" sh -c "grep -q ' rescale ' '$TMP/dry3' && ! grep -q '~' '$TMP/dry3'"
 
 # A manifest whose rescale fields lie (the bundle unsigned, its zstd-compressed manifest rewritten).
 lie() {  # lie IN OUT SED-EXPR: IN with its manifest edited by SED-EXPR
