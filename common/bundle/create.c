@@ -388,13 +388,6 @@ static int rewind_fd(int fd) {
         return ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0 ? negative_errno() : 0;
 }
 
-/*
- * Code plan @p as one span @s: a copy (no frame), or the smallest frame of raw (written into the
- * payload, @fd[0], as it goes), delta or ref (into @fd[1]), lora (into @fd[2]), lora with the
- * tensor's importance row (into @fd[3]) and rescale (into @fd[2]: an ONNX tensor's, never beside
- * a lora); the winner ends up in the payload. @cost gets each candidate's size (UINT64_MAX: not
- * tried).
- */
 /* Candidate @k of a plan: raw, delta or ref, lora (with or without the importance row), rescale. */
 static int code_candidate(Coder *c, const Plan *p, CreateCostIndex k, CodeLora *const loras[2],
                           const CodeRescale *rescale, int fd, uint64_t *ret_size, uint8_t base_sha[32],
@@ -430,7 +423,7 @@ static int screen(Coder *c, const Plan *p, bool tried[_CREATE_COST_MAX], CodeLor
 
         ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, c->screen_level);
         for (int k = 0; k < _CREATE_COST_MAX && r >= 0; k++)
-                if (tried[k]) {
+                if (tried[k] && !(k == CREATE_COST_ALT && p->ref_length > 0)) {     /* a ref stays */
                         r = code_candidate(c, p, k, loras, rescale, -1, &size[k], k ? bsha : base_sha,
                                            k ? nsha : new_sha);
                         if (size[k] < least)
@@ -440,8 +433,8 @@ static int screen(Coder *c, const Plan *p, bool tried[_CREATE_COST_MAX], CodeLor
         if (r < 0)
                 return r;
         for (int k = 0; k < _CREATE_COST_MAX; k++)
-                if (tried[k] && size[k] - least > least / 100 * CREATE_SCREEN_MARGIN &&
-                    !(k == CREATE_COST_ALT && p->ref_length > 0)) {
+                if (tried[k] && !(k == CREATE_COST_ALT && p->ref_length > 0) &&
+                    size[k] - least > least / 100 * CREATE_SCREEN_MARGIN) {
                         tried[k] = false;
                         *frames[k] = size[k];
                         cost->screened |= 1u << k;
@@ -449,6 +442,13 @@ static int screen(Coder *c, const Plan *p, bool tried[_CREATE_COST_MAX], CodeLor
         return 0;
 }
 
+/*
+ * Code plan @p as one span @s: a copy (no frame), or the smallest frame of raw (written into the
+ * payload, @fd[0], as it goes), delta or ref (into @fd[1]), lora (into @fd[2]), lora with the
+ * tensor's importance row (into @fd[3]) and rescale (into @fd[2]: an ONNX tensor's, never beside
+ * a lora); the winner ends up in the payload. @cost gets each candidate's size (UINT64_MAX: not
+ * tried).
+ */
 static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, bool relocating,
                      const Plan *p, const int fd[4], ManifestSpan *s, CreateSpanCost *cost) {
         enum { RAW = CREATE_COST_RAW, ALT, LORA, LORA_IMATRIX, RESCALE, _N };
