@@ -53,5 +53,17 @@ void quant_q5_k_avx2(const float *src, uint8_t *dst, size_t nblocks) {
 }
 
 void quant_q6_k_avx2(const float *src, uint8_t *dst, size_t nblocks) {
-        q6_k_lanes(src, dst, nblocks);
+        q6_k_lanes(src, NULL, dst, nblocks);
+}
+
+void quant_q4_k_weighted_avx2(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
+        q45_k_weighted_lanes(src, qw, dst, nblocks, 15);
+}
+
+void quant_q5_k_weighted_avx2(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
+        q45_k_weighted_lanes(src, qw, dst, nblocks, 31);
+}
+
+void quant_q6_k_weighted_avx2(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
+        q6_k_lanes(src, qw, dst, nblocks);
 }
