@@ -4,9 +4,10 @@
 /*
  * The K-quant scale searches with one sub-block per SIMD lane, written once over a small
  * vector vocabulary that each ISA file defines before including this header (the AVX2 and
- * NEON quantizers). Each lane runs exactly the generic code's sequence of IEEE operations
- * for its own sub-block (quant-generic-k.c): sums stay sequential within a lane, data-
- * dependent branches become per-lane selects, so the bytes are the generic ones.
+ * NEON quantizers), with and without an importance matrix. Each lane runs exactly the
+ * portable code's sequence of IEEE operations for its own sub-block (quant-generic-k.c,
+ * quant-weighted.c): sums stay sequential within a lane, data-dependent branches become
+ * per-lane selects, so the bytes are the portable ones.
  *
  * Required before inclusion:
  *   LANES                                    lanes per vector (a divisor of 8)
