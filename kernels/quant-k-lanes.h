@@ -22,17 +22,15 @@
  *   vi_nearest(v)                            quant_nearest_int() lane by lane
  *   vi_clamp(v, lo, hi), vi_set1(i), vi_add  int32
  *   vf_from_vi(v)                            int32 to float (exact for levels)
+ *   vf_load_transposed(x, n, l, out)         out[k] lane j = x[n * j + l + k], k, j < LANES
  */
 
 #define K_GROUP_MAX_EPS 1e-15f
 
-/* Lane j's value l, for sub-blocks of @n values at @x + n * j. */
-static inline vf k_transpose_load(const float *x, unsigned n, unsigned l) {
-        float t[LANES];
-
-        for (unsigned j = 0; j < LANES; j++)
-                t[j] = x[n * j + l];
-        return vf_loadu(t);
+/* LANES sub-blocks of @n values (a multiple of LANES) at @x + n * j, lane j's value l in @v[l]. */
+static inline void k_transpose_load(const float *x, unsigned n, vf *v) {
+        for (unsigned l = 0; l < n; l += LANES)
+                vf_load_transposed(x, n, l, v + l);
 }
 
 /* Back to natural order: L[n * j + l] = lane j of @v. */
@@ -125,10 +123,9 @@ static void k4_search_lanes(const float *x, int nmax, float rmin, float rdelta, 
                             float *ret_mins, uint8_t *L) {
         vf xv[32], wv[32], s = vf_set1(0.0f);
 
-        for (unsigned l = 0; l < 32; l++) {
-                xv[l] = k_transpose_load(x, 32, l);
+        k_transpose_load(x, 32, xv);
+        for (unsigned l = 0; l < 32; l++)
                 s = vf_add(s, vf_mul(xv[l], xv[l]));
-        }
         vf av = vf_sqrt(vf_div(s, vf_set1(32.0f)));
         for (unsigned l = 0; l < 32; l++)
                 wv[l] = vf_add(av, vf_abs(xv[l]));
@@ -145,9 +142,10 @@ static void k4_weighted_search_lanes(const float *x, const float *qw, float sigm
         const vf s2 = vf_set1(sigma2);
         vf xv[32], wv[32], sw = vf_set1(0.0f);
 
+        k_transpose_load(x, 32, xv);
+        k_transpose_load(qw, 32, wv);
         for (unsigned l = 0; l < 32; l++) {
-                xv[l] = k_transpose_load(x, 32, l);
-                wv[l] = vf_mul(k_transpose_load(qw, 32, l), vf_sqrt(vf_add(s2, vf_mul(xv[l], xv[l]))));
+                wv[l] = vf_mul(wv[l], vf_sqrt(vf_add(s2, vf_mul(xv[l], xv[l]))));
                 sw = vf_add(sw, wv[l]);
         }
         vf_storeu(ret_sw, sw);
@@ -179,9 +177,12 @@ static void q6_search_lanes(const float *x, const float *qw, float *ret_scales, 
         vf xv[16], wv[16], sumlx, suml2;
 
         vf amax = zero, max = zero;
+        k_transpose_load(x, 16, xv);
+        if (qw)
+                k_transpose_load(qw, 16, wv);
         for (unsigned i = 0; i < 16; i++) {
-                xv[i] = k_transpose_load(x, 16, i);
-                wv[i] = qw ? k_transpose_load(qw, 16, i) : vf_mul(xv[i], xv[i]);
+                if (!qw)
+                        wv[i] = vf_mul(xv[i], xv[i]);
                 vf ax = vf_abs(xv[i]);
                 vm m = vm_gt(ax, amax);
                 amax = vf_sel(m, ax, amax);
