@@ -42,6 +42,21 @@ static inline vi vi_nearest(vf v) {
         return vsubq_s32(vandq_s32(b, vdupq_n_s32(0x007fffff)), vdupq_n_s32(0x00400000));
 }
 
+/* A 4 x 4 transpose: out[k] lane j = x[n * j + l + k]. */
+static inline void vf_load_transposed(const float *x, unsigned n, unsigned l, vf out[4]) {
+        vf r0 = vld1q_f32(x + l), r1 = vld1q_f32(x + n + l), r2 = vld1q_f32(x + 2 * n + l);
+        vf r3 = vld1q_f32(x + 3 * n + l);
+        float64x2_t t0 = vreinterpretq_f64_f32(vtrn1q_f32(r0, r1)); /* r0[0] r1[0] r0[2] r1[2] */
+        float64x2_t t1 = vreinterpretq_f64_f32(vtrn2q_f32(r0, r1)); /* r0[1] r1[1] r0[3] r1[3] */
+        float64x2_t t2 = vreinterpretq_f64_f32(vtrn1q_f32(r2, r3));
+        float64x2_t t3 = vreinterpretq_f64_f32(vtrn2q_f32(r2, r3));
+
+        out[0] = vreinterpretq_f32_f64(vtrn1q_f64(t0, t2));
+        out[1] = vreinterpretq_f32_f64(vtrn1q_f64(t1, t3));
+        out[2] = vreinterpretq_f32_f64(vtrn2q_f64(t0, t2));
+        out[3] = vreinterpretq_f32_f64(vtrn2q_f64(t1, t3));
+}
+
 #include "quant-k-lanes.h"
 
 void quant_q4_k_neon(const float *src, uint8_t *dst, size_t nblocks) {
@@ -53,5 +68,17 @@ void quant_q5_k_neon(const float *src, uint8_t *dst, size_t nblocks) {
 }
 
 void quant_q6_k_neon(const float *src, uint8_t *dst, size_t nblocks) {
-        q6_k_lanes(src, dst, nblocks);
+        q6_k_lanes(src, NULL, dst, nblocks);
+}
+
+void quant_q4_k_weighted_neon(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
+        q45_k_weighted_lanes(src, qw, dst, nblocks, 15);
+}
+
+void quant_q5_k_weighted_neon(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
+        q45_k_weighted_lanes(src, qw, dst, nblocks, 31);
+}
+
+void quant_q6_k_weighted_neon(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
+        q6_k_lanes(src, qw, dst, nblocks);
 }

@@ -233,5 +233,10 @@ const QuantKernels quant_kernels_neon = {
                 [QUANT_Q4_0] = dequant_q4_0_neon,
                 [QUANT_Q8_0] = dequant_q8_0_neon,
         },
+        .weighted = {
+                [QUANT_Q4_K] = quant_q4_k_weighted_neon,
+                [QUANT_Q5_K] = quant_q5_k_weighted_neon,
+                [QUANT_Q6_K] = quant_q6_k_weighted_neon,
+        },
         .product = rank_product_neon,
 };

@@ -81,16 +81,25 @@ typedef void (*QuantBlocksFn)(const float *src, uint8_t *dst, size_t nblocks);
 /* Dequantize @nblocks blocks of one kind from @src into @dst (dequant.h's arithmetic). */
 typedef void (*DequantBlocksFn)(const uint8_t *src, float *dst, size_t nblocks);
 
+/*
+ * Quantize @nblocks consecutive K-quant blocks of one row from @src into @dst with the
+ * importance matrix @qw: QK_K values a block, advancing with @src (quant-weighted.c's
+ * arithmetic, as ggml's quantize_row_*_impl).
+ */
+typedef void (*QuantWeightedFn)(const float *src, const float *qw, uint8_t *dst, size_t nblocks);
+
 /* product.h's rank_product(). */
 typedef void (*RankProductFn)(const float *p, const float *q, size_t stride, size_t rank, float *acc, size_t n);
 
 /*
- * One implementation: a quantizer and a dequantizer per kind and the rank-r product of lora
- * spans; NULL where the generic one serves.
+ * One implementation: a quantizer and a dequantizer per kind, an importance-weighted quantizer
+ * per kind, and the rank-r product of lora spans; NULL where the generic one serves (the
+ * generic weighted quantizers are quant-weighted.c's, outside any table).
  */
 typedef struct QuantKernels {
         QuantBlocksFn fn[_QUANT_KIND_MAX];
         DequantBlocksFn dequant[_QUANT_KIND_MAX];
+        QuantWeightedFn weighted[_QUANT_KIND_MAX];
         RankProductFn product;
 } QuantKernels;
 
@@ -141,6 +150,16 @@ void quant_q3_k_requantize(const float *x, uint8_t *dst, int8_t L[QK_K]);
 void quant_q3_k_set_scale(uint8_t sc[12], unsigned j, int l);
 
 /*
+ * The weighted Q4_K/Q5_K (quant-weighted.c) around their sub-block searches, shared with the
+ * SIMD files: σ² of the super-block at @x (2 Σx² / QK_K, in order); then, from the 8
+ * sub-blocks' @scales, @mins (negated minima) and weight sums @sw, the 6-bit scales by
+ * make_qp_quants, the header at @dst, requantized levels @L (0..@nmax: 15 or 31) packed.
+ */
+float quant_k4_sigma2(const float *x);
+void quant_k4_weighted_finish(const float *x, const float scales[8], const float mins[8], const float sw[8],
+                              int nmax, uint8_t *dst, uint8_t L[QK_K]);
+
+/*
  * make_qkx2_quants: scale and minimum of one sub-block of @n values for levels 0..@nmax,
  * weighted by @w: a first guess from the range, then @nstep + 1 candidate scales around it,
  * keeping the one with the smallest weighted error (squared, or absolute with @mad). Returns
@@ -158,13 +177,16 @@ void quant_q4_k_pack(const uint8_t L[QK_K], uint8_t *dst);
 void quant_q5_k_pack(const uint8_t L[QK_K], uint8_t *dst);
 
 /*
- * The K-quant kernels of the SIMD files (quant-*-k.c), and their dequantizers and rank
- * products (predict-*.c), for their QuantKernels tables.
+ * The K-quant kernels of the SIMD files (quant-*-k.c), plain and weighted, and their
+ * dequantizers and rank products (predict-*.c), for their QuantKernels tables.
  */
 #if defined(__x86_64__)
 void quant_q4_k_avx2(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q5_k_avx2(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q6_k_avx2(const float *src, uint8_t *dst, size_t nblocks);
+void quant_q4_k_weighted_avx2(const float *src, const float *qw, uint8_t *dst, size_t nblocks);
+void quant_q5_k_weighted_avx2(const float *src, const float *qw, uint8_t *dst, size_t nblocks);
+void quant_q6_k_weighted_avx2(const float *src, const float *qw, uint8_t *dst, size_t nblocks);
 void dequant_q8_0_avx2(const uint8_t *src, float *dst, size_t nblocks);
 void dequant_q4_0_avx2(const uint8_t *src, float *dst, size_t nblocks);
 void rank_product_avx2(const float *p, const float *q, size_t stride, size_t rank, float *acc, size_t n);
@@ -172,6 +194,9 @@ void rank_product_avx2(const float *p, const float *q, size_t stride, size_t ran
 void quant_q4_k_neon(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q5_k_neon(const float *src, uint8_t *dst, size_t nblocks);
 void quant_q6_k_neon(const float *src, uint8_t *dst, size_t nblocks);
+void quant_q4_k_weighted_neon(const float *src, const float *qw, uint8_t *dst, size_t nblocks);
+void quant_q5_k_weighted_neon(const float *src, const float *qw, uint8_t *dst, size_t nblocks);
+void quant_q6_k_weighted_neon(const float *src, const float *qw, uint8_t *dst, size_t nblocks);
 void dequant_q8_0_neon(const uint8_t *src, float *dst, size_t nblocks);
 void dequant_q4_0_neon(const uint8_t *src, float *dst, size_t nblocks);
 void rank_product_neon(const float *p, const float *q, size_t stride, size_t rank, float *acc, size_t n);

@@ -4,9 +4,10 @@
 /*
  * The K-quant scale searches with one sub-block per SIMD lane, written once over a small
  * vector vocabulary that each ISA file defines before including this header (the AVX2 and
- * NEON quantizers). Each lane runs exactly the generic code's sequence of IEEE operations
- * for its own sub-block (quant-generic-k.c): sums stay sequential within a lane, data-
- * dependent branches become per-lane selects, so the bytes are the generic ones.
+ * NEON quantizers), with and without an importance matrix. Each lane runs exactly the
+ * portable code's sequence of IEEE operations for its own sub-block (quant-generic-k.c,
+ * quant-weighted.c): sums stay sequential within a lane, data-dependent branches become
+ * per-lane selects, so the bytes are the portable ones.
  *
  * Required before inclusion:
  *   LANES                                    lanes per vector (a divisor of 8)
@@ -21,17 +22,15 @@
  *   vi_nearest(v)                            quant_nearest_int() lane by lane
  *   vi_clamp(v, lo, hi), vi_set1(i), vi_add  int32
  *   vf_from_vi(v)                            int32 to float (exact for levels)
+ *   vf_load_transposed(x, n, l, out)         out[k] lane j = x[n * j + l + k], k, j < LANES
  */
 
 #define K_GROUP_MAX_EPS 1e-15f
 
-/* Lane j's value l, for sub-blocks of @n values at @x + n * j. */
-static inline vf k_transpose_load(const float *x, unsigned n, unsigned l) {
-        float t[LANES];
-
-        for (unsigned j = 0; j < LANES; j++)
-                t[j] = x[n * j + l];
-        return vf_loadu(t);
+/* LANES sub-blocks of @n values (a multiple of LANES) at @x + n * j, lane j's value l in @v[l]. */
+static inline void k_transpose_load(const float *x, unsigned n, vf *v) {
+        for (unsigned l = 0; l < n; l += LANES)
+                vf_load_transposed(x, n, l, v + l);
 }
 
 /* Back to natural order: L[n * j + l] = lane j of @v. */
@@ -44,24 +43,14 @@ static inline void k_transpose_store_u8(uint8_t *L, unsigned n, unsigned l, vi v
 }
 
 /*
- * quant_make_qkx (quant-generic-k.c) for LANES sub-blocks of 32 at @x, with ggml's Q4_K/Q5_K
- * weights (RMS of the sub-block plus |x|). Writes LANES scales, negated minima and 32 levels
- * per sub-block (natural order at @L).
+ * quant_make_qkx (quant-generic-k.c) for LANES sub-blocks of 32 values @xv weighted by @wv
+ * (lane j: sub-block j, element l in xv[l]). Writes LANES scales, negated minima and 32
+ * levels per sub-block (natural order at @L).
  */
-static void k4_search_lanes(const float *x, int nmax, float rmin, float rdelta, int nstep, float *ret_scales,
-                            float *ret_mins, uint8_t *L) {
+static void k4_search_core(const vf xv[32], const vf wv[32], int nmax, float rmin, float rdelta, int nstep,
+                           float *ret_scales, float *ret_mins, uint8_t *L) {
         const vf zero = vf_set1(0.0f);
-        vf xv[32], wv[32];
         vi Lv[32], Laux[32];
-
-        vf s = zero;
-        for (unsigned l = 0; l < 32; l++) {
-                xv[l] = k_transpose_load(x, 32, l);
-                s = vf_add(s, vf_mul(xv[l], xv[l]));
-        }
-        vf av = vf_sqrt(vf_div(s, vf_set1(32.0f)));
-        for (unsigned l = 0; l < 32; l++)
-                wv[l] = vf_add(av, vf_abs(xv[l]));
 
         vf min = xv[0], max = xv[0], sum_w = wv[0], sum_x = vf_mul(wv[0], xv[0]);
         for (unsigned l = 1; l < 32; l++) {
@@ -129,33 +118,71 @@ static void k4_search_lanes(const float *x, int nmax, float rmin, float rdelta, 
                 k_transpose_store_u8(L, 32, l, vi_sel(flat, lo, Lv[l]), 0);
 }
 
-/* One rmse_type 1 candidate of make_qx16 in lanes: the weighted sums for @iscale. */
-static inline void q6_sums_lanes(const vf xv[16], vf iscale, vf *ret_sumlx, vf *ret_suml2) {
+/* k4_search_core with ggml's unweighted Q4_K/Q5_K weights: RMS of the sub-block plus |x|. */
+static void k4_search_lanes(const float *x, int nmax, float rmin, float rdelta, int nstep, float *ret_scales,
+                            float *ret_mins, uint8_t *L) {
+        vf xv[32], wv[32], s = vf_set1(0.0f);
+
+        k_transpose_load(x, 32, xv);
+        for (unsigned l = 0; l < 32; l++)
+                s = vf_add(s, vf_mul(xv[l], xv[l]));
+        vf av = vf_sqrt(vf_div(s, vf_set1(32.0f)));
+        for (unsigned l = 0; l < 32; l++)
+                wv[l] = vf_add(av, vf_abs(xv[l]));
+        k4_search_core(xv, wv, nmax, rmin, rdelta, nstep, ret_scales, ret_mins, L);
+}
+
+/*
+ * The weighted Q4_K/Q5_K search (quant-weighted.c's block_q45_k) for LANES sub-blocks of 32 at
+ * @x: weights @qw × sqrt(@sigma2 + x²), their sums in @ret_sw (from 0, in order), then
+ * make_qkx3_quants' 37 candidates.
+ */
+static void k4_weighted_search_lanes(const float *x, const float *qw, float sigma2, int nmax, float *ret_scales,
+                                     float *ret_mins, float *ret_sw, uint8_t *L) {
+        const vf s2 = vf_set1(sigma2);
+        vf xv[32], wv[32], sw = vf_set1(0.0f);
+
+        k_transpose_load(x, 32, xv);
+        k_transpose_load(qw, 32, wv);
+        for (unsigned l = 0; l < 32; l++) {
+                wv[l] = vf_mul(wv[l], vf_sqrt(vf_add(s2, vf_mul(xv[l], xv[l]))));
+                sw = vf_add(sw, wv[l]);
+        }
+        vf_storeu(ret_sw, sw);
+        k4_search_core(xv, wv, nmax, -0.9f, 0.05f, 36, ret_scales, ret_mins, L);
+}
+
+/* One rmse_type 1 candidate of quant_make_qx in lanes: the sums weighted by @wv for @iscale. */
+static inline void q6_sums_lanes(const vf xv[16], const vf wv[16], vf iscale, vf *ret_sumlx, vf *ret_suml2) {
         const vi lo = vi_set1(-32), hi = vi_set1(31);
         vf sumlx = vf_set1(0.0f), suml2 = vf_set1(0.0f);
 
         for (unsigned i = 0; i < 16; i++) {
                 vf lf = vf_from_vi(vi_clamp(vi_nearest(vf_mul(iscale, xv[i])), lo, hi));
-                vf w = vf_mul(xv[i], xv[i]);
-                sumlx = vf_add(sumlx, vf_mul(vf_mul(w, xv[i]), lf));
-                suml2 = vf_add(suml2, vf_mul(vf_mul(w, lf), lf));
+                sumlx = vf_add(sumlx, vf_mul(vf_mul(wv[i], xv[i]), lf));
+                suml2 = vf_add(suml2, vf_mul(vf_mul(wv[i], lf), lf));
         }
         *ret_sumlx = sumlx;
         *ret_suml2 = suml2;
 }
 
 /*
- * make_qx16 (quant-generic-k.c) for LANES sub-blocks of 16 at @x: LANES scales, and levels
- * 0..63 (natural order at @L). The levels are those of the last accepted candidate scale,
- * so only that scale is tracked and the levels are computed once at the end.
+ * quant_make_qx(16, 32, x, L, qw) (quant-weighted.c) for LANES sub-blocks of 16 at @x: the
+ * weights @qw (the same layout as @x), or x² when NULL. LANES scales, and levels 0..63
+ * (natural order at @L). The levels are those of the last accepted candidate scale, so only
+ * that scale is tracked and the levels are computed once at the end.
  */
-static void q6_search_lanes(const float *x, float *ret_scales, int8_t *L) {
+static void q6_search_lanes(const float *x, const float *qw, float *ret_scales, int8_t *L) {
         const vf zero = vf_set1(0.0f);
-        vf xv[16], sumlx, suml2;
+        vf xv[16], wv[16], sumlx, suml2;
 
         vf amax = zero, max = zero;
+        k_transpose_load(x, 16, xv);
+        if (qw)
+                k_transpose_load(qw, 16, wv);
         for (unsigned i = 0; i < 16; i++) {
-                xv[i] = k_transpose_load(x, 16, i);
+                if (!qw)
+                        wv[i] = vf_mul(xv[i], xv[i]);
                 vf ax = vf_abs(xv[i]);
                 vm m = vm_gt(ax, amax);
                 amax = vf_sel(m, ax, amax);
@@ -164,14 +191,14 @@ static void q6_search_lanes(const float *x, float *ret_scales, int8_t *L) {
         vm tiny = vm_lt(amax, vf_set1(K_GROUP_MAX_EPS));
 
         vf iscale = vf_div(vf_set1(-32.0f), max), best_iscale = iscale;
-        q6_sums_lanes(xv, iscale, &sumlx, &suml2);
+        q6_sums_lanes(xv, wv, iscale, &sumlx, &suml2);
         vf scale = vf_sel(vm_eq(suml2, zero), zero, vf_div(sumlx, suml2));
         vf best = vf_mul(scale, sumlx);
         for (int is = -9; is <= 9; is++) {
                 if (is == 0)
                         continue;
                 iscale = vf_div(vf_set1(-(32.0f + 0.1f * (float) is)), max);
-                q6_sums_lanes(xv, iscale, &sumlx, &suml2);
+                q6_sums_lanes(xv, wv, iscale, &sumlx, &suml2);
                 vm upd = vm_and(vm_gt(suml2, zero), vm_gt(vf_mul(sumlx, sumlx), vf_mul(best, suml2)));
                 if (!vm_any(upd))
                         continue;
@@ -213,13 +240,31 @@ static void q5_k_lanes(const float *src, uint8_t *dst, size_t nblocks) {
         }
 }
 
-static void q6_k_lanes(const float *src, uint8_t *dst, size_t nblocks) {
+/* Q6_K, weighted by @qw (QK_K values a block, advancing with @src) or, when NULL, by x². */
+static void q6_k_lanes(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
         for (size_t b = 0; b < nblocks; b++, src += QK_K, dst += Q6_K_BYTES) {
                 float scales[16];
                 int8_t L[QK_K];
 
                 for (unsigned g = 0; g < 16; g += LANES)
-                        q6_search_lanes(src + 16 * g, scales + g, L + 16 * g);
+                        q6_search_lanes(src + 16 * g, qw ? qw + 16 * g : NULL, scales + g, L + 16 * g);
                 quant_q6_k_finish(src, scales, L, dst);
+                if (qw)
+                        qw += QK_K;
+        }
+}
+
+/* Q4_K (@nmax 15) or Q5_K (31) with the importance @qw: quant-weighted.c's block_q45_k. */
+static void q45_k_weighted_lanes(const float *src, const float *qw, uint8_t *dst, size_t nblocks, int nmax) {
+        size_t size = nmax == 15 ? Q4_K_BYTES : Q5_K_BYTES;
+
+        for (size_t b = 0; b < nblocks; b++, src += QK_K, qw += QK_K, dst += size) {
+                float scales[8], mins[8], sw[8], sigma2 = quant_k4_sigma2(src);
+                uint8_t L[QK_K];
+
+                for (unsigned g = 0; g < 8; g += LANES)
+                        k4_weighted_search_lanes(src + 32 * g, qw + 32 * g, sigma2, nmax, scales + g, mins + g,
+                                                 sw + g, L + 32 * g);
+                quant_k4_weighted_finish(src, scales, mins, sw, nmax, dst, L);
         }
 }

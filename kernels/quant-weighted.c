@@ -5,7 +5,8 @@
  * are weighted by importance × sqrt(σ² + x²) (Q6_K: by the importance alone), and the scale
  * searches take those weights: make_qx_quants (Q4_0, Q5_0, Q3_K, Q6_K), make_qkx3_quants
  * (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K: quant_make_qkx), and make_qp_quants for the K-quants' sub-block scales.
- * Every sum in ggml's order; portable C only (a one-off at quantization time).
+ * Every sum in ggml's order. Portable C; Q4_K, Q5_K and Q6_K also have SIMD paths
+ * (quant-k-lanes.h: the same searches, a sub-block a lane), dispatched per row.
  */
 
 #include "quant-impl.h"
@@ -240,10 +241,32 @@ static void block_q3_k(const float *x, uint8_t *y, const float *qw) {
         quant_q3_k_requantize(x, y, L);
 }
 
+float quant_k4_sigma2(const float *x) {
+        return 2 * sum_sq(x, QK_K) / QK_K;
+}
+
+void quant_k4_weighted_finish(const float *x, const float scales[8], const float mins[8], const float sw[8],
+                              int nmax, uint8_t *dst, uint8_t L[QK_K]) {
+        uint8_t Ls[8], Lm[8];
+        float d = make_qp(8, 63, scales, Ls, sw), m = make_qp(8, 63, mins, Lm, sw);
+
+        for (unsigned j = 0; nmax == 31 && j < 8; j++) {
+                /* Q5_K clamps levels that wrapped (a negative scale); Q4_K stores them as they are. */
+                Ls[j] = MIN(63, Ls[j]);
+                Lm[j] = MIN(63, Lm[j]);
+        }
+        quant_k4_set_scales(dst, d, m, Ls, Lm);
+        quant_k4_requantize(x, dst, nmax, L);
+        if (nmax == 15)
+                quant_q4_k_pack(L, dst);
+        else
+                quant_q5_k_pack(L, dst);
+}
+
 /* Q4_K and Q5_K: 8 sub-blocks of 32 (quant_make_qkx), their scales and minimums on 6 bits by make_qp. */
 static void block_q45_k(const float *x, uint8_t *y, const float *qw, int nmax) {
-        float sigma2 = 2 * sum_sq(x, QK_K) / QK_K, w[32], sw[8], scales[8], mins[8];
-        uint8_t L[QK_K], Ls[8], Lm[8];
+        float sigma2 = quant_k4_sigma2(x), w[32], sw[8], scales[8], mins[8];
+        uint8_t L[QK_K];
 
         for (unsigned j = 0; j < 8; j++) {
                 importance(x + 32 * j, qw + 32 * j, sigma2, 32, w);
@@ -253,18 +276,7 @@ static void block_q45_k(const float *x, uint8_t *y, const float *qw, int nmax) {
                 sw[j] = sumw;
                 scales[j] = quant_make_qkx(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36, false);
         }
-        float d = make_qp(8, 63, scales, Ls, sw), m = make_qp(8, 63, mins, Lm, sw);
-        for (unsigned j = 0; nmax == 31 && j < 8; j++) {
-                /* Q5_K clamps levels that wrapped (a negative scale); Q4_K stores them as they are. */
-                Ls[j] = MIN(63, Ls[j]);
-                Lm[j] = MIN(63, Lm[j]);
-        }
-        quant_k4_set_scales(y, d, m, Ls, Lm);
-        quant_k4_requantize(x, y, nmax, L);
-        if (nmax == 15)
-                quant_q4_k_pack(L, y);
-        else
-                quant_q5_k_pack(L, y);
+        quant_k4_weighted_finish(x, scales, mins, sw, nmax, y, L);
 }
 
 /* Q6_K: the importance alone weighs each of the 16 sub-block searches. */
@@ -277,15 +289,34 @@ static void block_q6_k(const float *x, uint8_t *y, const float *qw) {
         quant_q6_k_finish(x, scales, L, y);
 }
 
+/* The dispatched SIMD quantizer for a K-quant @type, or NULL where only the portable one exists. */
+static QuantWeightedFn weighted_kernel(uint32_t type) {
+        const QuantKernels *k = quant_dispatch();
+
+        switch (type) {
+        case TYPE_Q4_K: return k->weighted[QUANT_Q4_K];
+        case TYPE_Q5_K: return k->weighted[QUANT_Q5_K];
+        case TYPE_Q6_K: return k->weighted[QUANT_Q6_K];
+        default: return NULL;
+        }
+}
+
 size_t quantize_rows_weighted(uint32_t type, const float *src, void *dst, size_t nrows, size_t n_per_row,
                               const float *weights) {
         if (!weights || !quant_weighted_supported(type))
                 return quantize_rows(type, src, dst, nrows, n_per_row);
 
+        QuantWeightedFn fn = weighted_kernel(type);
         uint8_t *y = dst;
         for (size_t r = 0; r < nrows; r++, src += n_per_row) {
                 if (type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q5_1) {
                         y += row_small(type, src, y, n_per_row, weights);
+                        continue;
+                }
+                if (fn) {
+                        size_t nblocks = n_per_row / QK_K;
+                        fn(src, weights, y, nblocks);
+                        y += nblocks * (type == TYPE_Q4_K ? Q4_K_BYTES : type == TYPE_Q5_K ? Q5_K_BYTES : Q6_K_BYTES);
                         continue;
                 }
                 for (size_t b = 0; b < n_per_row / QK_K; b++) {

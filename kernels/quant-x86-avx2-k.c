@@ -42,6 +42,28 @@ static inline vi vi_nearest(vf v) {
         return _mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x00400000));
 }
 
+/* An 8 x 8 transpose: out[k] lane j = x[n * j + l + k]. */
+static inline void vf_load_transposed(const float *x, unsigned n, unsigned l, vf out[8]) {
+        vf r[8], t[8], u[8];
+
+        for (unsigned j = 0; j < 8; j++)
+                r[j] = _mm256_loadu_ps(x + n * j + l);
+        for (unsigned j = 0; j < 8; j += 2) {
+                t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);      /* r0[0] r1[0] r0[1] r1[1] | [4] [5] */
+                t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);  /* r0[2] r1[2] r0[3] r1[3] | [6] [7] */
+        }
+        for (unsigned j = 0; j < 8; j += 4) {
+                u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);         /* rows j..j+3 [0] | [4] */
+                u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xee);     /* [1] | [5] */
+                u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44); /* [2] | [6] */
+                u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xee); /* [3] | [7] */
+        }
+        for (unsigned k = 0; k < 4; k++) {
+                out[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+                out[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+        }
+}
+
 #include "quant-k-lanes.h"
 
 void quant_q4_k_avx2(const float *src, uint8_t *dst, size_t nblocks) {
@@ -53,5 +75,17 @@ void quant_q5_k_avx2(const float *src, uint8_t *dst, size_t nblocks) {
 }
 
 void quant_q6_k_avx2(const float *src, uint8_t *dst, size_t nblocks) {
-        q6_k_lanes(src, dst, nblocks);
+        q6_k_lanes(src, NULL, dst, nblocks);
+}
+
+void quant_q4_k_weighted_avx2(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
+        q45_k_weighted_lanes(src, qw, dst, nblocks, 15);
+}
+
+void quant_q5_k_weighted_avx2(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
+        q45_k_weighted_lanes(src, qw, dst, nblocks, 31);
+}
+
+void quant_q6_k_weighted_avx2(const float *src, const float *qw, uint8_t *dst, size_t nblocks) {
+        q6_k_lanes(src, qw, dst, nblocks);
 }

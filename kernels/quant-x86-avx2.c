@@ -275,5 +275,10 @@ const QuantKernels quant_kernels_avx2 = {
                 [QUANT_Q4_0] = dequant_q4_0_avx2,
                 [QUANT_Q8_0] = dequant_q8_0_avx2,
         },
+        .weighted = {
+                [QUANT_Q4_K] = quant_q4_k_weighted_avx2,
+                [QUANT_Q5_K] = quant_q5_k_weighted_avx2,
+                [QUANT_Q6_K] = quant_q6_k_weighted_avx2,
+        },
         .product = rank_product_avx2,
 };

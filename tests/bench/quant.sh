@@ -1,6 +1,7 @@
 #!/bin/sh
 # Quantizer throughput: our quantize_rows() (the best implementation this CPU runs, and the
-# generic one) against ggml's ggml_quantize_chunk from the pinned llama.cpp build, same rows,
+# generic one) against ggml's ggml_quantize_chunk from the pinned llama.cpp build, then the
+# K-quants with an importance row (quantize_rows_weighted, "+imatrix"), same rows,
 # same run, interleaved repetitions (best of REPS); MB/s of float input; ratio = ours / ggml.
 # Every repetition also checks the bytes are ggml's (same_bytes).
 # Prints a table; writes BUILD/bench/quant.json (and tests/bench/results/quant.json with RECORD=1).
@@ -23,15 +24,16 @@ out = {
     "benchmark": "quant",
     "conditions": json.loads(sys.argv[3]),
     "what": "quantize_rows (kernels/quant*) vs ggml_quantize_chunk (libggml-base.so, node-llama-cpp 3.21.1), "
-            "weights-like rows (about N(0, 0.02), Irwin-Hall, rare 40x outliers) of 4096 floats; ratio = our MB/s / ggml's",
+            "weights-like rows (about N(0, 0.02), Irwin-Hall, rare 40x outliers) of 4096 floats; ratio = our MB/s / ggml's; "
+            "'+imatrix': quantize_rows_weighted vs ggml_quantize_chunk given one skewed importance row",
     "cases": cases,
 }
 json.dump(out, open(sys.argv[2], "w"), indent=2)
 impls = sorted({k for c in cases for k in c["impls"]}, key=lambda k: k == "generic")
-print("%-6s %10s" % ("type", "ggml MB/s") + "".join(" %10s" % (k + " MB/s") for k in impls)
+print("%-13s %10s" % ("type", "ggml MB/s") + "".join(" %10s" % (k + " MB/s") for k in impls)
       + "  best/ggml  generic/ggml  same bytes")
 for c in cases:
-    print("%-6s %10.1f" % (c["type"], c["ggml_mbps"]) + "".join(" %10.1f" % c["impls"][k] for k in impls)
+    print("%-13s %10.1f" % (c["type"], c["ggml_mbps"]) + "".join(" %10.1f" % c["impls"][k] for k in impls)
           + "  %8.2fx  %11.2fx  %s" % (c["ratio_best"], c["ratio_generic"], "yes" if c["same_bytes"] else "NO"))
 bad = [c["type"] for c in cases if not c["same_bytes"]]
 if bad:

@@ -151,3 +151,56 @@ static inline void qc_fill(float *x, size_t nrows, size_t n_per_row, QcDist dist
                 x[i] = v;
         }
 }
+
+/* Importance matrix rows (quantize_rows_weighted's @weights): finite, none negative. */
+typedef enum QcImportance {
+        QC_IMP_UNIFORM,         /* U(0, 1] */
+        QC_IMP_SKEWED,          /* u × 2^-8 ... 2^7: mean squared activations */
+        QC_IMP_SOME_ZERO,       /* a tenth +0 or -0, the rest u² × 100 */
+        QC_IMP_EXTREME,         /* near 1e30, 1e-30, denormals and zeros mixed */
+        QC_IMP_ZERO,            /* all +0: every column unimportant */
+        QC_IMP_SPARSE,          /* 1e4 on one column in 16, the rest 0 */
+        QC_IMP_BITS,            /* random finite non-negative bit patterns */
+        _QC_IMP_MAX,
+} QcImportance;
+
+static const char *const qc_importance_names[_QC_IMP_MAX] = {
+        [QC_IMP_UNIFORM] = "uniform", [QC_IMP_SKEWED] = "skewed", [QC_IMP_SOME_ZERO] = "some-zero",
+        [QC_IMP_EXTREME] = "extreme", [QC_IMP_ZERO] = "zero",     [QC_IMP_SPARSE] = "sparse",
+        [QC_IMP_BITS] = "random-bits",
+};
+
+/* Fill @n importance values of kind @kind from @seed. */
+static inline void qc_fill_importance(float *w, size_t n, QcImportance kind, uint64_t seed) {
+        QcRng r = { seed * UINT64_C(0x5851f42d4c957f2d) + (uint64_t) kind };
+
+        for (size_t i = 0; i < n; i++) {
+                float u = (float) (qc_next(&r) >> 40) * 0x1.0p-24f + 0x1.0p-24f;        /* (0, 1] */
+                switch (kind) {
+                case QC_IMP_UNIFORM:
+                        w[i] = u;
+                        break;
+                case QC_IMP_SKEWED:
+                        w[i] = ldexpf(u, (int) (qc_next(&r) % 16) - 8);
+                        break;
+                case QC_IMP_SOME_ZERO:
+                        w[i] = u < 0.1f ? (qc_next(&r) & 1 ? -0.0f : 0.0f) : u * u * 100.f;
+                        break;
+                case QC_IMP_EXTREME: {
+                        static const float mag[] = { 1e30f, 1e-30f, 1e-40f, 0.0f, 3e38f };
+                        w[i] = u * mag[qc_next(&r) % 5];
+                        break;
+                }
+                case QC_IMP_ZERO:
+                        w[i] = 0.0f;
+                        break;
+                case QC_IMP_SPARSE:
+                        w[i] = i % 16 == seed % 16 ? 1e4f : 0.0f;
+                        break;
+                case QC_IMP_BITS:
+                default:
+                        w[i] = fabsf(qc_bits(&r));
+                        break;
+                }
+        }
+}

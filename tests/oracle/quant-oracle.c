@@ -4,8 +4,9 @@
  * ggml_quantize_chunk (the prebuilt libggml-base.so of the pinned npm package, dlopen()ed),
  * byte for byte, for every supported type over many distributions, row lengths and row counts;
  * and kernels/dequant.c against ggml's dequantize_row_* on ggml's own output, bit for bit (one
- * more check per type and input set); and kernels/quant-weighted.c against ggml_quantize_chunk
- * given an importance matrix row (one more check per type and input set, three kinds of rows).
+ * more check per type and input set); and quantize_rows_weighted() (kernels/quant-weighted.c and
+ * the SIMD weighted K-quants) against ggml_quantize_chunk given an importance matrix row (one
+ * more check per type, implementation and input set, three kinds of rows).
  *
  * Usage: quant-oracle LIBGGML_BASE_SO_OR_DIR [-v]
  * Prints one line per type, then "quant-oracle: N passed, M failed" (one check = one type,
@@ -135,10 +136,12 @@ static void fill_imatrix(float *w, size_t n, uint64_t seed) {
         }
 }
 
-/* quantize_rows_weighted() against ggml_quantize_chunk with the same imatrix row; *@changed counts
- * the sets where the imatrix changed ggml's bytes (else this check would prove nothing). */
+/* quantize_rows_weighted() with every implementation against ggml_quantize_chunk with the same
+ * imatrix row (one check per implementation, tallied in @per_impl); *@changed counts the sets
+ * where the imatrix changed ggml's bytes (else this check would prove nothing). */
 static void check_weighted(uint32_t type, const float *x, size_t nrows, size_t n_per_row, uint64_t seed,
-                           const char *what, uint8_t *want, uint8_t *got, Tally *t, unsigned *changed) {
+                           const char *what, uint8_t *want, uint8_t *got, Tally *per_impl, size_t n_impls,
+                           unsigned *changed) {
         static float imatrix[MAX_FLOATS];
         size_t bytes = nrows * (n_per_row / ggml_type(type)->block_size * ggml_type(type)->type_size);
 
@@ -147,19 +150,24 @@ static void check_weighted(uint32_t type, const float *x, size_t nrows, size_t n
         memset(got, 0xa5, bytes + 64);
         (void) quantize_rows(type, x, got, nrows, n_per_row);
         *changed += memcmp(got, want, bytes) != 0;
-        memset(got, 0xa5, bytes + 64);
-        size_t gn = quantize_rows_weighted(type, x, got, nrows, n_per_row, imatrix);
-        size_t diff = 0;
-        while (diff < bytes && want[diff] == got[diff])
-                diff++;
-        if (gn == wn && wn == bytes && diff == bytes && got[bytes] == 0xa5) {
-                t->passed++;
-                return;
+        for (size_t i = 0; i < n_impls; i++) {
+                const char *impl = kernel_impl(KERNEL_QUANT, i, NULL);
+                if (kernels_force(impl) < 0)
+                        continue;
+                memset(got, 0xa5, bytes + 64);
+                size_t gn = quantize_rows_weighted(type, x, got, nrows, n_per_row, imatrix);
+                size_t diff = 0;
+                while (diff < bytes && want[diff] == got[diff])
+                        diff++;
+                if (gn == wn && wn == bytes && diff == bytes && got[bytes] == 0xa5) {
+                        per_impl[i].passed++;
+                        continue;
+                }
+                per_impl[i].failed++;
+                if (per_impl[i].failed <= 3 || verbose)
+                        fprintf(stderr, "  %s/%s with an imatrix %s, %zu x %zu: %zu bytes (ggml %zu), first difference "
+                                "at byte %zu\n", ggml_type(type)->name, impl, what, nrows, n_per_row, gn, wn, diff);
         }
-        t->failed++;
-        if (t->failed <= 3 || verbose)
-                fprintf(stderr, "  %s with an imatrix %s, %zu x %zu: %zu bytes (ggml %zu), first difference at byte %zu\n",
-                        ggml_type(type)->name, what, nrows, n_per_row, gn, wn, diff);
 }
 
 static void check_set(uint32_t type, const float *x, size_t nrows, size_t n_per_row, const char *what,
@@ -246,7 +254,7 @@ int main(int argc, char *argv[]) {
                 const size_t *lengths = k ? lengths_k : lengths_small;
                 size_t n_lengths = k ? sizeof(lengths_k) / sizeof(lengths_k[0])
                                      : sizeof(lengths_small) / sizeof(lengths_small[0]);
-                Tally tally[8] = {}, dq = {}, weighted = {};
+                Tally tally[8] = {}, dq = {}, weighted[8] = {};
                 unsigned changed = 0;
                 Sha256 digests[9];
 
@@ -269,7 +277,7 @@ int main(int argc, char *argv[]) {
                                                   &dq);
                                         if (!digest_only)
                                                 check_weighted(type, x, nrows, len, seed + 3 * li, what, want, got,
-                                                               &weighted, &changed);
+                                                               weighted, n_impls, &changed);
                                 }
 
                 printf("%-5s", ggml_type(type)->name);
@@ -298,12 +306,18 @@ int main(int argc, char *argv[]) {
                         /* Types with an importance-aware quantizer: the imatrix must have mattered somewhere. */
                         if (quant_weighted_supported(type) && changed == 0) {
                                 fprintf(stderr, "  %s: the imatrix changed none of ggml's outputs\n", ggml_type(type)->name);
-                                weighted.failed++;
+                                failed++;
                         }
-                        printf("  imatrix: %s %u/%u (%u changed)", weighted.failed ? "FAIL" : "ok", weighted.passed,
-                               weighted.passed + weighted.failed, changed);
-                        passed += weighted.passed;
-                        failed += weighted.failed;
+                        printf("  imatrix (%u changed)", changed);
+                        for (size_t i = 0; i < n_impls; i++) {
+                                if (!weighted[i].passed && !weighted[i].failed)
+                                        continue;
+                                printf(" %s: %s %u/%u", kernel_impl(KERNEL_QUANT, i, NULL),
+                                       weighted[i].failed ? "FAIL" : "ok", weighted[i].passed,
+                                       weighted[i].passed + weighted[i].failed);
+                                passed += weighted[i].passed;
+                                failed += weighted[i].failed;
+                        }
                         printf("  ggml: %s", hex_digest(&digests[0]));
                 }
                 printf("\n");

@@ -564,6 +564,55 @@ START_TEST(test_weighted) {
 }
 END_TEST
 
+/*
+ * Every implementation's importance-weighted K-quants (SIMD for Q4_K, Q5_K, Q6_K) equal the
+ * portable ones (the generic implementation) on every row distribution, with every kind of
+ * importance row, for rows of 1 to 5 super-blocks and 1 to 7 rows, nothing aligned.
+ */
+START_TEST(test_weighted_same_as_generic) {
+        static const uint32_t types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
+        static const size_t lengths[] = { 256, 512, 1280 }, row_counts[] = { 1, 3, 7 };
+        enum { MAXF = 7 * 1280 + 8 };
+        const char *name;
+        float *x = malloc((MAXF + 1) * sizeof(float)), *w = malloc((1280 + 1) * sizeof(float));
+        uint8_t *want = malloc(MAXF + 64), *got = malloc(MAXF + 64);
+
+        ck_assert(x && w && want && got);
+        if (!force_impl(_i, &name))
+                goto out;
+        for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+                for (QcDist d = 0; d < _QC_DIST_MAX; d++)
+                        for (QcImportance k = 0; k < _QC_IMP_MAX; k++)
+                                for (size_t li = 0; li < 3; li++) {
+                                        size_t len = lengths[li], nrows = row_counts[(d + k + li) % 3];
+                                        size_t bytes = nrows * row_bytes(types[t], len);
+                                        float *src = x + (li % 2), *imp = w + (k % 2);
+                                        uint8_t *dst = got + 1 + li;
+
+                                        qc_fill(src, nrows, len, d, 7 * li + k + 1);
+                                        qc_fill_importance(imp, len, k, 5 * li + d + 1);
+                                        ck_assert_int_eq(kernels_force("generic"), 0);
+                                        ck_assert_uint_eq(quantize_rows_weighted(types[t], src, want, nrows, len, imp),
+                                                          bytes);
+                                        ck_assert_int_eq(kernels_force(name), 0);
+                                        memset(got, 0x5a, bytes + 8);
+                                        ck_assert_uint_eq(quantize_rows_weighted(types[t], src, dst, nrows, len, imp),
+                                                          bytes);
+                                        ck_assert_msg(memcmp(dst, want, bytes) == 0,
+                                                      "%s %s with an imatrix: %s rows, %s importance, %zu x %zu "
+                                                      "differ from generic", name, ggml_type(types[t])->name,
+                                                      qc_dist_names[d], qc_importance_names[k], nrows, len);
+                                        ck_assert_msg(got[0] == 0x5a && dst[bytes] == 0x5a, "%s %s: wrote outside "
+                                                      "its rows", name, ggml_type(types[t])->name);
+                                }
+out:
+        free(x);
+        free(w);
+        free(want);
+        free(got);
+}
+END_TEST
+
 /* nrows * n_per_row == 0 writes nothing. */
 START_TEST(test_empty) {
         uint8_t out[4] = { 0x5a, 0x5a, 0x5a, 0x5a };
@@ -592,6 +641,7 @@ static Suite *quant_suite(void) {
         tcase_add_loop_test(tc, test_dequantize_same_as_generic, 0, n);
         tcase_add_loop_test(tc, test_product_same_as_generic, 0, n);
         tcase_add_test(tc, test_weighted);
+        tcase_add_loop_test(tc, test_weighted_same_as_generic, 0, n);
         tcase_add_test(tc, test_empty);
         suite_add_tcase(s, tc);
         return s;
