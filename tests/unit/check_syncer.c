@@ -100,49 +100,58 @@ static int scratch_fd(void) {
         return fd;
 }
 
+/* Each test gets a file of 1 GiB's space on a scratch fd, and a syncer for it. */
+static int fd = -1;
+static FileSetFile one_file;
+static FileSet one;
+static Syncer *syncer;
+
+static void setup(void) {
+        pthread_mutex_lock(&fake.lock);
+        fake.closed = false;            /* (for CK_FORK=no: the fake as the last test left it) */
+        fake.fail_fd = -1;
+        fake.calls = fake.returned = 0;
+        pthread_mutex_unlock(&fake.lock);
+        fd = scratch_fd();
+        one_file = (FileSetFile) { .path = (char *) "model", .fd = fd, .size = 1ull << 30 };
+        one = (FileSet) { .files = &one_file, .n_files = 1, .size = one_file.size };
+        ck_assert_int_eq(syncer_new(&one, &syncer), 0);
+}
+
+static void teardown(void) {
+        syncer = syncer_free(syncer);
+        close(fd);
+}
+
 /* Less than a piece behind: nothing to do, and finishing does not wait. */
 START_TEST(test_below_a_piece) {
-        int fd = scratch_fd();
-        FileSet set = FILESET_ONE(fd, 1ull << 30);
-        Syncer *s = NULL;
-
-        ck_assert_int_eq(syncer_new(&set, &s), 0);
-        ck_assert_int_eq(syncer_behind(s, SYNCER_PIECE - 1), 0);
-        ck_assert_int_eq(syncer_finish(s, 0), 0);
+        ck_assert_int_eq(syncer_behind(syncer, SYNCER_PIECE - 1), 0);
+        ck_assert_int_eq(syncer_finish(syncer, 0), 0);
         ck_assert_uint_eq(calls(), 0);
         /* A piece: one round, done by the time finishing returns 0. */
-        ck_assert_int_eq(syncer_behind(s, SYNCER_PIECE), 0);
-        ck_assert_int_eq(syncer_finish(s, 0), 0);
+        ck_assert_int_eq(syncer_behind(syncer, SYNCER_PIECE), 0);
+        ck_assert_int_eq(syncer_finish(syncer, 0), 0);
         ck_assert_uint_eq(returned(), 1);
         ck_assert_int_eq(call_fd(0), fd);
-        syncer_free(s);
-        close(fd);
 }
 END_TEST
 
 /* Requests while a round is in flight are not queued: the next round covers them all. */
 START_TEST(test_coalescing) {
-        int fd = scratch_fd();
-        FileSet set = FILESET_ONE(fd, 1ull << 30);
-        Syncer *s = NULL;
-
-        ck_assert_int_eq(syncer_new(&set, &s), 0);
         gate(true);
-        ck_assert_int_eq(syncer_behind(s, SYNCER_PIECE), 0);
+        ck_assert_int_eq(syncer_behind(syncer, SYNCER_PIECE), 0);
         wait_calls(1);
         for (uint64_t pos = 2 * (uint64_t) SYNCER_PIECE; pos <= 5 * (uint64_t) SYNCER_PIECE; pos += SYNCER_PIECE)
-                ck_assert_int_eq(syncer_behind(s, pos), 0);     /* never waits */
+                ck_assert_int_eq(syncer_behind(syncer, pos), 0);     /* never waits */
         /* Not done by a deadline: 1, call again. */
         uint64_t t0 = clock_mono_ns();
-        ck_assert_int_eq(syncer_finish(s, t0 + 20 * 1000000u), 1);
+        ck_assert_int_eq(syncer_finish(syncer, t0 + 20 * 1000000u), 1);
         ck_assert_uint_ge(clock_mono_ns() - t0, 20 * 1000000u);
         ck_assert_uint_eq(returned(), 0);
         gate(false);
-        ck_assert_int_eq(syncer_finish(s, 0), 0);
+        ck_assert_int_eq(syncer_finish(syncer, 0), 0);
         ck_assert_uint_eq(calls(), 2);  /* [0, 1 piece), then [1 piece, 5 pieces) at once */
         ck_assert_uint_eq(returned(), 2);
-        syncer_free(s);
-        close(fd);
 }
 END_TEST
 
@@ -182,33 +191,21 @@ END_TEST
 
 /* A failed fdatasync is kept: the next calls return it, and no round runs after it. */
 START_TEST(test_error_kept) {
-        int fd = scratch_fd();
-        FileSet set = FILESET_ONE(fd, 1ull << 30);
-        Syncer *s = NULL;
-
         fake.fail_fd = fd;
-        ck_assert_int_eq(syncer_new(&set, &s), 0);
-        ck_assert_int_eq(syncer_behind(s, SYNCER_PIECE), 0);    /* asked; it fails on the worker */
-        ck_assert_int_eq(syncer_finish(s, 0), -EIO);
-        ck_assert_int_eq(syncer_behind(s, 2 * (uint64_t) SYNCER_PIECE), -EIO);
-        ck_assert_int_eq(syncer_behind(s, 4 * (uint64_t) SYNCER_PIECE), -EIO);
-        ck_assert_int_eq(syncer_finish(s, clock_mono_ns() + 1000000u), -EIO);
+        ck_assert_int_eq(syncer_behind(syncer, SYNCER_PIECE), 0);    /* asked; it fails on the worker */
+        ck_assert_int_eq(syncer_finish(syncer, 0), -EIO);
+        ck_assert_int_eq(syncer_behind(syncer, 2 * (uint64_t) SYNCER_PIECE), -EIO);
+        ck_assert_int_eq(syncer_behind(syncer, 4 * (uint64_t) SYNCER_PIECE), -EIO);
+        ck_assert_int_eq(syncer_finish(syncer, clock_mono_ns() + 1000000u), -EIO);
         ck_assert_uint_eq(calls(), 1);
-        syncer_free(s);
-        close(fd);
 }
 END_TEST
 
 /* An error that comes while the caller writes on is returned by its next request. */
 START_TEST(test_error_on_next_request) {
-        int fd = scratch_fd();
-        FileSet set = FILESET_ONE(fd, 1ull << 30);
-        Syncer *s = NULL;
-
         fake.fail_fd = fd;
-        ck_assert_int_eq(syncer_new(&set, &s), 0);
         gate(true);
-        ck_assert_int_eq(syncer_behind(s, SYNCER_PIECE), 0);
+        ck_assert_int_eq(syncer_behind(syncer, SYNCER_PIECE), 0);
         wait_calls(1);
         gate(false);
         while (returned() < 1)
@@ -216,13 +213,11 @@ START_TEST(test_error_on_next_request) {
         /* The worker records the error just after the call returns: the next requests see it. */
         int r = 0;
         for (unsigned i = 0; i < 1000 && r == 0; i++) {
-                r = syncer_behind(s, SYNCER_PIECE + i);
+                r = syncer_behind(syncer, SYNCER_PIECE + i);
                 if (r == 0)
                         usleep(1000);
         }
         ck_assert_int_eq(r, -EIO);
-        syncer_free(s);
-        close(fd);
 }
 END_TEST
 
@@ -235,26 +230,21 @@ static void *open_gate_later(void *arg) {
 
 /* Freeing with a round in flight waits for it (the fd stays the caller's to close after) and drops the next. */
 START_TEST(test_free_in_flight) {
-        int fd = scratch_fd();
-        FileSet set = FILESET_ONE(fd, 1ull << 30);
-        Syncer *s = NULL;
         pthread_t opener;
 
-        ck_assert_int_eq(syncer_new(&set, &s), 0);
         gate(true);
-        ck_assert_int_eq(syncer_behind(s, SYNCER_PIECE), 0);
+        ck_assert_int_eq(syncer_behind(syncer, SYNCER_PIECE), 0);
         wait_calls(1);
-        ck_assert_int_eq(syncer_behind(s, 3 * (uint64_t) SYNCER_PIECE), 0);     /* the next round, asked for */
+        ck_assert_int_eq(syncer_behind(syncer, 3 * (uint64_t) SYNCER_PIECE), 0);     /* the next round, asked for */
         ck_assert_int_eq(pthread_create(&opener, NULL, open_gate_later, NULL), 0);
-        syncer_free(s);
+        syncer = syncer_free(syncer);
         ck_assert_uint_eq(returned(), 1);       /* the call in flight returned before the free did */
         ck_assert_uint_eq(calls(), 1);          /* and the round asked for after it never ran */
-        close(fd);
         pthread_join(opener, NULL);
 
-        /* Freed idle, freed at once, NULL-safe. */
-        ck_assert_int_eq(syncer_new(&set, &s), 0);
-        ck_assert_ptr_null(syncer_free(s));
+        /* Freed idle, freed at once; NULL-safe. */
+        ck_assert_int_eq(syncer_new(&one, &syncer), 0);
+        syncer = syncer_free(syncer);
         ck_assert_ptr_null(syncer_free(NULL));
 }
 END_TEST
@@ -263,6 +253,7 @@ static Suite *syncer_suite(void) {
         Suite *s = suite_create("syncer");
         TCase *tc = tcase_create("syncer");
 
+        tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_below_a_piece);
         tcase_add_test(tc, test_coalescing);
         tcase_add_test(tc, test_files_of_a_range);
