@@ -50,6 +50,7 @@ typedef struct Provision {
 
 static void provision_free(void *data) {
         Provision *p = data;
+        set_copy_done(&p->copy);        /* first: its worker may still fdatasync the temporaries */
         fileset_done(&p->src);
         for (SlotId s = 0; s < _SLOT_ID_MAX; s++)
                 atomic_model_abort(&p->tmp[s]);
@@ -213,6 +214,7 @@ static int provision_step(Operation *op) {
                                 op->err_code = "refused";
                                 return r;
                         }
+                        set_copy_done(&p->copy);
                         set_copy_init(&p->copy, &p->tmp[SLOT_B].set, &p->tmp[SLOT_A].set);
                         p->stage = PROVISION_CLONE;
                         return 1;

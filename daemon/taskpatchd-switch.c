@@ -102,6 +102,7 @@ static void switch_free(void *data) {
         bundle_free(sw->bundle);
         stager_free(sw->stager);
         builder_free(sw->builder);
+        set_copy_done(&sw->copy);       /* before the files it writes are closed, as the builder */
         file_hash_free(sw->check);
         fileset_done(&sw->slot_set);    /* releases the leases */
         atomic_model_abort(&sw->fresh_tmp);
@@ -177,6 +178,7 @@ static int check_space(Manager *m, Switch *sw, TpError *err) {
 static void reset_to_fresh(Switch *sw) {
         sw->stager = stager_free(sw->stager);
         sw->builder = builder_free(sw->builder);
+        set_copy_done(&sw->copy);
         fileset_done(&sw->slot_set);
         atomic_model_abort(&sw->fresh_tmp);
         sw->dest = NULL;

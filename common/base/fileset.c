@@ -307,18 +307,6 @@ void fileset_start_writeback(const FileSet *s, uint64_t off, uint64_t len) {
                         (void) sync_file_range(s->files[i].fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
-int fileset_sync_behind(const FileSet *s, uint64_t *synced, uint64_t pos) {
-        if (pos < *synced + FILESET_SYNC_PIECE)
-                return 0;
-        uint64_t end = pos < s->size ? pos : s->size;
-        for (size_t i = *synced < s->size ? fileset_locate(s, *synced) : s->n_files;
-             i < s->n_files && s->files[i].offset < end; i++)
-                if (fdatasync(s->files[i].fd) < 0)
-                        return negative_errno();
-        *synced = pos;
-        return 0;
-}
-
 int fileset_wait_writeback(const FileSet *s, uint64_t *pos, uint64_t deadline_ns, const char *what, TpError *err) {
         while (*pos < s->size) {
                 const FileSetFile *f = &s->files[fileset_locate(s, *pos)];

@@ -120,17 +120,6 @@ _warn_unused_result_ int fileset_fdatasync(const FileSet *s, const char *what, T
 void fileset_start_writeback(const FileSet *s, uint64_t off, uint64_t len);
 
 /*
- * For a set written in the space's order, up to @pos so far: once @pos is FILESET_SYNC_PIECE bytes
- * past *@synced, fdatasync the files holding [*@synced, @pos) and move *@synced to @pos; 0, or the
- * failed fdatasync's -errno. An fdatasync costs about what was written since the last one (the
- * disk's cache is flushed: ~130 ms for a 350 MB file here, whether or not its writeback was
- * done), so one at the end of a whole model would stall an event loop that long; piece by piece
- * each is short. The fdatasync at the end, which makes it all durable, stays the caller's.
- */
-#define FILESET_SYNC_PIECE (32u << 20)
-_warn_unused_result_ int fileset_sync_behind(const FileSet *s, uint64_t *synced, uint64_t pos);
-
-/*
  * Wait for the writeback of the space's bytes from *@pos on, one range of FILESET_WRITEBACK_RANGE
  * bytes at a time (sync_file_range(2): WAIT_BEFORE, WRITE, WAIT_AFTER), moving *@pos past each
  * range done, until the space ends (0) or CLOCK_MONOTONIC reaches @deadline_ns (1: call again;

@@ -11,6 +11,7 @@
 #include "fileio.h"
 #include "hashpipe.h"
 #include "span.h"
+#include "syncer.h"
 
 /*
  * Bytes per read, decode and hash, and per copy_file_range call. A copy piece is the hashing
@@ -29,6 +30,7 @@ typedef struct Buffers {
 typedef enum BuildPhase {
         BUILD_PASS,                     /* the target, in order */
         BUILD_CHECK,                    /* its SHA-256, the payload's end */
+        BUILD_SYNCER,                   /* the fdatasyncs behind the pass finishing on their worker */
         BUILD_WRITEBACK,                /* waiting, in slices, for the disk to catch up with the result */
         BUILD_SYNC,                     /* fdatasync, the new record opened */
         BUILD_RECORD,                   /* the new record's stored base bytes */
@@ -70,14 +72,15 @@ struct Builder {
         StageProgress progress;
         uint64_t unkicked;              /* bytes written since writeback was last started */
         uint64_t kick_from;             /* where the first of them went (the result is written in order) */
-        uint64_t synced;                /* the result's bytes before this are fdatasync'ed (fileset_sync_behind()) */
+        Syncer *syncer;                 /* fdatasyncs the result behind the pass (syncer.h), until BUILD_SYNCER */
         uint64_t written_back;          /* BUILD_WRITEBACK: the result's bytes before this are on the disk */
 };
 
 Builder *builder_free(Builder *b) {
         if (!b)
                 return NULL;
-        hash_pipe_free(b->pipe);        /* first: the worker may still read the buffers */
+        syncer_free(b->syncer);         /* first: its worker may still fdatasync the (borrowed) result */
+        hash_pipe_free(b->pipe);        /* the worker may still read the buffers */
         for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++) {
                 free(b->bufs[i].base);
                 free(b->bufs[i].frame);
@@ -217,8 +220,13 @@ int builder_output(Builder *b, const FileSet *out, TpError *err) {
         if (out->size != b->tgt.size)
                 return tp_error(err, -EINVAL, "builder: an output of %" PRIu64 " bytes for a %" PRIu64 "-byte target",
                                 out->size, b->tgt.size);
-        if (set_hash_init(&b->full, out) < 0)
+        int r = syncer_new(out, &b->syncer);
+        if (r < 0)
+                return tp_error(err, r, "builder: cannot start the thread that syncs the result: %s", strerror(-r));
+        if (set_hash_init(&b->full, out) < 0) {
+                b->syncer = syncer_free(b->syncer);
                 return -ENOMEM;
+        }
         b->out = out;
         return 0;
 }
@@ -445,7 +453,7 @@ static int check(Builder *b, TpError *err) {
                 b->progress.target_mismatch = true;
                 return tp_error(err, -EBADMSG, "the built slot's SHA-256 %s is not the target's %s", got, want);
         }
-        b->phase = BUILD_WRITEBACK;
+        b->phase = BUILD_SYNCER;
         return 0;
 }
 
@@ -518,12 +526,25 @@ int builder_step(Builder *b, uint64_t budget, TpError *err) {
                         return 1;
                 switch (b->phase) {
                 case BUILD_PASS:
-                        /* Synced piece by piece as it is written: see fileset_sync_behind(). */
-                        if ((r = pass_step(b, err)) >= 0 && (r = fileset_sync_behind(b->out, &b->synced, b->pos)) < 0)
+                        /* Synced piece by piece behind the pass, on the syncer's thread (syncer.h). */
+                        if ((r = pass_step(b, err)) >= 0 && (r = syncer_behind(b->syncer, b->pos)) < 0)
                                 return tp_error(err, r, "the new slot file: fdatasync: %s", strerror(-r));
                         break;
                 case BUILD_CHECK:
                         r = check(b, err);
+                        break;
+                case BUILD_SYNCER:
+                        /*
+                         * Every fdatasync the pass asked for is done (or its error reported) before the
+                         * writeback wait and the result's own fdatasync; waited for within the time cap.
+                         */
+                        r = syncer_finish(b->syncer, b->time_cap ? t0 + b->time_cap : 0);
+                        if (r < 0)
+                                return tp_error(err, r, "the new slot file: fdatasync: %s", strerror(-r));
+                        if (r > 0)
+                                return 1;
+                        b->syncer = syncer_free(b->syncer);
+                        b->phase = BUILD_WRITEBACK;
                         break;
                 case BUILD_WRITEBACK:
                         /*

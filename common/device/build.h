@@ -59,8 +59,9 @@ uint64_t builder_space(const Builder *b);
 /*
  * The files the result goes into, once, before the first builder_step(): empty, open read-write,
  * laid out as the target (@out->size is the target's size, else -EINVAL; -EBUSY a second time);
- * borrowed until builder_free(). A set of one file grows as it is written; a directory's files
- * are written in place, each up to its size.
+ * borrowed until builder_free() (a worker thread fdatasyncs them behind the pass: syncer.h).
+ * A set of one file grows as it is written; a directory's files are written in place, each up to
+ * its size.
  */
 _warn_unused_result_ int builder_output(Builder *b, const FileSet *out, TpError *err);
 

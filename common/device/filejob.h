@@ -14,6 +14,7 @@
 #include "fileset.h"
 #include "macro.h"
 #include "sha256.h"
+#include "syncer.h"
 
 typedef struct FileCopy {
         int src, dst;                   /* not owned */
@@ -30,18 +31,23 @@ _warn_unused_result_ int file_copy_step(FileCopy *c, uint64_t budget);
  * The same for a model of several files: every file of @src into the empty file of the same
  * index in @dst (both borrowed; the caller has checked they list the same files and sizes).
  * pos counts the bytes of the space copied so far. The copy is made durable as it goes, a piece
- * at a time, so that the caller's fdatasync at the end (still needed) is short.
+ * at a time on a worker thread (syncer.h), so that the caller's fdatasync at the end (still
+ * needed) is short: set_copy_step() returns 0 only once those fdatasyncs are done (1 meanwhile,
+ * each call waiting 10 ms at most), and returns the error of one that failed.
+ * set_copy_done() stops the worker: call it before closing @dst's files when the copy ends
+ * early (a copy that returned 0 has stopped it already), and before set_copy_init() again.
  */
 typedef struct SetCopy {
         const FileSet *src, *dst;
         size_t file;                    /* the file being copied */
         FileCopy cur;
         uint64_t pos;
-        uint64_t synced;                /* the bytes before this are fdatasync'ed (fileset_sync_behind()) */
+        Syncer *syncer;                 /* fdatasyncs dst behind the copy, from its first piece on */
 } SetCopy;
 
 void set_copy_init(SetCopy *c, const FileSet *src, const FileSet *dst);
 _warn_unused_result_ int set_copy_step(SetCopy *c, uint64_t budget);
+void set_copy_done(SetCopy *c);
 
 /*
  * Retiring a slot's files that a rename is about to replace. Else the rename (or the last close)

@@ -540,7 +540,7 @@ int stager_step(Stager *s, uint64_t budget, TpError *err) {
                          * fresh copy) the fdatasync below would wait for in one call, with every
                          * request to the daemon waiting behind it. Waited for here range by range,
                          * within the step's time cap; the fdatasync is left with the disk's cache
-                         * flush, which the copy's own fdatasyncs keep short (fileset_sync_behind()).
+                         * flush, which the copy's own fdatasyncs keep short (set_copy_step()).
                          */
                         r = fileset_wait_writeback(s->slot, &s->written_back, s->time_cap ? t0 + s->time_cap : 0,
                                                    "slot", err);

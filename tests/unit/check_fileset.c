@@ -306,11 +306,11 @@ START_TEST(test_pwrite_and_sync) {
 }
 END_TEST
 
-/* Waiting for writeback range by range, and fdatasync behind a set written in order. */
+/* Waiting for writeback range by range. */
 START_TEST(test_writeback) {
         FileSet layout;
         TpError err = {};
-        uint64_t pos = 0, synced = 0;
+        uint64_t pos = 0;
 
         describe_opened(&layout);
         ck_assert_int_eq(fileset_pwrite(&layout, "12345", 5, 0), 0);
@@ -330,15 +330,7 @@ START_TEST(test_writeback) {
         ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 0, "out", &err), -EBADF);
         ck_assert_uint_eq(pos, 2);
         ck_assert_str_eq(err.message, "out, file 'w/x': writeback: Bad file descriptor");
-
-        /* Less than a piece behind: nothing; a failed fdatasync leaves *synced where it was. */
-        ck_assert_int_eq(fileset_sync_behind(&layout, &synced, 5), 0);
-        ck_assert_uint_eq(synced, 0);
-        ck_assert_int_eq(fileset_sync_behind(&FILESET_ONE(-1, 1ull << 30), &synced, FILESET_SYNC_PIECE), -EBADF);
-        ck_assert_uint_eq(synced, 0);
         layout.files[2].fd = x_fd;
-        ck_assert_int_eq(fileset_sync_behind(&FILESET_ONE(x_fd, 1ull << 30), &synced, FILESET_SYNC_PIECE), 0);
-        ck_assert_uint_eq(synced, FILESET_SYNC_PIECE);
         for (size_t i = 0; i < layout.n_files; i++)
                 close(layout.files[i].fd);
         fileset_done(&layout);

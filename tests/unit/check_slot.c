@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -419,6 +420,45 @@ START_TEST(test_set_jobs) {
 }
 END_TEST
 
+/* A copy past a piece is synced behind on a worker: stopped when the copy ends, or early by set_copy_done(). */
+START_TEST(test_set_copy_synced) {
+        uint64_t size = SYNCER_PIECE + (4u << 20);
+        int src = open(path_of("big"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int dst = open(path_of("big-copy"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        FileSet from = FILESET_ONE(src, size), to = FILESET_ONE(dst, size);
+        SetCopy c;
+        struct stat st;
+        int r;
+
+        ck_assert_int_ge(src, 0);
+        ck_assert_int_ge(dst, 0);
+        ck_assert_int_eq(ftruncate(src, (off_t) size), 0);
+        ck_assert_int_eq(pwrite(src, "end", 3, (off_t) size - 3), 3);
+        set_copy_init(&c, &from, &to);
+        bool worker = false;
+        while ((r = set_copy_step(&c, 8u << 20)) > 0)
+                worker |= c.syncer != NULL;
+        ck_assert_int_eq(r, 0);
+        ck_assert(worker);
+        ck_assert_ptr_null(c.syncer);           /* stopped with the copy's end */
+        ck_assert_int_eq(fstat(dst, &st), 0);
+        ck_assert_int_eq(st.st_size, (off_t) size);
+        ck_assert_int_eq(set_copy_step(&c, 8u << 20), 0);       /* and done stays done */
+
+        /* Ended early: the worker stops before the files are closed. */
+        ck_assert_int_eq(ftruncate(dst, 0), 0);
+        set_copy_init(&c, &from, &to);
+        while (!c.syncer)
+                ck_assert_int_eq(set_copy_step(&c, 8u << 20), 1);
+        set_copy_done(&c);
+        ck_assert_ptr_null(c.syncer);
+        set_copy_done(&c);                      /* twice: nothing */
+        close(src);
+        close(dst);
+        cleanup();
+}
+END_TEST
+
 /* Files being retired: emptied from the last file's end, a piece a call under a 1 ns cap, then closed. */
 START_TEST(test_retire) {
         FileSet set = FILESET_NULL;
@@ -472,6 +512,7 @@ static Suite *slot_suite(void) {
         tcase_add_test(tc, test_seal_relocated);
         tcase_add_test(tc, test_seal_files);
         tcase_add_test(tc, test_set_jobs);
+        tcase_add_test(tc, test_set_copy_synced);
         tcase_add_test(tc, test_retire);
         suite_add_tcase(s, tc);
         return s;
