@@ -94,15 +94,23 @@ Syncer *syncer_free(Syncer *s) {
         return NULL;
 }
 
-int syncer_behind(Syncer *s, uint64_t pos) {
+static int ask(Syncer *s, uint64_t pos, uint64_t piece) {
         pthread_mutex_lock(&s->lock);
         int r = s->error;
-        if (r == 0 && pos >= s->wanted + SYNCER_PIECE) {
+        if (r == 0 && pos > s->wanted && pos - s->wanted >= piece) {
                 s->wanted = pos;
                 pthread_cond_signal(&s->work);
         }
         pthread_mutex_unlock(&s->lock);
         return r;
+}
+
+int syncer_behind(Syncer *s, uint64_t pos) {
+        return ask(s, pos, SYNCER_PIECE);
+}
+
+int syncer_ask(Syncer *s, uint64_t pos) {
+        return ask(s, pos, 1);
 }
 
 int syncer_finish(Syncer *s, uint64_t deadline_ns) {

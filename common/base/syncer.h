@@ -52,6 +52,13 @@ DEFINE_POINTER_CLEANUP(Syncer, syncer_free)
 _warn_unused_result_ int syncer_behind(Syncer *s, uint64_t pos);
 
 /*
+ * The same without the piece: the worker is asked to fdatasync up to @pos now (for a writer whose
+ * writes are sparse in the space, which counts its own bytes). Never waits. 0, or the first failed
+ * fdatasync's -errno.
+ */
+_warn_unused_result_ int syncer_ask(Syncer *s, uint64_t pos);
+
+/*
  * Wait for every round asked for, until CLOCK_MONOTONIC reaches @deadline_ns (0: no deadline):
  * 0 when they are done, 1 when the deadline came first (call again), or the first failed
  * fdatasync's -errno. The caller's own fdatasync comes after 0.

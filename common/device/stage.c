@@ -10,10 +10,12 @@
 #include "hashpipe.h"
 #include "span.h"
 #include "stage.h"
+#include "syncer.h"
 #include "workbuf.h"
 
 #define STAGE_WINDOW (256u << 10)       /* bytes per read outside spans, and per raw-span piece */
 #define WRITEBACK_KICK (4u << 20)       /* start writeback after this many bytes, so the final fdatasync is short */
+#define SYNC_PIECE (8u << 20)           /* fdatasync behind the pass (syncer.h) after this many bytes */
 #define CHUNK_RING 16                   /* chunk digests in flight on the hashing thread */
 
 typedef struct Interval {
@@ -71,10 +73,17 @@ struct Stager {
         uint64_t unkicked;              /* bytes written since writeback was last started */
         uint64_t kick_from;             /* where the first of them went (the pass writes in space order) */
         uint64_t written_back;          /* PHASE_WRITEBACK: the slot's bytes before this are on the disk */
+        Syncer *syncer;                 /* fdatasyncs the slot behind the pass, on its own thread */
+        uint64_t unsynced;              /* bytes written since the syncer was last asked */
 };
 
-/* Count bytes written into the slot at [pos, pos + n); now and then start their writeback without waiting for it. */
-static void written(Stager *s, uint64_t pos, uint64_t n) {
+/*
+ * Count bytes written into the slot at [pos, pos + n); now and then start their writeback without
+ * waiting for it, and have the syncer fdatasync them, so that the disk's cache is flushed piece
+ * by piece while the pass goes on and the fdatasync at the end finds little left. 0, or the
+ * syncer's error.
+ */
+static int written(Stager *s, uint64_t pos, uint64_t n) {
         s->progress.slot_bytes += n;
         if (s->unkicked == 0)
                 s->kick_from = pos;
@@ -83,12 +92,24 @@ static void written(Stager *s, uint64_t pos, uint64_t n) {
                 fileset_start_writeback(s->slot, s->kick_from, pos + n - s->kick_from);
                 s->unkicked = 0;
         }
+        s->unsynced += n;
+        if (s->unsynced >= SYNC_PIECE) {
+                s->unsynced = 0;
+                return syncer_ask(s->syncer, pos + n);
+        }
+        return 0;
+}
+
+/* The slot's fdatasync failed (on the syncer's thread, or on this one). */
+static int sync_failed(int r, TpError *err) {
+        return tp_error(err, r, "slot: fdatasync: %s", strerror(-r));
 }
 
 Stager *stager_free(Stager *s) {
         if (!s)
                 return NULL;
         hash_pipe_free(s->pipe);        /* first: the worker may still read the buffers and the digests */
+        syncer_free(s->syncer);         /* ... and this one fdatasync the (borrowed) slot */
         workbuf_free(s->bufmem);
         span_decoder_free(s->decoder);
         undo_writer_free(s->undo_out);
@@ -201,6 +222,9 @@ int stager_new(const FileSet *slot, const StageSource *src, const StageTarget *t
         r = hash_pipe_new(&s->pipe);
         if (r < 0)
                 return tp_error(err, r, "cannot start the hashing thread: %s", strerror(-r));
+        r = syncer_new(slot, &s->syncer);
+        if (r < 0)
+                return tp_error(err, r, "cannot start the syncing thread: %s", strerror(-r));
         if (set_hash_init(&s->full, slot) < 0)
                 return -ENOMEM;
         sha256_init(&s->ring[0]);
@@ -355,7 +379,8 @@ static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool resto
                         r = fileset_pwrite(s->slot, buf + (lo - pos), hi - lo, lo);
                         if (r < 0)
                                 return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", lo, strerror(-r));
-                        written(s, lo, hi - lo);
+                        if ((r = written(s, lo, hi - lo)) < 0)
+                                return sync_failed(r, err);
                 }
                 at = hi;
         }
@@ -412,7 +437,8 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
                         return r;
                 if ((r = fileset_pwrite(s->slot, bytes, n, pos)) < 0)
                         return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", pos, strerror(-r));
-                written(s, pos, n);
+                if ((r = written(s, pos, n)) < 0)
+                        return sync_failed(r, err);
                 if (chunk)
                         chunk_fed(s, pos + n);
                 else
@@ -538,10 +564,19 @@ int stager_step(Stager *s, uint64_t budget, TpError *err) {
                         /*
                          * What the disk has not yet written of the slot (on slow storage, much of a
                          * fresh copy) the fdatasync below would wait for in one call, with every
-                         * request to the daemon waiting behind it. Waited for here range by range,
-                         * within the step's time cap; the fdatasync is left with the disk's cache
-                         * flush, which the copy's own fdatasyncs keep short (set_copy_step()).
+                         * request to the daemon waiting behind it. Waited for here, within the
+                         * step's time cap: the syncer's last round, then range by range; the
+                         * fdatasync is left with the disk's cache flush, which the fdatasyncs behind
+                         * the pass (and the copy's: set_copy_step()) keep short.
                          */
+                        if (s->syncer) {
+                                r = syncer_finish(s->syncer, s->time_cap ? t0 + s->time_cap : 0);
+                                if (r < 0)
+                                        return sync_failed(r, err);
+                                if (r > 0)
+                                        return 1;
+                                s->syncer = syncer_free(s->syncer);
+                        }
                         r = fileset_wait_writeback(s->slot, &s->written_back, s->time_cap ? t0 + s->time_cap : 0,
                                                    "slot", err);
                         if (r != 0)
