@@ -136,6 +136,28 @@ START_TEST(test_below_a_piece) {
 }
 END_TEST
 
+/* syncer_ask(): any position past the last one asked for is a round; the same or an earlier one is not. */
+START_TEST(test_ask) {
+        ck_assert_int_eq(syncer_ask(syncer, 1), 0);
+        ck_assert_int_eq(syncer_finish(syncer, 0), 0);
+        ck_assert_uint_eq(returned(), 1);
+        ck_assert_int_eq(syncer_ask(syncer, 1), 0);
+        ck_assert_int_eq(syncer_ask(syncer, 0), 0);
+        ck_assert_int_eq(syncer_finish(syncer, 0), 0);
+        ck_assert_uint_eq(calls(), 1);
+        ck_assert_int_eq(syncer_ask(syncer, 4096), 0);
+        ck_assert_int_eq(syncer_finish(syncer, 0), 0);
+        ck_assert_uint_eq(returned(), 2);
+        /* Then syncer_behind() counts its piece from there. */
+        ck_assert_int_eq(syncer_behind(syncer, SYNCER_PIECE), 0);
+        ck_assert_int_eq(syncer_finish(syncer, 0), 0);
+        ck_assert_uint_eq(calls(), 2);
+        ck_assert_int_eq(syncer_behind(syncer, SYNCER_PIECE + 4096), 0);
+        ck_assert_int_eq(syncer_finish(syncer, 0), 0);
+        ck_assert_uint_eq(returned(), 3);
+}
+END_TEST
+
 /* Requests while a round is in flight are not queued: the next round covers them all. */
 START_TEST(test_coalescing) {
         gate(true);
@@ -255,6 +277,7 @@ static Suite *syncer_suite(void) {
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_below_a_piece);
+        tcase_add_test(tc, test_ask);
         tcase_add_test(tc, test_coalescing);
         tcase_add_test(tc, test_files_of_a_range);
         tcase_add_test(tc, test_error_kept);
