@@ -8,7 +8,7 @@
  * Prints one JSON object per type per line:
  *   {"type": "q4_0", "imatrix": false, "floats": N, "reps": R, "ggml_mbps": .., "impls": {"avx2": ..,
  *    "generic": ..}, "best": "avx2", "ratio_best": .., "ratio_generic": .., "same_bytes": true}
- * then the weighted K-quants with an importance row ("q4_K+imatrix": quantize_rows_weighted
+ * then the weighted K-quants with an importance row ("q4_K-imatrix": quantize_rows_weighted
  * against ggml_quantize_chunk given the same row). MB/s from the fastest repetition; the
  * ratios are ours over ggml's.
  */
@@ -101,7 +101,7 @@ static int bench_type(ggml_quantize_chunk_fn chunk, uint32_t type, const float *
                         gi = i;
         }
         printf("{\"type\": \"%s%s\", \"imatrix\": %s, \"floats\": %zu, \"reps\": %u, \"ggml_mbps\": %.1f, "
-               "\"impls\": {", gt->name, imatrix ? "+imatrix" : "", imatrix ? "true" : "false", n, reps, ggml_mbps);
+               "\"impls\": {", gt->name, imatrix ? "-imatrix" : "", imatrix ? "true" : "false", n, reps, ggml_mbps);
         for (size_t i = 0; i < n_impls; i++)
                 printf("%s\"%s\": %.1f", i ? ", " : "", impls[i], mb / best[i]);
         printf("}, \"best\": \"%s\", \"ratio_best\": %.2f, \"ratio_generic\": %.2f, \"same_bytes\": %s}\n",

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Quantizer throughput: our quantize_rows() (the best implementation this CPU runs, and the
 # generic one) against ggml's ggml_quantize_chunk from the pinned llama.cpp build, then the
-# K-quants with an importance row (quantize_rows_weighted, "+imatrix"), same rows,
+# K-quants with an importance row (quantize_rows_weighted, "-imatrix"), same rows,
 # same run, interleaved repetitions (best of REPS); MB/s of float input; ratio = ours / ggml.
 # Every repetition also checks the bytes are ggml's (same_bytes).
 # Prints a table; writes BUILD/bench/quant.json (and tests/bench/results/quant.json with RECORD=1).
@@ -25,7 +25,7 @@ out = {
     "conditions": json.loads(sys.argv[3]),
     "what": "quantize_rows (kernels/quant*) vs ggml_quantize_chunk (libggml-base.so, node-llama-cpp 3.21.1), "
             "weights-like rows (about N(0, 0.02), Irwin-Hall, rare 40x outliers) of 4096 floats; ratio = our MB/s / ggml's; "
-            "'+imatrix': quantize_rows_weighted vs ggml_quantize_chunk given one skewed importance row",
+            "'-imatrix': quantize_rows_weighted vs ggml_quantize_chunk given one skewed importance row",
     "cases": cases,
 }
 json.dump(out, open(sys.argv[2], "w"), indent=2)
