@@ -118,6 +118,15 @@ static void seal_base(int fd, Held *h) {
         memcpy(h->seal.base_sha256, h->seal.sha256, 32);
 }
 
+/* A slot file holding the base, open read-write, its seal and chunk table in @h. */
+static int base_slot(Held *h) {
+        write_file("slot", base, SIZE);
+        int fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        seal_base(fd, h);
+        return fd;
+}
+
 static Bundle *open_bundle(const char *name) {
         Bundle *b = NULL;
         BundleTrust t = { .allow_unsigned = true };
@@ -197,10 +206,7 @@ static void run_sequence(VerifyMode mode) {
         Held h;
         TpError err = {};
 
-        write_file("slot", base, SIZE);
-        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        seal_base(fd, &h);
+        fd = base_slot(&h);
 
         ck_assert_msg(stage(fd, &h, a, mode, &p, &err) == 0, "%s", err.message);
         assert_slot_is(fd, task_a);
@@ -254,10 +260,7 @@ START_TEST(test_time_cap) {
         TpError err = {};
         unsigned uncapped;
 
-        write_file("slot", base, SIZE);
-        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        seal_base(fd, &h);
+        fd = base_slot(&h);
         ck_assert_msg(stage(fd, &h, a, VERIFY_FULL, &p, &err) == 0, "%s", err.message);
         uncapped = steps;
         ck_assert_msg(stage(fd, &h, NULL, VERIFY_FULL, &p, &err) == 0, "%s", err.message);
@@ -327,10 +330,7 @@ static void run_two_files(VerifyMode mode, bool no_chunks) {
         TpError err = {};
 
         /* The sealed base: its chunk table is over the space, the same as the one file's. */
-        write_file("slot", base, SIZE);
-        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
-        ck_assert_int_ge(fd, 0);
-        seal_base(fd, &h);
+        fd = base_slot(&h);
         two_files_open(&t, base);
         two_files_digest(&t, task_a, want_a);
         two_files_digest(&t, task_b, want_b);
@@ -387,9 +387,7 @@ START_TEST(test_wrong_base_bytes) {
         Held h;
         TpError err = {};
 
-        write_file("slot", base, SIZE);
-        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
-        seal_base(fd, &h);
+        fd = base_slot(&h);
         ck_assert_int_eq(pwrite_full(fd, "x", 1, 100001), 0);
         ck_assert_int_eq(stage(fd, &h, a, VERIFY_FULL, &p, &err), -EBADMSG);
         ck_assert_msg(strstr(err.message, "span #0") && strstr(err.message, "base bytes"), "%s", err.message);
@@ -405,9 +403,7 @@ START_TEST(test_full_catches_outside_damage) {
         Held h;
         TpError err = {};
 
-        write_file("slot", base, SIZE);
-        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
-        seal_base(fd, &h);
+        fd = base_slot(&h);
         ck_assert_int_eq(pwrite_full(fd, "x", 1, 3000000), 0);
         ck_assert_int_eq(stage(fd, &h, a, VERIFY_FULL, &p, &err), -EBADMSG);
         ck_assert_msg(strstr(err.message, "SHA-256"), "%s", err.message);
@@ -424,9 +420,7 @@ START_TEST(test_damaged_undo) {
         Held h;
         TpError err = {};
 
-        write_file("slot", base, SIZE);
-        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
-        seal_base(fd, &h);
+        fd = base_slot(&h);
         ck_assert_msg(stage(fd, &h, a, VERIFY_FULL, &p, &err) == 0, "%s", err.message);
         _cleanup_close_ int ufd = open(path_of("slot.undo"), O_RDWR | O_CLOEXEC);
         ck_assert_int_eq(pwrite_full(ufd, "\xff", 1, 100), 0);
@@ -454,9 +448,7 @@ START_TEST(test_damaged_undo_behind) {
         Held h;
         TpError err = {};
 
-        write_file("slot", base, SIZE);
-        fd = open(path_of("slot"), O_RDWR | O_CLOEXEC);
-        seal_base(fd, &h);
+        fd = base_slot(&h);
         ck_assert_msg(stage(fd, &h, a, mode, &p, &err) == 0, "%s", err.message);
 
         /* The record's byte for slot offset at[]: found through its own span table. */
