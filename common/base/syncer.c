@@ -113,6 +113,14 @@ int syncer_ask(Syncer *s, uint64_t pos) {
         return ask(s, pos, 1);
 }
 
+int syncer_end(Syncer **s, uint64_t deadline_ns) {
+        int r = *s ? syncer_finish(*s, deadline_ns) : 0;
+
+        if (r == 0)
+                *s = syncer_free(*s);
+        return r;
+}
+
 int syncer_finish(Syncer *s, uint64_t deadline_ns) {
         struct timespec until = { .tv_sec = (time_t) (deadline_ns / 1000000000u),
                                   .tv_nsec = (long) (deadline_ns % 1000000000u) };

@@ -64,3 +64,10 @@ _warn_unused_result_ int syncer_ask(Syncer *s, uint64_t pos);
  * fdatasync's -errno. The caller's own fdatasync comes after 0.
  */
 _warn_unused_result_ int syncer_finish(Syncer *s, uint64_t deadline_ns);
+
+/*
+ * The end of a writer's syncing: syncer_finish(*@s, @deadline_ns), and once it returns 0 the worker
+ * stopped and *@s NULL (0 at once when *@s is NULL). 1: call again; or the error. What the copy,
+ * the builder and the stager each do before their own writeback wait and fdatasync.
+ */
+_warn_unused_result_ int syncer_end(Syncer **s, uint64_t deadline_ns);

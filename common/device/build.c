@@ -538,12 +538,11 @@ int builder_step(Builder *b, uint64_t budget, TpError *err) {
                          * Every fdatasync the pass asked for is done (or its error reported) before the
                          * writeback wait and the result's own fdatasync; waited for within the time cap.
                          */
-                        r = syncer_finish(b->syncer, b->time_cap ? t0 + b->time_cap : 0);
+                        r = syncer_end(&b->syncer, b->time_cap ? t0 + b->time_cap : 0);
                         if (r < 0)
                                 return tp_error(err, r, "the new slot file: fdatasync: %s", strerror(-r));
                         if (r > 0)
                                 return 1;
-                        b->syncer = syncer_free(b->syncer);
                         b->phase = BUILD_WRITEBACK;
                         break;
                 case BUILD_WRITEBACK:

@@ -107,10 +107,7 @@ int set_copy_step(SetCopy *c, uint64_t budget) {
                         return 1;
         }
         /* Copied: done once the fdatasyncs asked for are, and the worker is stopped. */
-        if (c->syncer && (r = syncer_finish(c->syncer, clock_mono_ns() + SET_COPY_WAIT_NS)) != 0)
-                return r;
-        c->syncer = syncer_free(c->syncer);
-        return 0;
+        return syncer_end(&c->syncer, clock_mono_ns() + SET_COPY_WAIT_NS);
 }
 
 void set_copy_done(SetCopy *c) {

@@ -569,14 +569,10 @@ int stager_step(Stager *s, uint64_t budget, TpError *err) {
                          * fdatasync is left with the disk's cache flush, which the fdatasyncs behind
                          * the pass (and the copy's: set_copy_step()) keep short.
                          */
-                        if (s->syncer) {
-                                r = syncer_finish(s->syncer, s->time_cap ? t0 + s->time_cap : 0);
-                                if (r < 0)
-                                        return sync_failed(r, err);
-                                if (r > 0)
-                                        return 1;
-                                s->syncer = syncer_free(s->syncer);
-                        }
+                        if ((r = syncer_end(&s->syncer, s->time_cap ? t0 + s->time_cap : 0)) < 0)
+                                return sync_failed(r, err);
+                        if (r > 0)
+                                return 1;
                         r = fileset_wait_writeback(s->slot, &s->written_back, s->time_cap ? t0 + s->time_cap : 0,
                                                    "slot", err);
                         if (r != 0)

@@ -158,6 +158,22 @@ START_TEST(test_ask) {
 }
 END_TEST
 
+/* syncer_end(): 1 while a round runs past the deadline, the worker kept; 0 once done, the worker stopped. */
+START_TEST(test_end) {
+        Syncer *none = NULL;
+        ck_assert_int_eq(syncer_end(&none, 0), 0);
+        gate(true);
+        ck_assert_int_eq(syncer_ask(syncer, 1), 0);
+        wait_calls(1);
+        ck_assert_int_eq(syncer_end(&syncer, clock_mono_ns() + 1000000u), 1);
+        ck_assert_ptr_nonnull(syncer);
+        gate(false);
+        ck_assert_int_eq(syncer_end(&syncer, 0), 0);
+        ck_assert_ptr_null(syncer);
+        ck_assert_uint_eq(returned(), 1);
+}
+END_TEST
+
 /* Requests while a round is in flight are not queued: the next round covers them all. */
 START_TEST(test_coalescing) {
         gate(true);
@@ -278,6 +294,7 @@ static Suite *syncer_suite(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_below_a_piece);
         tcase_add_test(tc, test_ask);
+        tcase_add_test(tc, test_end);
         tcase_add_test(tc, test_coalescing);
         tcase_add_test(tc, test_files_of_a_range);
         tcase_add_test(tc, test_error_kept);
