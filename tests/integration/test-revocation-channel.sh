@@ -79,8 +79,14 @@ check "... (still one GET of the list)" test "$(grep -c 'GET /stable.revocations
 
 echo "# a mirror without the list, or with another file under its name"
 tp revoke -o "$TMP/stable.revocations" --from "$TMP/stable.revocations" "${root_keys[@]}" > /dev/null
-publish --serial 4 --revocations "$TMP/stable.revocations"
-mv "$www/stable.revocations" "$TMP/kept.revocations"
+# Published beside a copy of the mirror, so that the device never sees serial 4 with its list:
+# it polls every second, and would take both between a publish here and a removal.
+rm -rf "$TMP/www4" && cp -a "$www" "$TMP/www4"
+tp publish "$TMP/www4" --channel stable --desired json "${root_keys[@]}" --serial 4 \
+    --revocations "$TMP/stable.revocations" > /dev/null
+cp "$TMP/www4/stable.revocations" "$TMP/kept.revocations"
+rm "$www/stable.revocations"
+cp "$TMP/www4/stable.channel" "$www/stable.channel.new" && mv "$www/stable.channel.new" "$www/stable.channel"
 check "a channel whose list is missing: not taken (serial stays 3)" \
     wait_status '"stable.revocations" in (s["channel"]["last_error"] or "") and s["channel"]["serial"] == 3' 30
 check "... saying it is not followed without its list" grep -q "404" "$TMP/st.json"
