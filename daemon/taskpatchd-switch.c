@@ -114,13 +114,12 @@ static void switch_free(void *data) {
         free(sw);
 }
 
-/* Load what the stager needs to know about @from's content: its undo record and chunk table. */
 /*
- * Slot @from's seal, undo record and chunk table as what staging starts from. With @behind the
- * record's SHA-256 is checked beside the stager's pass (undo_record_open_behind()), which checks
- * what it reads from the record anyway: only a stager may take such a source.
+ * Slot @from's seal, undo record and chunk table as what staging starts from. With @deferred the
+ * record's SHA-256 is checked only if the stager's pass fails (undo_record_open_deferred()): the
+ * pass checks what it reads from the record anyway, so only a stager may take such a source.
  */
-static int load_source(Manager *m, Switch *sw, SlotId from, bool behind, TpError *err) {
+static int load_source(Manager *m, Switch *sw, SlotId from, bool deferred, TpError *err) {
         TpError ignored = {};
         int r;
 
@@ -129,9 +128,10 @@ static int load_source(Manager *m, Switch *sw, SlotId from, bool behind, TpError
         free(sw->chunks);
         sw->chunks = NULL;
         if (sw->source.undo_spans &&
-            (r = (behind ? undo_record_open_behind : undo_record_open)(m->files[from].undo, sw->source.undo_spans,
-                                                                      sw->source.undo_sha256, sw->source.size,
-                                                                      &sw->undo, err)) < 0)
+            (r = (deferred ? undo_record_open_deferred : undo_record_open)(m->files[from].undo,
+                                                                          sw->source.undo_spans,
+                                                                          sw->source.undo_sha256, sw->source.size,
+                                                                          &sw->undo, err)) < 0)
                 return r;
         if (m->config->verify == VERIFY_INCREMENTAL && sw->source.chunk_size &&
             chunk_table_load(m->files[from].chunks, sw->source.size, sw->source.chunk_size, sw->source.chunk_root,
@@ -444,7 +444,7 @@ static int stage_step(Operation *op, Switch *sw) {
                 stager_set_time_cap(sw->stager, STAGE_SLICE_NS);
         }
         r = stager_step(sw->stager, STAGE_SLICE, &op->err);
-        /* A damaged undo record (checked beside the pass) cannot give the base back: a fresh copy can. */
+        /* A damaged undo record (checked once the pass failed) cannot give the base back: a fresh copy can. */
         if (r < 0 && (stager_progress(sw->stager)->target_mismatch || stager_progress(sw->stager)->source_damaged))
                 return target_mismatch(op, sw);
         if (r < 0) {

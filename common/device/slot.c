@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "fileio.h"
@@ -298,15 +297,14 @@ static uint64_t get_le64(const uint8_t *p) {
         return v;
 }
 
-/* The check of a record's SHA-256: on its own thread (undo_record_open_behind()) or on the caller's. */
+/* The check of a record's SHA-256: at once (undo_record_open()) or when asked (undo_record_checked()). */
 struct UndoCheck {
         int fd;                         /* the record's: borrowed */
         uint64_t body;                  /* the bytes the digest covers; the digest follows them */
         uint8_t sha256[SHA256_DIGEST_SIZE];
         char *path;
-        pthread_t thread;
-        bool joined;
-        int r;                          /* the verdict, once joined */
+        bool done;
+        int r;                          /* the verdict, once done */
         TpError err;
 };
 
@@ -331,17 +329,9 @@ static int undo_check_run(UndoCheck *c, TpError *err) {
         return 0;
 }
 
-static void *undo_check_thread(void *arg) {
-        UndoCheck *c = arg;
-        c->r = undo_check_run(c, &c->err);
-        return NULL;
-}
-
 static UndoCheck *undo_check_free(UndoCheck *c) {
         if (!c)
                 return NULL;
-        if (!c->joined)
-                pthread_join(c->thread, NULL);
         free(c->path);
         free(c);
         return NULL;
@@ -352,9 +342,9 @@ int undo_record_checked(UndoRecord *u, TpError *err) {
 
         if (!c)
                 return 0;
-        if (!c->joined) {
-                pthread_join(c->thread, NULL);
-                c->joined = true;
+        if (!c->done) {
+                c->r = undo_check_run(c, &c->err);
+                c->done = true;
         }
         if (c->r < 0)
                 *err = c->err;
@@ -364,7 +354,7 @@ int undo_record_checked(UndoRecord *u, TpError *err) {
 UndoRecord *undo_record_free(UndoRecord *u) {
         if (!u)
                 return NULL;
-        u->check = undo_check_free(u->check);   /* first: its thread reads u->fd */
+        u->check = undo_check_free(u->check);
         safe_close(u->fd);
         free(u->spans);
         free(u);
@@ -434,7 +424,7 @@ static int undo_table_v2(UndoRecord *u, const char *path, uint64_t file_size, ui
 }
 
 static int undo_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE], uint64_t file_size,
-                     bool behind, UndoRecord **ret, TpError *err) {
+                     bool deferred, UndoRecord **ret, TpError *err) {
         _cleanup_(undo_record_freep) UndoRecord *u = calloc(1, sizeof(*u));
         uint8_t buf[24];
         struct stat st;
@@ -459,19 +449,15 @@ static int undo_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_D
         UndoCheck *c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        *c = (UndoCheck) { .fd = u->fd, .body = body, .path = strdup(path), .joined = true };
+        *c = (UndoCheck) { .fd = u->fd, .body = body, .path = strdup(path) };
         memcpy(c->sha256, sha256, SHA256_DIGEST_SIZE);
         u->check = c;
         if (!c->path)
                 return -ENOMEM;
-        if (!behind) {
+        if (!deferred) {
                 if ((r = undo_check_run(c, err)) < 0)
                         return r;
                 u->check = undo_check_free(c);
-        } else {
-                if ((r = -pthread_create(&c->thread, NULL, undo_check_thread, c)) < 0)
-                        return tp_error(err, r, "%s: cannot start the thread that checks it: %s", path, strerror(-r));
-                c->joined = false;
         }
 
         if ((r = pread_full(u->fd, buf, 16, 0)) < 0 || get_le64(buf + 8) != n ||
@@ -501,8 +487,8 @@ int undo_record_open(const char *path, uint64_t n, const uint8_t sha256[SHA256_D
         return undo_open(path, n, sha256, file_size, false, ret, err);
 }
 
-int undo_record_open_behind(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE],
-                            uint64_t file_size, UndoRecord **ret, TpError *err) {
+int undo_record_open_deferred(const char *path, uint64_t n, const uint8_t sha256[SHA256_DIGEST_SIZE],
+                              uint64_t file_size, UndoRecord **ret, TpError *err) {
         return undo_open(path, n, sha256, file_size, true, ret, err);
 }
 

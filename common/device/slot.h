@@ -145,7 +145,7 @@ typedef struct UndoRecord {
         uint64_t n;
         bool relocated;                 /* TPUNDO2 */
         uint64_t base_size;             /* the base it maps (relocated records) */
-        UndoCheck *check;               /* undo_record_open_behind(): its SHA-256, being checked */
+        UndoCheck *check;               /* undo_record_open_deferred(): its SHA-256, not yet checked */
 } UndoRecord;
 
 /*
@@ -157,20 +157,19 @@ _warn_unused_result_ int undo_record_open(const char *path, uint64_t n, const ui
                                           uint64_t file_size, UndoRecord **ret, TpError *err);
 
 /*
- * The same checks, but the file's SHA-256 is checked on a thread of its own while the caller goes
- * on; undo_record_checked() gives the verdict. For a caller whose every use of the record's bytes is
- * checked again anyway (a stager: each span's base bytes against the manifest, the result against
- * the target's hash), so that the record's hashing runs beside the pass instead of before it. -errno
- * from pthread_create() when the thread cannot start.
+ * The same checks, but the file's SHA-256 is left until undo_record_checked() asks for it. For a
+ * caller whose every use of the record's bytes is checked again anyway (a stager: each span's base
+ * bytes against the manifest, the bytes it restores in the verified result), which asks only to
+ * name the cause of a failure: a record in good order is then never hashed at all.
  */
-_warn_unused_result_ int undo_record_open_behind(const char *path, uint64_t n,
-                                                 const uint8_t sha256[SHA256_DIGEST_SIZE], uint64_t file_size,
-                                                 UndoRecord **ret, TpError *err);
+_warn_unused_result_ int undo_record_open_deferred(const char *path, uint64_t n,
+                                                   const uint8_t sha256[SHA256_DIGEST_SIZE], uint64_t file_size,
+                                                   UndoRecord **ret, TpError *err);
 
 /*
  * Whether the record is what its seal says: 0, or -EBADMSG ("PATH: damaged ...") or a read error's
- * -errno, with @err set. Waits for the check of undo_record_open_behind() (0 at once for a record
- * undo_record_open() checked); the same answer on every call.
+ * -errno, with @err set. Hashes the record the first time for undo_record_open_deferred() (0 at once
+ * for a record undo_record_open() checked); the same answer on every call.
  */
 _warn_unused_result_ int undo_record_checked(UndoRecord *u, TpError *err);
 UndoRecord *undo_record_free(UndoRecord *u);

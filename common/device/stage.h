@@ -43,9 +43,9 @@
 typedef struct StageSource {
         const Seal *seal;               /* clean: what the slot holds */
         UndoRecord *undo;               /* its undo record; NULL when it holds the base. One whose
-                                         * check runs beside the pass (undo_record_open_behind()) is
-                                         * waited for before the verdict, and its damage reported
-                                         * first (StageProgress.source_damaged) */
+                                         * check is deferred (undo_record_open_deferred()) is checked
+                                         * only when the pass fails, and its damage then reported as
+                                         * the cause (StageProgress.source_damaged) */
         const uint8_t *chunks;          /* its chunk table at seal->chunk_size; NULL when none */
 } StageSource;
 
@@ -71,7 +71,7 @@ typedef struct StageProgress {
                                          * (or chunk-hash root) is not the target's: a damaged slot, or a
                                          * bundle whose manifest names a target it does not make */
         bool source_damaged;            /* the source undo record is not what its seal says (its SHA-256,
-                                         * checked beside the pass: undo_record_open_behind()) */
+                                         * checked after a failure: undo_record_open_deferred()) */
 } StageProgress;
 
 typedef struct Stager Stager;

@@ -99,7 +99,7 @@ tpctl mark-good > /dev/null
 check "incremental passes ran (the log says so)" grep -q "incremental verification" "$TMP/daemon.log"
 grep "staged .* v" "$TMP/daemon.log" | tail -n 4 | sed 's/^/    /'
 
-# The inactive slot's undo record damaged (its SHA-256 is checked beside the pass, not before it):
+# The inactive slot's undo record damaged (its SHA-256 is checked only once the pass fails):
 # the base cannot come back from it, so the switch stages into a fresh copy of the active slot.
 check "incremental: switch shout (the inactive slot keeps json and its undo record)" tpctl switch shout
 tpctl mark-good > /dev/null

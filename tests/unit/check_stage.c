@@ -5,6 +5,7 @@
  */
 
 #include <check.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -137,10 +138,10 @@ static Bundle *open_bundle(const char *name) {
 }
 
 /* Each stage_into() runs its stager with this time cap (stager_set_time_cap()) and counts its steps;
- * it opens the source's undo record with undo_record_open_behind() when undo_behind is set. */
+ * it opens the source's undo record with undo_record_open_deferred() when undo_deferred is set. */
 static uint64_t time_cap;
 static unsigned steps;
-static bool undo_behind;
+static bool undo_deferred;
 
 /*
  * Stage @b (NULL: the base) into @slot from @h, the target's digest @sha256 (NULL: the one-file
@@ -164,7 +165,7 @@ static int stage_into(const FileSet *slot, Held *h, Bundle *b, const uint8_t *sh
         if (sha256)
                 memcpy(t.sha256, sha256, 32);
         if (h->seal.undo_spans)
-                ck_assert_int_eq((undo_behind ? undo_record_open_behind : undo_record_open)(
+                ck_assert_int_eq((undo_deferred ? undo_record_open_deferred : undo_record_open)(
                                          path_of("slot.undo"), h->seal.undo_spans, h->seal.undo_sha256, SIZE, &u, err),
                                  0);
         StageSource src = { .seal = &h->seal, .undo = u, .chunks = h->chunks };
@@ -432,15 +433,16 @@ START_TEST(test_damaged_undo) {
 END_TEST
 
 /*
- * A damaged undo record whose check runs beside the pass (undo_record_open_behind(), as the
- * daemon stages in place): the pass reads it, and whatever fails first (the restored bytes'
- * digest, or the base bytes of B's span that overlaps A's), the record's damage is what the
- * stager reports, not a target mismatch. Loop: {full, incremental} x the damaged byte at slot
- * offset 100,500 (restored only), 102,000 (under B's span: B's base), 2 MiB + 1000 (A's second
- * span, restored only).
+ * A damaged undo record whose check is deferred (undo_record_open_deferred(), as the daemon stages
+ * in place): the pass reads it and fails on whatever it meets first (the restored bytes' digest, or
+ * the base bytes of B's span that overlaps A's), and the record's damage is what the stager
+ * reports, not a target mismatch. Loop: {full, incremental} x the damaged byte at slot offset
+ * 100,500 (restored only), 102,000 (under B's span: B's base), 2 MiB + 1000 (A's second span,
+ * restored only), or the record's table: its first span moved 64 bytes down (still a sound table,
+ * so only the pass can tell).
  */
-START_TEST(test_damaged_undo_behind) {
-        static const uint64_t at[] = { 100500, 102000, (2u << 20) + 1000 };
+START_TEST(test_damaged_undo_deferred) {
+        static const uint64_t at[] = { 100500, 102000, (2u << 20) + 1000, UINT64_MAX };
         VerifyMode mode = _i % 2 ? VERIFY_INCREMENTAL : VERIFY_FULL;
         _cleanup_close_ int fd = -1;
         _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb"), *b = open_bundle("b.tpb");
@@ -460,15 +462,23 @@ START_TEST(test_damaged_undo_behind) {
                 for (uint64_t i = 0; i < u->n; i++)
                         if (pos >= u->spans[i].offset && pos < u->spans[i].offset + u->spans[i].length)
                                 in_record = u->spans[i].data_offset + (pos - u->spans[i].offset);
+                ck_assert_uint_ge(u->spans[0].offset, 64);
         }
-        ck_assert_uint_gt(in_record, 0);
         _cleanup_close_ int ufd = open(path_of("slot.undo"), O_RDWR | O_CLOEXEC);
-        uint8_t x;
-        ck_assert_int_eq(pread_full(ufd, &x, 1, in_record), 0);
-        x ^= 0x5a;
-        ck_assert_int_eq(pwrite_full(ufd, &x, 1, in_record), 0);
+        if (pos == UINT64_MAX) {        /* TPUNDO1: 16 bytes of head, then offset and length per span */
+                uint64_t le;
+                ck_assert_int_eq(pread_full(ufd, &le, 8, 16), 0);
+                le = htole64(le64toh(le) - 64);
+                ck_assert_int_eq(pwrite_full(ufd, &le, 8, 16), 0);
+        } else {
+                uint8_t x;
+                ck_assert_uint_gt(in_record, 0);
+                ck_assert_int_eq(pread_full(ufd, &x, 1, in_record), 0);
+                x ^= 0x5a;
+                ck_assert_int_eq(pwrite_full(ufd, &x, 1, in_record), 0);
+        }
 
-        undo_behind = true;
+        undo_deferred = true;
         ck_assert_int_eq(stage(fd, &h, b, mode, &p, &err), -EBADMSG);
         ck_assert_msg(strstr(err.message, "slot.undo: damaged"), "%s", err.message);
         ck_assert(p.source_damaged);
@@ -477,9 +487,9 @@ START_TEST(test_damaged_undo_behind) {
 }
 END_TEST
 
-/* A sound record opened behind stages as one checked up front does (the sequence, both modes). */
-START_TEST(test_undo_behind_sequence) {
-        undo_behind = true;
+/* A sound record opened deferred stages as one checked up front does (the sequence, both modes). */
+START_TEST(test_undo_deferred_sequence) {
+        undo_deferred = true;
         run_sequence(_i ? VERIFY_INCREMENTAL : VERIFY_FULL);
 }
 END_TEST
@@ -642,8 +652,8 @@ static Suite *stage_suite(void) {
         tcase_add_test(tc, test_wrong_base_bytes);
         tcase_add_test(tc, test_full_catches_outside_damage);
         tcase_add_test(tc, test_damaged_undo);
-        tcase_add_loop_test(tc, test_damaged_undo_behind, 0, 6);
-        tcase_add_loop_test(tc, test_undo_behind_sequence, 0, 2);
+        tcase_add_loop_test(tc, test_damaged_undo_deferred, 0, 8);
+        tcase_add_loop_test(tc, test_undo_deferred_sequence, 0, 2);
         tcase_add_test(tc, test_same_refusal_as_apply);
         tcase_add_test(tc, test_seal_round_trip);
         tcase_add_test(tc, test_filejob);
