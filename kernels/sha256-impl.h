@@ -28,11 +28,12 @@ typedef void (*Sha256BlocksFn)(uint32_t state[8], const uint8_t *data, size_t nb
  * every lane. The lanes' data pointers are independent and unaligned.
  */
 /*
- * Two states, one message: fold the same @nblocks blocks into both @state1
- * and @state2 (two hashes that share a stretch of input). NULL in a kernel
- * table means "call the single-buffer kernel twice".
+ * Two states at once: fold @nblocks blocks at @data1 into @state1 and as many at @data2 into
+ * @state2 (two hashes of one stretch of input, whose blocks may start at different offsets of
+ * it). NULL in a kernel table means "call the single-buffer kernel twice".
  */
-typedef void (*Sha256Blocks2Fn)(uint32_t state1[8], uint32_t state2[8], const uint8_t *data, size_t nblocks);
+typedef void (*Sha256Blocks2Fn)(uint32_t state1[8], const uint8_t *data1, uint32_t state2[8], const uint8_t *data2,
+                                size_t nblocks);
 
 typedef void (*Sha256MultiBlocksFn)(uint32_t *state, const uint8_t *const *data, size_t nblocks);
 
@@ -48,12 +49,14 @@ void sha256_blocks_generic(uint32_t state[8], const uint8_t *data, size_t nblock
 
 #if defined(__x86_64__)
 void sha256_blocks_shani(uint32_t state[8], const uint8_t *data, size_t nblocks);  /* SHA-NI + SSE4.1 */
-void sha256_blocks_shani_x2(uint32_t state1[8], uint32_t state2[8], const uint8_t *data, size_t nblocks);
+void sha256_blocks_shani_x2(uint32_t state1[8], const uint8_t *data1, uint32_t state2[8], const uint8_t *data2,
+                            size_t nblocks);
 void sha256_x8_avx2(uint32_t state[8 * 8], const uint8_t *const data[8], size_t nblocks);
 #endif
 
 #if defined(__aarch64__)
 void sha256_blocks_armv8ce(uint32_t state[8], const uint8_t *data, size_t nblocks); /* ARMv8 SHA2 */
-void sha256_blocks_armv8ce_x2(uint32_t state1[8], uint32_t state2[8], const uint8_t *data, size_t nblocks);
+void sha256_blocks_armv8ce_x2(uint32_t state1[8], const uint8_t *data1, uint32_t state2[8], const uint8_t *data2,
+                              size_t nblocks);
 void sha256_x4_neon(uint32_t state[8 * 4], const uint8_t *const data[4], size_t nblocks);
 #endif

@@ -80,19 +80,20 @@ void sha256_blocks_shani(uint32_t state[8], const uint8_t *data, size_t nblocks)
 }
 
 /*
- * Two hashes of the same bytes (apply hashes the unchanged bytes as base and as result):
- * the message schedule is computed once and the two states' round chains interleave,
- * which hides most of sha256rnds2's latency. Same layout conversion as above, twice.
+ * Two hashes at once (apply hashes the unchanged bytes as base and as result; a span's bytes go
+ * into its own digest and a chunk's): the two states' round chains interleave, which hides most
+ * of sha256rnds2's latency. Their messages may be the same bytes or not, and may sit at different
+ * offsets of their blocks, so each has its own schedule. Same layout conversion as above, twice.
  */
 static inline void shani_rounds4_x2(__m128i *abef, __m128i *cdgh, __m128i *abef2, __m128i *cdgh2, __m128i w,
-                                    unsigned i) {
-        __m128i wk = _mm_add_epi32(w, _mm_loadu_si128((const __m128i *) &sha256_k[4 * i]));
-        __m128i wk_hi = _mm_shuffle_epi32(wk, 0x0e);
+                                    __m128i w2, unsigned i) {
+        __m128i k = _mm_loadu_si128((const __m128i *) &sha256_k[4 * i]);
+        __m128i wk = _mm_add_epi32(w, k), wk2 = _mm_add_epi32(w2, k);
 
         *cdgh = _mm_sha256rnds2_epu32(*cdgh, *abef, wk);
-        *cdgh2 = _mm_sha256rnds2_epu32(*cdgh2, *abef2, wk);
-        *abef = _mm_sha256rnds2_epu32(*abef, *cdgh, wk_hi);
-        *abef2 = _mm_sha256rnds2_epu32(*abef2, *cdgh2, wk_hi);
+        *cdgh2 = _mm_sha256rnds2_epu32(*cdgh2, *abef2, wk2);
+        *abef = _mm_sha256rnds2_epu32(*abef, *cdgh, _mm_shuffle_epi32(wk, 0x0e));
+        *abef2 = _mm_sha256rnds2_epu32(*abef2, *cdgh2, _mm_shuffle_epi32(wk2, 0x0e));
 }
 
 static inline void shani_load_state(const uint32_t state[8], __m128i *abef, __m128i *cdgh) {
@@ -109,19 +110,28 @@ static inline void shani_store_state(uint32_t state[8], __m128i abef, __m128i cd
         _mm_storeu_si128((__m128i *) &state[4], _mm_alignr_epi8(efgh, abcd, 8));
 }
 
-#define SHANI_ROUNDS16_X2(i) do {                                                 \
-                w0 = shani_schedule(w0, w1, w2, w3);                            \
-                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w0, (i) + 0);    \
-                w1 = shani_schedule(w1, w2, w3, w0);                            \
-                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w1, (i) + 1);    \
-                w2 = shani_schedule(w2, w3, w0, w1);                            \
-                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w2, (i) + 2);    \
-                w3 = shani_schedule(w3, w0, w1, w2);                            \
-                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w3, (i) + 3);    \
+static inline __m128i shani_load_message(const uint8_t *p) {
+        const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+        return _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) p), bswap);
+}
+
+#define SHANI_ROUNDS16_X2(i) do {                                                         \
+                w0 = shani_schedule(w0, w1, w2, w3);                                    \
+                v0 = shani_schedule(v0, v1, v2, v3);                                    \
+                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w0, v0, (i) + 0);        \
+                w1 = shani_schedule(w1, w2, w3, w0);                                    \
+                v1 = shani_schedule(v1, v2, v3, v0);                                    \
+                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w1, v1, (i) + 1);        \
+                w2 = shani_schedule(w2, w3, w0, w1);                                    \
+                v2 = shani_schedule(v2, v3, v0, v1);                                    \
+                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w2, v2, (i) + 2);        \
+                w3 = shani_schedule(w3, w0, w1, w2);                                    \
+                v3 = shani_schedule(v3, v0, v1, v2);                                    \
+                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w3, v3, (i) + 3);        \
         } while (0)
 
-void sha256_blocks_shani_x2(uint32_t state1[8], uint32_t state2[8], const uint8_t *data, size_t nblocks) {
-        const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+void sha256_blocks_shani_x2(uint32_t state1[8], const uint8_t *data1, uint32_t state2[8], const uint8_t *data2,
+                            size_t nblocks) {
         __m128i abef, cdgh, abef2, cdgh2;
 
         if (nblocks == 0)
@@ -129,19 +139,17 @@ void sha256_blocks_shani_x2(uint32_t state1[8], uint32_t state2[8], const uint8_
         shani_load_state(state1, &abef, &cdgh);
         shani_load_state(state2, &abef2, &cdgh2);
 
-        for (; nblocks > 0; nblocks--, data += 64) {
+        for (; nblocks > 0; nblocks--, data1 += 64, data2 += 64) {
                 const __m128i abef_in = abef, cdgh_in = cdgh, abef2_in = abef2, cdgh2_in = cdgh2;
-                __m128i w0, w1, w2, w3;
+                __m128i w0 = shani_load_message(data1), w1 = shani_load_message(data1 + 16);
+                __m128i w2 = shani_load_message(data1 + 32), w3 = shani_load_message(data1 + 48);
+                __m128i v0 = shani_load_message(data2), v1 = shani_load_message(data2 + 16);
+                __m128i v2 = shani_load_message(data2 + 32), v3 = shani_load_message(data2 + 48);
 
-                w0 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) (data + 0)), bswap);
-                w1 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) (data + 16)), bswap);
-                w2 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) (data + 32)), bswap);
-                w3 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) (data + 48)), bswap);
-
-                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w0, 0);
-                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w1, 1);
-                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w2, 2);
-                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w3, 3);
+                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w0, v0, 0);
+                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w1, v1, 1);
+                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w2, v2, 2);
+                shani_rounds4_x2(&abef, &cdgh, &abef2, &cdgh2, w3, v3, 3);
 
                 SHANI_ROUNDS16_X2(4);
                 SHANI_ROUNDS16_X2(8);

@@ -76,34 +76,30 @@ void sha256_update2(Sha256 *a, Sha256 *b, const void *data, size_t len) {
         Sha256Blocks2Fn blocks2 = sha256_dispatch_blocks2();
         const uint8_t *p = data;
 
-        if (!blocks2 || a->buf_len != b->buf_len) {
+        if (!blocks2) {
                 sha256_update(a, data, len);
                 sha256_update(b, data, len);
                 return;
         }
-
-        /* Same buffered length: finish the pending blocks separately, then share the rest. */
-        if (a->buf_len > 0) {
-                size_t n = SHA256_BLOCK_SIZE - a->buf_len;
-                if (n > len)
-                        n = len;
-                sha256_update(a, p, n);
-                sha256_update(b, p, n);
-                p += n;
-                len -= n;
-        }
-        if (len >= SHA256_BLOCK_SIZE) {
-                size_t n = len / SHA256_BLOCK_SIZE;
-                blocks2(a->state, b->state, p, n);
+        /*
+         * Each state first fills its pending block (the two may hold different lengths), then the
+         * whole blocks both have left go through the two-state kernel, each from its own offset.
+         */
+        size_t na = a->buf_len ? SHA256_BLOCK_SIZE - a->buf_len : 0, nb = b->buf_len ? SHA256_BLOCK_SIZE - b->buf_len : 0;
+        if (na > len)
+                na = len;
+        if (nb > len)
+                nb = len;
+        sha256_update(a, p, na);
+        sha256_update(b, p, nb);
+        size_t la = len - na, lb = len - nb, n = (la < lb ? la : lb) / SHA256_BLOCK_SIZE;
+        if (n > 0) {
+                blocks2(a->state, p + na, b->state, p + nb, n);
                 a->length += n * SHA256_BLOCK_SIZE;
                 b->length += n * SHA256_BLOCK_SIZE;
-                p += n * SHA256_BLOCK_SIZE;
-                len -= n * SHA256_BLOCK_SIZE;
         }
-        if (len > 0) {
-                sha256_update(a, p, len);
-                sha256_update(b, p, len);
-        }
+        sha256_update(a, p + na + n * SHA256_BLOCK_SIZE, la - n * SHA256_BLOCK_SIZE);
+        sha256_update(b, p + nb + n * SHA256_BLOCK_SIZE, lb - n * SHA256_BLOCK_SIZE);
 }
 
 void sha256_final(Sha256 *s, uint8_t ret_digest[SHA256_DIGEST_SIZE]) {
