@@ -307,11 +307,16 @@ void fileset_start_writeback(const FileSet *s, uint64_t off, uint64_t len) {
                         (void) sync_file_range(s->files[i].fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
-int fileset_wait_writeback(const FileSet *s, uint64_t *pos, uint64_t deadline_ns, const char *what, TpError *err) {
-        while (*pos < s->size) {
+int fileset_wait_writeback(const FileSet *s, uint64_t *pos, uint64_t end, uint64_t deadline_ns, const char *what,
+                           TpError *err) {
+        if (end > s->size)
+                end = s->size;
+        while (*pos < end) {
                 const FileSetFile *f = &s->files[fileset_locate(s, *pos)];
-                uint64_t off = *pos - f->offset;
+                uint64_t off = *pos - f->offset, left = end - *pos;
                 uint64_t n = f->size - off < FILESET_WRITEBACK_RANGE ? f->size - off : FILESET_WRITEBACK_RANGE;
+                if (n > left)
+                        n = left;
                 /*
                  * With WAIT_AFTER the call reports (and consumes, for this open file) a writeback error
                  * that the fdatasync after it would otherwise have reported: it is an error here too.
@@ -324,7 +329,7 @@ int fileset_wait_writeback(const FileSet *s, uint64_t *pos, uint64_t deadline_ns
                                         strerror(errno));
                 }
                 *pos += n;
-                if (*pos < s->size && deadline_ns && clock_mono_ns() >= deadline_ns)
+                if (*pos < end && deadline_ns && clock_mono_ns() >= deadline_ns)
                         return 1;
         }
         return 0;

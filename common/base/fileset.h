@@ -120,16 +120,18 @@ _warn_unused_result_ int fileset_fdatasync(const FileSet *s, const char *what, T
 void fileset_start_writeback(const FileSet *s, uint64_t off, uint64_t len);
 
 /*
- * Wait for the writeback of the space's bytes from *@pos on, one range of FILESET_WRITEBACK_RANGE
+ * Wait for the writeback of the space's bytes [*@pos, @end), one range of FILESET_WRITEBACK_RANGE
  * bytes at a time (sync_file_range(2): WAIT_BEFORE, WRITE, WAIT_AFTER), moving *@pos past each
- * range done, until the space ends (0) or CLOCK_MONOTONIC reaches @deadline_ns (1: call again;
- * 0 means no deadline), one range at least. So a caller on an event loop
- * drains what fileset_start_writeback() began in slices, and the fdatasync it must still do after
- * (only that makes the bytes and their metadata durable) finds little left to write. A failed
- * range: its -errno, and @err says "@what: writeback: ..." (as fileset_fdatasync()).
+ * range done, until it reaches @end (0) or CLOCK_MONOTONIC reaches @deadline_ns (1: call again;
+ * 0 means no deadline), one range at least. So a caller on an event loop drains what
+ * fileset_start_writeback() began in slices, and the fdatasync it must still do after (only that
+ * makes the bytes and their metadata durable) finds little left to write. @end: the end of what
+ * the caller wrote (the space's size at most); asking for less than the whole space spares a
+ * caller that wrote a few ranges the calls over the rest. A failed range: its -errno, and @err
+ * says "@what: writeback: ..." (as fileset_fdatasync()).
  */
 #define FILESET_WRITEBACK_RANGE (2u << 20)
-_warn_unused_result_ int fileset_wait_writeback(const FileSet *s, uint64_t *pos, uint64_t deadline_ns,
+_warn_unused_result_ int fileset_wait_writeback(const FileSet *s, uint64_t *pos, uint64_t end, uint64_t deadline_ns,
                                                 const char *what, TpError *err);
 
 /* Whether [off, off + len) lies inside one file (an empty range: inside the file holding off, or at the end). */

@@ -552,8 +552,8 @@ int builder_step(Builder *b, uint64_t budget, TpError *err) {
                          * waiting behind it. Waited for here range by range, within the step's time
                          * cap; the pass's fdatasyncs keep the last one's cache flush short.
                          */
-                        r = fileset_wait_writeback(b->out, &b->written_back, b->time_cap ? t0 + b->time_cap : 0,
-                                                   "the new slot file", err);
+                        r = fileset_wait_writeback(b->out, &b->written_back, b->out->size,
+                                                   b->time_cap ? t0 + b->time_cap : 0, "the new slot file", err);
                         if (r > 0)
                                 return 1;
                         if (r == 0)

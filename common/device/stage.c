@@ -72,7 +72,8 @@ struct Stager {
         StageProgress progress;
         uint64_t unkicked;              /* bytes written since writeback was last started */
         uint64_t kick_from;             /* where the first of them went (the pass writes in space order) */
-        uint64_t written_back;          /* PHASE_WRITEBACK: the slot's bytes before this are on the disk */
+        uint64_t write_lo, write_hi;    /* the slot's bytes written lie in [write_lo, write_hi) */
+        uint64_t written_back;          /* PHASE_WRITEBACK: the slot's bytes in [write_lo, this) are on the disk */
         Syncer *syncer;                 /* fdatasyncs the slot behind the pass, on its own thread */
         uint64_t unsynced;              /* bytes written since the syncer was last asked */
 };
@@ -85,6 +86,9 @@ struct Stager {
  */
 static int written(Stager *s, uint64_t pos, uint64_t n) {
         s->progress.slot_bytes += n;
+        if (s->progress.slot_bytes == n)
+                s->write_lo = s->written_back = pos;    /* the pass writes in space order */
+        s->write_hi = pos + n;
         if (s->unkicked == 0)
                 s->kick_from = pos;
         s->unkicked += n;
@@ -572,8 +576,8 @@ int stager_step(Stager *s, uint64_t budget, TpError *err) {
                                 return sync_failed(r, err);
                         if (r > 0)
                                 return 1;
-                        r = fileset_wait_writeback(s->slot, &s->written_back, s->time_cap ? t0 + s->time_cap : 0,
-                                                   "slot", err);
+                        r = fileset_wait_writeback(s->slot, &s->written_back, s->write_hi,
+                                                   s->time_cap ? t0 + s->time_cap : 0, "slot", err);
                         if (r != 0)
                                 return r;
                         s->phase = PHASE_FINISH;

@@ -315,19 +315,29 @@ START_TEST(test_writeback) {
         describe_opened(&layout);
         ck_assert_int_eq(fileset_pwrite(&layout, "12345", 5, 0), 0);
         /* A deadline passed: one range a call (here a file's), then 1 while bytes are left. */
-        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 1, "out", &err), 1);
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, layout.size, 1, "out", &err), 1);
         ck_assert_uint_eq(pos, 2);
-        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 1, "out", &err), 0);
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, layout.size, 1, "out", &err), 0);
         ck_assert_uint_eq(pos, 5);
         pos = 0;
-        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 0, "out", &err), 0);
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, layout.size, 0, "out", &err), 0);
+        ck_assert_uint_eq(pos, 5);
+        /* Only up to @end (the end of what was written; past the space's end: its end). */
+        pos = 0;
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 1, 0, "out", &err), 0);
+        ck_assert_uint_eq(pos, 1);
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 3, 0, "out", &err), 0);
+        ck_assert_uint_eq(pos, 3);
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 3, 0, "out", &err), 0);
+        ck_assert_uint_eq(pos, 3);
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 100, 0, "out", &err), 0);
         ck_assert_uint_eq(pos, 5);
 
         /* A failed range stops the wait where it is, and the message names the file. */
         int x_fd = layout.files[2].fd;
         layout.files[2].fd = -1;
         pos = 0;
-        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, 0, "out", &err), -EBADF);
+        ck_assert_int_eq(fileset_wait_writeback(&layout, &pos, layout.size, 0, "out", &err), -EBADF);
         ck_assert_uint_eq(pos, 2);
         ck_assert_str_eq(err.message, "out, file 'w/x': writeback: Bad file descriptor");
         layout.files[2].fd = x_fd;
