@@ -5,7 +5,7 @@
 
 #include "hashpipe.h"
 
-#define QUEUE (2 * HASH_PIPE_SLOTS)     /* at most two jobs per slot are ever queued */
+#define QUEUE (4 * HASH_PIPE_SLOTS)     /* jobs: a window feeds up to four (its span digests, and a chunk digest cut in two) */
 
 typedef enum JobState {
         JOB_QUEUED,

@@ -18,7 +18,7 @@
 #include "macro.h"
 #include "sha256.h"
 
-#define HASH_PIPE_SLOTS 4
+#define HASH_PIPE_SLOTS 8
 
 typedef struct HashPipe HashPipe;
 
