@@ -5,7 +5,8 @@
 
 #include "hashpipe.h"
 
-#define QUEUE (4 * HASH_PIPE_SLOTS)     /* jobs: a window feeds up to four (its span digests, and a chunk digest cut in two) */
+#define QUEUE (4 * HASH_PIPE_SLOTS)     /* jobs: a window queues up to four (its span digests, and a chunk digest cut in
+                                         * two; or base digests, decode, new digests and write) */
 
 typedef enum JobState {
         JOB_QUEUED,
@@ -18,6 +19,8 @@ typedef struct Job {
         Sha256 *a, *b;
         const void *data;
         size_t len;
+        void (*fn)(void *arg);          /* hash_pipe_call(): run this instead of hashing */
+        void *arg;
         JobState state;
 } Job;
 
@@ -58,7 +61,9 @@ static Job *runnable(HashPipe *p) {
 static void run(HashPipe *p, Job *j) {
         j->state = JOB_RUNNING;
         pthread_mutex_unlock(&p->lock);
-        if (j->b)
+        if (j->fn)
+                j->fn(j->arg);
+        else if (j->b)
                 sha256_update2(j->a, j->b, j->data, j->len);
         else
                 sha256_update(j->a, j->data, j->len);
@@ -151,15 +156,23 @@ unsigned hash_pipe_slot(HashPipe *p) {
         return s;
 }
 
-void hash_pipe_feed(HashPipe *p, unsigned slot, Sha256 *a, Sha256 *b, const void *data, size_t len) {
+static void queue(HashPipe *p, Job j) {
         pthread_mutex_lock(&p->lock);
         while (p->count == QUEUE)
                 help_or_wait(p);
-        p->queue[(p->head + p->count) % QUEUE] = (Job) { slot, a, b, data, len, JOB_QUEUED };
+        p->queue[(p->head + p->count) % QUEUE] = j;
         p->count++;
-        p->refs[slot]++;
+        p->refs[j.slot]++;
         pthread_cond_signal(&p->work);
         pthread_mutex_unlock(&p->lock);
+}
+
+void hash_pipe_feed(HashPipe *p, unsigned slot, Sha256 *a, Sha256 *b, const void *data, size_t len) {
+        queue(p, (Job) { .slot = slot, .a = a, .b = b, .data = data, .len = len, .state = JOB_QUEUED });
+}
+
+void hash_pipe_call(HashPipe *p, unsigned slot, Sha256 *a, Sha256 *b, void (*fn)(void *arg), void *arg) {
+        queue(p, (Job) { .slot = slot, .a = a, .b = b, .fn = fn, .arg = arg, .state = JOB_QUEUED });
 }
 
 void hash_pipe_sync(HashPipe *p) {

@@ -3,7 +3,8 @@
 
 /*
  * Hashing on a second thread: the caller reads, decodes and writes while a
- * worker folds the same buffers into SHA-256 states. Buffers live in the
+ * worker folds the same buffers into SHA-256 states (and runs what the caller
+ * hands it in order with them: hash_pipe_call()). Buffers live in the
  * caller's ring of HASH_PIPE_SLOTS slots; hash_pipe_slot() hands out the
  * next slot once every job that used it is done, so a slot's buffers may be
  * refilled exactly then. States fed to the pipe may be read only after
@@ -31,5 +32,12 @@ DEFINE_POINTER_CLEANUP(HashPipe, hash_pipe_free)
 unsigned hash_pipe_slot(HashPipe *p);
 /* Queue: hash @len bytes at @data (in slot @slot's buffers) into @a, and into @b too unless NULL. */
 void hash_pipe_feed(HashPipe *p, unsigned slot, Sha256 *a, Sha256 *b, const void *data, size_t len);
-/* Wait until everything queued is hashed. */
+/*
+ * Queue: run @fn(@arg) in order with the jobs on @a (and @b unless NULL), as if it hashed into
+ * them: it runs after the jobs fed on them before it and before those fed after it. It may read
+ * and write slot @slot's buffers (a decode that fills the buffer the next job hashes), and runs
+ * on either thread.
+ */
+void hash_pipe_call(HashPipe *p, unsigned slot, Sha256 *a, Sha256 *b, void (*fn)(void *arg), void *arg);
+/* Wait until everything queued is hashed (or run). */
 void hash_pipe_sync(HashPipe *p);

@@ -40,6 +40,12 @@ struct SpanDecoder {
         const uint8_t *piece_base;      /* SPAN_BASED: the base bytes of the next piece */
         size_t piece_base_n;
         Sha256 base_hash, new_hash;     /* with a pipe: read only after hash_pipe_sync() */
+        struct Decode {                 /* span_decoder_read_ahead(): a delta piece decoded by the pipe */
+                DeltaLayout layout;
+                const uint8_t *base, *delta;
+                size_t n;
+                uint8_t *out;
+        } ahead[HASH_PIPE_SLOTS];       /* per slot: its buffers */
         /* SPAN_LORA: the current span's factors; SPAN_RESCALE: its channels' parameters; both: a
          * group's prediction (and lora's floats, rescale's flips) */
         LoraFactors *lora;
@@ -340,8 +346,13 @@ int span_decoder_base(SpanDecoder *d, unsigned slot, const uint8_t *base, size_t
         return 0;
 }
 
-int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *out, size_t n, Sha256 *also,
-                      const uint8_t **ret_bytes, TpError *err) {
+static void decode_job(void *arg) {
+        const struct Decode *j = arg;
+        delta_decode(j->layout, j->base, j->delta, j->n, j->out);
+}
+
+static int read_piece(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *out, size_t n, Sha256 *also,
+                      bool ahead, const uint8_t **ret_bytes, TpError *err) {
         size_t nb = d->stage == SPAN_BASED ? d->piece_base_n : 0, want = span_decoder_want(d, SIZE_MAX);
         const uint8_t *bytes = frame;
         int r;
@@ -375,6 +386,11 @@ int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
                 delta_decode(d->layout, d->predicted, frame, n, out);
                 rescale_flip(d->predicted, d->flip, out, n);
                 bytes = out;
+        } else if (d->group && ahead) {
+                /* Before the new bytes' hashing, which it fills the buffer for: both on the digest's chain. */
+                d->ahead[slot] = (struct Decode) { d->layout, d->piece_base, frame, n, out };
+                hash_pipe_call(d->pipe, slot, &d->new_hash, also, decode_job, &d->ahead[slot]);
+                bytes = out;
         } else if (d->group) {
                 delta_decode(d->layout, d->piece_base, frame, n, out);
                 bytes = out;
@@ -386,6 +402,22 @@ int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
         d->stage = SPAN_PIECE;
         *ret_bytes = bytes;
         return 0;
+}
+
+int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *out, size_t n, Sha256 *also,
+                      const uint8_t **ret_bytes, TpError *err) {
+        return read_piece(d, slot, frame, out, n, also, false, ret_bytes, err);
+}
+
+int span_decoder_read_ahead(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *out, size_t n, Sha256 *also,
+                            const uint8_t **ret_bytes, TpError *err) {
+        if (!d->pipe)
+                return misuse(d, err, "read ahead without a pipe");
+        return read_piece(d, slot, frame, out, n, also, true, ret_bytes, err);
+}
+
+Sha256 *span_decoder_chain(SpanDecoder *d) {
+        return &d->new_hash;
 }
 
 int span_decoder_skip_copy(SpanDecoder *d, TpError *err) {

@@ -104,6 +104,18 @@ _warn_unused_result_ int span_decoder_read(SpanDecoder *d, unsigned slot, uint8_
                                            Sha256 *also, const uint8_t **ret_bytes, TpError *err);
 
 /*
+ * span_decoder_read(), but a delta piece (the one whose decoding costs) is decoded by the pipe's
+ * worker (or by whichever thread waits on the pipe), in order with the new bytes' hashing, while
+ * the caller goes on: *ret_bytes is then @out, whose bytes are there only for the jobs the caller
+ * queues after this call on span_decoder_chain() (hash_pipe_call()), or after hash_pipe_sync().
+ * Other pieces are decoded at once, as by span_decoder_read(). Needs a pipe.
+ */
+_warn_unused_result_ int span_decoder_read_ahead(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *out, size_t n,
+                                                 Sha256 *also, const uint8_t **ret_bytes, TpError *err);
+/* The state that orders the current span's new bytes on the pipe (for hash_pipe_call()). */
+Sha256 *span_decoder_chain(SpanDecoder *d);
+
+/*
  * Instead of reading a copy span just begun: end it unhashed, for a caller
  * that writes its bytes itself (the device, with copy_file_range) and then
  * checks the target's SHA-256 over the whole result, which covers them.

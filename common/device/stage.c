@@ -27,6 +27,15 @@ typedef struct Buffers {
         uint8_t *base, *frame, *out;
 } Buffers;
 
+/* A window's new bytes written into the slot by the pipe, after the decode that makes them (read ahead). */
+typedef struct SlotWrite {
+        const FileSet *slot;
+        const uint8_t *bytes;
+        size_t n;
+        uint64_t pos;
+        int r;                          /* the write's result: read once the pipe hands the slot out again */
+} SlotWrite;
+
 typedef enum StagePhase {
         PHASE_PASS,                     /* walking the intervals */
         PHASE_VERIFY,                   /* the digests against the target's */
@@ -60,6 +69,7 @@ struct Stager {
 
         HashPipe *pipe;
         Buffers bufs[HASH_PIPE_SLOTS];
+        SlotWrite writes[HASH_PIPE_SLOTS];
         uint8_t *bufmem;                /* a workbuf holding them all */
         size_t bufsize;
         SetHash full;                   /* VERIFY_FULL: every file of the slot, then the set's digest */
@@ -102,6 +112,24 @@ static int written(Stager *s, uint64_t pos, uint64_t n) {
                 return syncer_ask(s->syncer, pos + n);
         }
         return 0;
+}
+
+static int write_failed(uint64_t pos, int r, TpError *err) {
+        return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", pos, strerror(-r));
+}
+
+static void write_job(void *arg) {
+        SlotWrite *w = arg;
+        w->r = fileset_pwrite(w->slot, w->bytes, w->n, w->pos);
+}
+
+/* A write the pipe did for pipeline slot @slot, which it has just handed out again (or synced): its error. */
+static int slot_written(Stager *s, unsigned slot, TpError *err) {
+        SlotWrite *w = &s->writes[slot];
+        int r = w->r;
+
+        w->r = 0;
+        return r < 0 ? write_failed(w->pos, r, err) : 0;
 }
 
 /* The slot's fdatasync failed (on the syncer's thread, or on this one). */
@@ -382,7 +410,7 @@ static int read_base(Stager *s, uint64_t pos, size_t n, uint8_t *buf, bool resto
                 if (restore) {
                         r = fileset_pwrite(s->slot, buf + (lo - pos), hi - lo, lo);
                         if (r < 0)
-                                return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", lo, strerror(-r));
+                                return write_failed(lo, r, err);
                         if ((r = written(s, lo, hi - lo)) < 0)
                                 return sync_failed(r, err);
                 }
@@ -421,6 +449,9 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
         size_t n;
         int r;
 
+        if ((r = slot_written(s, slot, err)) < 0)
+                return r;
+
         if (!s->span && s->m && s->next_span < s->m->n_spans && s->m->spans[s->next_span].offset == pos)
                 if ((r = begin_span(s, err)) < 0)
                         return r;
@@ -435,12 +466,22 @@ static int step_window(Stager *s, uint64_t end, TpError *err) {
                 if ((r = span_decoder_base(s->decoder, slot, b->base, n, undo_writer_hash(s->undo_out), err)) < 0 ||
                     (r = undo_writer_append_unhashed(s->undo_out, b->base, n, err)) < 0)
                         return r;
-                /* The new bytes' chunk digest shares the span digest's pass where it can. */
+                /*
+                 * The new bytes' chunk digest shares the span digest's pass where it can. Then a delta
+                 * piece is decoded, hashed and written by the pipe, in that order on the span's chain,
+                 * while this thread reads on: a window across chunks is decoded here, since its chunk
+                 * digests (hash_result()) are not on that chain.
+                 */
                 Sha256 *chunk = chunk_sharing(s, pos, n);
-                if ((r = span_decoder_read(s->decoder, slot, b->frame, b->out, n, chunk, &bytes, err)) < 0)
+                if ((r = (chunk ? span_decoder_read_ahead : span_decoder_read)(s->decoder, slot, b->frame, b->out, n,
+                                                                            chunk, &bytes, err)) < 0)
                         return r;
-                if ((r = fileset_pwrite(s->slot, bytes, n, pos)) < 0)
-                        return tp_error(err, r, "slot: writing at offset %" PRIu64 ": %s", pos, strerror(-r));
+                if (chunk) {
+                        s->progress.ahead_bytes += n;
+                        s->writes[slot] = (SlotWrite) { s->slot, bytes, n, pos, 0 };
+                        hash_pipe_call(s->pipe, slot, span_decoder_chain(s->decoder), NULL, write_job, &s->writes[slot]);
+                } else if ((r = fileset_pwrite(s->slot, bytes, n, pos)) < 0)
+                        return write_failed(pos, r, err);
                 if ((r = written(s, pos, n)) < 0)
                         return sync_failed(r, err);
                 if (chunk)
@@ -493,6 +534,13 @@ static int verify(Stager *s, TpError *err) {
         if (s->undo_out)
                 undo_writer_start_writeback(s->undo_out);
         hash_pipe_sync(s->pipe);
+        /* The pipe's writes not yet looked at: the first in the space that failed is the one to report. */
+        unsigned first = HASH_PIPE_SLOTS;
+        for (unsigned i = 0; i < HASH_PIPE_SLOTS; i++)
+                if (s->writes[i].r < 0 && (first == HASH_PIPE_SLOTS || s->writes[i].pos < s->writes[first].pos))
+                        first = i;
+        if (first < HASH_PIPE_SLOTS)
+                return slot_written(s, first, err);
         if (s->chunks)
                 chunks_settle(s);
         if (s->m && s->next_span != s->m->n_spans)

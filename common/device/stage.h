@@ -66,6 +66,8 @@ typedef struct StageProgress {
         uint64_t undo_bytes;            /* bytes of the new undo record */
         uint64_t read_bytes;            /* bytes of the slot read: from the slot, or from the source
                                          * undo record where it holds them */
+        uint64_t ahead_bytes;           /* of the slot bytes, those the hashing thread's pipe wrote (after a delta
+                                         * piece's decode) while the pass read on (incremental mode) */
         bool incremental;               /* the pass ran in incremental mode */
         bool target_mismatch;           /* the pass ended with every span written, but the slot's SHA-256
                                          * (or chunk-hash root) is not the target's: a damaged slot, or a

@@ -111,6 +111,70 @@ START_TEST(test_order_per_state) {
 }
 END_TEST
 
+/*
+ * hash_pipe_call(): a call queued on a state runs after the bytes fed to it before (it sees the
+ * state's length at that point) and before those fed after, which may hash the buffer it filled.
+ */
+typedef struct Fill {
+        uint8_t *buf;
+        size_t n;
+        uint32_t seed;
+        Sha256 *state;
+        uint64_t length_seen;
+} Fill;
+
+static void fill_pattern(uint8_t *buf, size_t n, uint32_t seed) {
+        for (size_t k = 0; k < n; k++) {
+                seed = seed * 1103515245u + 12345u;
+                buf[k] = (uint8_t) (seed >> 16);
+        }
+}
+
+static void fill_job(void *arg) {
+        Fill *f = arg;
+        f->length_seen = f->state->length;
+        fill_pattern(f->buf, f->n, f->seed);
+}
+
+START_TEST(test_call_in_order) {
+        enum { CHUNK = 3000, ROUNDS = 2000, STATES = 3 };
+        static uint8_t slots[HASH_PIPE_SLOTS][CHUNK], mine[CHUNK];
+        static Fill fills[HASH_PIPE_SLOTS];
+        uint64_t want_seen[HASH_PIPE_SLOTS] = { 0 }, fed[STATES] = { 0 };
+        Sha256 st[STATES], ref[STATES];
+        HashPipe *p = NULL;
+        uint8_t d1[32], d2[32];
+
+        ck_assert_int_eq(hash_pipe_new(&p), 0);
+        for (int k = 0; k < STATES; k++) {
+                sha256_init(&st[k]);
+                sha256_init(&ref[k]);
+        }
+        srand(29);
+        for (int i = 0; i < ROUNDS; i++) {
+                unsigned s = hash_pipe_slot(p);
+                if (i >= HASH_PIPE_SLOTS)       /* the slot's previous call has run: what did it see? */
+                        ck_assert_uint_eq(fills[s].length_seen, want_seen[s]);
+                int a = rand() % STATES;
+                size_t n = 1 + (size_t) rand() % CHUNK;
+                fills[s] = (Fill) { slots[s], n, (uint32_t) rand(), &st[a], 0 };
+                want_seen[s] = fed[a];
+                hash_pipe_call(p, s, &st[a], NULL, fill_job, &fills[s]);
+                hash_pipe_feed(p, s, &st[a], NULL, slots[s], n);
+                fill_pattern(mine, n, fills[s].seed);
+                sha256_update(&ref[a], mine, n);
+                fed[a] += n;
+        }
+        hash_pipe_sync(p);
+        for (int k = 0; k < STATES; k++) {
+                sha256_final(&st[k], d1);
+                sha256_final(&ref[k], d2);
+                ck_assert_mem_eq(d1, d2, 32);
+        }
+        hash_pipe_free(p);
+}
+END_TEST
+
 static Suite *hashpipe_suite(void) {
         Suite *s = suite_create("hashpipe");
         TCase *tc = tcase_create("pipe");
@@ -118,6 +182,7 @@ static Suite *hashpipe_suite(void) {
         tcase_add_test(tc, test_same_digests);
         tcase_add_test(tc, test_free_drains);
         tcase_add_test(tc, test_order_per_state);
+        tcase_add_test(tc, test_call_in_order);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -231,8 +231,13 @@ static void run_sequence(VerifyMode mode) {
         if (mode == VERIFY_INCREMENTAL) {
                 ck_assert(p.incremental);
                 ck_assert_uint_lt(p.read_bytes, SIZE / 2);
-        } else
+                /* B's pieces inside a chunk went to the pipe to decode and write (span_decoder_read_ahead()). */
+                ck_assert_uint_gt(p.ahead_bytes, 0);
+                ck_assert_uint_lt(p.ahead_bytes, b_bytes + 1);
+        } else {
                 ck_assert_uint_ge(p.read_bytes, SIZE);
+                ck_assert_uint_eq(p.ahead_bytes, 0);
+        }
 
         /* Back to the base: only the undo record's bytes are written. */
         ck_assert_msg(stage(fd, &h, NULL, mode, &p, &err) == 0, "%s", err.message);
@@ -487,6 +492,31 @@ START_TEST(test_damaged_undo_deferred) {
 }
 END_TEST
 
+/*
+ * A slot that refuses writes (open read-only): the first write into it fails the pass with the
+ * same words in both modes, though in incremental mode the pipe did the writes of B's pieces
+ * (span_decoder_read_ahead()) and their failure shows once the pass looks at them.
+ */
+START_TEST(test_write_refused) {
+        VerifyMode mode = _i ? VERIFY_INCREMENTAL : VERIFY_FULL;
+        _cleanup_(bundle_freep) Bundle *b = open_bundle("b.tpb");
+        StageProgress p;
+        Held h;
+        TpError err = {};
+
+        close(base_slot(&h));
+        _cleanup_close_ int fd = open(path_of("slot"), O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(stage(fd, &h, b, mode, &p, &err), -EBADF);
+        char want[96];
+        snprintf(want, sizeof(want), "slot: writing at offset %" PRIu64 ": Bad file descriptor",
+                 b->manifest->spans[0].offset);
+        ck_assert_str_eq(err.message, want);
+        ck_assert(mode == VERIFY_FULL || p.ahead_bytes > 0);
+        free(h.chunks);
+}
+END_TEST
+
 /* A sound record opened deferred stages as one checked up front does (the sequence, both modes). */
 START_TEST(test_undo_deferred_sequence) {
         undo_deferred = true;
@@ -654,6 +684,7 @@ static Suite *stage_suite(void) {
         tcase_add_test(tc, test_damaged_undo);
         tcase_add_loop_test(tc, test_damaged_undo_deferred, 0, 8);
         tcase_add_loop_test(tc, test_undo_deferred_sequence, 0, 2);
+        tcase_add_loop_test(tc, test_write_refused, 0, 2);
         tcase_add_test(tc, test_same_refusal_as_apply);
         tcase_add_test(tc, test_seal_round_trip);
         tcase_add_test(tc, test_filejob);
