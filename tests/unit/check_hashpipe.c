@@ -67,6 +67,27 @@ START_TEST(test_free_drains) {
 }
 END_TEST
 
+/* The pipe's states and their inline references start empty. */
+static void states_init(Sha256 *st, Sha256 *ref, int n) {
+        for (int k = 0; k < n; k++) {
+                sha256_init(&st[k]);
+                sha256_init(&ref[k]);
+        }
+}
+
+/* Drains and frees the pipe, then each state must hold its reference's digest. */
+static void states_check(HashPipe *p, Sha256 *st, Sha256 *ref, int n) {
+        uint8_t d1[32], d2[32];
+
+        hash_pipe_sync(p);
+        for (int k = 0; k < n; k++) {
+                sha256_final(&st[k], d1);
+                sha256_final(&ref[k], d2);
+                ck_assert_mem_eq(d1, d2, 32);
+        }
+        hash_pipe_free(p);
+}
+
 /*
  * Jobs on random pairs of five states, the caller refilling slots as fast as the pipe hands
  * them out: whichever thread runs a job (the caller takes one while it would wait), each
@@ -77,13 +98,9 @@ START_TEST(test_order_per_state) {
         static uint8_t slots[HASH_PIPE_SLOTS][CHUNK];
         Sha256 st[STATES], ref[STATES];
         HashPipe *p = NULL;
-        uint8_t d1[32], d2[32];
 
         ck_assert_int_eq(hash_pipe_new(&p), 0);
-        for (int k = 0; k < STATES; k++) {
-                sha256_init(&st[k]);
-                sha256_init(&ref[k]);
-        }
+        states_init(st, ref, STATES);
         srand(11);
         for (int i = 0; i < ROUNDS; i++) {
                 unsigned s = hash_pipe_slot(p);
@@ -101,13 +118,7 @@ START_TEST(test_order_per_state) {
                                 sha256_update(&ref[b], slots[s], len);
                 }
         }
-        hash_pipe_sync(p);
-        for (int k = 0; k < STATES; k++) {
-                sha256_final(&st[k], d1);
-                sha256_final(&ref[k], d2);
-                ck_assert_mem_eq(d1, d2, 32);
-        }
-        hash_pipe_free(p);
+        states_check(p, st, ref, STATES);
 }
 END_TEST
 
@@ -143,13 +154,9 @@ START_TEST(test_call_in_order) {
         uint64_t want_seen[HASH_PIPE_SLOTS] = { 0 }, fed[STATES] = { 0 };
         Sha256 st[STATES], ref[STATES];
         HashPipe *p = NULL;
-        uint8_t d1[32], d2[32];
 
         ck_assert_int_eq(hash_pipe_new(&p), 0);
-        for (int k = 0; k < STATES; k++) {
-                sha256_init(&st[k]);
-                sha256_init(&ref[k]);
-        }
+        states_init(st, ref, STATES);
         srand(29);
         for (int i = 0; i < ROUNDS; i++) {
                 unsigned s = hash_pipe_slot(p);
@@ -165,13 +172,7 @@ START_TEST(test_call_in_order) {
                 sha256_update(&ref[a], mine, n);
                 fed[a] += n;
         }
-        hash_pipe_sync(p);
-        for (int k = 0; k < STATES; k++) {
-                sha256_final(&st[k], d1);
-                sha256_final(&ref[k], d2);
-                ck_assert_mem_eq(d1, d2, 32);
-        }
-        hash_pipe_free(p);
+        states_check(p, st, ref, STATES);
 }
 END_TEST
 
