@@ -219,6 +219,9 @@ typedef struct SignatureInfo {
         bool crl_expired;
         char crl_issuer[256];
         time_t crl_next_update;
+        /* signature_verify_trust(): this process had verified the same signature by the same key over
+         * the same data before, and its ECDSA verification was not done again (the chain was). */
+        bool remembered;
 } SignatureInfo;
 
 typedef struct Revocations Revocations;        /* revoke.h */

@@ -106,6 +106,44 @@ START_TEST(test_round_trip) {
 }
 END_TEST
 
+/*
+ * A signature verified before is remembered, not computed again (SignatureInfo.remembered), and
+ * only for the same key, data and signature: everything else is checked as the first time.
+ */
+START_TEST(test_remembered) {
+        _cleanup_free_ uint8_t *block = NULL, *other = NULL;
+        uint8_t data[sizeof(manifest) - 1];
+        size_t len, other_len;
+        SignatureInfo info;
+        TpError err = {};
+
+        sign_ok("signer", manifest, sizeof(data), &block, &len);
+        ck_assert_int_eq(signature_verify(block, len, manifest, sizeof(data), P("ca.pem"), NOW, &info, &err), 0);
+        ck_assert_int_eq(signature_verify(block, len, manifest, sizeof(data), P("ca.pem"), NOW, &info, &err), 0);
+        ck_assert(info.remembered);
+        ck_assert_str_eq(info.subject, "CN=ci-signer");
+
+        /* The chain is still checked: a trust anchor that did not issue it refuses it. */
+        ck_assert_int_eq(signature_verify(block, len, manifest, sizeof(data), P("other-ca.pem"), NOW, &info, &err),
+                         -EKEYREJECTED);
+        ck_assert(strstr(err.message, "not correctly signed by the trusted CA"));
+
+        /* Other data under the remembered signature. */
+        memcpy(data, manifest, sizeof(data));
+        data[0] ^= 1;
+        ck_assert_int_eq(signature_verify(block, len, data, sizeof(data), P("ca.pem"), NOW, &info, &err),
+                         -EKEYREJECTED);
+        ck_assert_str_eq(err.message, "signature does not match the signed data");
+
+        /* Another signer's signature over the same data is verified afresh, and then remembered too. */
+        sign_ok("other-signer", manifest, sizeof(data), &other, &other_len);
+        ck_assert_int_eq(signature_verify(other, other_len, manifest, sizeof(data), P("ca.d"), NOW, &info, &err), 0);
+        ck_assert(!info.remembered);
+        ck_assert_int_eq(signature_verify(other, other_len, manifest, sizeof(data), P("ca.d"), NOW, &info, &err), 0);
+        ck_assert(info.remembered);
+}
+END_TEST
+
 /* ---- trust anchors ------------------------------------------------------------------------------- */
 
 static const struct {
@@ -614,6 +652,7 @@ static Suite *sign_suite(void) {
         tcase_add_unchecked_fixture(tc, pki_setup, pki_teardown);
         tcase_set_timeout(tc, 120);     /* ~1000 chain verifications in test_flip_block, under ASan on a slow box */
         tcase_add_test(tc, test_round_trip);
+        tcase_add_test(tc, test_remembered);
         tcase_add_loop_test(tc, test_ca_paths, 0, (int) ELEMENTSOF(ca_rows));
         tcase_add_loop_test(tc, test_refusals, 0, (int) ELEMENTSOF(refusal_rows));
         tcase_add_loop_test(tc, test_clock, 0, (int) ELEMENTSOF(clock_rows));
