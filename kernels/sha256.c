@@ -72,13 +72,13 @@ void sha256_update(Sha256 *s, const void *data, size_t len) {
         s->buf_len = len;
 }
 
-void sha256_update2(Sha256 *a, Sha256 *b, const void *data, size_t len) {
+void sha256_update_pair(Sha256 *a, const void *data_a, Sha256 *b, const void *data_b, size_t len) {
         Sha256Blocks2Fn blocks2 = sha256_dispatch_blocks2();
-        const uint8_t *p = data;
+        const uint8_t *pa = data_a, *pb = data_b;
 
         if (!blocks2) {
-                sha256_update(a, data, len);
-                sha256_update(b, data, len);
+                sha256_update(a, pa, len);
+                sha256_update(b, pb, len);
                 return;
         }
         /*
@@ -90,16 +90,20 @@ void sha256_update2(Sha256 *a, Sha256 *b, const void *data, size_t len) {
                 na = len;
         if (nb > len)
                 nb = len;
-        sha256_update(a, p, na);
-        sha256_update(b, p, nb);
+        sha256_update(a, pa, na);
+        sha256_update(b, pb, nb);
         size_t la = len - na, lb = len - nb, n = (la < lb ? la : lb) / SHA256_BLOCK_SIZE;
         if (n > 0) {
-                blocks2(a->state, p + na, b->state, p + nb, n);
+                blocks2(a->state, pa + na, b->state, pb + nb, n);
                 a->length += n * SHA256_BLOCK_SIZE;
                 b->length += n * SHA256_BLOCK_SIZE;
         }
-        sha256_update(a, p + na + n * SHA256_BLOCK_SIZE, la - n * SHA256_BLOCK_SIZE);
-        sha256_update(b, p + nb + n * SHA256_BLOCK_SIZE, lb - n * SHA256_BLOCK_SIZE);
+        sha256_update(a, pa + na + n * SHA256_BLOCK_SIZE, la - n * SHA256_BLOCK_SIZE);
+        sha256_update(b, pb + nb + n * SHA256_BLOCK_SIZE, lb - n * SHA256_BLOCK_SIZE);
+}
+
+void sha256_update2(Sha256 *a, Sha256 *b, const void *data, size_t len) {
+        sha256_update_pair(a, data, b, data, len);
 }
 
 void sha256_final(Sha256 *s, uint8_t ret_digest[SHA256_DIGEST_SIZE]) {

@@ -31,11 +31,13 @@ void sha256_init(Sha256 *s);
 void sha256_update(Sha256 *s, const void *data, size_t len);
 
 /*
- * Feed the same @len bytes to two hashes: the same result as two
- * sha256_update() calls, faster when both have consumed lengths that are
- * equal modulo the block size (the shared message schedule is computed
- * once and the two round chains interleave).
+ * Feed @len bytes at @data_a to @a and @len bytes at @data_b to @b: the same
+ * result as two sha256_update() calls, faster where the CPU hashes two
+ * messages at once (SHA-NI, ARMv8 CE: the two round chains interleave).
  */
+void sha256_update_pair(Sha256 *a, const void *data_a, Sha256 *b, const void *data_b, size_t len);
+
+/* Feed the same @len bytes to two hashes: sha256_update_pair() with one message. */
 void sha256_update2(Sha256 *a, Sha256 *b, const void *data, size_t len);
 
 /* Write the digest and leave @s in an unspecified state (init it to reuse). */

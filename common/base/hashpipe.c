@@ -33,43 +33,92 @@ struct HashPipe {
         unsigned refs[HASH_PIPE_SLOTS]; /* unfinished jobs per slot */
         unsigned next_slot;
         bool stop;
+        uint64_t pairs;                 /* feeds run two at a time (partner()) */
 };
 
 static bool share_a_state(const Job *x, const Job *y) {
         return x->a == y->a || x->a == y->b || (x->b && (x->b == y->a || x->b == y->b));
 }
 
+/* Whether the @i-th job may run now: queued, and no earlier unfinished job shares a state with it. */
+static bool can_run(const HashPipe *p, size_t i) {
+        const Job *j = &p->queue[(p->head + i) % QUEUE];
+        bool ok = j->state == JOB_QUEUED;
+
+        for (size_t e = 0; ok && e < i; e++) {
+                const Job *x = &p->queue[(p->head + e) % QUEUE];
+                ok = x->state == JOB_DONE || !share_a_state(x, j);
+        }
+        return ok;
+}
+
 /*
- * The first queued job that no earlier unfinished job shares a state with (each state is fed
- * in order; jobs on different states may run at once), or NULL.
+ * The first job that may run (each state is fed in order; jobs on different states may run at
+ * once), or NULL; its index in *@ret_i.
  */
-static Job *runnable(HashPipe *p) {
-        for (size_t i = 0; i < p->count; i++) {
-                Job *j = &p->queue[(p->head + i) % QUEUE];
-                bool ok = j->state == JOB_QUEUED;
-                for (size_t e = 0; ok && e < i; e++) {
-                        const Job *x = &p->queue[(p->head + e) % QUEUE];
-                        ok = x->state == JOB_DONE || !share_a_state(x, j);
+static Job *runnable(HashPipe *p, size_t *ret_i) {
+        for (size_t i = 0; i < p->count; i++)
+                if (can_run(p, i)) {
+                        *ret_i = i;
+                        return &p->queue[(p->head + i) % QUEUE];
                 }
-                if (ok)
-                        return j;
+        return NULL;
+}
+
+static bool single_feed(const Job *j) {
+        return !j->fn && !j->b;
+}
+
+/*
+ * For the @i-th job, a single-state feed: a later one that may run beside it, on another state,
+ * or NULL. The two go through the two-state kernel together, which hashes about 1.5 times as
+ * fast as one state at a time: a chunk digest beside the next chunk's, when the caller has run
+ * ahead of the worker.
+ */
+static Job *partner(HashPipe *p, size_t i) {
+        const Job *j = &p->queue[(p->head + i) % QUEUE];
+
+        for (size_t k = i + 1; k < p->count; k++) {
+                Job *x = &p->queue[(p->head + k) % QUEUE];
+                if (single_feed(x) && x->a != j->a && x->len > 0 && can_run(p, k))
+                        return x;
         }
         return NULL;
 }
 
-/* Run @j with the lock released; then retire the finished jobs at the head. Called with the lock held. */
-static void run(HashPipe *p, Job *j) {
+static void retire(HashPipe *p, Job *j) {
+        j->state = JOB_DONE;
+        p->refs[j->slot]--;
+}
+
+/*
+ * Run the @i-th job @j (with a partner, when it is a single-state feed and one may run beside it)
+ * with the lock released; then retire the finished jobs at the head. Called with the lock held.
+ */
+static void run(HashPipe *p, Job *j, size_t i) {
+        Job *k = single_feed(j) && j->len > 0 ? partner(p, i) : NULL;
+
         j->state = JOB_RUNNING;
+        if (k) {
+                k->state = JOB_RUNNING;
+                p->pairs++;
+        }
         pthread_mutex_unlock(&p->lock);
         if (j->fn)
                 j->fn(j->arg);
         else if (j->b)
                 sha256_update2(j->a, j->b, j->data, j->len);
-        else
+        else if (k) {
+                size_t n = j->len < k->len ? j->len : k->len;
+                sha256_update_pair(j->a, j->data, k->a, k->data, n);
+                sha256_update(j->a, (const uint8_t *) j->data + n, j->len - n);
+                sha256_update(k->a, (const uint8_t *) k->data + n, k->len - n);
+        } else
                 sha256_update(j->a, j->data, j->len);
         pthread_mutex_lock(&p->lock);
-        j->state = JOB_DONE;
-        p->refs[j->slot]--;
+        retire(p, j);
+        if (k)
+                retire(p, k);
         while (p->count > 0 && p->queue[p->head].state == JOB_DONE) {
                 p->head = (p->head + 1) % QUEUE;
                 p->count--;
@@ -84,10 +133,11 @@ static void run(HashPipe *p, Job *j) {
  * waits for one to finish. Called with the lock held.
  */
 static void help_or_wait(HashPipe *p) {
-        Job *j = runnable(p);
+        size_t i;
+        Job *j = runnable(p, &i);
 
         if (j)
-                run(p, j);
+                run(p, j, i);
         else
                 pthread_cond_wait(&p->done, &p->lock);
 }
@@ -97,9 +147,10 @@ static void *worker(void *arg) {
 
         pthread_mutex_lock(&p->lock);
         for (;;) {
-                Job *j = runnable(p);
+                size_t i;
+                Job *j = runnable(p, &i);
                 if (j) {
-                        run(p, j);
+                        run(p, j, i);
                         continue;
                 }
                 if (p->stop && p->count == 0)
@@ -180,4 +231,11 @@ void hash_pipe_sync(HashPipe *p) {
         while (p->count > 0)
                 help_or_wait(p);
         pthread_mutex_unlock(&p->lock);
+}
+
+uint64_t hash_pipe_pairs(HashPipe *p) {
+        pthread_mutex_lock(&p->lock);
+        uint64_t n = p->pairs;
+        pthread_mutex_unlock(&p->lock);
+        return n;
 }

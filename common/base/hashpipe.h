@@ -13,7 +13,8 @@
  * Each state gets its jobs in feeding order; jobs on different states may
  * run at once. A caller that would wait (in hash_pipe_slot(), a full queue,
  * hash_pipe_sync()) runs such a job itself, beside the worker's, rather than
- * idle.
+ * idle. Either thread runs two single-state feeds on different states that may
+ * both run as one two-state hash (sha256_update_pair()).
  */
 
 #include "macro.h"
@@ -41,3 +42,5 @@ void hash_pipe_feed(HashPipe *p, unsigned slot, Sha256 *a, Sha256 *b, const void
 void hash_pipe_call(HashPipe *p, unsigned slot, Sha256 *a, Sha256 *b, void (*fn)(void *arg), void *arg);
 /* Wait until everything queued is hashed (or run). */
 void hash_pipe_sync(HashPipe *p);
+/* How many times two single-state feeds on different states ran together, as one two-state hash. */
+uint64_t hash_pipe_pairs(HashPipe *p);

@@ -2,6 +2,8 @@
 /* common/base/hashpipe.c: hashing on a worker thread gives the same digests as hashing inline. */
 
 #include <check.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "check-main.h"
@@ -176,6 +178,52 @@ START_TEST(test_call_in_order) {
 }
 END_TEST
 
+/*
+ * Two single-state feeds on different states, queued while the worker is held in a call: whichever
+ * thread takes the first takes the second with it, as one two-state hash, and both digests come
+ * out right.
+ */
+typedef struct Gate {
+        pthread_mutex_t lock;
+        pthread_cond_t open_cond;
+        bool open;
+} Gate;
+
+static void gate_job(void *arg) {
+        Gate *g = arg;
+
+        pthread_mutex_lock(&g->lock);
+        while (!g->open)
+                pthread_cond_wait(&g->open_cond, &g->lock);
+        pthread_mutex_unlock(&g->lock);
+}
+
+START_TEST(test_pairs) {
+        static uint8_t slots[HASH_PIPE_SLOTS][5000];
+        Gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+        Sha256 st[3], ref[3];
+        HashPipe *p = NULL;
+
+        ck_assert_int_eq(hash_pipe_new(&p), 0);
+        states_init(st, ref, 3);
+        unsigned s0 = hash_pipe_slot(p), s1 = hash_pipe_slot(p), s2 = hash_pipe_slot(p);
+        fill_pattern(slots[s1], 5000, 3);
+        fill_pattern(slots[s2], 4000, 4);
+        hash_pipe_call(p, s0, &st[0], NULL, gate_job, &gate);
+        hash_pipe_feed(p, s1, &st[1], NULL, slots[s1], 5000);      /* lengths differ: the longer one's tail */
+        hash_pipe_feed(p, s2, &st[2], NULL, slots[s2], 4000);      /* ends on its own */
+        sha256_update(&ref[1], slots[s1], 5000);
+        sha256_update(&ref[2], slots[s2], 4000);
+        pthread_mutex_lock(&gate.lock);
+        gate.open = true;
+        pthread_cond_signal(&gate.open_cond);
+        pthread_mutex_unlock(&gate.lock);
+        hash_pipe_sync(p);
+        ck_assert_uint_eq(hash_pipe_pairs(p), 1);
+        states_check(p, st, ref, 3);
+}
+END_TEST
+
 static Suite *hashpipe_suite(void) {
         Suite *s = suite_create("hashpipe");
         TCase *tc = tcase_create("pipe");
@@ -184,6 +232,7 @@ static Suite *hashpipe_suite(void) {
         tcase_add_test(tc, test_free_drains);
         tcase_add_test(tc, test_order_per_state);
         tcase_add_test(tc, test_call_in_order);
+        tcase_add_test(tc, test_pairs);
         suite_add_tcase(s, tc);
         return s;
 }
