@@ -15,7 +15,13 @@
 
 #define STAGE_WINDOW (256u << 10)       /* bytes per read outside spans, and per raw-span piece */
 #define WRITEBACK_KICK (4u << 20)       /* start writeback after this many bytes, so the final fdatasync is short */
-#define SYNC_PIECE (8u << 20)           /* fdatasync behind the pass (syncer.h) after this many bytes */
+/*
+ * fdatasync behind the pass (syncer.h) after this many bytes. Requests made while one runs only
+ * move its end, so this is the least the disk is asked to flush at a time, not how often. With 2
+ * MiB the stage step of a ~24 MB incremental switch took 3.6 ms less than with 8 MiB, its final
+ * fdatasync finding less left (median of 64 switches each, alternating; ext4 on a virtio disk).
+ */
+#define SYNC_PIECE (2u << 20)
 #define CHUNK_RING 16                   /* chunk digests in flight on the hashing thread */
 
 typedef struct Interval {
