@@ -54,7 +54,9 @@ want() { case $parts in *" $1 "*) return 0 ;; esac; return 1; }
 
 size() { stat -c %s "$1"; }
 emit() { echo "$1" >> "$results"; }
-ns() { date +%s%N; }
+# ns VAR: the time in ns into VAR. No process is started: a fork (date, or even a subshell) costs
+# 4-8 ms on a small VM, which a timed switch of ~70 ms would otherwise include.
+ns() { local t=$EPOCHREALTIME; printf -v "$1" '%s000' "${t/./}"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 secs() { awk -v t="$1" 'BEGIN {printf "%.4f", t / 1e9}'; }
 best() { printf '%s\n' "$@" | sort -n | head -n 1; }
@@ -87,7 +89,7 @@ measure_switch() {
     shift 2
     sample_rss "$dpid" > "$work/rss.txt" &
     sampler=$!
-    t0=$(ns); ctl "$@" switch "$task" > /dev/null; t1=$(ns)
+    ns t0; ctl "$@" switch "$task" > /dev/null; ns t1
     ctl "$@" mark-good > /dev/null
     cmp -s "$model" "$want" || { echo "switch.sh: the switch to $task is not byte-identical" >&2; exit 1; }
     idle_after=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
@@ -134,7 +136,7 @@ rotate() {
     local prefix=$1 task t0 t1 times=() bytes=()
     shift
     for task in "$@"; do
-        t0=$(ns); ctl switch "$prefix$task" > /dev/null; t1=$(ns)
+        ns t0; ctl switch "$prefix$task" > /dev/null; ns t1
         times+=($((t1 - t0)))
         bytes+=("$(st counters.last_switch_slot_bytes)")
         ctl mark-good > /dev/null
@@ -185,9 +187,9 @@ sync
 cat "$work/base.gguf" "$work"/*.gguf > /dev/null
 dg=() fc=()
 for _ in 1 2 3 4 5; do
-    t0=$(ns); openssl dgst -sha256 "$work/base.gguf" > /dev/null; t1=$(ns); dg+=($((t1 - t0)))
-    t0=$(ns); cp "$work/json.gguf" "$work/copy.gguf" && sync "$work/copy.gguf" && openssl dgst -sha256 "$work/copy.gguf" > /dev/null
-    t1=$(ns); fc+=($((t1 - t0))); rm -f "$work/copy.gguf"
+    ns t0; openssl dgst -sha256 "$work/base.gguf" > /dev/null; ns t1; dg+=($((t1 - t0)))
+    ns t0; cp "$work/json.gguf" "$work/copy.gguf" && sync "$work/copy.gguf" && openssl dgst -sha256 "$work/copy.gguf" > /dev/null
+    ns t1; fc+=($((t1 - t0))); rm -f "$work/copy.gguf"
 done
 t_dgst=$(best "${dg[@]}") t_copy=$(best "${fc[@]}")
 printf '   openssl dgst -sha256 of the model: %s s; cp + fsync + openssl dgst of the task model: %s s\n' \
@@ -196,7 +198,7 @@ printf '   openssl dgst -sha256 of the model: %s s; cp + fsync + openssl dgst of
 for mode in full incremental; do
     want 1 || break
     start_daemon "$mode" "verify: $mode"
-    t0=$(ns); ctl provision "$work/base.gguf" > /dev/null; t1=$(ns)
+    ns t0; ctl provision "$work/base.gguf" > /dev/null; ns t1
     t_prov=$((t1 - t0))
     for t in json shout bullet; do ctl install "$work/$t.tpb" > /dev/null; done
     # Both slots get a task first; then three tasks rotate through two slots, so every measured
@@ -239,8 +241,8 @@ done
 sync    # the relaid-out files just written are not flushed under the timed switches
 fc=()
 for _ in 1 2 3 4 5; do
-    t0=$(ns); cp "$work/moved-json.gguf" "$work/copy.gguf" && sync "$work/copy.gguf" && openssl dgst -sha256 "$work/copy.gguf" > /dev/null
-    t1=$(ns); fc+=($((t1 - t0))); rm -f "$work/copy.gguf"
+    ns t0; cp "$work/moved-json.gguf" "$work/copy.gguf" && sync "$work/copy.gguf" && openssl dgst -sha256 "$work/copy.gguf" > /dev/null
+    ns t1; fc+=($((t1 - t0))); rm -f "$work/copy.gguf"
 done
 t_copy_moved=$(best "${fc[@]}")
 start_daemon relocated "verify: full"
@@ -248,13 +250,13 @@ ctl provision "$work/base.gguf" > /dev/null
 for t in json shout bullet; do ctl install "$work/moved-$t.tpb" > /dev/null; done
 # From the base: built into slot b from its base bytes. Then the three rotate: each switch builds
 # into the inactive slot from the base bytes of the relocated task it replaces there.
-t0=$(ns); ctl switch moved-json > /dev/null; t1=$(ns)
+ns t0; ctl switch moved-json > /dev/null; ns t1
 t_first=$((t1 - t0))
 ctl mark-good > /dev/null
 rotate moved- shout bullet json shout bullet json
 t_rel=$t_best
 # Back to the base: the inactive slot holds a relocated task, so the base is built from it too.
-t0=$(ns); ctl switch --base > /dev/null; t1=$(ns)
+ns t0; ctl switch --base > /dev/null; ns t1
 t_back=$((t1 - t0))
 ctl mark-good > /dev/null
 cmp -s "$model" "$work/base.gguf" || { echo "switch.sh: back to the base is not byte-identical" >&2; exit 1; }
@@ -291,7 +293,7 @@ PY
     start_daemon big
     sleep 0.5
     idle=$(awk '/^RssAnon/ {print $2}' "/proc/$dpid/status")
-    t0=$(ns); ctl provision "$work/big-base.bin" > /dev/null; t1=$(ns)
+    ns t0; ctl provision "$work/big-base.bin" > /dev/null; ns t1
     t_prov4=$((t1 - t0))
     ctl install "$work/big-a.tpb" > /dev/null
     ctl install "$work/big-b.tpb" > /dev/null
@@ -330,8 +332,8 @@ PY
     ctl provision "$work/big-base.gguf" > /dev/null
     ctl install "$work/big-moved.tpb" > /dev/null
     sync    # 8 GiB of models just written: not flushed under the timed switch
-    t0=$(ns); cp "$work/big-moved.gguf" "$work/big-copy.gguf" && sync "$work/big-copy.gguf" &&
-        openssl dgst -sha256 "$work/big-copy.gguf" > /dev/null; t1=$(ns)
+    ns t0; cp "$work/big-moved.gguf" "$work/big-copy.gguf" && sync "$work/big-copy.gguf" &&
+        openssl dgst -sha256 "$work/big-copy.gguf" > /dev/null; ns t1
     t_copy_big=$((t1 - t0))
     rm -f "$work/big-copy.gguf"
     measure_switch bigmoved "$work/big-moved.gguf"
@@ -356,10 +358,10 @@ dir_peers() {
     sync
     cat "$1"/* > /dev/null
     for _ in 1 2 3 4 5; do
-        t0=$(ns); openssl dgst -sha256 "$1"/* > /dev/null; t1=$(ns); dg+=($((t1 - t0)))
+        ns t0; openssl dgst -sha256 "$1"/* > /dev/null; ns t1; dg+=($((t1 - t0)))
         rm -rf "$work/copy.d"
-        t0=$(ns); cp -r "$1" "$work/copy.d" && sync "$work/copy.d"/* "$work/copy.d" && openssl dgst -sha256 "$work/copy.d"/* > /dev/null
-        t1=$(ns); fc+=($((t1 - t0)))
+        ns t0; cp -r "$1" "$work/copy.d" && sync "$work/copy.d"/* "$work/copy.d" && openssl dgst -sha256 "$work/copy.d"/* > /dev/null
+        ns t1; fc+=($((t1 - t0)))
     done
     rm -rf "$work/copy.d"
     t_dgst=$(best "${dg[@]}") t_copy=$(best "${fc[@]}")
@@ -410,7 +412,7 @@ print(len({s["file"] for s in json.load(sys.stdin)["span_list"]}))')
     ext=.d
     for mode in full incremental; do
         start_daemon "$kind-$mode" "verify: $mode" llm
-        t0=$(ns); ctl provision "$work/$kind-base.d" > /dev/null; t1=$(ns)
+        ns t0; ctl provision "$work/$kind-base.d" > /dev/null; ns t1
         t_prov=$((t1 - t0))
         [ "$(readlink "$model")" = "$work/$kind-$mode/state/slots/a.dir" ] ||
             { echo "switch.sh: $kind: model_path is not a symlink to slots/a.dir" >&2; exit 1; }
@@ -498,7 +500,7 @@ rr="$work/rerelease.gguf"
 start_daemon rebase
 ctl provision "$work/base.gguf" > /dev/null
 ctl install "$work/rerelease.tpb" > /dev/null
-t0=$(ns); ctl switch base > /dev/null; t1=$(ns)
+ns t0; ctl switch base > /dev/null; ns t1
 t_rebase=$((t1 - t0))
 same_model "$rr" || { echo "switch.sh: the switch to the new base is not byte-identical" >&2; exit 1; }
 # From mark-good until status says both slots hold the new base, asking every 5 ms: how long the
