@@ -19,6 +19,19 @@ typedef enum SpanStage {
         _SPAN_STAGE_MAX,
 } SpanStage;
 
+#define SPAN_CHECKS 16                  /* spans whose deferred digest checks may be queued at once */
+
+/* A span's two digests and, once they are final, their verdict. */
+typedef struct SpanCheck {
+        Sha256 base_hash, new_hash;     /* with a pipe: read only after hash_pipe_sync() */
+        const ManifestSpan *span;
+        size_t idx;
+        bool check_base;                /* the span lies in the base and is not a copy: its base bytes' digest counts */
+        bool queued;                    /* deferred: check_job() is queued, its verdict not yet read */
+        int failed;                     /* 0; 1: the base bytes' digest differs, 2: the new bytes' */
+        uint8_t got[SHA256_DIGEST_SIZE];
+} SpanCheck;
+
 struct SpanDecoder {
         Bundle *bundle;
         const Manifest *m;
@@ -39,7 +52,10 @@ struct SpanDecoder {
         uint64_t prev_end;              /* where the previous span ended */
         const uint8_t *piece_base;      /* SPAN_BASED: the base bytes of the next piece */
         size_t piece_base_n;
-        Sha256 base_hash, new_hash;     /* with a pipe: read only after hash_pipe_sync() */
+        SpanCheck checks[SPAN_CHECKS];  /* the current span's digests (checks[cur]) and those still checked */
+        unsigned cur;
+        bool defer;                     /* span_decoder_defer_checks() */
+        unsigned last_slot;             /* the pipeline slot of the current span's last piece */
         struct Decode {                 /* span_decoder_read_ahead(): a delta piece decoded by the pipe */
                 DeltaLayout layout;
                 const uint8_t *base, *delta;
@@ -97,9 +113,11 @@ size_t span_decoder_buffer_size(size_t window) {
         return n;
 }
 
+static int checks_settle(SpanDecoder *d, TpError *err);
+
 /* "<bundle>: span #i (offset O, L bytes[, site S]): <msg>": every refusal of a span reads this way. */
-_printf_(4, 5) static int span_fail(SpanDecoder *d, TpError *err, int code, const char *fmt, ...) {
-        const ManifestSpan *s = &d->m->spans[d->idx];
+_printf_(5, 6) static int span_fail_at(SpanDecoder *d, size_t idx, TpError *err, int code, const char *fmt, ...) {
+        const ManifestSpan *s = &d->m->spans[idx];
         char msg[TP_ERROR_MAX];
         va_list ap;
 
@@ -108,8 +126,25 @@ _printf_(4, 5) static int span_fail(SpanDecoder *d, TpError *err, int code, cons
         va_end(ap);
         d->stage = SPAN_FAILED;
         return tp_error(err, code, "%s: span #%zu (offset %" PRIu64 ", %" PRIu64 " bytes%s%s): %s", d->bundle->what,
-                        d->idx, s->offset, s->length, s->site ? ", site " : "", s->site ? s->site : "", msg);
+                        idx, s->offset, s->length, s->site ? ", site " : "", s->site ? s->site : "", msg);
 }
+
+/*
+ * A failure (@r, described in @err): an earlier span's deferred check that failed is the one to
+ * report, as it would have been without deferring. Returns @r, or that check's -EBADMSG.
+ */
+static int failed(SpanDecoder *d, int r, TpError *err) {
+        TpError earlier = {};
+
+        d->stage = SPAN_FAILED;
+        if (d->defer && checks_settle(d, &earlier) < 0) {
+                *err = earlier;
+                return -EBADMSG;
+        }
+        return r;
+}
+
+#define span_fail(d, err, code, ...) failed(d, span_fail_at(d, (d)->idx, err, code, __VA_ARGS__), err)
 
 /* A caller broke the sequence in span.h: a bug, not a bad bundle. */
 static int misuse(SpanDecoder *d, TpError *err, const char *what) {
@@ -211,8 +246,7 @@ static int lora_start(SpanDecoder *d, TpError *err) {
                         for (uint64_t at = 0; at < n;) {
                                 size_t k = n - at < sizeof(buf) ? (size_t) (n - at) : sizeof(buf);
                                 if ((r = span_reader_read(d->reader, buf, k, err)) < 0) {
-                                        d->stage = SPAN_FAILED;
-                                        return r;
+                                        return failed(d, r, err);
                                 }
                                 if (part == 2)
                                         lora_factors_load_importance_plane(d->lora, plane, at, buf, k);
@@ -245,8 +279,7 @@ static int rescale_start(SpanDecoder *d, TpError *err) {
                 for (uint64_t at = 0; at < n;) {
                         size_t k = n - at < sizeof(buf) ? (size_t) (n - at) : sizeof(buf);
                         if ((r = span_reader_read(d->reader, buf, k, err)) < 0) {
-                                d->stage = SPAN_FAILED;
-                                return r;
+                                return failed(d, r, err);
                         }
                         rescale_params_load_plane(d->rescale, plane, at, buf, k);
                         at += k;
@@ -266,11 +299,8 @@ int span_decoder_next(SpanDecoder *d, const ManifestSpan **ret_span, TpError *er
                 d->idx++;
                 d->span = NULL;
         }
-        if ((r = span_reader_next(d->reader, &s, err)) <= 0) {
-                if (r < 0)
-                        d->stage = SPAN_FAILED;
-                return r;
-        }
+        if ((r = span_reader_next(d->reader, &s, err)) <= 0)
+                return r < 0 ? failed(d, r, err) : 0;
         if (s != &d->m->spans[d->idx])
                 return misuse(d, err, "the payload reader and the decoder disagree on the span");
         if ((r = check_span(d, s, err)) < 0)
@@ -284,8 +314,14 @@ int span_decoder_next(SpanDecoder *d, const ManifestSpan **ret_span, TpError *er
         d->done = d->base_fed = 0;
         d->next_frame += s->frame_size;
         d->prev_end = s->offset + s->length;
-        sha256_init(&d->base_hash);
-        sha256_init(&d->new_hash);
+        if (d->defer) {
+                /* Ring entries are reused in span order: an entry's verdict is read before it is. */
+                d->cur = (d->cur + 1) % SPAN_CHECKS;
+                if (d->checks[d->cur].queued && (r = checks_settle(d, err)) < 0)
+                        return r;
+        }
+        sha256_init(&d->checks[d->cur].base_hash);
+        sha256_init(&d->checks[d->cur].new_hash);
         d->stage = SPAN_PIECE;
         *ret_span = s;
         return 1;
@@ -300,6 +336,7 @@ size_t span_decoder_want(const SpanDecoder *d, size_t window) {
 }
 
 static void hash(SpanDecoder *d, unsigned slot, Sha256 *mine, Sha256 *also, const uint8_t *p, size_t n) {
+        d->last_slot = slot;
         if (d->pipe)
                 hash_pipe_feed(d->pipe, slot, mine, also, p, n);
         else if (also)
@@ -323,10 +360,9 @@ int span_decoder_base(SpanDecoder *d, unsigned slot, const uint8_t *base, size_t
                 if (s->encoding == SPAN_REF) {
                         int r = span_reader_ref_prefix(d->reader, base, n, err);
                         if (r < 0) {
-                                d->stage = SPAN_FAILED;
-                                return r;
+                                return failed(d, r, err);
                         }
-                        hash(d, slot, &d->base_hash, also, base, n);
+                        hash(d, slot, &d->checks[d->cur].base_hash, also, base, n);
                         d->base_fed = n;
                         return 0;               /* the prefix stays referenced: the stage stays SPAN_PIECE */
                 }
@@ -338,7 +374,7 @@ int span_decoder_base(SpanDecoder *d, unsigned slot, const uint8_t *base, size_t
         }
         /* A copy's base bytes are its new bytes: hashed once, as new bytes, in read(). */
         if (s->encoding != SPAN_COPY)
-                hash(d, slot, &d->base_hash, also, base, n);
+                hash(d, slot, &d->checks[d->cur].base_hash, also, base, n);
         d->base_fed += n;
         d->piece_base = base;
         d->piece_base_n = n;
@@ -372,8 +408,7 @@ static int read_piece(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
         if (d->span->encoding == SPAN_COPY) {
                 bytes = d->piece_base;
         } else if ((r = span_reader_read(d->reader, frame, n, err)) < 0) {
-                d->stage = SPAN_FAILED;
-                return r;
+                return failed(d, r, err);
         }
         if (d->lora) {
                 const GgmlType *t = ggml_type(d->span->lora.type);
@@ -389,13 +424,13 @@ static int read_piece(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
         } else if (d->group && ahead) {
                 /* Before the new bytes' hashing, which it fills the buffer for: both on the digest's chain. */
                 d->ahead[slot] = (struct Decode) { d->layout, d->piece_base, frame, n, out };
-                hash_pipe_call(d->pipe, slot, &d->new_hash, also, decode_job, &d->ahead[slot]);
+                hash_pipe_call(d->pipe, slot, &d->checks[d->cur].new_hash, also, decode_job, &d->ahead[slot]);
                 bytes = out;
         } else if (d->group) {
                 delta_decode(d->layout, d->piece_base, frame, n, out);
                 bytes = out;
         }
-        hash(d, slot, &d->new_hash, also, bytes, n);
+        hash(d, slot, &d->checks[d->cur].new_hash, also, bytes, n);
         d->done += n;
         d->piece_base = NULL;
         d->piece_base_n = 0;
@@ -417,7 +452,7 @@ int span_decoder_read_ahead(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8
 }
 
 Sha256 *span_decoder_chain(SpanDecoder *d) {
-        return &d->new_hash;
+        return &d->checks[d->cur].new_hash;
 }
 
 int span_decoder_skip_copy(SpanDecoder *d, TpError *err) {
@@ -428,16 +463,55 @@ int span_decoder_skip_copy(SpanDecoder *d, TpError *err) {
         return 0;
 }
 
-static int digest_mismatch(SpanDecoder *d, const char *what, const uint8_t got[SHA256_DIGEST_SIZE],
-                           const uint8_t want[SHA256_DIGEST_SIZE], const char *hint, TpError *err) {
+/* Final digests of @c against the manifest's: on whichever thread runs it (a pipe job when deferred). */
+static void check_job(void *arg) {
+        SpanCheck *c = arg;
+        uint8_t db[SHA256_DIGEST_SIZE], dn[SHA256_DIGEST_SIZE];
+
+        sha256_final(&c->base_hash, db);
+        sha256_final(&c->new_hash, dn);
+        c->failed = 0;
+        /* A span reaching past the end of the base (a grown file) carries no base hash; a copy's is its new hash. */
+        if (c->check_base && memcmp(db, c->span->base_sha256, SHA256_DIGEST_SIZE) != 0) {
+                c->failed = 1;
+                memcpy(c->got, db, SHA256_DIGEST_SIZE);
+        } else if (memcmp(dn, c->span->new_sha256, SHA256_DIGEST_SIZE) != 0) {
+                c->failed = 2;
+                memcpy(c->got, dn, SHA256_DIGEST_SIZE);
+        }
+}
+
+static int check_refusal(SpanDecoder *d, const SpanCheck *c, TpError *err) {
         char g[SHA256_HEX_SIZE], w[SHA256_HEX_SIZE];
-        sha256_to_hex(got, g);
-        sha256_to_hex(want, w);
-        return span_fail(d, err, -EBADMSG, "the %s SHA-256 is %s, the manifest says %s%s", what, g, w, hint);
+        bool base = c->failed == 1;
+
+        sha256_to_hex(c->got, g);
+        sha256_to_hex(base ? c->span->base_sha256 : c->span->new_sha256, w);
+        return span_fail_at(d, c->idx, err, -EBADMSG, "the %s SHA-256 is %s, the manifest says %s%s",
+                            base ? "base bytes'" : "new bytes'", g, w, base ? " (wrong base?)" : "");
+}
+
+/* Deferred checks: wait for the pipe, then read every queued verdict; the first failure in span order, or 0. */
+static int checks_settle(SpanDecoder *d, TpError *err) {
+        int r = 0;
+
+        hash_pipe_sync(d->pipe);
+        for (unsigned k = 1; k <= SPAN_CHECKS; k++) {   /* oldest first: the ring is filled in span order */
+                SpanCheck *c = &d->checks[(d->cur + k) % SPAN_CHECKS];
+                if (!c->queued)
+                        continue;
+                c->queued = false;
+                if (c->failed && r == 0)
+                        r = check_refusal(d, c, err);
+        }
+        return r;
+}
+
+void span_decoder_defer_checks(SpanDecoder *d) {
+        d->defer = d->pipe != NULL;
 }
 
 int span_decoder_end(SpanDecoder *d, TpError *err) {
-        uint8_t db[SHA256_DIGEST_SIZE], dn[SHA256_DIGEST_SIZE];
         const ManifestSpan *s = d->span;
 
         if (d->stage != SPAN_PIECE)
@@ -448,17 +522,20 @@ int span_decoder_end(SpanDecoder *d, TpError *err) {
         uint64_t base_want = d->v2 ? s->base_length : s->length;
         if (d->inside_base && d->base_fed != base_want)
                 return span_fail(d, err, -EINVAL, "ended after %" PRIu64 " of its base bytes", d->base_fed);
+        SpanCheck *c = &d->checks[d->cur];
+        c->span = s;
+        c->idx = d->idx;
+        c->check_base = d->inside_base && s->encoding != SPAN_COPY;
+        d->stage = SPAN_IDLE;
+        if (d->defer) {
+                c->queued = true;
+                hash_pipe_call(d->pipe, d->last_slot, &c->base_hash, &c->new_hash, check_job, c);
+                return 0;
+        }
         if (d->pipe)
                 hash_pipe_sync(d->pipe);
-        sha256_final(&d->base_hash, db);
-        sha256_final(&d->new_hash, dn);
-        d->stage = SPAN_IDLE;
-        /* A span reaching past the end of the base (a grown file) carries no base hash; a copy's is its new hash. */
-        if (d->inside_base && s->encoding != SPAN_COPY && memcmp(db, s->base_sha256, SHA256_DIGEST_SIZE) != 0)
-                return digest_mismatch(d, "base bytes'", db, s->base_sha256, " (wrong base?)", err);
-        if (memcmp(dn, s->new_sha256, SHA256_DIGEST_SIZE) != 0)
-                return digest_mismatch(d, "new bytes'", dn, s->new_sha256, "", err);
-        return 0;
+        check_job(c);
+        return c->failed ? check_refusal(d, c, err) : 0;
 }
 
 int span_decoder_finish(SpanDecoder *d, TpError *err) {
@@ -467,6 +544,8 @@ int span_decoder_finish(SpanDecoder *d, TpError *err) {
 
         if (d->stage != SPAN_IDLE)
                 return misuse(d, err, "finished inside a span");
+        if (d->defer && (r = checks_settle(d, err)) < 0)
+                return r;
         if (d->v2 && d->prev_end != d->m->target.size) {
                 d->stage = SPAN_FAILED;
                 return tp_error(err, -EBADMSG, "%s: the spans end at offset %" PRIu64 ", the target is %" PRIu64
@@ -476,6 +555,6 @@ int span_decoder_finish(SpanDecoder *d, TpError *err) {
         if ((r = span_decoder_next(d, &s, err)) != 0)
                 return r < 0 ? r : misuse(d, err, "finished before the last span");
         if ((r = span_reader_finish(d->reader, err)) < 0)
-                d->stage = SPAN_FAILED;
-        return r;
+                return failed(d, r, err);
+        return 0;
 }

@@ -47,8 +47,9 @@
  * thread; with a pipe they are queued to its worker (and may then share a
  * pass with the caller's own state @also). Buffers handed to the decoder
  * belong to pipeline slot @slot and must stay untouched until the pipe
- * hands that slot out again; span_decoder_end() syncs the pipe. The pipe
- * must be freed (or synced) before the decoder.
+ * hands that slot out again; span_decoder_end() syncs the pipe, unless the
+ * checks are deferred (span_decoder_defer_checks()). The pipe must be freed
+ * (or synced) before the decoder.
  */
 
 #include <stddef.h>
@@ -121,6 +122,16 @@ Sha256 *span_decoder_chain(SpanDecoder *d);
  * checks the target's SHA-256 over the whole result, which covers them.
  */
 _warn_unused_result_ int span_decoder_skip_copy(SpanDecoder *d, TpError *err);
+
+/*
+ * With a pipe: span_decoder_end() no longer waits for a span's digests. Their check is queued on
+ * the pipe after the span's last bytes, and its verdict read at a later span_decoder_next()
+ * (once 16 spans' checks wait), at span_decoder_finish(), or when another check fails: a failure
+ * is reported there, in the same words, and a later span's failure never hides an earlier one's.
+ * The caller goes on with the next span meanwhile, so it must not act on a span's bytes as checked
+ * before span_decoder_finish(). No effect without a pipe.
+ */
+void span_decoder_defer_checks(SpanDecoder *d);
 
 /* After the span's last byte: its base and new SHA-256 must match the manifest. */
 _warn_unused_result_ int span_decoder_end(SpanDecoder *d, TpError *err);

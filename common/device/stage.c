@@ -280,6 +280,8 @@ int stager_new(const FileSet *slot, const StageSource *src, const StageTarget *t
                 if ((r = span_decoder_new(tgt->bundle, tgt->size, s->incremental ? s->pipe : NULL, &s->decoder,
                                           err)) < 0)
                         return r;
+                /* Nothing acts on a span's bytes as checked before verify(): the pass need not wait at its end. */
+                span_decoder_defer_checks(s->decoder);
                 _cleanup_free_ UndoSpan *us = calloc(s->m->n_spans + 1, sizeof(UndoSpan));
                 if (!us)
                         return -ENOMEM;

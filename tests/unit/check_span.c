@@ -138,10 +138,10 @@ static void change(uint64_t off, uint64_t len) {
 
 /*
  * Decode every span of @b against @bytes (a base of @size bytes, as a caller reads it) into
- * @out, the way bundle_apply() and the stager drive the decoder; @pipe: hash on a worker.
- * Returns 0 or the first error.
+ * @out, the way bundle_apply() and the stager drive the decoder; @pipe: hash on a worker (2: and
+ * defer the span checks, as the stager does). Returns 0 or the first error.
  */
-static int decode_all(Bundle *b, const uint8_t *bytes, uint64_t size, bool pipe, uint8_t *out, TpError *err) {
+static int decode_all(Bundle *b, const uint8_t *bytes, uint64_t size, int pipe, uint8_t *out, TpError *err) {
         _cleanup_(hash_pipe_freep) HashPipe *hp = NULL;
         _cleanup_(span_decoder_freep) SpanDecoder *d = NULL;
         size_t bufsize = span_decoder_buffer_size(WINDOW);
@@ -155,6 +155,8 @@ static int decode_all(Bundle *b, const uint8_t *bytes, uint64_t size, bool pipe,
                 for (unsigned j = 0; j < 3; j++)
                         ck_assert_ptr_nonnull(bufs[i][j] = malloc(bufsize));
         r = span_decoder_new(b, size, hp, &d, err);
+        if (r >= 0 && pipe == 2)
+                span_decoder_defer_checks(d);
         while (r >= 0 && (r = span_decoder_next(d, &s, err)) > 0) {
                 uint64_t pos = s->offset;
                 size_t n;
@@ -201,7 +203,7 @@ START_TEST(test_decodes) {
         TpError err = {};
 
         change_mixed();
-        for (int pipe = 0; pipe <= 1; pipe++) {
+        for (int pipe = 0; pipe <= 2; pipe++) {
                 _cleanup_(bundle_freep) Bundle *b = make_bundle(mixed, ELEMENTSOF(mixed), BASE_SIZE, NULL);
                 memcpy(out, base, BASE_SIZE);
                 ck_assert_msg(decode_all(b, base, BASE_SIZE, pipe, out, &err) == 0, "%s", err.message);
@@ -224,14 +226,16 @@ START_TEST(test_grown_file) {
 }
 END_TEST
 
-/* Refusals: run the damaged bundle in both hashing modes; both must give the same message. */
+/* Refusals: run the damaged bundle in every hashing mode; all must give the same message. */
 static void refused(Bundle *b, const uint8_t *bytes, uint64_t size, const char *want) {
         static uint8_t out[sizeof(target)];
-        TpError e1 = {}, e2 = {};
+        TpError e1 = {}, e2 = {}, e3 = {};
 
-        ck_assert_int_eq(decode_all(b, bytes, size, false, out, &e1), -EBADMSG);
-        ck_assert_int_eq(decode_all(b, bytes, size, true, out, &e2), -EBADMSG);
+        ck_assert_int_eq(decode_all(b, bytes, size, 0, out, &e1), -EBADMSG);
+        ck_assert_int_eq(decode_all(b, bytes, size, 1, out, &e2), -EBADMSG);
+        ck_assert_int_eq(decode_all(b, bytes, size, 2, out, &e3), -EBADMSG);
         ck_assert_str_eq(e1.message, e2.message);
+        ck_assert_str_eq(e1.message, e3.message);
         ck_assert_msg(strstr(e1.message, want), "wanted \"%s\" in: %s", want, e1.message);
 }
 
@@ -310,6 +314,49 @@ START_TEST(test_new_hash_mismatch) {
         b->manifest->spans[1].new_sha256[31] ^= 0x10;
         hex(b->manifest->spans[1].new_sha256, exp);
         snprintf(want, sizeof(want), "t.tpb: span #1 (offset 10000, 102000 bytes): the new bytes' SHA-256 is %s, "
+                 "the manifest says %s", got, exp);
+        refused(b, base, BASE_SIZE, want);
+}
+END_TEST
+
+/*
+ * Deferred checks never let a later span's refusal hide an earlier span's: base bytes damaged under
+ * span #1 and span #3's frame out of place give span #1's refusal in every mode.
+ */
+START_TEST(test_earlier_failure_first) {
+        static uint8_t other[BASE_SIZE];
+        _cleanup_(bundle_freep) Bundle *b = NULL;
+
+        change_mixed();
+        b = make_bundle(mixed, ELEMENTSOF(mixed), BASE_SIZE, NULL);
+        memcpy(other, base, BASE_SIZE);
+        other[10001] ^= 1;
+        b->manifest->spans[3].frame_offset -= 1;
+        refused(b, other, BASE_SIZE, "t.tpb: span #1 (offset 10000, 102000 bytes): the base bytes' SHA-256 is ");
+}
+END_TEST
+
+/* More spans than the deferred checks' ring: span #2's refusal still comes, in the same words. */
+START_TEST(test_many_spans_deferred) {
+        static TestSpan many[20];
+        _cleanup_(bundle_freep) Bundle *b = NULL;
+        char want[400], got[65], exp[65];
+
+        for (size_t i = 0; i < ELEMENTSOF(many); i++) {
+                many[i] = (TestSpan) { 1000 + i * 7000, 3000 + (i % 3) * 500, i % 2 ? "bytes" : NULL };
+                change(many[i].offset, many[i].length);
+        }
+        b = make_bundle(many, ELEMENTSOF(many), BASE_SIZE, NULL);
+        static uint8_t out[BASE_SIZE];
+        TpError err = {};
+        memcpy(out, base, BASE_SIZE);
+        ck_assert_msg(decode_all(b, base, BASE_SIZE, 2, out, &err) == 0, "%s", err.message);
+        ck_assert(memcmp(out, target, BASE_SIZE) == 0);
+
+        hex(b->manifest->spans[2].new_sha256, got);
+        b->manifest->spans[2].new_sha256[0] ^= 1;
+        hex(b->manifest->spans[2].new_sha256, exp);
+        snprintf(want, sizeof(want), "t.tpb: span #2 (offset 15000, 4000 bytes): the new bytes' SHA-256 is %s, "
                  "the manifest says %s", got, exp);
         refused(b, base, BASE_SIZE, want);
 }
@@ -400,6 +447,8 @@ static Suite *span_suite(void) {
         tcase_add_test(tc, test_frame_over_cap);
         tcase_add_test(tc, test_base_hash_mismatch);
         tcase_add_test(tc, test_new_hash_mismatch);
+        tcase_add_test(tc, test_earlier_failure_first);
+        tcase_add_test(tc, test_many_spans_deferred);
         tcase_add_test(tc, test_truncated_zstd);
         tcase_add_test(tc, test_delta_short_base);
         tcase_add_test(tc, test_delta_piece_short_base);
