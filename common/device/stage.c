@@ -22,7 +22,7 @@
  * fdatasync finding less left (median of 64 switches each, alternating; ext4 on a virtio disk).
  */
 #define SYNC_PIECE (2u << 20)
-#define CHUNK_RING 16                   /* chunk digests in flight on the hashing thread */
+#define CHUNK_RING 64                   /* chunk digests in flight on the hashing thread (16 MiB of 256 KiB chunks) */
 
 typedef struct Interval {
         uint64_t start, end;

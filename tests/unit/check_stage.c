@@ -408,6 +408,28 @@ START_TEST(test_wrong_base_bytes) {
 }
 END_TEST
 
+/*
+ * A slot sealed with another chunk size (a bundle made with 1 MiB chunks, a slot sealed with 256
+ * KiB, or the other way round) has no usable chunk table: the switch is verified in full, and
+ * its result carries the target's table.
+ */
+START_TEST(test_other_chunk_size_full) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_(bundle_freep) Bundle *a = open_bundle("a.tpb");
+        StageProgress p;
+        Held h;
+        TpError err = {};
+
+        fd = base_slot(&h);
+        h.seal.chunk_size = 4 * CHUNK;
+        ck_assert_msg(stage(fd, &h, a, VERIFY_INCREMENTAL, &p, &err) == 0, "%s", err.message);
+        ck_assert(!p.incremental);
+        ck_assert_uint_eq(p.total, SIZE);
+        assert_slot_is(fd, task_a);
+        free(h.chunks);
+}
+END_TEST
+
 /* Outside the spans, full verification catches a flipped byte that incremental mode never reads. */
 START_TEST(test_full_catches_outside_damage) {
         _cleanup_close_ int fd = -1;
@@ -687,6 +709,7 @@ static Suite *stage_suite(void) {
         tcase_add_test(tc, test_two_files_full_no_chunks);
         tcase_add_test(tc, test_two_files_incremental);
         tcase_add_test(tc, test_wrong_base_bytes);
+        tcase_add_test(tc, test_other_chunk_size_full);
         tcase_add_test(tc, test_full_catches_outside_damage);
         tcase_add_test(tc, test_damaged_undo);
         tcase_add_loop_test(tc, test_damaged_undo_deferred, 0, 8);
