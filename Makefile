@@ -57,7 +57,7 @@ endif
 
 # ---- dependencies ----------------------------------------------------------
 
-PKGS := libsystemd libcurl yaml-0.1 libzstd jansson p11-kit-1
+PKGS := libsystemd libcurl yaml-0.1 libzstd jansson p11-kit-1 libcrypto
 # mbedTLS 2.28 ships no .pc file.
 MBEDTLS_LIBS := -lmbedtls -lmbedx509 -lmbedcrypto
 

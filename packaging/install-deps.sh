@@ -7,7 +7,7 @@ set -eu
 
 # Native build and test dependencies.
 PKGS_BUILD="build-essential pkg-config git ca-certificates
-    libsystemd-dev libcurl4-openssl-dev libmbedtls-dev libyaml-dev libzstd-dev
+    libsystemd-dev libcurl4-openssl-dev libssl-dev libmbedtls-dev libyaml-dev libzstd-dev
     libjansson-dev libp11-kit-dev check libsubunit-dev"
 # Tools the tests and benchmarks drive (softhsm2 and gnutls-bin's p11tool: a PKCS#11 token to sign
 # with); for make deb / check-deb: debhelper 13 (with
@@ -19,7 +19,7 @@ PKGS_TOOLS="openssl coreutils time curl python3 strace clang libclang-rt-14-dev
 # Arm: cross compiler, user-mode emulator, and the arm64 dev packages side by side.
 PKGS_ARM="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 PKGS_ARM64="libc6:arm64 libc6-dev:arm64 check:arm64 libsubunit-dev:arm64
-    libjansson-dev:arm64 libmbedtls-dev:arm64 libcurl4-openssl-dev:arm64
+    libjansson-dev:arm64 libmbedtls-dev:arm64 libcurl4-openssl-dev:arm64 libssl-dev:arm64
     libsystemd-dev:arm64 libzstd-dev:arm64 libyaml-dev:arm64 libp11-kit-dev:arm64"
 
 die() { echo "install-deps: $*" >&2; exit 1; }

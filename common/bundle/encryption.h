@@ -111,7 +111,7 @@ _warn_unused_result_ int encryption_unwrap(const Encryption *e, const DecryptKey
  *   frame_cipher_update(c, in, out, n);   -- any number; n a multiple of 16 but for the last
  *   frame_cipher_tag(c, tag) or frame_cipher_check(c, tag)
  *
- * Decryption needs @out apart from @in. Nothing here fails once the key is set, except a
+ * @out may be @in (in place) or apart from it. Nothing here fails once the key is set, except a
  * tag that does not match (-EBADMSG).
  */
 typedef struct FrameCipher FrameCipher;

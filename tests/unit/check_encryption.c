@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include <mbedtls/gcm.h>
+
 #include "check-main.h"
 #include "encryption.h"
 #include "pki-fixture.h"
@@ -211,6 +213,45 @@ START_TEST(test_section_bad) {
 }
 END_TEST
 
+/*
+ * The frames are plain AES-256-GCM under the nonce "TPF1" + the span's index (le64): the same
+ * bytes and tag as mbedTLS's GCM, which sealed the frames of bundles made before OpenSSL's
+ * took over, so those still open. A frame sealed in place opens too.
+ */
+START_TEST(test_frames_are_gcm) {
+        uint8_t key[ENCRYPTION_KEY_SIZE], plain[70001], mine[sizeof(plain)], theirs[sizeof(plain)];
+        uint8_t nonce[12] = { 'T', 'P', 'F', '1', 9, 0, 0, 0, 0, 0, 0, 0 }, tag[16], their_tag[16];
+        _cleanup_(frame_cipher_freep) FrameCipher *c = NULL;
+        mbedtls_gcm_context gcm;
+
+        for (size_t i = 0; i < sizeof(key); i++)
+                key[i] = (uint8_t) (i * 13 + 5);
+        for (size_t i = 0; i < sizeof(plain); i++)
+                plain[i] = (uint8_t) (i * 17 + (i >> 9));
+        ck_assert_int_eq(frame_cipher_new(key, &c), 0);
+        frame_cipher_start(c, 9, true);
+        frame_cipher_update(c, plain, mine, 4096);
+        frame_cipher_update(c, plain + 4096, mine + 4096, sizeof(plain) - 4096);
+        frame_cipher_tag(c, tag);
+
+        mbedtls_gcm_init(&gcm);
+        ck_assert_int_eq(mbedtls_gcm_setkey(&gcm, MBEDTLS_CIPHER_ID_AES, key, 256), 0);
+        ck_assert_int_eq(mbedtls_gcm_crypt_and_tag(&gcm, MBEDTLS_GCM_ENCRYPT, sizeof(plain), nonce, sizeof(nonce), NULL,
+                                                   0, plain, theirs, sizeof(their_tag), their_tag),
+                         0);
+        mbedtls_gcm_free(&gcm);
+        ck_assert_mem_eq(mine, theirs, sizeof(plain));
+        ck_assert_mem_eq(tag, their_tag, sizeof(tag));
+
+        /* mbedTLS's frame opens here; in place, as the producer seals. */
+        memcpy(mine, theirs, sizeof(plain));
+        frame_cipher_start(c, 9, false);
+        frame_cipher_update(c, mine, mine, sizeof(plain));
+        ck_assert_int_eq(frame_cipher_check(c, their_tag), 0);
+        ck_assert_mem_eq(mine, plain, sizeof(plain));
+}
+END_TEST
+
 /* Sealed in one piece, opened in any pieces of whole blocks (the last one shorter), and the reverse. */
 START_TEST(test_frames) {
         static const size_t pieces[] = { 16, 64, 4096, 65536 };
@@ -266,6 +307,7 @@ static Suite *encryption_suite(void) {
         tcase_add_test(tc, test_section_round_trip);
         tcase_add_loop_test(tc, test_section_bad, 0, (int) ELEMENTSOF(bad_rows));
         tcase_add_test(tc, test_frames);
+        tcase_add_test(tc, test_frames_are_gcm);
         suite_add_tcase(s, tc);
         return s;
 }
