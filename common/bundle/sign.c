@@ -2,7 +2,6 @@
 
 #include <ctype.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +20,7 @@
 #include "le.h"
 #include "sha256.h"
 #include "sign-files.h"
+#include "sign-memo.h"
 #include "sign-pkcs11.h"
 #include "revoke.h"
 #include "sign.h"
@@ -539,56 +539,6 @@ static int verify_chain(mbedtls_x509_crt *chain, const SignatureTrust *trust, Si
         return 0;
 }
 
-/*
- * Signatures this process verified, by the SHA-256 of (public key, hash, signature). An ECDSA
- * verification is a function of those three alone, so a remembered one answers as the
- * computation would; the chain, its dates and the revocations are checked every time. The
- * daemon verifies a stored bundle again at every switch: this spares it one of the two ECDSA
- * verifications (the chain keeps the other).
- */
-#define VERIFIED_MAX 16
-
-static struct {
-        pthread_mutex_t lock;
-        uint8_t key[VERIFIED_MAX][SHA256_DIGEST_SIZE];
-        unsigned n, next;               /* entries held; the one replaced next */
-} verified = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static void verified_key(const mbedtls_x509_crt *leaf, const uint8_t hash[SHA256_DIGEST_SIZE], const uint8_t *sig,
-                         size_t sig_len, uint8_t key[SHA256_DIGEST_SIZE]) {
-        uint8_t n[8];
-        Sha256 h;
-
-        sha256_init(&h);
-        put_le64(n, leaf->pk_raw.len);  /* lengths first: the three fields cannot be shifted into each other */
-        sha256_update(&h, n, sizeof(n));
-        sha256_update(&h, leaf->pk_raw.p, leaf->pk_raw.len);
-        sha256_update(&h, hash, SHA256_DIGEST_SIZE);
-        put_le64(n, sig_len);
-        sha256_update(&h, n, sizeof(n));
-        sha256_update(&h, sig, sig_len);
-        sha256_final(&h, key);
-}
-
-static bool verified_find(const uint8_t key[SHA256_DIGEST_SIZE]) {
-        bool found = false;
-
-        pthread_mutex_lock(&verified.lock);
-        for (unsigned i = 0; i < verified.n && !found; i++)
-                found = memcmp(verified.key[i], key, SHA256_DIGEST_SIZE) == 0;
-        pthread_mutex_unlock(&verified.lock);
-        return found;
-}
-
-static void verified_add(const uint8_t key[SHA256_DIGEST_SIZE]) {
-        pthread_mutex_lock(&verified.lock);
-        memcpy(verified.key[verified.next], key, SHA256_DIGEST_SIZE);
-        verified.next = (verified.next + 1) % VERIFIED_MAX;
-        if (verified.n < VERIFIED_MAX)
-                verified.n++;
-        pthread_mutex_unlock(&verified.lock);
-}
-
 int signature_verify_trust(const uint8_t *block, size_t block_len, const void *data, size_t len,
                            const SignatureTrust *trust, SignatureInfo *ret_info, TpError *err) {
         _cleanup_(mbedtls_x509_crt_free) mbedtls_x509_crt chain;
@@ -613,15 +563,15 @@ int signature_verify_trust(const uint8_t *block, size_t block_len, const void *d
                 return r;
 
         sha256_digest(len ? data : "", len, hash);   /* NULL is fine when len is 0 */
-        verified_key(&chain, hash, b.sig, b.sig_len, key);
-        bool remembered = verified_find(key);
+        signature_memo_key(chain.pk_raw.p, chain.pk_raw.len, hash, b.sig, b.sig_len, key);
+        bool remembered = signature_memo_find(key);
         if (!remembered) {
                 r = mbedtls_pk_verify(&chain.pk, MBEDTLS_MD_SHA256, hash, sizeof(hash), b.sig, b.sig_len);
                 if (r == MBEDTLS_ERR_ECP_VERIFY_FAILED)
                         return tp_error(err, -EKEYREJECTED, "signature does not match the signed data");
                 if (r != 0)
                         return mbed_error(err, -EKEYREJECTED, r, "signature does not match the signed data");
-                verified_add(key);
+                signature_memo_add(key);
         }
 
         if (ret_info) {
