@@ -493,18 +493,16 @@ static int check_refusal(SpanDecoder *d, const SpanCheck *c, TpError *err) {
 
 /* Deferred checks: wait for the pipe, then read every queued verdict; the first failure in span order, or 0. */
 static int checks_settle(SpanDecoder *d, TpError *err) {
-        int r = 0;
+        const SpanCheck *first = NULL;
 
         hash_pipe_sync(d->pipe);
-        for (unsigned k = 1; k <= SPAN_CHECKS; k++) {   /* oldest first: the ring is filled in span order */
-                SpanCheck *c = &d->checks[(d->cur + k) % SPAN_CHECKS];
-                if (!c->queued)
-                        continue;
+        for (unsigned k = 0; k < SPAN_CHECKS; k++) {
+                SpanCheck *c = &d->checks[k];
+                if (c->queued && c->failed && (!first || c->idx < first->idx))
+                        first = c;
                 c->queued = false;
-                if (c->failed && r == 0)
-                        r = check_refusal(d, c, err);
         }
-        return r;
+        return first ? check_refusal(d, first, err) : 0;
 }
 
 void span_decoder_defer_checks(SpanDecoder *d) {
