@@ -55,7 +55,8 @@ typedef struct CodeRescale {
  * Compress one span's bytes into @fd: raw; a delta against the base bytes when @delta; a ref
  * frame when @ref; with @lora, the factors and then the delta against the prediction; with
  * @rescale, its parameters and then the delta against its prediction. Hashes the base and new
- * bytes on the way.
+ * bytes on the way. -E2BIG, with no error set, when a group's delta does not fit its layout (an
+ * entropy-coded layout, delta_encode()).
  */
 _warn_unused_result_ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lora,
                                    const CodeRescale *rescale, int fd, uint64_t *ret_size, uint8_t base_sha[32],
@@ -90,9 +91,9 @@ _warn_unused_result_ int code_rescale_prepare(Coder *c, const Artifact *base, co
 void code_rescale_done(CodeRescale *l);
 _warn_unused_result_ int code_rescale_params(Coder *c, const CodeRescale *l, int fd, uint64_t *written);
 /* The residual of the plan's bytes [pos, pos + n) (@target) against their prediction from their base
- * bytes @base, delta_encode()d into @out. */
-void code_rescale_residual(const CodeRescale *l, uint64_t pos, const uint8_t *base, const uint8_t *target, size_t n,
-                           uint8_t *out);
+ * bytes @base, delta_encode()d in @layout into @out; false when it does not fit (delta_encode()). */
+_warn_unused_result_ bool code_rescale_residual(const CodeRescale *l, DeltaLayout layout, uint64_t pos,
+                                                const uint8_t *base, const uint8_t *target, size_t n, uint8_t *out);
 /*
  * Whether an ONNX model's change that keeps its layout (@diff) still codes better as a relocating
  * bundle (format 2), which the i8 layout and rescale spans need: 32 KiB or more of its changed

@@ -366,7 +366,8 @@ int code_rescale_prepare(Coder *c, const Artifact *base, const Artifact *target,
         int r;
 
         *ret = (CodeRescale) {};
-        if (p->site < 0 || p->copy || p->ref_length > 0 || p->layout != DELTA_I8 || target->kind != ARTIFACT_ONNX)
+        if (p->site < 0 || p->copy || p->ref_length > 0 || (p->layout != DELTA_I8 && p->layout != DELTA_I8AC) ||
+            target->kind != ARTIFACT_ONNX)
                 return 0;
         const Site *ts = &target->sites[p->site];
         if (p->offset < ts->offset || p->length > ts->length - (p->offset - ts->offset))
@@ -411,12 +412,12 @@ int code_rescale_params(Coder *c, const CodeRescale *l, int fd, uint64_t *writte
         return code_frame_prefix(c, planes, n, fd, written);
 }
 
-void code_rescale_residual(const CodeRescale *l, uint64_t pos, const uint8_t *base, const uint8_t *target, size_t n,
-                           uint8_t *out) {
+bool code_rescale_residual(const CodeRescale *l, DeltaLayout layout, uint64_t pos, const uint8_t *base,
+                           const uint8_t *target, size_t n, uint8_t *out) {
         rescale_predict(l->params, l->first + pos, base, n, l->predicted, l->flip);
         memcpy(l->leaned, target, n);
         rescale_flip(l->predicted, l->flip, l->leaned, n);
-        delta_encode(DELTA_I8, l->predicted, l->leaned, n, out);
+        return delta_encode(layout, l->predicted, l->leaned, n, out);
 }
 
 /* Changed 8-bit bytes from which the i8 layout (about 0.8 bits a changed value against 1 as bytes,

@@ -130,98 +130,6 @@ uint64_t bundle_changed_bytes(const Artifact *base, const Artifact *target, cons
         return n;
 }
 
-int code_frame_prefix(Coder *c, const uint8_t *bytes, uint64_t n, int fd, uint64_t *written) {
-        ZSTD_inBuffer in = { bytes, n, 0 };
-        int r;
-
-        while (in.pos < in.size) {
-                ZSTD_outBuffer out = { c->out, c->out_cap, 0 };
-                size_t z = ZSTD_compressStream2(c->cctx, &out, &in, ZSTD_e_continue);
-                if (ZSTD_isError(z))
-                        return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
-                if (fd >= 0 && (r = write_full(fd, c->out, out.pos)) < 0)
-                        return tp_error(c->err, r, "writing the payload: %s", strerror(-r));
-                *written += out.pos;
-        }
-        return 0;
-}
-
-int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lora, const CodeRescale *rescale, int fd,
-              uint64_t *ret_size, uint8_t base_sha[32], uint8_t new_sha[32]) {
-        size_t group = delta ? delta_group_bytes(p->layout) : c->group_max;
-        Sha256 hb, ht;
-        uint64_t written = 0;
-        int r;
-
-        if (group > c->group_max)
-                group = c->group_max;
-        if (lora)
-                group = lora_shape_group_bytes(&lora->shape, group);
-        sha256_init(&hb);
-        sha256_init(&ht);
-        ZSTD_CCtx_reset(c->cctx, ZSTD_reset_session_only);
-        ZSTD_CCtx_setPledgedSrcSize(c->cctx, p->length + (lora ? lora_shape_factor_bytes(&lora->shape) : 0) +
-                                                 (rescale ? rescale_shape_param_bytes(&rescale->params->shape) : 0));
-        if (lora && (r = code_lora_factors(c, lora, fd, &written)) < 0)
-                return r;
-        if (rescale && (r = code_rescale_params(c, rescale, fd, &written)) < 0)
-                return r;
-        if (ref) {
-                if ((r = fileset_pread(c->base_files, c->ref, p->ref_length, p->base_offset)) < 0)
-                        return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64, p->base_offset);
-                size_t z = ZSTD_CCtx_refPrefix(c->cctx, c->ref, p->ref_length);
-                if (ZSTD_isError(z))
-                        return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
-        }
-
-        for (uint64_t pos = 0; pos < p->length;) {
-                size_t n = p->length - pos < group ? (size_t) (p->length - pos) : group;
-                uint64_t off = p->offset + pos;
-
-                if ((r = fileset_pread(c->target_files, c->t, n, off)) < 0)
-                        return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the target at %" PRIu64, off);
-                sha256_update(&ht, c->t, n);
-                if (p->layout != _DELTA_LAYOUT_INVALID) {
-                        uint64_t boff = p->base_offset + pos;
-                        if ((r = fileset_pread(c->base_files, c->b, n, boff)) < 0)
-                                return tp_error(c->err, r == -ENODATA ? -EIO : r, "reading the base at %" PRIu64, boff);
-                        sha256_update(&hb, c->b, n);
-                }
-                const uint8_t *src = c->t;
-                if (lora) {
-                        code_lora_predict(lora, pos, c->b, n);
-                        delta_encode(p->layout, lora->predicted, c->t, n, c->x);
-                        src = c->x;
-                } else if (rescale) {
-                        code_rescale_residual(rescale, pos, c->b, c->t, n, c->x);
-                        src = c->x;
-                } else if (delta) {
-                        delta_encode(p->layout, c->b, c->t, n, c->x);
-                        src = c->x;
-                }
-                pos += n;
-                bool last = pos >= p->length;
-                ZSTD_inBuffer in = { src, n, 0 };
-                for (;;) {
-                        ZSTD_outBuffer out = { c->out, c->out_cap, 0 };
-                        size_t z = ZSTD_compressStream2(c->cctx, &out, &in, last ? ZSTD_e_end : ZSTD_e_continue);
-                        if (ZSTD_isError(z))
-                                return tp_error(c->err, -EIO, "zstd: %s", ZSTD_getErrorName(z));
-                        if (fd >= 0 && (r = write_full(fd, c->out, out.pos)) < 0)
-                                return tp_error(c->err, r, "writing the payload: %s", strerror(-r));
-                        written += out.pos;
-                        if (last ? z == 0 : in.pos == in.size)
-                                break;
-                }
-        }
-        if (ref)
-                sha256_update(&hb, c->ref, p->ref_length);
-        sha256_final(&hb, base_sha);
-        sha256_final(&ht, new_sha);
-        *ret_size = written;
-        return 0;
-}
-
 /* A copy: no frame; its hash is of the base bytes it copies. */
 static int hash_copy(Coder *c, const Plan *p, uint8_t sha[32]) {
         Sha256 h;
@@ -449,8 +357,8 @@ static int screen(Coder *c, const Plan *p, bool tried[_CREATE_COST_MAX], CodeLor
  * a lora); the winner ends up in the payload. @cost gets each candidate's size (UINT64_MAX: not
  * tried).
  */
-static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, bool relocating,
-                     const Plan *p, const int fd[4], ManifestSpan *s, CreateSpanCost *cost) {
+static int code_plan_as(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, bool relocating,
+                        const Plan *p, const int fd[4], ManifestSpan *s, CreateSpanCost *cost) {
         enum { RAW = CREATE_COST_RAW, ALT, LORA, LORA_IMATRIX, RESCALE, _N };
         _cleanup_(code_lora_done) CodeLora lora = {}, lora_imatrix = {};
         _cleanup_(code_rescale_done) CodeRescale rescale = {};
@@ -506,9 +414,11 @@ static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, con
                         return r;
         }
 
+        /* A rescale span's map costs its manifest about this much (compressed): a tie goes to the others. */
+        const uint64_t extra[_N] = { [RESCALE] = 16 };
         int best = -1;
         for (int k = RAW; k < _N; k++)
-                if (tried[k] && (best < 0 || *frames[k] < *frames[best]))
+                if (tried[k] && (best < 0 || *frames[k] + extra[k] < *frames[best] + extra[best]))
                         best = k;
         s->encoding = best == RAW ? SPAN_RAW : best == ALT ? (p->ref_length ? SPAN_REF : SPAN_DELTA) :
                       best == RESCALE ? SPAN_RESCALE : SPAN_LORA;
@@ -536,6 +446,27 @@ static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, con
         if (s->encoding == SPAN_RAW && (relocating || p->layout == _DELTA_LAYOUT_INVALID))
                 memset(s->base_sha256, 0, 32);
         return 0;
+}
+
+/* code_plan_as(); a span whose differences the entropy-coded i8ac cannot fit is coded as i8. */
+static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, bool relocating,
+                     const Plan *p, const int fd[4], ManifestSpan *s, CreateSpanCost *cost) {
+        off_t mark = lseek(fd[0], 0, SEEK_CUR);
+        int r;
+
+        if (mark < 0)
+                return negative_errno();
+        r = code_plan_as(c, o, base, target, relocating, p, fd, s, cost);
+        if (r != -E2BIG || p->layout != DELTA_I8AC)
+                return r;
+        Plan q = *p;
+        q.layout = DELTA_I8;
+        free(s->site);
+        free(s->layout);
+        *s = (ManifestSpan) {};
+        if (ftruncate(fd[0], mark) < 0 || lseek(fd[0], mark, SEEK_SET) < 0)
+                return negative_errno();
+        return code_plan_as(c, o, base, target, relocating, &q, fd, s, cost);
 }
 
 /* A tensor that may be a lora span stays a span of its own: a lora span predicts one tensor. */

@@ -28,8 +28,9 @@ int rescale_span_parse(const YamlNode *n, size_t idx, const char *layout, Manife
         s->rescale.is_signed = strcmp(type, "int8") == 0;
         if ((r = rescale_shape_check(&s->rescale, &why)) < 0)
                 return tp_error(err, -EBADMSG, W ": line %u: span #%zu: %s", l->line, idx, why.message);
-        if (strcmp(layout, delta_layout_to_string(DELTA_I8)) != 0)
-                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: a rescale span's layout is i8", n->line, idx);
+        if (strcmp(layout, delta_layout_to_string(DELTA_I8)) != 0 && strcmp(layout, delta_layout_to_string(DELTA_I8AC)) != 0)
+                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: a rescale span's layout is i8 or i8ac", n->line,
+                                idx);
         if (s->rescale_first > UINT64_MAX / 2)
                 return tp_error(err, -EBADMSG, W ": line %u: span #%zu: rescale: 'first' is out of range", l->line, idx);
         return 0;

@@ -9,7 +9,7 @@
  *
  * type: int8 or uint8, the tensor's element type (the base's and the target's); channels,
  * inner: element e of the tensor is in channel (e / inner) % channels; first: the span's first
- * element in the tensor. Its layout is "i8" (bundle format 2). The span's frame decodes to the
+ * element in the tensor. Its layout is "i8" or "i8ac" (bundle format 2). The span's frame decodes to the
  * channels' ratios and offsets (8 * channels bytes, byte planes), then the residual.
  */
 

@@ -128,6 +128,26 @@
  * Format-1 bundles never use it (readers shipped before it refuse names
  * they do not know), and a reader refuses it there.
  *
+ * i8ac (the same tensors, unit 1; bundle format 2 only, as i8): the same
+ * differences, range-coded. Planes and zstd code a value in no less than
+ * about 0.8 bits, because zstd's Huffman stage gives each byte of four
+ * codes a whole number of bits; a fine-tune requantized with per-channel
+ * scales moves a third of the values by one step at random, which is worth
+ * less than that. A group of len >= 64 bytes is: the coded stream's length
+ * L (4 bytes), the stream (rangecoder.h), then len - 4 - L zero bytes (zstd
+ * takes them for nearly nothing); a shorter group is coded as i8. The
+ * model (delta-i8ac.c, the definition) starts afresh in every group; for
+ * each element, with v the base byte read as int8 and r = target - base
+ * read as int8: is r nonzero (context: how many of the last 64 were,
+ * halved, at most 12); if so, is it negative (context: v's sign, v's
+ * magnitude in five steps, and whether the recent differences of elements
+ * with |v| >= 16 leaned with v's sign or against it); is |r| > 1 (context:
+ * the last 64's activity in four steps); then |r| = 2 .. 9 in unary, and
+ * 10 and up as 7 plain bits of |r| - 10. These contexts are where a
+ * per-channel requantization's steps go: moved channels move their large
+ * values, all one way. When the coded stream does not fit the group (data
+ * with nothing to predict), the producer codes the span as i8.
+ *
  * The K-quants are ordered, the others are not. Words of q4_0 .. q8_0 are
  * at offset 0 (m at 2). Elements and sub-scales are where ggml's
  * dequantize_row_* reads them (ggml/src/ggml-common.h, ggml-quants.c):
@@ -139,6 +159,7 @@
  */
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -160,6 +181,7 @@ typedef enum DeltaLayout {
         DELTA_BF16,
         DELTA_F32,
         DELTA_I8,               /* bundle format 2 only: format-1 readers do not know it */
+        DELTA_I8AC,             /* bundle format 2 only */
         _DELTA_LAYOUT_MAX,
         _DELTA_LAYOUT_INVALID = -EINVAL,
 } DeltaLayout;
@@ -194,9 +216,11 @@ size_t delta_group_bytes(DeltaLayout l);
  * @out. @len should be at most delta_group_bytes(l) and a whole number of
  * units (every span TaskPatch writes is cut that way); other lengths are
  * still defined (see the tail above) and round-trip. @out must not overlap
- * @base or @target. An out-of-range @l is treated as DELTA_BYTES. Cannot fail.
+ * @base or @target. An out-of-range @l is treated as DELTA_BYTES. Returns
+ * false only for i8ac, when the group's coded form does not fit @len bytes
+ * (incompressible differences): the producer codes that span as i8 instead.
  */
-void delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out);
+bool delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out);
 
 /* The inverse: from @base and a group's @delta, the target bytes into @out (not overlapping either input). */
 void delta_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size_t len, uint8_t *out);

@@ -244,7 +244,7 @@ DeltaLayout site_delta_layout(const Artifact *a, const Site *s) {
 
 DeltaLayout site_delta_layout_relocating(const Artifact *a, const Site *s) {
         if (a->kind == ARTIFACT_ONNX && (s->type == ONNX_TYPE_INT8 || s->type == ONNX_TYPE_UINT8))
-                return DELTA_I8;
+                return DELTA_I8AC;
         return site_delta_layout(a, s);
 }
 

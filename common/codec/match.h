@@ -86,7 +86,7 @@ typedef struct Match {
 /* The delta layout of a site's bytes: by its ggml, ONNX or safetensors type (F32, F16, BF16 their own,
  * the other dtypes bytes); DELTA_BYTES for other files. */
 DeltaLayout site_delta_layout(const Artifact *a, const Site *s);
-/* The same for a relocating bundle (format 2), which may also use the layouts format 1 cannot (DELTA_I8). */
+/* The same for a relocating bundle (format 2), which may also use the layouts format 1 cannot (DELTA_I8AC for 8-bit ONNX tensors). */
 DeltaLayout site_delta_layout_relocating(const Artifact *a, const Site *s);
 
 Match *match_free(Match *m);

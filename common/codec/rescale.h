@@ -6,7 +6,7 @@
  * behind DequantizeLinear, QLinearConv, QLinearMatMul, ConvInteger or MatMulInteger) requantized
  * per channel, as a fine-tune that moves a channel's scale, or folds a BatchNorm whose statistics
  * moved, leaves it. The bundle then codes only the residual against the prediction:
- * delta_encode(DELTA_I8, predicted, target).
+ * delta_encode(layout, predicted, target), layout i8 or i8ac.
  *
  * Channels: element e of the tensor (counted from its start, in storage order) belongs to
  * channel (e / inner) % channels: a tensor of dims [d0, .., dk, .., dn] along axis k has
@@ -28,7 +28,7 @@
  * one ((R[c] * v + O[c] + 2^15) mod 2^16 < 2^15), the target is more likely below it too, and the
  * element is "flipped": its residual byte is coded as predicted - target instead of target -
  * predicted, so that the likely step is +1 either way (as the q-layouts' flip in delta.h). The
- * span's residual is delta_encode(i8, predicted, t'), t'[i] = flipped ? 2 * predicted[i] -
+ * span's residual is delta_encode(layout, predicted, t'), t'[i] = flipped ? 2 * predicted[i] -
  * target[i] : target[i] (mod 256); rescale_flip() maps target to t' and back.
  *
  * In the bundle the span's frame holds R[0..channels) then O[0..channels), as one array of

@@ -9,6 +9,7 @@
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,14 +45,19 @@ START_TEST(test_rescale_round_trip) {
                 Manifest *p = NULL;
                 TpError err = {};
                 size_t len, len2;
+                /* Either 8-bit layout: i8 and the range-coded i8ac. */
+                const char *layout = i % 2 ? "i8ac" : "i8";
+                char want[64];
+                free(m->spans[1].layout);
+                ck_assert_ptr_nonnull(m->spans[1].layout = strdup(layout));
+                snprintf(want, sizeof(want), "encoding: rescale, layout: %s, ", layout);
                 char *text = write_text(m, &len);
 
-                ck_assert_msg(strstr(text, "encoding: rescale, layout: i8, ") && strstr(text, cases[i].text),
-                              "case %zu: %s", i, text);
+                ck_assert_msg(strstr(text, want) && strstr(text, cases[i].text), "case %zu: %s", i, text);
                 ck_assert_msg(manifest_parse(text, len, &p, &err) == 0, "case %zu: %s\n%s", i, err.message, text);
                 const ManifestSpan *s = &p->spans[1];
                 ck_assert_int_eq(s->encoding, SPAN_RESCALE);
-                ck_assert_str_eq(s->layout, "i8");
+                ck_assert_str_eq(s->layout, layout);
                 ck_assert(s->rescale.is_signed == cases[i].is_signed);
                 ck_assert_uint_eq(s->rescale.channels, cases[i].channels);
                 ck_assert_uint_eq(s->rescale.inner, cases[i].inner);

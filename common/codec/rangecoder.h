@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * A binary adaptive range coder (the carry-propagating kind LZMA uses), for entropy-coded delta
+ * layouts (delta-i8ac.c). Every bit is coded with a probability the model keeps, so a bit that
+ * is nearly always 0 costs a small fraction of a bit: what zstd's Huffman stage cannot do for
+ * single symbols.
+ *
+ * THE ARITHMETIC (wire format: must never change). A probability p of a 0 is a pair of 16-bit
+ * estimates (fast, slow), each in units of 2^-16, starting at 2^15; the bit is coded with
+ * P = (fast + slow) / 2 (integer division) and then each estimate moves toward what was seen:
+ * after a 0, e += (2^16 - e) >> r, after a 1, e -= e >> r, with r = 5 for fast and 7 for slow.
+ * (P stays within [79, 65457]: every bit has a bound strictly inside the range.)
+ *
+ * Encoder: low (33 bits, with its carry), range (32 bits) = 2^32 - 1, a cached byte 0 and one
+ * pending byte. A bit: bound = (range >> 16) * P; a 0 keeps [low, low + bound), a 1 takes
+ * [low + bound, low + range). While range < 2^24: range <<= 8 and the top byte of low is shifted
+ * out, a carry into it rippling through the pending 0xff bytes. The end flushes five bytes. The
+ * decoder mirrors it: the first five bytes are the code (the first is always 0), a bit is 0 when
+ * code < bound; bytes past the end of the coded stream read as 0.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RC_TOP (UINT32_C(1) << 24)
+
+typedef struct RcProb {
+        uint16_t fast, slow;
+} RcProb;
+
+#define RC_PROB_INIT ((RcProb) { 32768, 32768 })
+
+static inline uint32_t rc_p0(const RcProb *p) {
+        return ((uint32_t) p->fast + p->slow) >> 1;
+}
+
+static inline void rc_adapt(RcProb *p, unsigned bit) {
+        if (bit) {
+                p->fast = (uint16_t) (p->fast - (p->fast >> 5));
+                p->slow = (uint16_t) (p->slow - (p->slow >> 7));
+        } else {
+                p->fast = (uint16_t) (p->fast + ((65536u - p->fast) >> 5));
+                p->slow = (uint16_t) (p->slow + ((65536u - p->slow) >> 7));
+        }
+}
+
+typedef struct RcEncoder {
+        uint64_t low;
+        uint32_t range;
+        uint8_t cache;
+        uint64_t pending;       /* bytes owed: the cached one and the 0xff ones after it */
+        uint8_t *out;
+        size_t pos, cap;        /* bytes that would have been written; more than cap: it did not fit */
+} RcEncoder;
+
+static inline void rc_encoder_init(RcEncoder *e, uint8_t *out, size_t cap) {
+        *e = (RcEncoder) { .range = UINT32_MAX, .pending = 1, .out = out, .cap = cap };
+}
+
+static inline void rc_put(RcEncoder *e, uint8_t b) {
+        if (e->pos < e->cap)
+                e->out[e->pos] = b;
+        e->pos++;
+}
+
+static inline void rc_shift_low(RcEncoder *e) {
+        if ((uint32_t) e->low < UINT32_C(0xff000000) || (e->low >> 32) != 0) {
+                uint8_t carry = (uint8_t) (e->low >> 32), b = e->cache;
+                do {
+                        rc_put(e, (uint8_t) (b + carry));
+                        b = 0xff;
+                } while (--e->pending != 0);
+                e->cache = (uint8_t) (e->low >> 24);
+        }
+        e->pending++;
+        e->low = (e->low & UINT32_C(0x00ffffff)) << 8;
+}
+
+static inline void rc_encode(RcEncoder *e, RcProb *p, unsigned bit) {
+        uint32_t bound = (e->range >> 16) * rc_p0(p);
+        if (bit) {
+                e->low += bound;
+                e->range -= bound;
+        } else {
+                e->range = bound;
+        }
+        rc_adapt(p, bit);
+        while (e->range < RC_TOP) {
+                e->range <<= 8;
+                rc_shift_low(e);
+        }
+}
+
+/* The end of the stream; returns the bytes it takes (more than the capacity: it did not fit). */
+static inline size_t rc_encoder_finish(RcEncoder *e) {
+        for (int i = 0; i < 5; i++)
+                rc_shift_low(e);
+        return e->pos;
+}
+
+typedef struct RcDecoder {
+        uint32_t code, range;
+        const uint8_t *in;
+        size_t pos, len;
+} RcDecoder;
+
+static inline uint8_t rc_get(RcDecoder *d) {
+        return d->pos < d->len ? d->in[d->pos++] : 0;
+}
+
+static inline void rc_decoder_init(RcDecoder *d, const uint8_t *in, size_t len) {
+        *d = (RcDecoder) { .range = UINT32_MAX, .in = in, .len = len };
+        for (int i = 0; i < 5; i++)
+                d->code = d->code << 8 | rc_get(d);
+}
+
+static inline unsigned rc_decode(RcDecoder *d, RcProb *p) {
+        uint32_t bound = (d->range >> 16) * rc_p0(p);
+        unsigned bit = d->code >= bound;
+        if (bit) {
+                d->code -= bound;
+                d->range -= bound;
+        } else {
+                d->range = bound;
+        }
+        rc_adapt(p, bit);
+        while (d->range < RC_TOP) {
+                d->range <<= 8;
+                d->code = d->code << 8 | rc_get(d);
+        }
+        return bit;
+}
