@@ -7,11 +7,14 @@
  * is nearly always 0 costs a small fraction of a bit: what zstd's Huffman stage cannot do for
  * single symbols.
  *
- * THE ARITHMETIC (wire format: must never change). A probability p of a 0 is a pair of 16-bit
- * estimates (fast, slow), each in units of 2^-16, starting at 2^15; the bit is coded with
- * P = (fast + slow) / 2 (integer division) and then each estimate moves toward what was seen:
- * after a 0, e += (2^16 - e) >> r, after a 1, e -= e >> r, with r = 5 for fast and 7 for slow.
- * (P stays within [79, 65457]: every bit has a bound strictly inside the range.)
+ * THE ARITHMETIC (wire format: must never change). A probability of a 0 is a pair of 16-bit
+ * estimates (fast, slow), each in units of 2^-16, starting at 2^15, and the count n of bits
+ * coded with it (at most 128); the bit is coded with P = (fast + slow) / 2 (integer division),
+ * then each estimate e moves toward what was seen by k = 65536 / min(n + 2, w) (integer
+ * division; w = 32 for fast, 128 for slow): after a 0, e += ((2^16 - e) * k) >> 16, after a 1,
+ * e -= (e * k) >> 16; then n grows. So an estimate starts as the running average of what it saw
+ * and settles into a moving one over its window. Each estimate stays within [1, 65535], and so
+ * does P: every bit has a bound strictly inside the range.
  *
  * Encoder: low (33 bits, with its carry), range (32 bits) = 2^32 - 1, a cached byte 0 and one
  * pending byte. A bit: bound = (range >> 16) * P; a 0 keeps [low, low + bound), a 1 takes
@@ -29,22 +32,34 @@
 
 typedef struct RcProb {
         uint16_t fast, slow;
+        uint8_t seen;                   /* bits coded with it, up to RC_SLOW */
 } RcProb;
 
-#define RC_PROB_INIT ((RcProb) { 32768, 32768 })
+#define RC_FAST 32                      /* the fast estimate's window */
+#define RC_SLOW 128                     /* the slow one's */
+#define RC_PROB_INIT ((RcProb) { 32768, 32768, 0 })
 
 static inline uint32_t rc_p0(const RcProb *p) {
         return ((uint32_t) p->fast + p->slow) >> 1;
 }
 
+/* 65536 / d for d = 2 .. RC_SLOW: an estimate moves by 1 / (bits seen + 2) of the way, at least 1 / window. */
+static inline uint32_t rc_step(unsigned seen, unsigned window) {
+        unsigned d = seen + 2 < window ? seen + 2 : window;
+        return 65536u / d;
+}
+
 static inline void rc_adapt(RcProb *p, unsigned bit) {
+        uint32_t f = rc_step(p->seen, RC_FAST), s = rc_step(p->seen, RC_SLOW);
         if (bit) {
-                p->fast = (uint16_t) (p->fast - (p->fast >> 5));
-                p->slow = (uint16_t) (p->slow - (p->slow >> 7));
+                p->fast = (uint16_t) (p->fast - ((p->fast * f) >> 16));
+                p->slow = (uint16_t) (p->slow - ((p->slow * s) >> 16));
         } else {
-                p->fast = (uint16_t) (p->fast + ((65536u - p->fast) >> 5));
-                p->slow = (uint16_t) (p->slow + ((65536u - p->slow) >> 7));
+                p->fast = (uint16_t) (p->fast + (((65536u - p->fast) * f) >> 16));
+                p->slow = (uint16_t) (p->slow + (((65536u - p->slow) * s) >> 16));
         }
+        if (p->seen < RC_SLOW)
+                p->seen++;
 }
 
 typedef struct RcEncoder {

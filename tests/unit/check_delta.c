@@ -634,7 +634,7 @@ static const char *const golden[_DELTA_LAYOUT_MAX] = {
         [DELTA_BF16] = "fcce76808bfead2cc0ba5febc9f64b6c0e821b9c8634dbda71da645b1b2aed95",
         [DELTA_F32] = "728e7c0a276a06e0d2d9c64aed0f135821d5ff8dfe499ee9c25b7526d87eb6aa",
         [DELTA_I8] = "8b607897b1eeaed1f5a1af89f348b5c248b0c3f70f7bac55af90de7fbc36e82a",
-        [DELTA_I8AC] = "3a4320c733988471d73affce5b166e9677fafa14fa352638a4fa76b4e2a32eae",
+        [DELTA_I8AC] = "e3ad5a9cecc0fca8d5b979d3c3e0943b7419a4584b76c778741ad140a1b957ed",
 };
 
 START_TEST(test_golden) {
@@ -691,7 +691,7 @@ static const char *const golden_decode[_DELTA_LAYOUT_MAX] = {
         [DELTA_BF16] = "d327b418e5b366a7af397eb4cd635ab3252863612b6f10a5bfd75b2655ac5d89",
         [DELTA_F32] = "e7304e008e92bc6b00866a041e9b38e102c41154a4001273009fa0dcb14c065e",
         [DELTA_I8] = "cfe61c7a7cf2c39da4833d411f34f687ab2c6054428f04c9f61d9b21b83f9f30",
-        [DELTA_I8AC] = "f50eb686202b105f8021985dd7cabcaf03cef73a8d7b1e6af9db6cea043fd8ef",
+        [DELTA_I8AC] = "a197f6964766769bb2191bf89251cf2decf7c97d5925bff4458c286aaa903268",
 };
 
 START_TEST(test_golden_decode) {
