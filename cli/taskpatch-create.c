@@ -425,7 +425,8 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
         for (const Signer *s = signer; s; s = signer_next(s), i++)
                 if (check_signer_dates(s, signers.certs[i], o.expires) < 0)
                         return EXIT_FAILED;
-        MatchOptions mo = create_match_options(&o);
+        CreateMatchContext mc = { &o, &bm.files, &tm.files, base, target };
+        MatchOptions mo = create_match_options(&mc);
         /* A full base bundle has nothing to compare with: every site is new (matched against nothing). */
         r = full ? ((d = calloc(1, sizeof(Diff))) ? 0 : -ENOMEM)
                  : diff_compute(&bm.files, base, &tm.files, target, &d, &err);

@@ -98,6 +98,8 @@ json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs) {
                                       (json_int_t) sp->base_offset, "payload_bytes", (json_int_t) sp->frame_size);
                 const FileSetFile *t = file_of(&m->target.files, sp->offset);
                 const FileSetFile *b = sp->base_length ? file_of(&m->base.files, sp->base_offset) : NULL;
+                if (sp->layout)
+                        json_object_set_new(j, "layout", json_string(sp->layout));
                 if (t) {
                         json_object_set_new(j, "file", json_string(t->path));
                         json_object_set_new(j, "file_offset", json_integer((json_int_t) (sp->offset - t->offset)));

@@ -100,5 +100,14 @@ _warn_unused_result_ bool code_rescale_residual(const CodeRescale *l, DeltaLayou
  * bytes are 8-bit tensors', or a changed tensor the graph quantizes is predicted better by a
  * rescale span by more than a few hundred bytes.
  */
+/*
+ * Whether target site @ts, a changed 8-bit tensor the graph quantizes, is worth a span of its own:
+ * its rescale prediction saves at least 1/RESCALE_ALONE_SHARE of what its plain delta costs
+ * (estimated). Less, and the manifest line and frame of a span of its own cost more than the
+ * prediction saves: the tensor is folded with its neighbours. Unchanged or unreadable: false.
+ */
+#define RESCALE_ALONE_SHARE 20
+bool create_rescale_alone(const FileSet *bf, const Artifact *base, const FileSet *tf, const Artifact *target,
+                          const Site *ts);
 _warn_unused_result_ int create_prefers_relocating(const FileSet *bf, const Artifact *base, const FileSet *tf,
                                                    const Artifact *target, const Diff *diff, bool *ret, TpError *err);

@@ -280,7 +280,7 @@ static uint64_t fit_unchanged(const Fit *f) {
  * The best parameters for the range of @x: NULL in *@ret when none beats the plain delta.
  * *@ret_gain: the estimated bits it saves.
  */
-static int choose(Tensor *x, RescaleParams **ret, uint64_t *ret_gain) {
+static int choose(Tensor *x, RescaleParams **ret, uint64_t *ret_gain, uint64_t *ret_unchanged) {
         const ArtifactQuant *q = x->q;
         uint32_t axes[3] = { q->axis, 0, q->n_dims ? q->n_dims - 1 : 0 };
         Fit best = {};
@@ -289,6 +289,8 @@ static int choose(Tensor *x, RescaleParams **ret, uint64_t *ret_gain) {
 
         *ret = NULL;
         *ret_gain = 0;
+        if (ret_unchanged)
+                *ret_unchanged = 0;
         for (int i = 0; i < 3; i++) {
                 if ((i == 1 && axes[1] == axes[0]) || (i == 2 && (axes[2] == axes[0] || axes[2] == axes[1])))
                         continue;
@@ -300,8 +302,11 @@ static int choose(Tensor *x, RescaleParams **ret, uint64_t *ret_gain) {
                         continue;
                 }
                 uint64_t cost = fit_choose(&f, NULL);
-                if (unchanged == UINT64_MAX)
+                if (unchanged == UINT64_MAX) {
                         unchanged = fit_unchanged(&f);
+                        if (ret_unchanged)
+                                *ret_unchanged = unchanged;
+                }
                 if (cost < best_cost) {
                         fit_done(&best);
                         best = f;
@@ -375,7 +380,7 @@ int code_rescale_prepare(Coder *c, const Artifact *base, const Artifact *target,
         r = tensor_open(c->base_files, base, c->target_files, target, ts, p->offset - ts->offset, p->length,
                         p->base_offset, &x);
         if (r > 0)
-                r = choose(&x, &ret->params, &gain);
+                r = choose(&x, &ret->params, &gain, NULL);
         tensor_done(&x);
         if (r < 0) {
                 code_rescale_done(ret);
@@ -420,6 +425,40 @@ bool code_rescale_residual(const CodeRescale *l, DeltaLayout layout, uint64_t po
         return delta_encode(layout, l->predicted, l->leaned, n, out);
 }
 
+/* Whether @x's two sides hold the same bytes (1), or not (0). */
+static int same_bytes(Tensor *x) {
+        for (uint64_t pos = 0; pos < x->length;) {
+                size_t n = x->length - pos < CHUNK ? (size_t) (x->length - pos) : CHUNK;
+                int r = fileset_pread(x->bf, x->b, n, x->base_at + pos);
+                if (r >= 0)
+                        r = fileset_pread(x->tf, x->t, n, x->target_at + pos);
+                if (r < 0)
+                        return r == -ENODATA ? -EIO : r;
+                if (memcmp(x->b, x->t, n) != 0)
+                        return 0;
+                pos += n;
+        }
+        return 1;
+}
+
+bool create_rescale_alone(const FileSet *bf, const Artifact *base, const FileSet *tf, const Artifact *target,
+                          const Site *ts) {
+        const Site *bs = site_named(base, ts->name);
+        _cleanup_(rescale_params_freep) RescaleParams *p = NULL;
+        uint64_t gain = 0, plain = 0;
+        Tensor x;
+
+        if (!bs)
+                return false;
+        int r = tensor_open(bf, base, tf, target, ts, 0, ts->length, bs->offset, &x);
+        if (r > 0 && (r = same_bytes(&x)) == 0)
+                r = choose(&x, &p, &gain, &plain);
+        else if (r > 0)
+                r = 0, plain = 0;       /* unchanged */
+        tensor_done(&x);
+        return r >= 0 && p && gain > 0 && gain >= plain / RESCALE_ALONE_SHARE;
+}
+
 /* Changed 8-bit bytes from which the i8 layout (about 0.8 bits a changed value against 1 as bytes,
  * delta.h) pays for a relocating bundle's copy spans, rescale or not. */
 #define I8_RELOCATE_MIN (32u << 10)
@@ -450,7 +489,7 @@ int create_prefers_relocating(const FileSet *bf, const Artifact *base, const Fil
                         continue;
                 int r = tensor_open(bf, base, tf, target, ts, 0, ts->length, bs->offset, &x);
                 if (r > 0)
-                        r = choose(&x, &p, &gain);
+                        r = choose(&x, &p, &gain, NULL);
                 tensor_done(&x);
                 if (r < 0)
                         return tp_error(err, r, "'%s': reading the tensor: %s", ts->name, strerror(-r));

@@ -471,12 +471,16 @@ static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, con
 
 /* A tensor that may be a lora span stays a span of its own: a lora span predicts one tensor. */
 static bool own_span(const Site *s, void *userdata) {
-        const CreateOptions *o = userdata;
-        return (o->lora && lora_find(o->lora, s->name)) || (o->lowrank && s->row > 0);
+        const CreateMatchContext *c = userdata;
+        const CreateOptions *o = c->o;
+        if ((o->lora && lora_find(o->lora, s->name)) || (o->lowrank && s->row > 0))
+                return true;
+        return s->length >= CREATE_OWN_QUANT_MIN && artifact_quant(c->target, s->name) &&
+               create_rescale_alone(c->base_files, c->base, c->target_files, c->target, s);
 }
 
-MatchOptions create_match_options(const CreateOptions *o) {
-        return (MatchOptions) { .own_span = o->lora || o->lowrank ? own_span : NULL, .userdata = (void *) o };
+MatchOptions create_match_options(const CreateMatchContext *c) {
+        return (MatchOptions) { .own_span = own_span, .userdata = (void *) c };
 }
 
 void create_result_done(CreateResult *r) {
@@ -543,7 +547,8 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
         /* A layout that moved: sites matched by name wherever they sit (format 2); also an ONNX
          * model's 8-bit tensors that code better so (create_prefers_relocating()). */
         const Match *match = o->match;
-        MatchOptions mo = create_match_options(o);
+        CreateMatchContext mc = { o, base_files, target_files, base, target };
+        MatchOptions mo = create_match_options(&mc);
         bool relocate = diff->layout_changed;
         if (!relocate && (r = create_prefers_relocating(base_files, base, target_files, target, diff, &relocate, err)) < 0)
                 return r;

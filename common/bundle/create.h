@@ -127,9 +127,21 @@ void create_result_done(CreateResult *r);
 /* Whether @lora fits @target: each tensor it adapts there, with the size its factors make (-EINVAL naming it). */
 _warn_unused_result_ int create_check_lora(const Lora *lora, const Artifact *target, TpError *err);
 
-/* The options of match_compute() that suit @o (which must outlive them): with an adapter, each tensor it adapts
- * a span of its own; with lowrank, each matrix. */
-MatchOptions create_match_options(const CreateOptions *o);
+/* What create_match_options() decides with: the options and both models (all must outlive the match). */
+typedef struct CreateMatchContext {
+        const CreateOptions *o;
+        const FileSet *base_files, *target_files;
+        const Artifact *base, *target;
+} CreateMatchContext;
+
+/*
+ * The options of match_compute() that suit @c (which must outlive them): with an adapter, each
+ * tensor it adapts a span of its own; with lowrank, each matrix; an 8-bit tensor the graph
+ * quantizes, of CREATE_OWN_QUANT_MIN bytes or more, when its rescale prediction saves a share of
+ * its delta worth a span's manifest line (create_rescale_alone()).
+ */
+#define CREATE_OWN_QUANT_MIN (16u << 10)
+MatchOptions create_match_options(const CreateMatchContext *c);
 
 /*
  * Write the bundle to @out_path atomically (no file on failure). @ret (may be NULL) must be

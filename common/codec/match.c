@@ -513,12 +513,8 @@ int match_compute(const FileSet *base_files, const Artifact *base, const FileSet
         alone = calloc(target->n_sites ? target->n_sites : 1, sizeof(bool));
         if (!m || !a || !b || !used || !alone)
                 return -ENOMEM;
-        /* A tensor the graph quantizes stays a span of its own too (a rescale span predicts one
-         * tensor), once it is large enough for the prediction to pay for a span's manifest entry. */
         for (size_t i = 0; i < target->n_sites; i++)
-                alone[i] = (target->sites[i].length >= MATCH_OWN_QUANT_MIN &&
-                            artifact_quant(target, target->sites[i].name)) ||
-                           (o && o->own_span && o->own_span(&target->sites[i], o->userdata));
+                alone[i] = o && o->own_span && o->own_span(&target->sites[i], o->userdata);
         m->fate = calloc(target->n_sites ? target->n_sites : 1, sizeof(SiteFate));
         m->counterpart = calloc(target->n_sites ? target->n_sites : 1, sizeof(ssize_t));
         m->removed = calloc(base->n_sites ? base->n_sites : 1, sizeof(size_t));

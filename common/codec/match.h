@@ -95,11 +95,9 @@ DEFINE_POINTER_CLEANUP(Match, match_free)
 /*
  * How a plan is made (may be NULL: every changed piece may be folded with its neighbours):
  * @own_span says which target sites' changed pieces stay spans of their own, never folded with
- * another site's (a lora span predicts one tensor: the tensors a LoRA adapter adapts). A
- * tensor the graph quantizes (artifact_quant()) of MATCH_OWN_QUANT_MIN bytes or more always
- * stays a span of its own (a rescale span's).
+ * another site's (a lora span predicts one tensor: the tensors a LoRA adapter adapts; a rescale
+ * span one quantized tensor, create_match_options()).
  */
-#define MATCH_OWN_QUANT_MIN (16u << 10)
 typedef struct MatchOptions {
         bool (*own_span)(const Site *target_site, void *userdata);
         void *userdata;
