@@ -106,7 +106,7 @@ _warn_unused_result_ bool code_rescale_residual(const CodeRescale *l, DeltaLayou
  * (estimated). Less, and the manifest line and frame of a span of its own cost more than the
  * prediction saves: the tensor is folded with its neighbours. Unchanged or unreadable: false.
  */
-#define RESCALE_ALONE_SHARE 20
+#define RESCALE_ALONE_SHARE 50
 bool create_rescale_alone(const FileSet *bf, const Artifact *base, const FileSet *tf, const Artifact *target,
                           const Site *ts);
 _warn_unused_result_ int create_prefers_relocating(const FileSet *bf, const Artifact *base, const FileSet *tf,
