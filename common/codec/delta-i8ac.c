@@ -24,6 +24,7 @@ typedef struct Model {
         RcProb one[4];                          /* is its magnitude more than 1? by activity */
         RcProb unary[UNARY];                    /* is it more than 2, 3, .., 9? */
         uint64_t recent;                        /* bit k: the difference k + 1 elements back was nonzero */
+        unsigned active;                        /* bits set in recent */
         int32_t lean;                           /* in [-256, 256]: > 0 when differences follow their base's sign */
 } Model;
 
@@ -39,13 +40,14 @@ static void model_init(Model *m) {
         for (size_t i = 0; i < offsetof(Model, recent) / sizeof(RcProb); i++)
                 all[i] = RC_PROB_INIT;
         m->recent = 0;
+        m->active = 0;
         m->lean = 0;
 }
 
 static inline Site site_of(Model *m, uint8_t base) {
         int v = (int8_t) base;
         unsigned a = (unsigned) (v < 0 ? -v : v);
-        unsigned act = (unsigned) __builtin_popcountll(m->recent);
+        unsigned act = m->active;
         unsigned z = act >> 1 < ZERO_CTX - 1 ? act >> 1 : ZERO_CTX - 1;
         unsigned mag = a == 0 ? 0 : a < 16 ? 1 : a < 48 ? 2 : a < 90 ? 3 : 4;
         unsigned dir = m->lean < -64 ? 0 : m->lean > 64 ? 2 : 1;
@@ -59,6 +61,7 @@ static inline void model_update(Model *m, const Site *s, int r) {
                 int follows = (r > 0 ? 1 : -1) * s->sv;
                 m->lean += (follows * 256 - m->lean) / 16;
         }
+        m->active += (unsigned) (r != 0) - (unsigned) (m->recent >> 63);
         m->recent = m->recent << 1 | (r != 0);
 }
 

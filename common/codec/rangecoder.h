@@ -43,10 +43,24 @@ static inline uint32_t rc_p0(const RcProb *p) {
         return ((uint32_t) p->fast + p->slow) >> 1;
 }
 
-/* 65536 / d for d = 2 .. RC_SLOW: an estimate moves by 1 / (bits seen + 2) of the way, at least 1 / window. */
+/* 65536 / d for d = 2 .. RC_SLOW (a table: a division per bit would cost more than the rest of it). */
+static const uint16_t rc_recip[RC_SLOW + 1] = {
+        0, 0, 32768, 21845, 16384, 13107, 10922, 9362, 8192, 7281, 6553, 5957,
+        5461, 5041, 4681, 4369, 4096, 3855, 3640, 3449, 3276, 3120, 2978, 2849,
+        2730, 2621, 2520, 2427, 2340, 2259, 2184, 2114, 2048, 1985, 1927, 1872,
+        1820, 1771, 1724, 1680, 1638, 1598, 1560, 1524, 1489, 1456, 1424, 1394,
+        1365, 1337, 1310, 1285, 1260, 1236, 1213, 1191, 1170, 1149, 1129, 1110,
+        1092, 1074, 1057, 1040, 1024, 1008, 992, 978, 963, 949, 936, 923,
+        910, 897, 885, 873, 862, 851, 840, 829, 819, 809, 799, 789,
+        780, 771, 762, 753, 744, 736, 728, 720, 712, 704, 697, 689,
+        682, 675, 668, 661, 655, 648, 642, 636, 630, 624, 618, 612,
+        606, 601, 595, 590, 585, 579, 574, 569, 564, 560, 555, 550,
+        546, 541, 537, 532, 528, 524, 520, 516, 512,
+};
+
+/* An estimate moves by 1 / (bits seen + 2) of the way, at least 1 / window. */
 static inline uint32_t rc_step(unsigned seen, unsigned window) {
-        unsigned d = seen + 2 < window ? seen + 2 : window;
-        return 65536u / d;
+        return rc_recip[seen + 2 < window ? seen + 2 : window];
 }
 
 static inline void rc_adapt(RcProb *p, unsigned bit) {
