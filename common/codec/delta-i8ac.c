@@ -5,12 +5,12 @@
  * and its contexts are wire format; encode and decode below walk it in the same order.
  */
 
-#include <stddef.h>
 #include <string.h>
 
 #include "delta-i8.h"
 #include "delta-i8ac.h"
 #include "le.h"
+#include "macro.h"
 #include "rangecoder.h"
 
 #define ZERO_CTX 13     /* nonzero differences among the last 64, halved, at most 12 */
@@ -35,10 +35,16 @@ typedef struct Site {
         unsigned size;                          /* and its magnitude */
 } Site;
 
+static void probs_init(RcProb *p, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                p[i] = RC_PROB_INIT;
+}
+
 static void model_init(Model *m) {
-        RcProb *all = (RcProb *) m;
-        for (size_t i = 0; i < offsetof(Model, recent) / sizeof(RcProb); i++)
-                all[i] = RC_PROB_INIT;
+        probs_init(m->zero, ZERO_CTX);
+        probs_init(&m->sign[0][0][0], sizeof(m->sign) / sizeof(RcProb));
+        probs_init(m->one, ELEMENTSOF(m->one));
+        probs_init(m->unary, UNARY);
         m->recent = 0;
         m->active = 0;
         m->lean = 0;
