@@ -175,17 +175,23 @@ static int32_t zero_of(const Tensor *x, const QuantValues *v, uint64_t e) {
 
 typedef void (*ChunkFn)(Tensor *x, Fit *f, uint64_t e, size_t n);
 
+/* The range's chunk at @pos, both sides, into x->b and x->t; its length in *@n. */
+static int read_chunk(Tensor *x, uint64_t pos, size_t *n) {
+        *n = x->length - pos < CHUNK ? (size_t) (x->length - pos) : CHUNK;
+        int r = fileset_pread(x->bf, x->b, *n, x->base_at + pos);
+        if (r >= 0)
+                r = fileset_pread(x->tf, x->t, *n, x->target_at + pos);
+        return r == -ENODATA ? -EIO : r < 0 ? r : 0;
+}
+
 /* Read the range chunk by chunk into x->b, x->t and call @fn with each chunk's first element. */
 static int for_chunks(Tensor *x, Fit *f, ChunkFn fn) {
-        for (uint64_t pos = 0; pos < x->length;) {
-                size_t n = x->length - pos < CHUNK ? (size_t) (x->length - pos) : CHUNK;
-                int r = fileset_pread(x->bf, x->b, n, x->base_at + pos);
-                if (r >= 0)
-                        r = fileset_pread(x->tf, x->t, n, x->target_at + pos);
+        size_t n;
+        for (uint64_t pos = 0; pos < x->length; pos += n) {
+                int r = read_chunk(x, pos, &n);
                 if (r < 0)
-                        return r == -ENODATA ? -EIO : r;
+                        return r;
                 fn(x, f, x->first + pos, n);
-                pos += n;
         }
         return 0;
 }
@@ -427,16 +433,13 @@ bool code_rescale_residual(const CodeRescale *l, DeltaLayout layout, uint64_t po
 
 /* Whether @x's two sides hold the same bytes (1), or not (0). */
 static int same_bytes(Tensor *x) {
-        for (uint64_t pos = 0; pos < x->length;) {
-                size_t n = x->length - pos < CHUNK ? (size_t) (x->length - pos) : CHUNK;
-                int r = fileset_pread(x->bf, x->b, n, x->base_at + pos);
-                if (r >= 0)
-                        r = fileset_pread(x->tf, x->t, n, x->target_at + pos);
+        size_t n;
+        for (uint64_t pos = 0; pos < x->length; pos += n) {
+                int r = read_chunk(x, pos, &n);
                 if (r < 0)
-                        return r == -ENODATA ? -EIO : r;
+                        return r;
                 if (memcmp(x->b, x->t, n) != 0)
                         return 0;
-                pos += n;
         }
         return 1;
 }
