@@ -38,6 +38,13 @@ report() {
         failed=$((failed + 1))
     fi
     p=$((passed - before_p)) f=$((failed - before_f))
+    # The lines that name what failed, repeated before the summary: a CI log that keeps only
+    # its head and tail still says which check it was.
+    if [ "$f" -gt 0 ]; then
+        grep -E '(^|[[:space:]])(FAIL|BAD)([[:space:]]|$)|:[FE]:' "$logs/$1" | head -n 20 > "$logs/named"
+        [ -s "$logs/named" ] || echo "(no line names it: see check-$1 above)" > "$logs/named"
+        sed "s/^/  [$1] /" "$logs/named" >> "$logs/failures"
+    fi
     summary="$summary$(printf '  %-12s %4d passed, %d failed  (%d s)' "$1" "$p" "$f" "$(cat "$logs/$1.s")")
 "
 }
@@ -64,6 +71,11 @@ for group in "$@"; do
     esac
 done
 
+if [ -s "$logs/failures" ]; then
+    echo
+    echo "=== what failed (at most 20 lines a part; the part's output above has the rest)"
+    cat "$logs/failures"
+fi
 echo
 echo "=== summary ($(($(date +%s) - start)) s)"
 printf '%s' "$summary"

@@ -18,6 +18,11 @@ check() {
     if "$@"; then ok "$desc"; else fail "$desc"; fi
 }
 
+# check_is DESCRIPTION WANT GOT: passes when GOT is WANT; a failure says what it got.
+check_is() {
+    if [ "$3" = "$2" ]; then ok "$1"; else fail "$1: wanted '$2', got '$3'"; fi
+}
+
 # run the binary NAME with ARGS, under WRAP when set.
 tp() { $WRAP "$BIN/taskpatch" "$@"; }
 
