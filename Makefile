@@ -119,6 +119,8 @@ KERNEL_SRCS += $(KERNEL_SRCS_$(ARCH))
 # Every common/<layer>/*.c is part of libtaskpatch.
 COMMON_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix common/,$(COMMON_LAYERS))))
 
+# What both tools link. taskpatch's own helpers (models, signers, keys) are in taskpatch-common.c, so
+# that tpctl, a socket client, loads neither libcrypto nor mbedTLS nor p11-kit at every call.
 CLI_SHARED_SRCS := cli/cli.c
 TASKPATCH_SRCS := $(wildcard cli/taskpatch*.c)
 TPCTL_SRCS := $(wildcard cli/tpctl*.c)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "clock.h"
 #include "parse.h"
 #include "tpctl.h"
 

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "manifest.h"
+#include "clock.h"
+#include "parse.h"
 #include "tpctl.h"
 
 #define LABEL "%-12s"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "manifest.h"      /* task_name_valid(): model names follow the same rule */
+#include "parse.h"         /* task_name_valid(): model names follow the same rule */
 #include "tpctl.h"
 
 static const struct {

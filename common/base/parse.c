@@ -92,3 +92,17 @@ void format_time_utc(int64_t t, char buf[21]) {
         if (!gmtime_r(&tt, &tm) || strftime(buf, 21, "%Y-%m-%dT%H:%M:%SZ", &tm) != 20)
                 snprintf(buf, 21, "invalid-time");
 }
+
+bool task_name_valid(const char *name) {
+        size_t n = name ? strlen(name) : 0;
+
+        if (n == 0 || n > TASK_NAME_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = name[i];
+                bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+                if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+                        return false;
+        }
+        return true;
+}

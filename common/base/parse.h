@@ -10,6 +10,7 @@
  * @ret untouched on failure.
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,3 +29,7 @@ int hex_digit(char c);
 _warn_unused_result_ int parse_time_utc(const char *s, int64_t *ret);
 /* Format @t as "YYYY-MM-DDTHH:MM:SSZ"; @buf must hold 21 bytes. */
 void format_time_utc(int64_t t, char buf[21]);
+
+/* A task's or model's name, [a-z0-9][a-z0-9._-]{0,63}: safe as a file name component, no "/" or "..". */
+#define TASK_NAME_MAX 64
+bool task_name_valid(const char *name);

@@ -32,20 +32,6 @@ SpanEncoding span_encoding_from_string(const char *s) {
         return _SPAN_ENCODING_INVALID;
 }
 
-bool task_name_valid(const char *name) {
-        size_t n = name ? strlen(name) : 0;
-
-        if (n == 0 || n > TASK_NAME_MAX)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                char c = name[i];
-                bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-                if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
-                        return false;
-        }
-        return true;
-}
-
 void sites_fingerprint(char *const *sorted_names, size_t n, uint8_t ret[SHA256_DIGEST_SIZE]) {
         Sha256 s;
 

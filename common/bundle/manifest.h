@@ -15,6 +15,7 @@
 #include "artifact.h"
 #include "error.h"
 #include "fileset.h"
+#include "parse.h"            /* task_name_valid(), TASK_NAME_MAX */
 #include "predict.h"
 #include "rescale.h"
 #include "sha256.h"
@@ -31,7 +32,6 @@ typedef struct Encryption Encryption;  /* encryption.h */
 #define MANIFEST_MAX_BYTES (64u << 20)
 #define MANIFEST_MAX_SPANS (1u << 20)
 #define MANIFEST_MAX_SITES (1u << 20)
-#define TASK_NAME_MAX 64
 /* Versions travel as JSON integers (socket, state file, seals), which are signed 64-bit. */
 #define MANIFEST_MAX_VERSION INT64_MAX
 
@@ -158,8 +158,6 @@ static inline bool span_base_in_pieces(const ManifestSpan *s) {
 const char *span_encoding_to_string(SpanEncoding e);   /* "raw", "delta", "copy", "ref", "lora", "rescale" */
 SpanEncoding span_encoding_from_string(const char *s);
 
-/* [a-z0-9][a-z0-9._-]{0,63}: safe as a file name component, no "/" or "..". */
-bool task_name_valid(const char *name);
 
 /* SHA-256 over the sorted names, each followed by a NUL byte. */
 void sites_fingerprint(char *const *sorted_names, size_t n, uint8_t ret[SHA256_DIGEST_SIZE]);

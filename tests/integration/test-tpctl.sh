@@ -19,6 +19,10 @@ check "--help shows usage and every command" bash -c "$WRAP '$BIN/tpctl' --help 
 check "--version prints the version" bash -c "$WRAP '$BIN/tpctl' --version | grep -Eq '^tpctl [0-9]+\.[0-9]+'"
 check "switch --help shows the switch options" bash -c "$WRAP '$BIN/tpctl' switch --help | grep -q -- '--base'"
 check "watch --help names the --exec variables" bash -c "$WRAP '$BIN/tpctl' watch --help | grep -q TASKPATCH_EVENT_JSON"
+# A socket client loads no crypto: every call, status included, would pay for it at start-up.
+needed=$(readelf -d "$BIN/tpctl" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ' | sed 's/ $//')
+check "tpctl links no crypto or token library (needs: $needed)" \
+    bash -c "! echo '$needed' | grep -Eq 'libcrypto|libssl|libmbed|libp11|libcurl|libsystemd'"
 
 # expect_exit CODE DESC ARGS...: tpctl ARGS exits CODE (stderr in $TMP/err, stdout in $TMP/out).
 expect_exit() {
