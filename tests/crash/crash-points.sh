@@ -27,35 +27,61 @@ make_templates || exit 1
 count_ops || exit 1
 
 # crash_point OP SYSCALL K: one crash point; appends its result line; returns 1 when bad.
+# The injection counts the calls from the daemon's start, so the set-up must make as many as it
+# made when counted (a log line or a timer may add one on a loaded machine): on another count the
+# point runs again, as in error-points.sh (three tries).
 crash_point() {
-    local op=$1 sc=$2 k=$3 n log=$TMP/inject.strace from pre fired why=() model=
+    local try r
+    for try in 1 2 3; do
+        crash_attempt "$@" "$try"
+        r=$?
+        [ "$r" -eq 2 ] || return "$r"
+    done
+}
+
+# crash_attempt OP SYSCALL K TRY: crash_point's one try; 2: the start-up's count differed, and
+# TRY < 3 (nothing recorded).
+crash_attempt() {
+    local op=$1 sc=$2 k=$3 n log=$TMP/inject.strace from pre fired why=() miscount='' model=
     n=$((START[$op.$sc] + k))
     restore "$(template_of "$op")"
     rm -f "$log"
     if ! dstart -o "$log" -e trace="$sc" -e inject="$sc:signal=KILL:when=$n"; then
         why+=("daemon did not start under injection")
     elif ! setup_of "$op"; then
-        why+=("set-up failed (the kill fired before the operation?)")
+        miscount="set-up failed (the kill fired before the operation?)"
     else
         sleep 0.2
         from=$(wc -l < "$log")
         run_op "$op" > "$TMP/op.out" 2>&1
+        # What went wrong with the injection itself: the start-up's count explains it when that differed.
+        local missed=()
         if ! dwait 20; then
-            why+=("the injection did not kill the daemon")
+            missed+=("the injection did not kill the daemon")
             dstop
         fi
         if kill -0 "$MAIN" 2> /dev/null; then
-            why+=("taskpatchd $MAIN outlived its strace")
+            missed+=("taskpatchd $MAIN outlived its strace")
             kill -KILL "$MAIN" 2> /dev/null
             sleep 0.2
         fi
         pre=$(count_in "$log" 0 "$from" "$sc")
         fired=$(count_in "$log" "$from" "$(wc -l < "$log")" "$sc")
-        grep -q "killed by SIGKILL" "$log" || why+=("no SIGKILL in the strace log")
-        [ "$pre" -eq "${START[$op.$sc]}" ] || why+=("start-up made $pre ${sc} calls, counted ${START[$op.$sc]}")
-        [ "$fired" -eq "$k" ] || why+=("killed at the operation's ${sc} #$fired, meant #$k")
+        grep -q "killed by SIGKILL" "$log" || missed+=("no SIGKILL in the strace log")
+        [ "$fired" -eq "$k" ] || missed+=("killed at the operation's ${sc} #$fired, meant #$k")
+        if [ "$pre" -ne "${START[$op.$sc]}" ]; then
+            miscount="start-up made $pre ${sc} calls, counted ${START[$op.$sc]}"
+        else
+            why+=("${missed[@]}")
+        fi
     fi
     recover
+    # Wherever the kill landed, the invariants held (recover found nothing): only the count was off.
+    if [ -n "$miscount" ] && [ "$4" -lt 3 ] && [ ${#why[@]} -eq 0 ]; then
+        echo "  ($op $sc #$k: $miscount: again)"
+        return 2
+    fi
+    [ -z "$miscount" ] || why+=("$miscount")
     record_point "$(printf '%-10s %-16s %3d  %-3s %s' "$op" "$sc" "$k" "$([ ${#why[@]} -eq 0 ] && echo ok || echo BAD)" \
         "$model")" "$op-$sc-$k"
 }
