@@ -30,14 +30,7 @@ count_ops || exit 1
 # The injection counts the calls from the daemon's start, so the set-up must make as many as it
 # made when counted (a log line or a timer may add one on a loaded machine): on another count the
 # point runs again, as in error-points.sh (three tries).
-crash_point() {
-    local try r
-    for try in 1 2 3; do
-        crash_attempt "$@" "$try"
-        r=$?
-        [ "$r" -eq 2 ] || return "$r"
-    done
-}
+crash_point() { with_tries crash_attempt "$@"; }
 
 # crash_attempt OP SYSCALL K TRY: crash_point's one try; 2: the start-up's count differed, and
 # TRY < 3 (nothing recorded).

@@ -39,14 +39,7 @@ count_ops || exit 1
 # made when counted, and the operation reach its k-th call; a switch streams one or two progress
 # events (sendto) as its first slice ends the staging or not: on another count the point runs
 # again (three tries).
-error_point() {
-    local try r
-    for try in 1 2 3; do
-        error_attempt "$@" "$try"
-        r=$?
-        [ "$r" -eq 2 ] || return "$r"
-    done
-}
+error_point() { with_tries error_attempt "$@"; }
 
 # error_attempt OP SYSCALL K ERRNO TRY: error_point's one try; 2: the start-up's count differed, and
 # TRY < 3 (nothing recorded).
