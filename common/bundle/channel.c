@@ -611,15 +611,3 @@ int channel_pack(uint32_t format, const char *text, size_t text_len, const uint8
                  uint8_t **ret_data, size_t *ret_len) {
         return signed_file_pack(&channel_kind, format, text, text_len, sig, sig_len, ret_data, ret_len);
 }
-
-int channel_write(Channel *c, Signer *signer, uint8_t **ret_data, size_t *ret_len, TpError *err) {
-        _cleanup_free_ char *text = NULL;
-        _cleanup_free_ uint8_t *sig = NULL;
-        size_t text_len, sig_len;
-        int r;
-
-        if ((r = channel_index_write(c, &text, &text_len, err)) < 0 ||
-            (r = signer_sign(signer, text, text_len, &sig, &sig_len, err)) < 0)
-                return r;
-        return channel_pack(c->format, text, text_len, sig, sig_len, ret_data, ret_len);
-}

@@ -301,25 +301,6 @@ int revocations_pack(const char *text, size_t text_len, const uint8_t *sig, size
                                 ret_len);
 }
 
-int revocations_write(Revocations *rl, Signer *signer, uint8_t **ret_data, size_t *ret_len, TpError *err) {
-        _cleanup_free_ char *text = NULL;
-        _cleanup_free_ uint8_t *sig = NULL;
-        size_t text_len, sig_len;
-        int r;
-
-        if ((r = revocations_text(rl, &text, &text_len, err)) < 0 ||
-            (r = signer_sign(signer, text, text_len, &sig, &sig_len, err)) < 0 ||
-            (r = revocations_pack(text, text_len, sig, sig_len, ret_data, ret_len)) < 0)
-                return r;
-        free(rl->text);
-        free(rl->signature);
-        rl->text = TAKE_PTR(text);
-        rl->text_len = text_len;
-        rl->signature = TAKE_PTR(sig);
-        rl->signature_len = sig_len;
-        return 0;
-}
-
 const char *revoked_entry_describe(const RevokedEntry *e, char *buf, size_t size) {
         char hex[2 * REVOKED_SERIAL_MAX + 1], key[SHA256_HEX_SIZE];
 

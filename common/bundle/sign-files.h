@@ -2,9 +2,9 @@
 #pragma once
 
 /*
- * What sign.c reads from files: keys, certificates, trust anchors and CRLs, each file
+ * What sign.c and signer.c read from files: keys, certificates, trust anchors and CRLs, each file
  * a regular file read with O_CLOEXEC and capped; and mbedTLS's errors in words.
- * Internal to common/bundle (sign.c, sign-files.c).
+ * Internal to common/bundle (sign.c, signer.c, sign-files.c).
  */
 
 #include <stdbool.h>

@@ -4,7 +4,7 @@
 /*
  * A signing key in a PKCS#11 token (a hardware security module, a smart card, SoftHSM2),
  * reached through p11-kit: the key is named by an RFC 7512 URI, and only its signatures
- * leave the token. Internal to common/bundle (sign.c's Signer holds one).
+ * leave the token. Internal to common/bundle (signer.c's Signer holds one).
  *
  *   pkcs11:token=fleet;object=signer;type=private?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-value=1234
  *

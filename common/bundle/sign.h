@@ -135,6 +135,11 @@ _warn_unused_result_ int signature_block_write(const SignatureBlock *b, uint8_t 
 
 /* ---- signing ------------------------------------------------------------------------------------ */
 
+/*
+ * In signer.c (signer_sign() too), and the signed files' writers in signed-write.c: a program
+ * that only verifies, such as taskpatchd, links neither (nor the random generator, nor p11-kit).
+ */
+
 /* A private key (PEM, EC P-256) and its certificate chain (PEM: leaf first, then intermediates). */
 typedef struct Signer Signer;
 

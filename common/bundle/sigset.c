@@ -138,32 +138,3 @@ int signature_set_verify(const uint8_t *section, size_t section_len, const void 
                 snprintf(ret_signers, SIGNATURE_SIGNERS_MAX, "%s", signers);
         return 0;
 }
-
-/* Every signer of the chain signs; their blocks make one set (or the plain block of one). */
-int signer_sign(Signer *s, const void *data, size_t len, uint8_t **ret_block, size_t *ret_len, TpError *err) {
-        uint8_t *section = NULL, *block = NULL;
-        size_t section_len = 0, block_len;
-        int r = 0;
-
-        if (!signer_next(s))
-                return signer_sign_one(s, data, len, ret_block, ret_len, err);
-        for (Signer *p = s; p && r >= 0; p = signer_next(p)) {
-                uint8_t *grown = NULL;
-                size_t grown_len = 0;
-                if ((r = signer_sign_one(p, data, len, &block, &block_len, err)) < 0)
-                        break;
-                r = signature_set_add(section, section_len, block, block_len, &grown, &grown_len, err);
-                free(block);
-                block = NULL;
-                free(section);
-                section = grown;
-                section_len = grown_len;
-        }
-        if (r < 0) {
-                free(section);
-                return r;
-        }
-        *ret_block = section;
-        *ret_len = section_len;
-        return 0;
-}

@@ -71,7 +71,7 @@ static int role_certs_check(const char *pem, size_t len, const char *what, size_
         return 0;
 }
 
-static void role_names_set(TrustRoot *t) {
+void trust_root_name_roles(TrustRoot *t) {
         for (size_t i = 0; i < TRUST_ROLE_COUNT; i++)
                 snprintf(t->roles[i].name, sizeof(t->roles[i].name), "trust root v%" PRIu64 "'s %s role", t->version,
                          role_names[i]);
@@ -92,7 +92,7 @@ int trust_root_set_role(TrustRoot *t, TrustRole role, const char *pem, size_t pe
                 return -ENOMEM;
         free(x->ca_pem);
         *x = (TrustRootRole) { .ca_pem = copy, .threshold = threshold, .n_certs = n };
-        role_names_set(t);
+        trust_root_name_roles(t);
         return 0;
 }
 
@@ -148,7 +148,7 @@ static int parse_text(TrustRoot *t, uint32_t header_format, TpError *err) {
         for (TrustRole i = 0; i < TRUST_ROLE_COUNT; i++)
                 if ((r = parse_role(t, roles, i, err)) < 0)
                         return r;
-        role_names_set(t);
+        trust_root_name_roles(t);
         return 0;
 }
 
@@ -251,24 +251,4 @@ int trust_root_text(const TrustRoot *t, char **ret_text, size_t *ret_len, TpErro
                 return -ENOMEM;
         write_text(w, t);
         return yaml_writer_finish(w, W, ret_text, ret_len, err);
-}
-
-int trust_root_write(TrustRoot *t, Signer *signer, uint8_t **ret_data, size_t *ret_len, TpError *err) {
-        _cleanup_free_ char *text = NULL;
-        _cleanup_free_ uint8_t *sig = NULL;
-        size_t text_len, sig_len;
-        int r;
-
-        if ((r = trust_root_text(t, &text, &text_len, err)) < 0 ||
-            (r = signer_sign(signer, text, text_len, &sig, &sig_len, err)) < 0 ||
-            (r = trust_root_pack(text, text_len, sig, sig_len, ret_data, ret_len)) < 0)
-                return r;
-        free(t->text);
-        free(t->signature);
-        t->text = TAKE_PTR(text);
-        t->text_len = text_len;
-        t->signature = TAKE_PTR(sig);
-        t->signature_len = sig_len;
-        role_names_set(t);
-        return 0;
 }

@@ -105,6 +105,8 @@ _warn_unused_result_ int trust_root_verify(const TrustRoot *next, const char *wh
  */
 _warn_unused_result_ int trust_root_set_role(TrustRoot *t, TrustRole role, const char *pem, size_t pem_len,
                                              unsigned threshold, const char *what, TpError *err);
+/* Name @t's roles after its version ("trust root v2's bundle role"), as parsing and setting a role do. */
+void trust_root_name_roles(TrustRoot *t);
 /* @t's text (malloc'ed, not NUL-terminated); -EINVAL for a root that lacks a field, -EMSGSIZE over the cap. */
 _warn_unused_result_ int trust_root_text(const TrustRoot *t, char **ret_text, size_t *ret_len, TpError *err);
 /* The whole file, @t's text written and signed by @signer (t->text and t->signature set too). */

@@ -23,6 +23,11 @@ check_is() {
     if [ "$3" = "$2" ]; then ok "$1"; else fail "$1: wanted '$2', got '$3'"; fi
 }
 
+# needed_libs FILE: the shared libraries FILE's dynamic section names (DT_NEEDED), space-separated.
+needed_libs() {
+    readelf -d "$1" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ' | sed 's/ $//'
+}
+
 # run the binary NAME with ARGS, under WRAP when set.
 tp() { $WRAP "$BIN/taskpatch" "$@"; }
 

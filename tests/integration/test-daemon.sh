@@ -9,6 +9,10 @@
 need_fixtures
 need_daemon
 
+# The daemon verifies and never signs: no signing code, so no PKCS#11 module loader in its process.
+needed=$(needed_libs "$BIN/taskpatchd")
+check "taskpatchd links no PKCS#11 (needs: $needed)" bash -c "! echo '$needed' | grep -q libp11"
+
 check "a fresh daemon is unprovisioned" test "$(tpctl --json status | jget state)" = unprovisioned
 tpctl switch json > "$TMP/out" 2>&1
 check "switch before provisioning: refused (exit 2)" test $? -eq 2

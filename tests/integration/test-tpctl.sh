@@ -20,7 +20,7 @@ check "--version prints the version" bash -c "$WRAP '$BIN/tpctl' --version | gre
 check "switch --help shows the switch options" bash -c "$WRAP '$BIN/tpctl' switch --help | grep -q -- '--base'"
 check "watch --help names the --exec variables" bash -c "$WRAP '$BIN/tpctl' watch --help | grep -q TASKPATCH_EVENT_JSON"
 # A socket client loads no crypto: every call, status included, would pay for it at start-up.
-needed=$(readelf -d "$BIN/tpctl" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ' | sed 's/ $//')
+needed=$(needed_libs "$BIN/tpctl")
 check "tpctl links no crypto or token library (needs: $needed)" \
     bash -c "! echo '$needed' | grep -Eq 'libcrypto|libssl|libmbed|libp11|libcurl|libsystemd'"
 
