@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 
-#include <fcntl.h>
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
