@@ -28,6 +28,12 @@ start_nginx "location /slow/ { alias $TMP/www/; limit_rate 200; }
 www="$TMP/www"
 keys=(--key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt")
 publish() { tp publish "$www" --channel stable "${keys[@]}" "$@" > "$TMP/publish.out" 2>&1; }
+# publish_stopped ARGS...: publish with the daemon stopped: a running one polls every second and
+# could take the new serial from its old mirror before the restart that the case is about.
+publish_stopped() {
+    stop_daemon
+    publish "$@"
+}
 base="https://127.0.0.1:$HTTPS_PORT"
 
 # restart_with URL...: the daemon restarted on a channel of these mirrors.
@@ -47,7 +53,7 @@ wait_status 's["state"] == "trial" and s["active"]["task"] == "json"' 30 && tpct
 check "set-up: json v1 from the channel, committed" wait_status 's["channel"]["update"]["result"] == "success"' 20
 
 echo "# slow retrieval"
-publish --serial 2 --desired shout
+publish_stopped --serial 2 --desired shout
 restart_with "$base/slow/stable.channel"
 check "a channel trickling at 200 B/s is cut" \
     wait_status '"too slow" in (s["channel"]["last_error"] or "")' 30
@@ -67,7 +73,7 @@ echo "# drop-request"
 cp "$TMP/json-big.tpb" "$www/json-2.tpb"
 size=$(stat -c %s "$www/json-2.tpb")
 [ "$size" -gt 150000 ] || fail "the drop-request bundle is only $size bytes: its transfer may end before the kill"
-publish --serial 3 --desired json
+publish_stopped --serial 3 --desired json
 restart_with "$base/drop/stable.channel"
 check "json v2 ($size B) downloads at 8 KiB/s" wait_status '(s["channel"].get("download") or {}).get("done", 0) > 0' 20
 worker=$(pgrep -P "$NGINX_PID" | head -n 1)
@@ -84,7 +90,7 @@ tpctl mark-good > /dev/null
 
 echo "# endless data"
 cp "$TMP/shout-v2.tpb" "$www/shout-2.tpb"
-publish --serial 4 --desired shout
+publish_stopped --serial 4 --desired shout
 head -c 1000000 /dev/urandom >> "$www/shout-2.tpb"
 restart_with "$base/stable.channel"
 check "a bundle 1 MB longer than declared: cut at the declared size, installed, switched" \
@@ -95,7 +101,7 @@ tpctl mark-good > /dev/null
 cp "$TMP/shout-v2.tpb" "$www/shout-2.tpb"
 
 echo "# bad mirror"
-publish --serial 5 --desired json
+publish_stopped --serial 5 --desired json
 mkdir -p "$www/evil"
 python3 -c "
 import sys
