@@ -492,11 +492,71 @@ static int revocation_refusal(const VerifyState *v, SignatureInfo *info, TpError
         return 0;
 }
 
+/* ---- remembered chains ---------------------------------------------------------------------------- */
+
+static void hash_sized(Sha256 *h, const void *p, size_t len) {
+        uint8_t n[8];
+
+        put_le64(n, len);               /* lengths first: no field can be shifted into the next */
+        sha256_update(h, n, sizeof(n));
+        sha256_update(h, p, len);
+}
+
+/*
+ * Everything verify_chain()'s verdict depends on, the clocks and CRLs aside: the presented
+ * certificates, the trust anchors, the revocation list's entries and whether dates are checked.
+ * mbedTLS's profile and our callback are fixed.
+ */
+static void chain_memo_key(const mbedtls_x509_crt *chain, const mbedtls_x509_crt *ca, const SignatureTrust *trust,
+                           uint8_t ret_key[SHA256_DIGEST_SIZE]) {
+        const Revocations *rl = trust->revoked;
+        uint8_t flags[2] = { trust->now > 0, rl != NULL };
+        Sha256 h;
+
+        sha256_init(&h);
+        sha256_update(&h, flags, sizeof(flags));
+        for (const mbedtls_x509_crt *c = chain; c && c->raw.p; c = c->next)
+                hash_sized(&h, c->raw.p, c->raw.len);
+        hash_sized(&h, "anchors", 7);
+        for (const mbedtls_x509_crt *c = ca; c && c->raw.p; c = c->next)
+                hash_sized(&h, c->raw.p, c->raw.len);
+        for (size_t i = 0; rl && i < rl->n; i++) {
+                const RevokedEntry *e = &rl->entries[i];
+                uint8_t kind = (uint8_t) e->kind;
+                hash_sized(&h, &kind, 1);
+                hash_sized(&h, e->key_sha256, sizeof(e->key_sha256));
+                hash_sized(&h, e->issuer, strnlen(e->issuer, sizeof(e->issuer)));
+                hash_sized(&h, e->serial, e->serial_len);
+        }
+        sha256_final(&h, ret_key);
+}
+
+/* The span around @t in which no certificate of @chain or @ca begins or ends its validity. */
+static ClockWindow chain_window(const mbedtls_x509_crt *chain, const mbedtls_x509_crt *ca, time_t t) {
+        ClockWindow w = clock_window_start(t);
+
+        for (const mbedtls_x509_crt *list = chain; list; list = list == chain ? ca : NULL)
+                for (const mbedtls_x509_crt *c = list; c && c->raw.p; c = c->next) {
+                        clock_window_add(&w, t, x509_time_to_time(&c->valid_from));
+                        clock_window_add(&w, t, x509_time_to_time(&c->valid_to));
+                }
+        return w;
+}
+
+/*
+ * Without CRLs, the verdict on a chain is a function of chain_memo_key()'s inputs and of which
+ * certificates are within their validity: at the caller's clock (our dates) and at the system's
+ * (mbedTLS prefers a parent within its validity when it builds the path). A chain that verified is
+ * remembered with both windows, and taken again while both clocks stay inside them. With CRLs,
+ * revocation dates and nextUpdate count too: such a chain is verified every time.
+ */
 static int verify_chain(mbedtls_x509_crt *chain, const SignatureTrust *trust, SignatureInfo *info, TpError *err) {
         _cleanup_(mbedtls_x509_crt_free) mbedtls_x509_crt ca;
         _cleanup_(mbedtls_x509_crl_free) mbedtls_x509_crl crl;
         VerifyState v = { .trust = trust, .top_depth = -1, .date_depth = -1 };
         char t1[TIME_STR_MAX], t2[TIME_STR_MAX];
+        uint8_t key[SHA256_DIGEST_SIZE];
+        time_t sys_now = time(NULL), trust_now = trust->now > 0 ? trust->now : 0;
         uint32_t flags = 0;
         int r;
 
@@ -507,6 +567,13 @@ static int verify_chain(mbedtls_x509_crt *chain, const SignatureTrust *trust, Si
             (trust->crl_path && (r = crl_load(&crl, trust->crl_path, err)) < 0))
                 return r;
         v.crl = trust->crl_path ? &crl : NULL;
+        if (!trust->crl_path) {
+                chain_memo_key(chain, &ca, trust, key);
+                if (chain_memo_find(key, sys_now, trust_now)) {
+                        info->remembered_chain = true;
+                        return 0;
+                }
+        }
 
         r = mbedtls_x509_crt_verify_with_profile(chain, &ca, trust->crl_path ? &crl : NULL, &verify_profile, NULL,
                                                  &flags, verify_cb, &v);
@@ -521,6 +588,11 @@ static int verify_chain(mbedtls_x509_crt *chain, const SignatureTrust *trust, Si
                 return tp_error(err, -EKEYREJECTED, "%s certificate '%s' %s %s (now %s)", kind, v.date_subject,
                                 v.date_future ? "is not valid before" : "expired on", format_time(v.date_limit, t1),
                                 format_time(trust->now, t2));
+        }
+        if (!trust->crl_path) {
+                ClockWindow sys = chain_window(chain, &ca, sys_now);
+                ClockWindow at = trust_now > 0 ? chain_window(chain, &ca, trust_now) : clock_window_start(0);
+                chain_memo_add(key, &sys, &at);
         }
         return 0;
 }
@@ -566,6 +638,7 @@ int signature_verify_trust(const uint8_t *block, size_t block_len, const void *d
                 memcpy(ret_info->crl_issuer, crl_info.crl_issuer, sizeof(ret_info->crl_issuer));
                 ret_info->crl_next_update = crl_info.crl_next_update;
                 ret_info->remembered = remembered;
+                ret_info->remembered_chain = crl_info.remembered_chain;
         }
         return 0;
 }

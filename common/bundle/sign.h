@@ -227,6 +227,10 @@ typedef struct SignatureInfo {
         /* signature_verify_trust(): this process had verified the same signature by the same key over
          * the same data before, and its ECDSA verification was not done again (the chain was). */
         bool remembered;
+        /* ... and the same chain had verified against the same trust anchors and revocation list, no
+         * certificate's validity has begun or ended since, no CRL is in use: it was not verified
+         * again (sign-memo.h). */
+        bool remembered_chain;
 } SignatureInfo;
 
 typedef struct Revocations Revocations;        /* revoke.h */

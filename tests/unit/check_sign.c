@@ -20,6 +20,7 @@
 
 #include "check-main.h"
 #include "pki-fixture.h"
+#include "revoke.h"
 #include "sha256.h"
 #include "sign.h"
 
@@ -141,6 +142,81 @@ START_TEST(test_remembered) {
         ck_assert(!info.remembered);
         ck_assert_int_eq(signature_verify(other, other_len, manifest, sizeof(data), P("ca.d"), NOW, &info, &err), 0);
         ck_assert(info.remembered);
+}
+END_TEST
+
+/*
+ * A chain that verified is not verified again while nothing its verdict depends on has changed
+ * (SignatureInfo.remembered_chain): the certificates, the trust anchors, the revocation list, and
+ * which certificates are within their validity. Each of those changing is verified afresh.
+ */
+START_TEST(test_remembered_chain) {
+        _cleanup_free_ uint8_t *block = NULL;
+        uint8_t data[sizeof(manifest) - 1];
+        size_t len;
+        SignatureInfo info;
+        TpError err = {};
+        char ca[300], cmd[700];
+
+        snprintf(ca, sizeof(ca), "%s", P("memo-ca.pem"));
+        snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", P("ca.pem"), ca);
+        sh(cmd);
+        memcpy(data, manifest, sizeof(data));
+        sign_ok("signer", data, sizeof(data), &block, &len);
+        SignatureTrust trust = { .ca_path = ca, .now = NOW };
+        ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), 0);
+        ck_assert(!info.remembered_chain);
+        ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), 0);
+        ck_assert(info.remembered_chain);
+        ck_assert(info.remembered);
+
+        /* The signer's certificate past its notAfter: refused, however recently the chain verified. */
+        trust.now = info.not_after + 10;
+        ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), -EKEYREJECTED);
+        ck_assert_msg(strstr(err.message, "expired on"), "%s", err.message);
+        trust.now = NOW + 86400;        /* no validity begins or ends between: still remembered */
+        ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), 0);
+        ck_assert(info.remembered_chain);
+
+        /* A second from a boundary, nothing is remembered. */
+        trust.now = info.not_before;
+        for (int i = 0; i < 2; i++) {
+                ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), 0);
+                ck_assert(!info.remembered_chain);
+        }
+        trust.now = info.not_before - 1;
+        ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), -EKEYREJECTED);
+        ck_assert_msg(strstr(err.message, "is not valid before"), "%s", err.message);
+
+        /* The clock unknown: dates are not checked, and that verdict is remembered apart. */
+        trust.now = SIGNATURE_CLOCK_UNKNOWN;
+        ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), 0);
+        ck_assert(!info.remembered_chain);
+        ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), 0);
+        ck_assert(info.remembered_chain);
+        trust.now = NOW;
+
+        /* A revocation list that names the signer's key. */
+        RevokedEntry entry = { .kind = REVOKED_KEY };
+        memcpy(entry.key_sha256, info.key_sha256, sizeof(entry.key_sha256));
+        Revocations list = { .version = 2, .entries = &entry, .n = 1 };
+        trust.revoked = &list;
+        ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), -EKEYREVOKED);
+        trust.revoked = NULL;
+
+        /* With CRLs, revocation dates and nextUpdate count: verified every time. */
+        trust.crl_path = P("ca.crl");
+        for (int i = 0; i < 2; i++) {
+                ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), 0);
+                ck_assert(!info.remembered_chain);
+        }
+        trust.crl_path = NULL;
+
+        /* The trust anchors replaced in the same file: the chain no longer verifies. */
+        snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", P("other-ca.pem"), ca);
+        sh(cmd);
+        ck_assert_int_eq(signature_verify_trust(block, len, data, sizeof(data), &trust, &info, &err), -EKEYREJECTED);
+        ck_assert_msg(strstr(err.message, "not correctly signed by the trusted CA"), "%s", err.message);
 }
 END_TEST
 
@@ -653,6 +729,7 @@ static Suite *sign_suite(void) {
         tcase_set_timeout(tc, 120);     /* ~1000 chain verifications in test_flip_block, under ASan on a slow box */
         tcase_add_test(tc, test_round_trip);
         tcase_add_test(tc, test_remembered);
+        tcase_add_test(tc, test_remembered_chain);
         tcase_add_loop_test(tc, test_ca_paths, 0, (int) ELEMENTSOF(ca_rows));
         tcase_add_loop_test(tc, test_refusals, 0, (int) ELEMENTSOF(refusal_rows));
         tcase_add_loop_test(tc, test_clock, 0, (int) ELEMENTSOF(clock_rows));
