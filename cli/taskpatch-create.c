@@ -185,7 +185,8 @@ static int importance_rows(const Imatrix *im, CreateOptions *o, ImportanceRow **
 }
 
 /* --dry-run: the per-span plan and the bundle's size; the scratch bundle is removed. */
-static int dry_run_report(const char *path, const char *dir, const CreateResult *res, bool signed_, bool json) {
+static int dry_run_report(const char *path, const char *dir, const CreateResult *res, const Artifact *target,
+                          bool signed_, bool json) {
         _cleanup_(bundle_freep) Bundle *b = NULL;
         TpError err = {};
         int r = bundle_open(path, &b, &err);
@@ -201,7 +202,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
                                       (json_int_t) res->format, "bundle_bytes", (json_int_t) res->bundle_bytes,
                                       "payload_bytes", (json_int_t) res->payload_bytes, "manifest_bytes",
                                       (json_int_t) res->manifest_bytes, "changed_bytes", (json_int_t) res->span_bytes,
-                                      "signed", signed_, "span_list", span_list_json(b->manifest, res->costs));
+                                      "signed", signed_, "span_list", span_list_json(b->manifest, res->costs, target));
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -215,7 +216,7 @@ static int dry_run_report(const char *path, const char *dir, const CreateResult 
         printf("  bundle          %" PRIu64 " bytes (manifest %" PRIu64 ", payload %" PRIu64 ")%s\n", res->bundle_bytes,
                res->manifest_bytes, res->payload_bytes,
                signed_ ? ", signed" : "; a signature and its certificate chain add about their size");
-        span_list_print(b->manifest, res->costs);
+        span_list_print(b->manifest, res->costs, target);
         return EXIT_OK;
 }
 
@@ -498,7 +499,7 @@ int create_run(int argc, char *argv[], json_t **ret_json) {
                 return EXIT_FAILED;
         }
         if (dry_run)
-                return dry_run_report(plan_path, scratch, &res, signer != NULL, json);
+                return dry_run_report(plan_path, scratch, &res, target, signer != NULL, json);
         if (lora && res.n_lora == 0)
                 cli_error("warning: --lora %s: no span came out smaller as a lora span (see --dry-run)", lora_path);
         else if (im && res.n_lora_imatrix == 0) {

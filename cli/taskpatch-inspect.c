@@ -87,8 +87,45 @@ static json_t *cost_json(uint64_t v) {
         return v == UINT64_MAX ? json_null() : json_integer((json_int_t) v);
 }
 
+/*
+ * The sites of @target that a span at [@offset, +@length) overlaps: how many, the first and the
+ * last (@target's sites are sorted by offset and do not overlap).
+ */
+typedef struct CoveredSites {
+        size_t n;
+        const Site *first, *last;
+        uint64_t bytes;                 /* of the span that are site bytes */
+} CoveredSites;
+
+static CoveredSites covered_sites(const Artifact *target, uint64_t offset, uint64_t length) {
+        CoveredSites c = {};
+        size_t lo = 0, hi = target->n_sites;
+
+        while (lo < hi) {               /* the first site that ends after @offset */
+                size_t mid = lo + (hi - lo) / 2;
+                const Site *s = &target->sites[mid];
+                if (s->offset + s->length <= offset)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < target->n_sites && target->sites[i].offset < offset + length; i++) {
+                if (target->sites[i].length == 0)
+                        continue;
+                const Site *site = &target->sites[i];
+                uint64_t from = site->offset > offset ? site->offset : offset;
+                uint64_t to = site->offset + site->length < offset + length ? site->offset + site->length
+                                                                              : offset + length;
+                c.first = c.first ? c.first : site;
+                c.last = site;
+                c.bytes += to - from;
+                c.n++;
+        }
+        return c;
+}
+
 /* Every span: where it writes, how, what it costs in the payload, which base bytes it reads. */
-json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs) {
+json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs, const Artifact *target) {
         json_t *list = json_array();
         for (size_t i = 0; i < m->n_spans; i++) {
                 const ManifestSpan *sp = &m->spans[i];
@@ -100,6 +137,16 @@ json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs) {
                 const FileSetFile *b = sp->base_length ? file_of(&m->base.files, sp->base_offset) : NULL;
                 if (sp->layout)
                         json_object_set_new(j, "layout", json_string(sp->layout));
+                if (!sp->site && target) {
+                        CoveredSites c = covered_sites(target, sp->offset, sp->length);
+                        json_t *sites = json_pack("{s:I, s:I}", "count", (json_int_t) c.n, "site_bytes",
+                                                  (json_int_t) c.bytes);
+                        if (c.n) {
+                                json_object_set_new(sites, "first", json_string(c.first->name));
+                                json_object_set_new(sites, "last", json_string(c.last->name));
+                        }
+                        json_object_set_new(j, "sites", sites);
+                }
                 if (t) {
                         json_object_set_new(j, "file", json_string(t->path));
                         json_object_set_new(j, "file_offset", json_integer((json_int_t) (sp->offset - t->offset)));
@@ -160,19 +207,36 @@ static void costs_print(const ManifestSpan *sp, const CreateSpanCost *c) {
         printf(")");
 }
 
-void span_list_print(const Manifest *m, const CreateSpanCost *costs) {
+/* A span's site column: its site, or what it covers instead. */
+static const char *site_column(const ManifestSpan *sp, const Artifact *target, char *buf, size_t size) {
+        if (sp->site)
+                return sp->site;
+        if (!target)
+                return "(header, gaps or several sites)";
+        CoveredSites c = covered_sites(target, sp->offset, sp->length);
+        if (c.n == 0)
+                return "(header/gap)";
+        const char *gaps = c.bytes < sp->length ? ", and header/gap bytes" : "";
+        if (c.n == 1)
+                snprintf(buf, size, "(part of %s%s)", c.first->name, gaps);
+        else
+                snprintf(buf, size, "(%zu sites: %s .. %s%s)", c.n, c.first->name, c.last->name, gaps);
+        return buf;
+}
+
+void span_list_print(const Manifest *m, const CreateSpanCost *costs, const Artifact *target) {
         if (m->target.files.set.n_files == 0 && m->base.files.set.n_files == 0)
                 printf("span list (target offset, bytes, encoding, payload bytes, base offset, site):\n");
         else
                 printf("span list (target file+offset, bytes, encoding, payload bytes, base file+offset, site):\n");
         for (size_t i = 0; i < m->n_spans; i++) {
                 const ManifestSpan *sp = &m->spans[i];
-                char wt[CLI_WHERE_MAX], wb[CLI_WHERE_MAX];
+                char wt[CLI_WHERE_MAX], wb[CLI_WHERE_MAX], site[600];
                 const FileSet *bf = m->base.files.set.n_files && sp->base_length ? &m->base.files.set : NULL;
                 printf("  %12s %12" PRIu64 " %-5s %10" PRIu64 " %12s  %s",
                        cli_where(m->target.files.set.n_files ? &m->target.files.set : NULL, sp->offset, wt), sp->length,
                        span_encoding_to_string(sp->encoding), sp->frame_size, cli_where(bf, sp->base_offset, wb),
-                       sp->site ? sp->site : "(header/gap)");
+                       site_column(sp, target, site, sizeof(site)));
                 if (sp->encoding == SPAN_LORA && sp->lora.importance)
                         printf(" [imatrix]");
                 if (sp->encoding == SPAN_RESCALE)
@@ -274,7 +338,7 @@ int verb_inspect(int argc, char *argv[]) {
                 if (m->target.files.set.n_files)
                         json_object_set_new(json_object_get(j, "target"), "files", files_json(&m->target.files));
                 json_object_set_new(j, "encryption", encryption_json(m->encryption));
-                json_object_set_new(j, "span_list", span_list_json(m, NULL));
+                json_object_set_new(j, "span_list", span_list_json(m, NULL, NULL));
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -309,6 +373,6 @@ int verb_inspect(int argc, char *argv[]) {
         printf("sites     %zu:\n", m->n_sites);
         for (size_t i = 0; i < m->n_sites; i++)
                 printf("  %s\n", m->sites[i]);
-        span_list_print(m, NULL);
+        span_list_print(m, NULL, NULL);
         return EXIT_OK;
 }

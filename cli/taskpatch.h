@@ -99,9 +99,10 @@ json_t *quantize_result_json(const char *in, const char *out, const QuantizeOpti
 void quantize_print_result(const char *out, const QuantizeOptions *o, const QuantizeResult *r, double seconds);
 
 /* taskpatch-inspect.c: a bundle's spans, for inspect and create --dry-run (@costs: each span's
- * candidates, create.h; NULL for inspect). */
-json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs);
-void span_list_print(const Manifest *m, const CreateSpanCost *costs);
+ * candidates, create.h; @target: the target model, which names the sites a span without one of
+ * its own covers; both NULL for inspect). */
+json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs, const Artifact *target);
+void span_list_print(const Manifest *m, const CreateSpanCost *costs, const Artifact *target);
 
 /* Channel files (taskpatch-channel.c), for inspect, verify and publish. */
 bool cli_is_channel(const char *path);

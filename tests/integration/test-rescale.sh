@@ -77,6 +77,12 @@ spans = [s for s in json.load(open(sys.argv[1]))["span_list"] if s["encoding"] =
 ok = spans and all("raw" in s["candidates"]["screened"] and "rescale" not in s["candidates"]["screened"] and
                    s["candidates"]["raw"] > s["candidates"]["rescale"] == s["payload_bytes"] for s in spans)
 sys.exit(0 if ok else 1)' "$TMP/dry.json"
+check "create --json: a span that codes several sites says how many, the first and the last, and how many of its bytes are theirs" python3 -c '
+import json, sys
+spans = json.load(open(sys.argv[1]))["span_list"]
+many = [s for s in spans if s["site"] is None and s["sites"]["count"] > 1]
+ok = many and all(0 < s["sites"]["site_bytes"] <= s["length"] and s["sites"]["first"] != s["sites"]["last"] for s in many)
+sys.exit(0 if ok else 1)' "$TMP/dry.json"
 tp create "$TMP/tensor-qdq-base.onnx" "$TMP/tensor-qdq-task.onnx" --task t --unsigned --dry-run --level 3 > "$TMP/dry3" 2>&1
 check "... at --level 3 none is (no ~ in the costs)" sh -c "grep -q ' rescale ' '$TMP/dry3' && ! grep -q '~' '$TMP/dry3'"
 
