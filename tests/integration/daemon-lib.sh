@@ -161,14 +161,13 @@ make_bundle() {
 
 # wait_status PYTHON-EXPR [SECONDS]: until the expression over the daemon's status `s` holds
 # (20 s by default); otherwise print what it waited for and the status's channel part.
+status_holds() {
+    tpctl --json status > "$TMP/st.json" 2> /dev/null &&
+        python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" \
+            "$TMP/st.json" 2> /dev/null
+}
 wait_status() {
-    local i
-    for ((i = 0; i < ${2:-20} * 10; i++)); do
-        tpctl --json status > "$TMP/st.json" 2> /dev/null &&
-            python3 -c "import json,sys; s = json.load(open(sys.argv[1])); sys.exit(0 if ($1) else 1)" \
-                "$TMP/st.json" 2> /dev/null && return 0
-        sleep 0.1
-    done
+    wait_until "${2:-20}" status_holds "$1" && return 0
     echo "    waited for: $1"
     python3 -c "import json,sys; print('    status:', json.dumps(json.load(open(sys.argv[1]))['channel']))" \
         "$TMP/st.json" 2> /dev/null
