@@ -247,6 +247,7 @@ static const Layout layouts[_DELTA_LAYOUT_MAX] = {
         [DELTA_F32] = { "f32", 4, 4, 1, { 0 } },
         [DELTA_I8] = { "i8", 1, 1, 0, { 0 } },          /* no words: delta-i8.c */
         [DELTA_I8AC] = { "i8ac", 1, 1, 0, { 0 } },      /* delta-i8ac.c */
+        [DELTA_I8ACP] = { "i8acp", 1, 1, 0, { 0 } },    /* delta-i8ac.c */
         [DELTA_Q4_0] = { "q4_0", 18, 2, 1, { 0 }, 32, 4, 32, 8, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_0) },
         [DELTA_Q4_1] = { "q4_1", 20, 2, 2, { 0, 2 }, 32, 4, 32, 0, 0, 0, 0, 0, FLIP, { 1, 1, 2 }, { 0 }, QUANT(q4_1) },
         [DELTA_Q5_0] = { "q5_0", 22, 2, 1, { 0 }, 32, 5, 32, 16, 0, 0, 0, 0, FLIP, { 2, 1, 1, 1 }, { 0 }, QUANT(q5_0) },
@@ -747,23 +748,27 @@ _inline_ void blocks_decode_as(const Layout *L, const uint8_t *base, const uint8
                 batch_decode(L, &g, base, delta, i, 1, out);
 }
 
-bool delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out) {
+bool delta_encode_floats(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len,
+                         const DeltaFloatRun *runs, size_t n_runs, uint8_t *out) {
         const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
         size_t n = len / L->unit;
 
-        if (l == DELTA_I8) {
-                delta_i8_encode(base, target, len, out);
-                return true;
+        switch (l) {            /* the byte layouts with coders of their own */
+        case DELTA_I8: delta_i8_encode(base, target, len, out); return true;
+        case DELTA_I8AC: return delta_i8ac_encode(base, target, len, out);
+        case DELTA_I8ACP: return delta_i8acp_encode(base, target, len, runs, n_runs, out);
+        default: break;
         }
-        if (l == DELTA_I8AC)
-                return delta_i8ac_encode(base, target, len, out);
-
         words_encode(L, base, target, n, out);
         if (L->n_q)
                 blocks_encode(L, base, target, n, out);
         for (size_t i = n * L->unit; i < len; i++)
                 out[i] = (uint8_t) zz_encode((uint32_t) target[i] - base[i], 8);
         return true;
+}
+
+bool delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out) {
+        return delta_encode_floats(l, base, target, len, NULL, 0, out);
 }
 
 static void blocks_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size_t n, uint8_t *out) {
@@ -780,15 +785,12 @@ void delta_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size
         const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
         size_t n = len / L->unit;
 
-        if (l == DELTA_I8) {
-                delta_i8_decode(base, delta, len, out);
-                return;
+        switch (l) {
+        case DELTA_I8: delta_i8_decode(base, delta, len, out); return;
+        case DELTA_I8AC: delta_i8ac_decode(base, delta, len, out); return;
+        case DELTA_I8ACP: delta_i8acp_decode(base, delta, len, out); return;
+        default: break;
         }
-        if (l == DELTA_I8AC) {
-                delta_i8ac_decode(base, delta, len, out);
-                return;
-        }
-
         words_decode(L, base, delta, n, out);
         if (L->n_q)
                 blocks_decode(l, base, delta, n, out);

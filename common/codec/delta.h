@@ -148,6 +148,28 @@
  * values, all one way. When the coded stream does not fit the group (data
  * with nothing to predict), the producer codes the span as i8.
  *
+ * i8acp (unit 1; bundle format 2 only): i8ac for a group that also holds
+ * float32 values (an ONNX graph's scales among its int8 weights), with
+ * rules that predict some floats from floats before them. A group of
+ * len >= 64 bytes is: the coded stream's length L (4 bytes), the rule count
+ * R (1 byte, at most DELTA_I8ACP_RULES_MAX), R rules of 16 bytes {dst, n,
+ * src, c} (four little-endian 32-bit words; c is a float32's bits), the
+ * stream, then zeros; a shorter group is coded as i8. The rules are valid
+ * when n >= 1, src + 4n <= dst, dst + 4n <= len, and each dst is at or
+ * after the end of the rule before; a group whose rules are not valid
+ * decodes to its base bytes (the span's digest refuses it). The stream is
+ * i8ac's, element by element, with one change: element i's "base byte",
+ * from which its difference is taken and its contexts are read, is the
+ * prediction where a rule covers i: for float k of a rule, the four bytes
+ * of float32(c * x) with x the float at src + 4k of the group's target
+ * bytes (decoded already: the source lies before), computed in single
+ * precision with round-to-nearest, little-endian; where that product is a
+ * NaN, the base bytes. delta_encode() writes no rules; delta_encode_floats()
+ * looks for them among the float runs it is told of: for each run, the
+ * earlier run of the same count that predicts most of its floats exactly
+ * (at least half, and 8), the constant taken from the first pair of
+ * finite nonzero floats (their quotient and its nearest floats).
+ *
  * The K-quants are ordered, the others are not. Words of q4_0 .. q8_0 are
  * at offset 0 (m at 2). Elements and sub-scales are where ggml's
  * dequantize_row_* reads them (ggml/src/ggml-common.h, ggml-quants.c):
@@ -182,6 +204,7 @@ typedef enum DeltaLayout {
         DELTA_F32,
         DELTA_I8,               /* bundle format 2 only: format-1 readers do not know it */
         DELTA_I8AC,             /* bundle format 2 only */
+        DELTA_I8ACP,            /* bundle format 2 only */
         _DELTA_LAYOUT_MAX,
         _DELTA_LAYOUT_INVALID = -EINVAL,
 } DeltaLayout;
@@ -217,10 +240,25 @@ size_t delta_group_bytes(DeltaLayout l);
  * units (every span TaskPatch writes is cut that way); other lengths are
  * still defined (see the tail above) and round-trip. @out must not overlap
  * @base or @target. An out-of-range @l is treated as DELTA_BYTES. Returns
- * false only for i8ac, when the group's coded form does not fit @len bytes
- * (incompressible differences): the producer codes that span as i8 instead.
+ * false only for i8ac and i8acp, when the group's coded form does not fit @len
+ * bytes (incompressible differences): the producer codes that span as i8 instead.
  */
 bool delta_encode(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len, uint8_t *out);
+
+/* i8acp: the most rules at the head of a group. */
+#define DELTA_I8ACP_RULES_MAX 16u
+
+/* float32 values in a group: @count of them from byte @offset (the group's), little-endian. */
+typedef struct DeltaFloatRun {
+        uint32_t offset, count;
+} DeltaFloatRun;
+
+/*
+ * delta_encode(), told where the group holds float32 values (@runs, by offset, not overlapping):
+ * i8acp then looks for rules among them (above). Every other layout ignores @runs.
+ */
+bool delta_encode_floats(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len,
+                         const DeltaFloatRun *runs, size_t n_runs, uint8_t *out);
 
 /* The inverse: from @base and a group's @delta, the target bytes into @out (not overlapping either input). */
 void delta_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size_t len, uint8_t *out);
