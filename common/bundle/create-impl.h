@@ -24,6 +24,7 @@ typedef struct Plan {
 
 typedef struct Coder {
         const FileSet *base_files, *target_files;
+        const Artifact *target;         /* its sites: where an i8acp span's groups hold float32 values */
         ZSTD_CCtx *cctx;
         uint8_t *b, *t, *x, *out;       /* group buffers: base, target, transformed; zstd output */
         uint8_t *ref;                   /* a ref span's reference (SPAN_REF_MAX) */

@@ -8,6 +8,7 @@
 #include "create-impl.h"
 #include "delta.h"
 #include "fileio.h"
+#include "match.h"
 
 int code_frame_prefix(Coder *c, const uint8_t *bytes, uint64_t n, int fd, uint64_t *written) {
         ZSTD_inBuffer in = { bytes, n, 0 };
@@ -23,6 +24,32 @@ int code_frame_prefix(Coder *c, const uint8_t *bytes, uint64_t n, int fd, uint64
                 *written += out.pos;
         }
         return 0;
+}
+
+#define FLOAT_RUNS_MAX 64
+
+/*
+ * The float32 sites of the target wholly inside the group at [@off, +@n), by offset in the group
+ * (at most FLOAT_RUNS_MAX: an i8acp group holds at most DELTA_I8ACP_RULES_MAX rules anyway).
+ */
+static size_t float_runs(const Artifact *target, uint64_t off, size_t n, DeltaFloatRun runs[FLOAT_RUNS_MAX]) {
+        size_t lo = 0, hi = target ? target->n_sites : 0, k = 0;
+
+        while (lo < hi) {               /* the first site that starts at @off or later */
+                size_t mid = lo + (hi - lo) / 2;
+                if (target->sites[mid].offset < off)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < (target ? target->n_sites : 0) && k < FLOAT_RUNS_MAX; i++) {
+                const Site *s = &target->sites[i];
+                if (s->offset + s->length > off + n)
+                        break;
+                if (site_delta_layout(target, s) == DELTA_F32 && s->length >= 4 && s->length % 4 == 0)
+                        runs[k++] = (DeltaFloatRun) { (uint32_t) (s->offset - off), (uint32_t) (s->length / 4) };
+        }
+        return k;
 }
 
 int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lora, const CodeRescale *rescale, int fd,
@@ -74,6 +101,11 @@ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lor
                         src = c->x;
                 } else if (rescale) {
                         fits = code_rescale_residual(rescale, p->layout, pos, c->b, c->t, n, c->x);
+                        src = c->x;
+                } else if (delta && p->layout == DELTA_I8ACP) {
+                        DeltaFloatRun runs[FLOAT_RUNS_MAX];
+                        size_t n_runs = float_runs(c->target, off, n, runs);
+                        fits = delta_encode_floats(p->layout, c->b, c->t, n, runs, n_runs, c->x);
                         src = c->x;
                 } else if (delta) {
                         fits = delta_encode(p->layout, c->b, c->t, n, c->x);

@@ -448,7 +448,7 @@ static int code_plan_as(Coder *c, const CreateOptions *o, const Artifact *base, 
         return 0;
 }
 
-/* code_plan_as(); a span whose differences the entropy-coded i8ac cannot fit is coded as i8. */
+/* code_plan_as(); a span whose differences the entropy-coded i8ac (or i8acp) cannot fit is coded as i8. */
 static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, bool relocating,
                      const Plan *p, const int fd[4], ManifestSpan *s, CreateSpanCost *cost) {
         off_t mark = lseek(fd[0], 0, SEEK_CUR);
@@ -457,7 +457,7 @@ static int code_plan(Coder *c, const CreateOptions *o, const Artifact *base, con
         if (mark < 0)
                 return negative_errno();
         r = code_plan_as(c, o, base, target, relocating, p, fd, s, cost);
-        if (r != -E2BIG || p->layout != DELTA_I8AC)
+        if (r != -E2BIG || (p->layout != DELTA_I8AC && p->layout != DELTA_I8ACP))
                 return r;
         Plan q = *p;
         q.layout = DELTA_I8;
@@ -501,7 +501,7 @@ int bundle_create(const FileSet *base_files, const Artifact *base, const FileSet
         _cleanup_(create_result_done) CreateResult res = {};
         _cleanup_free_ uint8_t (*base_sha)[32] = NULL, (*target_sha)[32] = NULL;
         _cleanup_free_ Plan *plans = NULL;
-        Coder c = { .base_files = base_files, .target_files = target_files, .err = err };
+        Coder c = { .base_files = base_files, .target_files = target_files, .target = target, .err = err };
         Sha256 payload_hash;
         size_t text_len = 0, sig_len = 0;
         int r;

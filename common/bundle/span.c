@@ -211,7 +211,7 @@ static int check_span(SpanDecoder *d, const ManifestSpan *s, TpError *err) {
                 if (d->layout < 0)
                         return span_fail(d, err, -EBADMSG, "unknown delta layout '%.32s'", s->layout ? s->layout : "");
                 /* Readers shipped before it do not know it: a format-1 bundle that used it would split them. */
-                if ((d->layout == DELTA_I8 || d->layout == DELTA_I8AC) && !d->v2)
+                if ((d->layout == DELTA_I8 || d->layout == DELTA_I8AC || d->layout == DELTA_I8ACP) && !d->v2)
                         return span_fail(d, err, -EBADMSG, "delta layout '%s' needs bundle format 2", s->layout);
                 if (!d->inside_base)
                         return span_fail(d, err, -EBADMSG, "a %s span must lie inside the base (%" PRIu64 " bytes)",

@@ -421,6 +421,9 @@ static void fold_deltas(Match *m, const bool *alone) {
                                 run.site = -1;
                         run.length = m->pieces[k].offset + m->pieces[k].length - run.offset;
                         run.base_length = run.length;
+                        /* float32 tensors among int8 ones (an ONNX graph's scales): i8acp may predict them */
+                        if (run.layout == DELTA_I8AC && m->pieces[k].layout == DELTA_F32)
+                                run.layout = DELTA_I8ACP;
                 }
                 m->pieces[out++] = run;
                 i = last + 1;

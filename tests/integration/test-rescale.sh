@@ -42,9 +42,15 @@ tp apply "$TMP/random-base.onnx" "$TMP/random.tpb" -o "$TMP/random.out" --allow-
 tp inspect "$TMP/random.tpb" --json > "$TMP/random.inspect"
 layouts=$(jq_ "$TMP/random.inspect" '" ".join(sorted(set(s.get("layout") or s["encoding"] for s in d["span_list"])))')
 size=$(stat -c %s "$TMP/random.tpb") coded=no
-case " $layouts " in *" i8ac "*) coded=yes ;; esac
-check "random int8 weights: spans coded as: $layouts (no i8ac); $size B for 3 x 36,864 new bytes; applied byte for byte" \
+case " $layouts " in *" i8ac "* | *" i8acp "*) coded=yes ;; esac
+check "random int8 weights: spans coded as: $layouts (no i8ac, no i8acp); $size B for 3 x 36,864 new bytes; applied byte for byte" \
     sh -c "cmp -s '$TMP/random.out' '$TMP/random-task.onnx' && test $coded = no && test $size -le $((3 * 36864 * 105 / 100 + 4096))"
+
+# Per-channel QDQ: a bias's scale is the input's scale times the weight's, channel by channel. The
+# span that holds both is coded i8acp, which predicts the one from the other as it decodes.
+tp inspect "$TMP/channel-qdq.tpb" --json > "$TMP/channel-qdq.inspect"
+check "channel-qdq: the weights and their scales are coded i8acp (inspect --json)" \
+    sh -c "test $(jq_ "$TMP/channel-qdq.inspect" 'sum(1 for s in d["span_list"] if s.get("layout") == "i8acp")') -ge 1"
 
 for m in tensor-qdq tensor-qlinear; do
     tp inspect "$TMP/$m.tpb" --json > "$TMP/$m.inspect"
@@ -121,15 +127,26 @@ done
 echo "# a device"
 MODEL="$STATE/model.onnx"
 write_config
-need_daemon
-tpctl provision "$TMP/tensor-qdq-base.onnx" > /dev/null
-tp create "$TMP/tensor-qdq-base.onnx" "$TMP/tensor-qdq-task.onnx" -o "$TMP/dev.tpb" --task ft \
-    --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > /dev/null
-tpctl install "$TMP/dev.tpb" --switch > /dev/null 2>&1
-check "install --switch of a bundle of rescale spans: on trial" wait_status 's["state"] == "trial" and s["active"]["task"] == "ft"'
-check "... byte for byte" same "$TMP/tensor-qdq-task.onnx"
-tpctl mark-good > /dev/null
-tpctl switch --base > /dev/null 2>&1
-check "back to the base (the rescale spans undone)" wait_status 's["state"] == "trial" and not s["active"].get("task")'
-check "... byte for byte" same "$TMP/tensor-qdq-base.onnx"
+# device_round MODEL TASK WHAT: a fresh device provisioned with MODEL's base, MODEL's task installed and
+# switched to, then back to the base, byte for byte each way (WHAT: what the bundle's spans are).
+device_round() {
+    local m=$1 task=$2 what=$3
+    stop_daemon
+    rm -rf "$STATE"
+    need_daemon
+    tpctl provision "$TMP/$m-base.onnx" > /dev/null
+    tp create "$TMP/$m-base.onnx" "$TMP/$m-task.onnx" -o "$TMP/dev-$m.tpb" --task "$task" \
+        --key "$TMP/pki/signer.key" --cert "$TMP/pki/signer.crt" > /dev/null
+    tpctl install "$TMP/dev-$m.tpb" --switch > /dev/null 2>&1
+    check "$m: install --switch of a bundle of $what: on trial" \
+        wait_status "s['state'] == 'trial' and s['active']['task'] == '$task'"
+    check "... byte for byte" same "$TMP/$m-task.onnx"
+    tpctl mark-good > /dev/null
+    tpctl switch --base > /dev/null 2>&1
+    check "back to the base (the spans undone)" wait_status 's["state"] == "trial" and not s["active"].get("task")'
+    check "... byte for byte" same "$TMP/$m-base.onnx"
+}
+device_round tensor-qdq ft "rescale spans"
+# Per-channel: its i8acp span predicted as the stager decodes it.
+device_round channel-qdq ch "an i8acp span"
 daemon_finish
