@@ -162,44 +162,52 @@ bool delta_i8ac_encode(const uint8_t *base, const uint8_t *target, size_t len, u
         return stream_encode(base, target, len, out, 4);
 }
 
+/* Elements [@from, @to) of a group, each predicted by @pred[i] (which may be @out itself: it is read first). */
+static inline __attribute__((always_inline)) void decode_range(Model *m, RcDecoder *d, const uint8_t *pred,
+                                                                uint8_t *out, size_t from, size_t to) {
+        for (size_t i = from; i < to; i++) {
+                uint8_t p = pred[i];
+                Site s = site_of(m, p);
+                int r = 0;
+                if (rc_decode(d, s.zero)) {
+                        bool negative = rc_decode(d, s.sign);
+                        unsigned mag = 1;
+                        if (rc_decode(d, s.one))
+                                for (mag = 2; mag < 2 + UNARY && rc_decode(d, &m->unary[mag - 2]); mag++)
+                                        ;
+                        if (mag == 2 + UNARY)
+                                mag += decode_direct(d, 7);
+                        r = negative ? -(int) mag : (int) mag;
+                }
+                out[i] = (uint8_t) (p + (unsigned) r);
+                model_update(m, &s, (int8_t) (uint8_t) r);
+        }
+}
+
 /*
- * The inverse of stream_encode(), the stream at @delta + @at. Element i is predicted by @base[i],
- * or from @rules[k] once i reaches its destination: the rule's prediction is written into @out
- * there first (its source lies wholly before, so it is decoded already), and read back as each
- * element's prediction before the element overwrites it.
+ * The inverse of stream_encode(), the stream at @delta + @at. Elements are predicted by @base, but
+ * for each rule's destination: there the rule's prediction is written into @out first (its source
+ * lies wholly before, so it is decoded already), and read back as each element's prediction
+ * before the element overwrites it.
  */
 static void stream_decode(const uint8_t *base, const uint8_t *delta, size_t len, size_t at, const FloatRule *rules,
                           size_t n_rules, uint8_t *out) {
         Model m;
         RcDecoder d;
-        size_t k = 0, ruled_end = 0;
+        size_t i = 0;
 
         uint32_t n = get_le32(delta);
         model_init(&m);
         /* A length past the group is not the encoder's: decoded all the same, the span's digest refuses it. */
         rc_decoder_init(&d, delta + at, n < len - at ? n : len - at);
-        for (size_t i = 0; i < len; i++) {
-                if (k < n_rules && i == rules[k].dst) {
-                        rule_predict(&rules[k], out, base, out);
-                        ruled_end = rules[k].dst + 4 * (size_t) rules[k].n;
-                        k++;
-                }
-                uint8_t p = i < ruled_end ? out[i] : base[i];
-                Site s = site_of(&m, p);
-                int r = 0;
-                if (rc_decode(&d, s.zero)) {
-                        bool negative = rc_decode(&d, s.sign);
-                        unsigned mag = 1;
-                        if (rc_decode(&d, s.one))
-                                for (mag = 2; mag < 2 + UNARY && rc_decode(&d, &m.unary[mag - 2]); mag++)
-                                        ;
-                        if (mag == 2 + UNARY)
-                                mag += decode_direct(&d, 7);
-                        r = negative ? -(int) mag : (int) mag;
-                }
-                out[i] = (uint8_t) (p + (unsigned) r);
-                model_update(&m, &s, (int8_t) (uint8_t) r);
+        for (size_t k = 0; k < n_rules; k++) {
+                size_t end = rules[k].dst + 4 * (size_t) rules[k].n;
+                decode_range(&m, &d, base, out, i, rules[k].dst);
+                rule_predict(&rules[k], out, base, out);
+                decode_range(&m, &d, out, out, rules[k].dst, end);
+                i = end;
         }
+        decode_range(&m, &d, base, out, i, len);
 }
 
 void delta_i8ac_decode(const uint8_t *base, const uint8_t *delta, size_t len, uint8_t *out) {
