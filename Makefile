@@ -159,8 +159,9 @@ $(call objs,kernels/quant.c kernels/quant-generic.c kernels/quant-generic-k.c ke
 $(call objs,kernels/quant-x86-avx2.c kernels/quant-x86-avx2-k.c kernels/predict-x86-avx2.c): ISA_FLAGS := -mavx2 $(QUANT_FP_FLAGS)
 $(call objs,kernels/quant-arm64-neon.c kernels/quant-arm64-neon-k.c kernels/predict-arm64-neon.c): \
         ISA_FLAGS := -march=armv8-a $(QUANT_FP_FLAGS)
-# The lora prediction rounds as the fold does (common/codec/predict.h).
-$(OBJ)/common/codec/predict.o: ISA_FLAGS := $(QUANT_FP_FLAGS)
+# The lora prediction rounds as the fold does (common/codec/predict.h); its residual coder places
+# each element as every device must (predict-ac.h).
+$(OBJ)/common/codec/predict.o $(OBJ)/common/codec/predict-ac.o: ISA_FLAGS := $(QUANT_FP_FLAGS)
 
 # The build time is the clock's floor (common/base/clock.h): a device clock reading earlier is unset.
 BUILD_EPOCH := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2> /dev/null),$(shell date +%s))

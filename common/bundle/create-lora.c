@@ -2,6 +2,7 @@
 /* The lora candidate of a changed tensor (create-impl.h): its shape, factors and prediction. */
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #include "ggml.h"
 #include "lowrank.h"
 #include "match.h"
+#include "predict-ac.h"
 #include "quant.h"
 
 void code_lora_done(CodeLora *l) {
@@ -55,7 +57,44 @@ static int float_type(const Artifact *a, const Site *s) {
         }
 }
 
-/* The adapter's factors of @pair, as it stores them. 0 when they do not fit @ts. */
+/*
+ * An F32 factor of @n values stored as F16 instead, when the tensor it predicts is quantized: a step
+ * of a quantized type is far coarser than F16's rounding of the factors, so the prediction barely
+ * moves (the residual takes what does), and the factor costs half. Kept as F32 when a value is
+ * beyond F16's range or more than 1 in 100 of the nonzero ones would lose precision as a subnormal.
+ */
+#define F16_MAX 65504.0f
+#define F16_NORMAL_MIN 0x1p-14f
+static int narrow_factor(uint32_t tensor_type, uint32_t *type, uint8_t **bytes, uint64_t *size) {
+        uint64_t n = *size / sizeof(float), nonzero = 0, tiny = 0;
+
+        if (*type != GGML_TYPE_F32 || ggml_type(tensor_type)->block_size == 1)
+                return 0;
+        _cleanup_free_ float *v = malloc(n ? n * sizeof(float) : 1);
+        if (!v)
+                return -ENOMEM;
+        memcpy(v, *bytes, n * sizeof(float));  /* the adapter's F32: little-endian, as this machine's floats */
+        for (uint64_t i = 0; i < n; i++) {
+                float a = fabsf(v[i]);
+                if (!(a <= F16_MAX))
+                        return 0;
+                nonzero += a != 0.0f;
+                tiny += a != 0.0f && a < F16_NORMAL_MIN;
+        }
+        if (tiny > nonzero / 100)
+                return 0;
+        uint8_t *half = malloc(n ? n * 2 : 1);
+        if (!half)
+                return -ENOMEM;
+        quantize_rows(GGML_TYPE_F16, v, half, 1, n);
+        free(*bytes);
+        *bytes = half;
+        *size = n * 2;
+        *type = GGML_TYPE_F16;
+        return 0;
+}
+
+/* The adapter's factors of @pair, as it stores them (F32 ones maybe as F16: narrow_factor()). 0 when they do not fit @ts. */
 static int adapter_factors(Coder *c, const CreateOptions *o, const LoraPair *pair, const Site *ts, CodeLora *l) {
         int r;
 
@@ -74,7 +113,9 @@ static int adapter_factors(Coder *c, const CreateOptions *o, const LoraPair *pai
         if (l->na != lora_shape_elems(&l->shape, false) * ggml_type(l->shape.a_type)->type_size ||
             l->nb != lora_shape_elems(&l->shape, true) * ggml_type(l->shape.b_type)->type_size)
                 return 0;
-        if ((r = read_factor(o->lora, pair->a, &l->a, c->err)) < 0 || (r = read_factor(o->lora, pair->b, &l->b, c->err)) < 0)
+        if ((r = read_factor(o->lora, pair->a, &l->a, c->err)) < 0 || (r = read_factor(o->lora, pair->b, &l->b, c->err)) < 0 ||
+            (r = narrow_factor(l->shape.type, &l->shape.a_type, &l->a, &l->na)) < 0 ||
+            (r = narrow_factor(l->shape.type, &l->shape.b_type, &l->b, &l->nb)) < 0)
                 return r;
         return 1;
 }
@@ -191,6 +232,7 @@ int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, co
                 goto fail;
         }
         l.shape.importance = w != NULL;
+        l.shape.ac = predict_ac_supported(l.shape.type);
         if ((r = lora_factors_new(&l.shape, &l.factors)) < 0)
                 goto fail;
         lora_factors_load(l.factors, false, 0, l.a, lora_shape_elems(&l.shape, false));

@@ -9,6 +9,7 @@
 #include "delta.h"
 #include "fileio.h"
 #include "match.h"
+#include "predict-ac.h"
 
 int code_frame_prefix(Coder *c, const uint8_t *bytes, uint64_t n, int fd, uint64_t *written) {
         ZSTD_inBuffer in = { bytes, n, 0 };
@@ -97,7 +98,9 @@ int code_span(Coder *c, const Plan *p, bool delta, bool ref, const CodeLora *lor
                 bool fits = true;
                 if (lora) {
                         code_lora_predict(lora, pos, c->b, n);
-                        fits = delta_encode(p->layout, lora->predicted, c->t, n, c->x);
+                        fits = lora->shape.ac ? predict_ac_encode(lora->shape.type, lora->scratch, lora->predicted, c->t,
+                                                                  n, c->x)
+                                              : delta_encode(p->layout, lora->predicted, c->t, n, c->x);
                         src = c->x;
                 } else if (rescale) {
                         fits = code_rescale_residual(rescale, p->layout, pos, c->b, c->t, n, c->x);

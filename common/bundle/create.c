@@ -307,9 +307,17 @@ static int code_candidate(Coder *c, const Plan *p, CreateCostIndex k, CodeLora *
                 return code_span(c, p, p->ref_length == 0, p->ref_length > 0, NULL, NULL, fd, ret_size, base_sha,
                                  new_sha);
         case CREATE_COST_LORA:
-        case CREATE_COST_LORA_IMATRIX:
-                return code_span(c, p, true, false, loras[k - CREATE_COST_LORA], NULL, fd, ret_size, base_sha,
-                                 new_sha);
+        case CREATE_COST_LORA_IMATRIX: {
+                CodeLora *l = loras[k - CREATE_COST_LORA];
+                int r = code_span(c, p, true, false, l, NULL, fd, ret_size, base_sha, new_sha);
+                if (r != -E2BIG || !l->shape.ac)
+                        return r;
+                /* A residual the range coder cannot fit (nothing to predict): the layout's planes take it. */
+                l->shape.ac = false;
+                if (fd >= 0 && (r = rewind_fd(fd)) < 0)
+                        return r;
+                return code_span(c, p, true, false, l, NULL, fd, ret_size, base_sha, new_sha);
+        }
         case CREATE_COST_RESCALE:
                 return code_span(c, p, true, false, NULL, rescale, fd, ret_size, base_sha, new_sha);
         default:

@@ -35,9 +35,10 @@ static int factor_type(const YamlNode *l, const char *key, size_t idx, uint32_t 
 }
 
 int lora_span_parse(const YamlNode *n, size_t idx, const char *layout, ManifestSpan *s, TpError *err) {
-        static const char *const keys[] = { "type", "in", "out", "rank", "first", "factor", "a", "b", "embd", "imatrix", NULL };
+        static const char *const keys[] = { "type", "in", "out", "rank", "first", "factor", "a", "b", "embd", "imatrix",
+                                             "residual", NULL };
         const YamlNode *l;
-        const char *type, *factor, *embd = "false", *imatrix = "false";
+        const char *type, *factor, *embd = "false", *imatrix = "false", *residual = "planes";
         uint8_t bits[4];
         int r, t;
 
@@ -51,7 +52,8 @@ int lora_span_parse(const YamlNode *n, size_t idx, const char *layout, ManifestS
             (r = factor_type(l, "a", idx, &s->lora.a_type, err)) < 0 ||
             (r = factor_type(l, "b", idx, &s->lora.b_type, err)) < 0 ||
             (r = yaml_get_str(l, "embd", false, W, &embd, err)) < 0 ||
-            (r = yaml_get_str(l, "imatrix", false, W, &imatrix, err)) < 0)
+            (r = yaml_get_str(l, "imatrix", false, W, &imatrix, err)) < 0 ||
+            (r = yaml_get_str(l, "residual", false, W, &residual, err)) < 0)
                 return r;
         if ((t = ggml_type_from_name(type)) < 0 || strcmp(ggml_type((uint32_t) t)->name, type) != 0)
                 return span_error(n, idx, err, "'type' names no ggml type (as ggml spells it: q8_0, q4_K, f16, ...)");
@@ -62,6 +64,9 @@ int lora_span_parse(const YamlNode *n, size_t idx, const char *layout, ManifestS
         if (strcmp(imatrix, "true") != 0 && strcmp(imatrix, "false") != 0)
                 return span_error(n, idx, err, "'imatrix' is true or false");
         s->lora.importance = strcmp(imatrix, "true") == 0;
+        if (strcmp(residual, "planes") != 0 && strcmp(residual, "ac") != 0)
+                return span_error(n, idx, err, "'residual' is planes or ac");
+        s->lora.ac = strcmp(residual, "ac") == 0;
         if (parse_hex(factor, bits, sizeof(bits)) < 0)
                 return span_error(n, idx, err, "'factor' is the 8 hex digits of a float32's bits");
         uint32_t u = (uint32_t) bits[0] << 24 | (uint32_t) bits[1] << 16 | (uint32_t) bits[2] << 8 | bits[3];
@@ -104,6 +109,8 @@ void lora_span_write(YamlWriter *w, const ManifestSpan *s) {
                 yaml_writer_kv(w, "embd", "true");
         if (s->lora.importance)
                 yaml_writer_kv(w, "imatrix", "true");
+        if (s->lora.ac)
+                yaml_writer_kv(w, "residual", "ac");
         yaml_writer_map_end(w);
 }
 

@@ -8,6 +8,7 @@
 #include "delta.h"
 #include "ggml.h"
 #include "lora-span.h"
+#include "predict-ac.h"
 #include "rescale.h"
 #include "span.h"
 
@@ -414,7 +415,10 @@ static int read_piece(SpanDecoder *d, unsigned slot, uint8_t *frame, uint8_t *ou
                 const GgmlType *t = ggml_type(d->span->lora.type);
                 lora_predict(d->lora, lora_span_first_block(d->span) + d->done / t->type_size, d->piece_base,
                              n / t->type_size, d->scratch, d->predicted);
-                delta_decode(d->layout, d->predicted, frame, n, out);
+                if (d->span->lora.ac)
+                        predict_ac_decode(d->span->lora.type, d->scratch, d->predicted, frame, n, out);
+                else
+                        delta_decode(d->layout, d->predicted, frame, n, out);
                 bytes = out;
         } else if (d->rescale) {
                 rescale_predict(d->rescale, d->span->rescale_first + d->done, d->piece_base, n, d->predicted, d->flip);

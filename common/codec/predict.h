@@ -48,6 +48,7 @@ typedef struct LoraShape {
         bool embd;              /* token_embd.weight: lora_a is P (ne [rank, out]), lora_b is Qᵀ (ne [rank, in]) */
         float factor;
         bool importance;        /* the frame carries @in importance values (F32) after the factors */
+        bool ac;                /* the residual is range-coded with the prediction's floats (predict-ac.h) */
 } LoraShape;
 
 /*

@@ -65,11 +65,12 @@ print(sum(ne[0] * ne[1] * 2 for _, ne, _, _ in h.tensors))' "$TMP/lora.gguf")
 check "F16 folded into the F16 base: the bundle ($(bundle_bytes "$TMP/lora-F16.tpb") B) is about the adapter's F32 factors ($((a16 * 2)) B)" \
     test "$(bundle_bytes "$TMP/lora-F16.tpb")" -le $((a16 * 2 * 12 / 10))
 tp inspect --json "$TMP/lora-Q8_0.tpb" > "$TMP/inspect.json"
-check "inspect shows each lora span's tensor: type, shape, rank, first element" python3 - "$TMP/inspect.json" <<'PY'
+check "inspect shows each lora span's tensor (type, shape, rank, first element), the adapter's F32 factors carried as F16, the residual range-coded (ac)" python3 - "$TMP/inspect.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 spans = [s for s in j["span_list"] if s["encoding"] == "lora"]
 ok = spans and all(s["lora"]["type"] == "q8_0" and s["lora"]["rank"] == 8 and s["lora"]["first"] == 0 and
+                   s["lora"]["a"] == "f16" and s["lora"]["b"] == "f16" and s["lora"]["residual"] == "ac" and
                    s["site"].endswith(".weight") for s in spans) and j["encodings"]["lora"] == len(spans)
 sys.exit(0 if ok else 1)
 PY
@@ -194,12 +195,14 @@ check "an imatrix for another model (rows of another length): no span carries it
 tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" -o "$TMP/qat-plain.tpb" --task json --unsigned \
     --lora "$TMP/lora.gguf" --imatrix "$TMP/imatrix.gguf" --plain-manifest > /dev/null 2>&1
 # Same-length edits (the header counts the manifest's bytes): the row said absent, and a value that is no boolean.
-for edit in ", imatrix: true}/, embd: false  }" "imatrix: true}/imatrix: yes }"; do
+# And the residual's coder said absent (the planes then decode it: the span's digest refuses), or named wrongly.
+for edit in ', imatrix: true\([,}]\)/, embd: false  \1' 'imatrix: true\([,}]\)/imatrix: yes \1' \
+    ', residual: ac/              ' 'residual: ac/residual: xy'; do
     sed "s/$edit/" "$TMP/qat-plain.tpb" > "$TMP/lie.tpb"
     rm -f "$TMP/lie.gguf"
     tp apply "$TMP/base-qat.gguf" "$TMP/lie.tpb" -o "$TMP/lie.gguf" --allow-unsigned --no-sync > "$TMP/out" 2>&1
     rc=$?
-    check "a span's imatrix lie (${edit%%/*}): refused (exit $rc), nothing written: $(tail -c 90 "$TMP/out")" \
+    check "a span's lie (${edit%%/*}): refused (exit $rc), nothing written: $(tail -c 90 "$TMP/out")" \
         sh -c "test $rc -ne 0 && ! cmp -s '$TMP/lie.tpb' '$TMP/qat-plain.tpb' && test ! -e '$TMP/lie.gguf'"
 done
 
