@@ -99,17 +99,8 @@ typedef struct CoveredSites {
 
 static CoveredSites covered_sites(const Artifact *target, uint64_t offset, uint64_t length) {
         CoveredSites c = {};
-        size_t lo = 0, hi = target->n_sites;
 
-        while (lo < hi) {               /* the first site that ends after @offset */
-                size_t mid = lo + (hi - lo) / 2;
-                const Site *s = &target->sites[mid];
-                if (s->offset + s->length <= offset)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        for (size_t i = lo; i < target->n_sites && target->sites[i].offset < offset + length; i++) {
+        for (size_t i = artifact_site_after(target, offset); i < target->n_sites && target->sites[i].offset < offset + length; i++) {
                 if (target->sites[i].length == 0)
                         continue;
                 const Site *site = &target->sites[i];

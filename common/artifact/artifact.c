@@ -88,6 +88,19 @@ const ArtifactQuant *artifact_quant(const Artifact *a, const char *name) {
                        quant_cmp);
 }
 
+size_t artifact_site_after(const Artifact *a, uint64_t offset) {
+        size_t lo = 0, hi = a->n_sites;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (a->sites[mid].offset + a->sites[mid].length <= offset)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
 int artifact_add_site(Artifact *a, const char *name, uint64_t offset, uint64_t length, int32_t type, uint64_t row) {
         Site *s = &a->sites[a->n_sites];
         s->name = strdup(name);

@@ -80,6 +80,9 @@ Artifact *artifact_free(Artifact *a);
 
 /* The quantization of site @name, or NULL. */
 const ArtifactQuant *artifact_quant(const Artifact *a, const char *name);
+
+/* The index of @a's first site that ends after @offset (its sites are sorted), or n_sites when none does. */
+size_t artifact_site_after(const Artifact *a, uint64_t offset);
 DEFINE_POINTER_CLEANUP(Artifact, artifact_free)
 
 /*

@@ -34,17 +34,14 @@ int code_frame_prefix(Coder *c, const uint8_t *bytes, uint64_t n, int fd, uint64
  * (at most FLOAT_RUNS_MAX: an i8acp group holds at most DELTA_I8ACP_RULES_MAX rules anyway).
  */
 static size_t float_runs(const Artifact *target, uint64_t off, size_t n, DeltaFloatRun runs[FLOAT_RUNS_MAX]) {
-        size_t lo = 0, hi = target ? target->n_sites : 0, k = 0;
+        size_t k = 0;
 
-        while (lo < hi) {               /* the first site that starts at @off or later */
-                size_t mid = lo + (hi - lo) / 2;
-                if (target->sites[mid].offset < off)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        for (size_t i = lo; i < (target ? target->n_sites : 0) && k < FLOAT_RUNS_MAX; i++) {
+        if (!target)
+                return 0;
+        for (size_t i = artifact_site_after(target, off); i < target->n_sites && k < FLOAT_RUNS_MAX; i++) {
                 const Site *s = &target->sites[i];
+                if (s->offset < off)            /* begins before the group */
+                        continue;
                 if (s->offset + s->length > off + n)
                         break;
                 if (site_delta_layout(target, s) == DELTA_F32 && s->length >= 4 && s->length % 4 == 0)

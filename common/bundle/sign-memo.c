@@ -24,19 +24,22 @@ static struct {
         unsigned n, next;
 } chains = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+void memo_hash_sized(Sha256 *h, const void *p, size_t len) {
+        uint8_t n[8];
+
+        put_le64(n, len);
+        sha256_update(h, n, sizeof(n));
+        sha256_update(h, p, len);
+}
+
 void signature_memo_key(const uint8_t *spki, size_t spki_len, const uint8_t hash[SHA256_DIGEST_SIZE],
                         const uint8_t *sig, size_t sig_len, uint8_t ret_key[SHA256_DIGEST_SIZE]) {
-        uint8_t n[8];
         Sha256 h;
 
         sha256_init(&h);
-        put_le64(n, spki_len);          /* lengths first: the three fields cannot be shifted into each other */
-        sha256_update(&h, n, sizeof(n));
-        sha256_update(&h, spki, spki_len);
-        sha256_update(&h, hash, SHA256_DIGEST_SIZE);
-        put_le64(n, sig_len);
-        sha256_update(&h, n, sizeof(n));
-        sha256_update(&h, sig, sig_len);
+        memo_hash_sized(&h, spki, spki_len);
+        memo_hash_sized(&h, hash, SHA256_DIGEST_SIZE);
+        memo_hash_sized(&h, sig, sig_len);
         sha256_final(&h, ret_key);
 }
 

@@ -21,6 +21,10 @@
 
 #include "sha256.h"
 
+/* Add @len bytes at @p to @h after their length (8 bytes, little-endian): a memo key's fields cannot be shifted
+ * into each other. */
+void memo_hash_sized(Sha256 *h, const void *p, size_t len);
+
 /* The key of a signature @sig by the SubjectPublicKeyInfo @spki over the SHA-256 @hash. */
 void signature_memo_key(const uint8_t *spki, size_t spki_len, const uint8_t hash[SHA256_DIGEST_SIZE],
                         const uint8_t *sig, size_t sig_len, uint8_t ret_key[SHA256_DIGEST_SIZE]);

@@ -494,14 +494,6 @@ static int revocation_refusal(const VerifyState *v, SignatureInfo *info, TpError
 
 /* ---- remembered chains ---------------------------------------------------------------------------- */
 
-static void hash_sized(Sha256 *h, const void *p, size_t len) {
-        uint8_t n[8];
-
-        put_le64(n, len);               /* lengths first: no field can be shifted into the next */
-        sha256_update(h, n, sizeof(n));
-        sha256_update(h, p, len);
-}
-
 /*
  * Everything verify_chain()'s verdict depends on, the clocks and CRLs aside: the presented
  * certificates, the trust anchors, the revocation list's entries and whether dates are checked.
@@ -516,17 +508,17 @@ static void chain_memo_key(const mbedtls_x509_crt *chain, const mbedtls_x509_crt
         sha256_init(&h);
         sha256_update(&h, flags, sizeof(flags));
         for (const mbedtls_x509_crt *c = chain; c && c->raw.p; c = c->next)
-                hash_sized(&h, c->raw.p, c->raw.len);
-        hash_sized(&h, "anchors", 7);
+                memo_hash_sized(&h, c->raw.p, c->raw.len);
+        memo_hash_sized(&h, "anchors", 7);
         for (const mbedtls_x509_crt *c = ca; c && c->raw.p; c = c->next)
-                hash_sized(&h, c->raw.p, c->raw.len);
+                memo_hash_sized(&h, c->raw.p, c->raw.len);
         for (size_t i = 0; rl && i < rl->n; i++) {
                 const RevokedEntry *e = &rl->entries[i];
                 uint8_t kind = (uint8_t) e->kind;
-                hash_sized(&h, &kind, 1);
-                hash_sized(&h, e->key_sha256, sizeof(e->key_sha256));
-                hash_sized(&h, e->issuer, strnlen(e->issuer, sizeof(e->issuer)));
-                hash_sized(&h, e->serial, e->serial_len);
+                memo_hash_sized(&h, &kind, 1);
+                memo_hash_sized(&h, e->key_sha256, sizeof(e->key_sha256));
+                memo_hash_sized(&h, e->issuer, strnlen(e->issuer, sizeof(e->issuer)));
+                memo_hash_sized(&h, e->serial, e->serial_len);
         }
         sha256_final(&h, ret_key);
 }

@@ -226,6 +226,17 @@ for m in onnx st; do
     check "$m: apply rebuilds the model directory file for file" diff -r "$TMP/$m-out" "$TMP/$m-task"
 done
 
+# A task whose adapted tensor is random bytes (no prediction helps): the range-coded residual does not
+# fit, the planes take it, the smallest candidate wins, and the bundle still applies.
+"$fix" "${dims[@]}" --type q8_0 -o "$TMP/fx-base.gguf" > /dev/null &&
+    "$fix" "${dims[@]}" --type q8_0 --mode random --targets attn_q -o "$TMP/fx-random.gguf" > /dev/null ||
+    fail "random fixtures"
+tp create "$TMP/fx-base.gguf" "$TMP/fx-random.gguf" -o "$TMP/random.tpb" --task json --unsigned \
+    --lora "$TMP/lora.gguf" > /dev/null 2>&1
+tp apply "$TMP/fx-base.gguf" "$TMP/random.tpb" -o "$TMP/random-out.gguf" --allow-unsigned --no-sync > /dev/null 2>&1
+check "random bytes where the adapter predicts: the bundle made (the residual's coders fall back) and applied byte for byte" \
+    cmp -s "$TMP/random-out.gguf" "$TMP/fx-random.gguf"
+
 echo "# bad input"
 tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" -o "$TMP/x.tpb" --task json --unsigned \
     --lora "$TMP/small-lora.gguf" > /dev/null 2> "$TMP/out"

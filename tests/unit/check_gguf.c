@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* common/artifact/gguf.c, valid files: every value type, tensor types, alignments, odd but valid layouts,
- * offsets past 4 GiB; the API; descriptor errors. */
+ * offsets past 4 GiB; the API; descriptor errors; artifact_site_after() over sorted sites. */
 
 #include <check.h>
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "artifact.h"
 #include "check-main.h"
 #include "gguf-builder.h"
 
@@ -290,6 +291,24 @@ START_TEST(test_fd_errors) {
 }
 END_TEST
 
+/* artifact_site_after(): the first site that ends after an offset, over sorted sites with gaps and an empty one. */
+START_TEST(test_site_after) {
+        Site sites[] = { { "a", 10, 10, SITE_TYPE_NONE, 0 }, { "b", 20, 0, SITE_TYPE_NONE, 0 },
+                         { "c", 20, 5, SITE_TYPE_NONE, 0 }, { "d", 40, 8, SITE_TYPE_NONE, 0 } };
+        Artifact a = { .kind = ARTIFACT_GGUF, .size = 64, .sites = sites, .n_sites = 4 };
+        static const struct {
+                uint64_t offset;
+                size_t index;
+        } want[] = { { 0, 0 }, { 10, 0 }, { 19, 0 }, { 20, 2 }, { 24, 2 }, { 25, 3 }, { 30, 3 }, { 47, 3 },
+                     { 48, 4 }, { UINT64_MAX, 4 } };
+
+        for (size_t i = 0; i < ELEMENTSOF(want); i++)
+                ck_assert_uint_eq(artifact_site_after(&a, want[i].offset), want[i].index);
+        a.n_sites = 0;
+        ck_assert_uint_eq(artifact_site_after(&a, 0), 0);
+}
+END_TEST
+
 START_TEST(test_type_names) {
         ck_assert_str_eq(gguf_value_type_to_string(GGUF_TYPE_UINT8), "uint8");
         ck_assert_str_eq(gguf_value_type_to_string(GGUF_TYPE_FLOAT64), "float64");
@@ -313,6 +332,7 @@ static Suite *gguf_suite(void) {
         tcase_add_test(tc, test_large_file);
         tcase_add_test(tc, test_fd_errors);
         tcase_add_test(tc, test_type_names);
+        tcase_add_test(tc, test_site_after);
         suite_add_tcase(s, tc);
         return s;
 }
