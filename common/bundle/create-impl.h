@@ -42,6 +42,7 @@ typedef struct CodeLora {
         LoraFactors *factors;
         uint8_t *predicted;             /* one group */
         float *scratch;
+        bool decided;                   /* shape.ac settled: the smaller of the two residual coders */
 } CodeLora;
 
 /* A rescale candidate for a plan (create-rescale.c): each channel's ratio and offset, and the prediction. */

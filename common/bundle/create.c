@@ -296,6 +296,36 @@ static int rewind_fd(int fd) {
         return ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0 ? negative_errno() : 0;
 }
 
+/*
+ * A lora candidate, its residual range-coded (shape.ac) or in the layout's planes, whichever is
+ * smaller: the range coder wins where the base's own rounding scatters the residual, the planes
+ * where a near-exact prediction leaves runs of zeros for zstd. Decided at the first call (the
+ * screening level's, when there is one) by coding both; later calls code the one chosen.
+ */
+static int code_lora_candidate(Coder *c, const Plan *p, CodeLora *l, int fd, uint64_t *ret_size, uint8_t base_sha[32],
+                               uint8_t new_sha[32]) {
+        uint64_t planes = UINT64_MAX;
+        int r;
+
+        if (l->shape.ac && !l->decided) {
+                l->decided = true;
+                l->shape.ac = false;
+                if ((r = code_span(c, p, true, false, l, NULL, -1, &planes, base_sha, new_sha)) < 0)
+                        return r;
+                l->shape.ac = true;
+        }
+        if (l->shape.ac) {
+                r = code_span(c, p, true, false, l, NULL, fd, ret_size, base_sha, new_sha);
+                if (r != -E2BIG && (r < 0 || *ret_size <= planes))
+                        return r;
+                /* Not fitting (nothing to predict), or larger: the planes take the residual. */
+                l->shape.ac = false;
+                if (fd >= 0 && (r = rewind_fd(fd)) < 0)
+                        return r;
+        }
+        return code_span(c, p, true, false, l, NULL, fd, ret_size, base_sha, new_sha);
+}
+
 /* Candidate @k of a plan: raw, delta or ref, lora (with or without the importance row), rescale. */
 static int code_candidate(Coder *c, const Plan *p, CreateCostIndex k, CodeLora *const loras[2],
                           const CodeRescale *rescale, int fd, uint64_t *ret_size, uint8_t base_sha[32],
@@ -307,17 +337,8 @@ static int code_candidate(Coder *c, const Plan *p, CreateCostIndex k, CodeLora *
                 return code_span(c, p, p->ref_length == 0, p->ref_length > 0, NULL, NULL, fd, ret_size, base_sha,
                                  new_sha);
         case CREATE_COST_LORA:
-        case CREATE_COST_LORA_IMATRIX: {
-                CodeLora *l = loras[k - CREATE_COST_LORA];
-                int r = code_span(c, p, true, false, l, NULL, fd, ret_size, base_sha, new_sha);
-                if (r != -E2BIG || !l->shape.ac)
-                        return r;
-                /* A residual the range coder cannot fit (nothing to predict): the layout's planes take it. */
-                l->shape.ac = false;
-                if (fd >= 0 && (r = rewind_fd(fd)) < 0)
-                        return r;
-                return code_span(c, p, true, false, l, NULL, fd, ret_size, base_sha, new_sha);
-        }
+        case CREATE_COST_LORA_IMATRIX:
+                return code_lora_candidate(c, p, loras[k - CREATE_COST_LORA], fd, ret_size, base_sha, new_sha);
         case CREATE_COST_RESCALE:
                 return code_span(c, p, true, false, NULL, rescale, fd, ret_size, base_sha, new_sha);
         default:

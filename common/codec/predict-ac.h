@@ -40,7 +40,7 @@
  *  3. The tail: each byte's difference from the predicted byte (mod 256) as 8 bits with even
  *     probabilities.
  *
- * A product that the bytes do not make (a step beyond the type's range) decodes to a step
+ * A residual no encoder writes (one that takes a step beyond the type's range) decodes to the step
  * masked to the type's bits: every group decodes to some bytes, and the span's digest judges them.
  */
 

@@ -168,11 +168,13 @@ tp apply "$TMP/base-qat.gguf" "$TMP/qat-imatrix.tpb" -o "$TMP/out-qat.gguf" --al
 check "... applied byte for byte" cmp -s "$TMP/out-qat.gguf" "$TMP/task-qat.gguf"
 tp verify "$TMP/qat-imatrix.tpb" --allow-unsigned > "$TMP/out" 2>&1
 check "... verify decodes every frame (factors, rows, residual)" grep -q "OK:" "$TMP/out"
-check "... inspect marks the spans that carry a row" python3 - "$TMP/qat-imatrix.tpb" "$BIN/taskpatch" "$n" <<'PY'
+check "... inspect marks the spans that carry a row; their near-exact residual went in the planes (smaller than range-coded)" \
+    python3 - "$TMP/qat-imatrix.tpb" "$BIN/taskpatch" "$n" <<'PY'
 import json, subprocess, sys
 j = json.loads(subprocess.run([sys.argv[2], "inspect", "--json", sys.argv[1]], capture_output=True).stdout)
 rows = [s for s in j["span_list"] if s["encoding"] == "lora" and s["lora"]["imatrix"]]
-sys.exit(0 if len(rows) == int(sys.argv[3]) and all(s["lora"]["type"] == "q4_0" for s in rows) else 1)
+sys.exit(0 if len(rows) == int(sys.argv[3]) and all(s["lora"]["type"] == "q4_0" and s["lora"]["residual"] == "planes"
+                                                    for s in rows) else 1)
 PY
 tp fold --imatrix "$TMP/imatrix.gguf" "$TMP/qat-f32.gguf" "$TMP/lora.gguf" "$TMP/fq-task.gguf" Q4_0 \
     --bundle "$TMP/fq.tpb" --task json --unsigned --json > "$TMP/fq.json" 2> /dev/null
@@ -195,15 +197,20 @@ check "an imatrix for another model (rows of another length): no span carries it
 tp create "$TMP/base-qat.gguf" "$TMP/task-qat.gguf" -o "$TMP/qat-plain.tpb" --task json --unsigned \
     --lora "$TMP/lora.gguf" --imatrix "$TMP/imatrix.gguf" --plain-manifest > /dev/null 2>&1
 # Same-length edits (the header counts the manifest's bytes): the row said absent, and a value that is no boolean.
-# And the residual's coder said absent (the planes then decode it: the span's digest refuses), or named wrongly.
-for edit in ', imatrix: true\([,}]\)/, embd: false  \1' 'imatrix: true\([,}]\)/imatrix: yes \1' \
-    ', residual: ac/              ' 'residual: ac/residual: xy'; do
-    sed "s/$edit/" "$TMP/qat-plain.tpb" > "$TMP/lie.tpb"
+# And (the Q8_0 bundle's spans are range-coded) the residual's coder said absent (the planes then decode
+# it: the span's digest refuses), or named wrongly.
+tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" -o "$TMP/q8-plain.tpb" --task json --unsigned \
+    --lora "$TMP/lora.gguf" --plain-manifest > /dev/null 2>&1
+for lie in "qat-plain base-qat , imatrix: true\([,}]\)/, embd: false  \1" \
+    "qat-plain base-qat imatrix: true\([,}]\)/imatrix: yes \1" \
+    "q8-plain base-Q8_0 , residual: ac}/              }" "q8-plain base-Q8_0 residual: ac/residual: xy"; do
+    read -r bundle base edit <<< "$lie"
+    sed "s/$edit/" "$TMP/$bundle.tpb" > "$TMP/lie.tpb"
     rm -f "$TMP/lie.gguf"
-    tp apply "$TMP/base-qat.gguf" "$TMP/lie.tpb" -o "$TMP/lie.gguf" --allow-unsigned --no-sync > "$TMP/out" 2>&1
+    tp apply "$TMP/$base.gguf" "$TMP/lie.tpb" -o "$TMP/lie.gguf" --allow-unsigned --no-sync > "$TMP/out" 2>&1
     rc=$?
     check "a span's lie (${edit%%/*}): refused (exit $rc), nothing written: $(tail -c 90 "$TMP/out")" \
-        sh -c "test $rc -ne 0 && ! cmp -s '$TMP/lie.tpb' '$TMP/qat-plain.tpb' && test ! -e '$TMP/lie.gguf'"
+        sh -c "test $rc -ne 0 && ! cmp -s '$TMP/lie.tpb' '$TMP/$bundle.tpb' && test ! -e '$TMP/lie.gguf'"
 done
 
 echo "# without an adapter: --lowrank finds the change's factors (ONNX, safetensors)"
