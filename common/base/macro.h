@@ -7,6 +7,7 @@
  */
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -15,8 +16,14 @@
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 #define _noreturn_ __attribute__((noreturn))
 #define _unused_ __attribute__((unused))
+#define _inline_ static inline __attribute__((always_inline))   /* hot paths specialized per call */
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+
+/* The bits @v takes: 0 for 0, else one more than the place of its top bit. */
+static inline unsigned bitlen(uint64_t v) {
+        return v ? 64 - (unsigned) __builtin_clzll(v) : 0;
+}
 
 static inline void freep(void *p) {
         free(*(void **) p);

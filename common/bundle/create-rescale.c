@@ -161,7 +161,7 @@ static int64_t residual_one(int32_t ratio, int32_t offset, int64_t v, int64_t t,
  * side, cheaper than -1). */
 static unsigned residual_cost(int64_t d) {
         uint64_t a = (uint64_t) (d < 0 ? -d : d);
-        return a == 0 ? 0 : d == 1 ? 2 : d == -1 ? 3 : 5 + 2 * (unsigned) (64 - __builtin_clzll(a));
+        return a == 0 ? 0 : d == 1 ? 2 : d == -1 ? 3 : 5 + 2 * bitlen(a);
 }
 
 static int64_t value(const Tensor *x, uint8_t byte) {

@@ -73,22 +73,6 @@ static inline void model_update(Model *m, const Site *s, int r) {
         m->recent = m->recent << 1 | (r != 0);
 }
 
-static inline void encode_direct(RcEncoder *e, unsigned v, unsigned bits) {
-        for (unsigned k = bits; k-- > 0;) {
-                RcProb even = RC_PROB_INIT;
-                rc_encode(e, &even, v >> k & 1);
-        }
-}
-
-static inline unsigned decode_direct(RcDecoder *d, unsigned bits) {
-        unsigned v = 0;
-        for (unsigned k = 0; k < bits; k++) {
-                RcProb even = RC_PROB_INIT;
-                v = v << 1 | rc_decode(d, &even);
-        }
-        return v;
-}
-
 /* A rule of an i8acp group (delta.h): floats [dst, dst + 4n) predicted from the floats at src, times c. */
 typedef struct FloatRule {
         uint32_t dst, n, src;
@@ -142,7 +126,7 @@ static bool stream_encode(const uint8_t *pred, const uint8_t *target, size_t len
                                         break;
                         }
                         if (mag >= 2 + UNARY)
-                                encode_direct(&e, mag - (2 + UNARY), 7);
+                                rc_encode_plain(&e, mag - (2 + UNARY), 7);
                 }
                 model_update(&m, &s, r);
         }
@@ -176,7 +160,7 @@ static inline __attribute__((always_inline)) void decode_range(Model *m, RcDecod
                                 for (mag = 2; mag < 2 + UNARY && rc_decode(d, &m->unary[mag - 2]); mag++)
                                         ;
                         if (mag == 2 + UNARY)
-                                mag += decode_direct(d, 7);
+                                mag += rc_decode_plain(d, 7);
                         r = negative ? -(int) mag : (int) mag;
                 }
                 out[i] = (uint8_t) (p + (unsigned) r);

@@ -11,9 +11,6 @@
 #define FLIP      32768
 #define NORM_BITS 46
 
-/* For the inner steps of decoding: inlined into each layout's own copy of the loops (blocks_decode_as). */
-#define _inline_ static inline __attribute__((always_inline))
-
 typedef struct Layout {
         const char *name;
         uint16_t unit;          /* bytes per block */
@@ -436,10 +433,6 @@ _inline_ int64_t half_fixed(uint32_t h) {
 
 static uint64_t magnitude(int64_t v) {
         return v < 0 ? 0 - (uint64_t) v : (uint64_t) v;
-}
-
-static unsigned bitlen(uint64_t v) {
-        return v ? 64 - (unsigned) __builtin_clzll(v) : 0;
 }
 
 static int64_t clamp64(int64_t v, int64_t lim) {

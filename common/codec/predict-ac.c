@@ -5,6 +5,7 @@
  * Compiled with -ffp-contract=off: an element's place y must round the same on every machine.
  */
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -15,7 +16,6 @@
 #include "predict-ac.h"
 #include "rangecoder.h"
 
-#define _inline_ static inline __attribute__((always_inline))
 
 #define STEPS 32        /* elements a block */
 #define PLACES 32       /* where y falls within its step */
@@ -76,18 +76,12 @@ _inline_ unsigned ac_bit(Ac *a, bool dec, RcProb *p, unsigned bit) {
         return bit;
 }
 
-/* @bits bits of @v, most significant first, each with a fresh even probability. */
+/* @bits plain bits of @v (rangecoder.h). */
 _inline_ unsigned ac_plain(Ac *a, bool dec, unsigned v, unsigned bits) {
-        unsigned got = 0;
-        for (unsigned k = bits; k-- > 0;) {
-                RcProb even = RC_PROB_INIT;
-                got = got << 1 | ac_bit(a, dec, &even, v >> k & 1);
-        }
-        return got;
-}
-
-static unsigned bitlen(unsigned v) {
-        return v ? 32 - (unsigned) __builtin_clz(v) : 0;
+        if (dec)
+                return rc_decode_plain(&a->d, bits);
+        rc_encode_plain(&a->e, v, bits);
+        return v & ((1u << bits) - 1);
 }
 
 /* Word @k's difference @v (step 1 of predict-ac.h). */
@@ -154,17 +148,15 @@ static float fp16_at(const uint8_t *p) {
         return f;
 }
 
-/* Element @w's context (step 2), its guess into @guess; @fallback is the predicted block's step. */
-_inline_ unsigned place(const Kind *K, float d, float i, float m, float w, unsigned fallback, unsigned *guess) {
-        const unsigned top = (1u << K->bits) - 1;
+#define FALLBACK UINT_MAX    /* a guess that is the predicted block's step */
 
-        if (d == 0.0f || !isfinite(d)) {
-                *guess = fallback;
-                return EDGE;
-        }
+/* Element @w's context (step 2), its guess into @guess: a step, or FALLBACK; @i is 1/d of a usable d. */
+_inline_ unsigned place(const Kind *K, float i, float m, float w, unsigned *guess) {
+        const unsigned top = (1u << K->bits) - 1;
         float y = (w - m) * i + (float) K->zero;
+
         if (!(fabsf(y) <= 0x1p20f)) {           /* NaN too */
-                *guess = fallback;
+                *guess = FALLBACK;
                 return EDGE;
         }
         /* f = floor(y + 1/2), without a libm call: |u| <= 2^20 + 1/2, so the conversion is exact and defined. */
@@ -178,6 +170,33 @@ _inline_ unsigned place(const Kind *K, float d, float i, float m, float w, unsig
         *guess = (unsigned) fi;
         unsigned c = (unsigned) ((u - (float) fi) * (float) PLACES);
         return c < PLACES ? c : PLACES - 1;
+}
+
+/* A block's contexts and guesses (step 2), apart from the coder's serial chain: it runs faster so. */
+_inline_ void places(const Kind *K, const uint8_t *blk, const uint8_t *pb, const float *w, unsigned c[STEPS],
+                     unsigned g[STEPS]) {
+        float d = fp16_at(blk), m = K->n_words > 1 ? fp16_at(blk + 2) : 0.0f;
+        bool fallback = d == 0.0f || !isfinite(d);
+
+        if (!fallback) {
+                float i = 1.0f / d;
+                for (unsigned e = 0; e < STEPS; e++) {
+                        c[e] = place(K, i, m, w[e], &g[e]);
+                        fallback |= g[e] == FALLBACK;
+                }
+        } else {
+                for (unsigned e = 0; e < STEPS; e++) {
+                        c[e] = EDGE;
+                        g[e] = FALLBACK;
+                }
+        }
+        if (fallback) {                         /* rare: the predicted block's steps are needed */
+                unsigned pq[STEPS];
+                steps_get(K, pb, pq);
+                for (unsigned e = 0; e < STEPS; e++)
+                        if (g[e] == FALLBACK)
+                                g[e] = pq[e];
+        }
 }
 
 /*
@@ -194,7 +213,7 @@ _inline_ void walk(Ac *a, bool dec, const Kind *K, const float *w, const uint8_t
         for (size_t b = 0; b < n; b++, w += STEPS) {
                 const uint8_t *pb = pred + b * K->unit, *tb = dec ? NULL : target + b * K->unit;
                 uint8_t blk[64];
-                unsigned pq[STEPS], tq[STEPS] = { 0 }, q[STEPS];
+                unsigned tq[STEPS] = { 0 }, q[STEPS], c[STEPS], g[STEPS];
 
                 if (!dec)
                         memcpy(blk, tb, K->unit);
@@ -203,14 +222,12 @@ _inline_ void walk(Ac *a, bool dec, const Kind *K, const float *w, const uint8_t
                         int v = ac_word(a, dec, &m, k, (int16_t) (uint16_t) (t - p));
                         put_le16(blk + 2 * k, (uint16_t) (p + (unsigned) v));
                 }
-                float d = fp16_at(blk), mn = K->n_words > 1 ? fp16_at(blk + 2) : 0.0f, i = d != 0.0f ? 1.0f / d : 0.0f;
-                steps_get(K, pb, pq);
+                places(K, blk, pb, w, c, g);
                 if (!dec)
                         steps_get(K, tb, tq);
                 for (unsigned e = 0; e < STEPS; e++) {
-                        unsigned g, c = place(K, d, i, mn, w[e], pq[e], &g);
-                        int r = ac_step(a, dec, &m, c, (int) tq[e] - (int) g);
-                        q[e] = (g + (unsigned) r) & mask;
+                        int r = ac_step(a, dec, &m, c[e], (int) tq[e] - (int) g[e]);
+                        q[e] = (g[e] + (unsigned) r) & mask;
                 }
                 if (dec) {
                         steps_put(K, q, blk);

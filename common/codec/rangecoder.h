@@ -162,3 +162,20 @@ static inline unsigned rc_decode(RcDecoder *d, RcProb *p) {
         }
         return bit;
 }
+
+/* @bits plain bits of @v, most significant first, each with a fresh even probability. */
+static inline void rc_encode_plain(RcEncoder *e, unsigned v, unsigned bits) {
+        for (unsigned k = bits; k-- > 0;) {
+                RcProb even = RC_PROB_INIT;
+                rc_encode(e, &even, v >> k & 1);
+        }
+}
+
+static inline unsigned rc_decode_plain(RcDecoder *d, unsigned bits) {
+        unsigned v = 0;
+        for (unsigned k = 0; k < bits; k++) {
+                RcProb even = RC_PROB_INIT;
+                v = v << 1 | rc_decode(d, &even);
+        }
+        return v;
+}
