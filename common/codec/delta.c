@@ -5,35 +5,13 @@
 #include "delta.h"
 #include "delta-i8.h"
 #include "delta-i8ac.h"
+#include "delta-impl.h"
 
 /* The wire format's constants (delta.h). */
 #define BUCKETS   8
 #define FLIP      32768
 #define NORM_BITS 46
 
-typedef struct Layout {
-        const char *name;
-        uint16_t unit;          /* bytes per block */
-        uint8_t word_size;      /* bytes per word: 1, 2 (fp16 in quant layouts) or 4 */
-        uint8_t n_words;
-        uint8_t word_off[2];
-        uint16_t n_q;           /* elements per block; 0: a plain word layout */
-        uint8_t q_bits;
-        uint8_t q_sub;          /* elements per sub-block */
-        uint8_t q_zero;         /* c = -q_zero * a, where the offset is neither a word nor a min */
-        uint8_t n_s;            /* sub-scales per block: n_q / q_sub scales, then as many mins, if any */
-        uint8_t s_bits;
-        uint8_t s_zero;         /* a scale s stands for d * (s - s_zero) */
-        uint8_t ordered;        /* sub-blocks go out ordered by bucket */
-        uint16_t flip;          /* FLIP: residuals are negated where the exact prediction is below the rounded one */
-        uint8_t q_planes[4];    /* plane widths from the low bits up, 0-terminated */
-        uint8_t s_planes[4];
-        void (*unpack_q)(const uint8_t *blk, uint8_t *q);
-        void (*pack_q)(const uint8_t *q, uint8_t *blk);         /* writes the element bytes only */
-        void (*unpack_s)(const uint8_t *blk, uint8_t *s);
-        void (*pack_s)(const uint8_t *s, uint8_t *blk);         /* writes the sub-scale bytes only */
-        uint8_t q_at;           /* decoding keeps the n_q / q_sub buckets in element bytes from here (ordered) */
-} Layout;
 
 /* ---- block layouts (ggml/src/ggml-common.h; bits where dequantize_row_* reads them) ---- */
 
@@ -263,34 +241,10 @@ static const Layout layouts[_DELTA_LAYOUT_MAX] = {
                          QUANT(q6_K), SUBS(q6_K), 0 },
 };
 
-/* ---- names, mappings, sizes ---- */
+/* ---- the table, for delta-types.c ---- */
 
-static const Layout *layout_get(DeltaLayout l) {
+const Layout *delta_layout_get(DeltaLayout l) {
         return (unsigned) l < _DELTA_LAYOUT_MAX ? &layouts[l] : NULL;
-}
-
-const char *delta_layout_to_string(DeltaLayout l) {
-        const Layout *L = layout_get(l);
-        return L ? L->name : NULL;
-}
-
-DeltaLayout delta_layout_from_string(const char *s) {
-        if (!s)
-                return _DELTA_LAYOUT_INVALID;
-        for (int l = 0; l < _DELTA_LAYOUT_MAX; l++)
-                if (strcmp(layouts[l].name, s) == 0)
-                        return (DeltaLayout) l;
-        return _DELTA_LAYOUT_INVALID;
-}
-
-size_t delta_unit(DeltaLayout l) {
-        const Layout *L = layout_get(l);
-        return L ? L->unit : 0;
-}
-
-size_t delta_group_bytes(DeltaLayout l) {
-        const Layout *L = layout_get(l);
-        return L ? DELTA_GROUP_TARGET / L->unit * L->unit : 0;
 }
 
 /* ---- zigzag codes ---- */
@@ -743,7 +697,7 @@ _inline_ void blocks_decode_as(const Layout *L, const uint8_t *base, const uint8
 
 bool delta_encode_floats(DeltaLayout l, const uint8_t *base, const uint8_t *target, size_t len,
                          const DeltaFloatRun *runs, size_t n_runs, uint8_t *out) {
-        const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
+        const Layout *L = delta_layout_get(l) ? delta_layout_get(l) : &layouts[DELTA_BYTES];
         size_t n = len / L->unit;
 
         switch (l) {            /* the byte layouts with coders of their own */
@@ -775,7 +729,7 @@ static void blocks_decode(DeltaLayout l, const uint8_t *base, const uint8_t *del
 }
 
 void delta_decode(DeltaLayout l, const uint8_t *base, const uint8_t *delta, size_t len, uint8_t *out) {
-        const Layout *L = layout_get(l) ? layout_get(l) : &layouts[DELTA_BYTES];
+        const Layout *L = delta_layout_get(l) ? delta_layout_get(l) : &layouts[DELTA_BYTES];
         size_t n = len / L->unit;
 
         switch (l) {

@@ -235,6 +235,29 @@ size_t delta_unit(DeltaLayout l);
 size_t delta_group_bytes(DeltaLayout l);
 
 /*
+ * A quantized layout's blocks, as other coders see them (predict-ac.c): @n_words fp16 words at
+ * @word_off (d, then m or dmin); @n_q elements, each a step of @q_bits (an element stands for
+ * d · (step - @q_zero), less its sub-block's min, or plus the word m); sub-blocks of @q_sub
+ * elements, with @n_s sub-scales of @s_bits: n_q / q_sub scales (standing for s - @s_zero),
+ * then as many mins when n_s says so.
+ */
+typedef struct DeltaBlocks {
+        uint16_t unit;
+        uint8_t n_words, word_off[2];
+        uint16_t n_q;
+        uint8_t q_bits, q_sub, q_zero;
+        uint8_t n_s, s_bits, s_zero;
+} DeltaBlocks;
+
+/* @l's blocks into @ret; false when @l is not a quantized layout (q4_0 .. q8_0, q2_K .. q6_K). */
+bool delta_blocks(DeltaLayout l, DeltaBlocks *ret);
+
+/* A block's element steps into @q (n_q bytes, in ggml's element order) and its sub-scales into
+ * @s (n_s bytes), and back: packing writes those fields only, the words stay. @l quantized. */
+void delta_blocks_unpack(DeltaLayout l, const uint8_t *blk, uint8_t *q, uint8_t *s);
+void delta_blocks_pack(DeltaLayout l, const uint8_t *q, const uint8_t *s, uint8_t *blk);
+
+/*
  * Transform one group: @len bytes of @base and @target into @len bytes of
  * @out. @len should be at most delta_group_bytes(l) and a whole number of
  * units (every span TaskPatch writes is cut that way); other lengths are
