@@ -13,8 +13,8 @@
  * are stored (f32, f16, bf16); embd: true for token_embd's swapped factors (absent: false);
  * imatrix: true when the target was quantized with an importance matrix and the frame carries
  * the tensor's row of it (absent: false; then the span is whole rows); residual: ac when the
- * residual is range-coded with the prediction's floats (codec/predict-ac.h; q4_0, q4_1, q5_0,
- * q5_1, q8_0), planes (or absent) when the layout's planes code it.
+ * residual is range-coded with the prediction's floats (codec/predict-ac.h; the quantized
+ * types), planes (or absent) when the layout's planes code it.
  * The span's frame decodes to lora_a's bytes as byte planes (predict.h), lora_b's, the
  * importance row's (F32, byte planes too) when there is one, then the residual.
  */

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "delta.h"
 #include "dequant.h"
 #include "ggml.h"
 #include "le.h"
@@ -16,44 +17,29 @@
 #include "predict-ac.h"
 #include "rangecoder.h"
 
-
-#define STEPS 32        /* elements a block */
+#define STEPS_MAX 256   /* elements a block (q*_K) */
+#define SUBS_MAX 32     /* sub-scales a block (q2_K: 16 scales, 16 mins) */
 #define PLACES 32       /* where y falls within its step */
 #define EDGE PLACES     /* no place: no usable scale, or y outside the type's steps */
 #define UNARY 8         /* |r| = 2 .. 9 in unary; 10 and up: 8 plain bits of |r| - 10 */
 #define WORD_BITS 16
 
-typedef struct Kind {
-        uint32_t type;
-        uint8_t unit;           /* bytes a block */
-        uint8_t n_words;        /* fp16 words at its head: d, then m */
-        uint8_t bits;           /* a step's */
-        uint8_t zero;           /* the step of 0 (z) */
-        uint8_t qh_at;          /* q5: the fifth bits' 32-bit word (0: none) */
-        uint8_t qs_at;          /* the low bits (nibbles), or q8_0's bytes */
-} Kind;
+/* Wire format: the fields ac_word() codes, each with contexts of its own. */
+enum { WORD_D, WORD_M, WORD_SCALE, WORD_MIN, _WORD_MAX };
 
-static const Kind kinds[] = {
-        { GGML_TYPE_Q4_0, 18, 1, 4, 8, 0, 2 },
-        { GGML_TYPE_Q4_1, 20, 2, 4, 0, 0, 4 },
-        { GGML_TYPE_Q5_0, 22, 1, 5, 16, 2, 6 },
-        { GGML_TYPE_Q5_1, 24, 2, 5, 0, 4, 8 },
-        { GGML_TYPE_Q8_0, 34, 1, 8, 128, 0, 2 },
-};
-
-static const Kind *kind_of(uint32_t type) {
-        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
-                if (kinds[i].type == type)
-                        return &kinds[i];
-        return NULL;
+static bool blocks_of(uint32_t type, DeltaLayout *l, DeltaBlocks *B) {
+        *l = delta_layout_for_ggml(type);
+        return delta_blocks(*l, B);
 }
 
 bool predict_ac_supported(uint32_t type) {
-        return kind_of(type) != NULL;
+        DeltaLayout l;
+        DeltaBlocks B;
+        return blocks_of(type, &l, &B);
 }
 
 typedef struct Model {
-        RcProb word_zero[2], word_sign[2], word_len[2][WORD_BITS - 1];
+        RcProb word_zero[_WORD_MAX], word_sign[_WORD_MAX], word_len[_WORD_MAX][WORD_BITS - 1];
         RcProb zero[PLACES + 1], sign[PLACES + 1], one[PLACES + 1], unary[UNARY];
 } Model;
 
@@ -84,7 +70,7 @@ _inline_ unsigned ac_plain(Ac *a, bool dec, unsigned v, unsigned bits) {
         return v & ((1u << bits) - 1);
 }
 
-/* Word @k's difference @v (step 1 of predict-ac.h). */
+/* Field @k's difference @v: a word or a sub-scale (steps 1 and 2 of predict-ac.h). */
 _inline_ int ac_word(Ac *a, bool dec, Model *m, unsigned k, int v) {
         if (!ac_bit(a, dec, &m->word_zero[k], v != 0))
                 return 0;
@@ -96,7 +82,7 @@ _inline_ int ac_word(Ac *a, bool dec, Model *m, unsigned k, int v) {
         return neg ? -(int) mag : (int) mag;
 }
 
-/* An element's residual @r in context @c (step 2). */
+/* An element's residual @r in context @c (step 3). */
 _inline_ int ac_step(Ac *a, bool dec, Model *m, unsigned c, int r) {
         if (!ac_bit(a, dec, &m->zero[c], r != 0))
                 return 0;
@@ -112,36 +98,6 @@ _inline_ int ac_step(Ac *a, bool dec, Model *m, unsigned c, int r) {
         return neg ? -(int) got : (int) got;
 }
 
-/* The steps of a block, and back (the element bytes only). */
-static void steps_get(const Kind *K, const uint8_t *blk, unsigned q[STEPS]) {
-        const uint8_t *qs = blk + K->qs_at;
-        uint32_t qh = K->qh_at ? get_le32(blk + K->qh_at) : 0;
-
-        for (unsigned e = 0; e < STEPS; e++) {
-                if (K->bits == 8)
-                        q[e] = qs[e] ^ 0x80u;
-                else
-                        q[e] = (e < 16 ? qs[e] & 15u : qs[e - 16] >> 4) | (qh >> e & 1) << 4;
-        }
-}
-
-static void steps_put(const Kind *K, const unsigned q[STEPS], uint8_t *blk) {
-        uint8_t *qs = blk + K->qs_at;
-        uint32_t qh = 0;
-
-        if (K->bits == 8) {
-                for (unsigned e = 0; e < STEPS; e++)
-                        qs[e] = (uint8_t) (q[e] ^ 0x80u);
-                return;
-        }
-        for (unsigned e = 0; e < 16; e++)
-                qs[e] = (uint8_t) ((q[e] & 15u) | (q[e + 16] & 15u) << 4);
-        for (unsigned e = 0; e < STEPS; e++)
-                qh |= (uint32_t) (q[e] >> 4 & 1) << e;
-        if (K->qh_at)
-                put_le32(blk + K->qh_at, qh);
-}
-
 static float fp16_at(const uint8_t *p) {
         float f;
         dequantize_blocks(GGML_TYPE_F16, p, &f, 1);
@@ -150,10 +106,10 @@ static float fp16_at(const uint8_t *p) {
 
 #define FALLBACK UINT_MAX    /* a guess that is the predicted block's step */
 
-/* Element @w's context (step 2), its guess into @guess: a step, or FALLBACK; @i is 1/d of a usable d. */
-_inline_ unsigned place(const Kind *K, float i, float m, float w, unsigned *guess) {
-        const unsigned top = (1u << K->bits) - 1;
-        float y = (w - m) * i + (float) K->zero;
+/* Element @w's context (step 3), its guess into @guess: a step, or FALLBACK; @i is 1/D of a usable D. */
+_inline_ unsigned place(const DeltaBlocks *B, float i, float m, float w, unsigned *guess) {
+        const unsigned top = (1u << B->q_bits) - 1;
+        float y = (w - m) * i + (float) B->q_zero;
 
         if (!(fabsf(y) <= 0x1p20f)) {           /* NaN too */
                 *guess = FALLBACK;
@@ -172,28 +128,42 @@ _inline_ unsigned place(const Kind *K, float i, float m, float w, unsigned *gues
         return c < PLACES ? c : PLACES - 1;
 }
 
-/* A block's contexts and guesses (step 2), apart from the coder's serial chain: it runs faster so. */
-_inline_ void places(const Kind *K, const uint8_t *blk, const uint8_t *pb, const float *w, unsigned c[STEPS],
-                     unsigned g[STEPS]) {
-        float d = fp16_at(blk), m = K->n_words > 1 ? fp16_at(blk + 2) : 0.0f;
-        bool fallback = d == 0.0f || !isfinite(d);
+/*
+ * A block's contexts and guesses (step 3), apart from the coder's serial chain: it runs faster so.
+ * @blk holds the target block's words, @s its sub-scales; @pq the predicted block's steps, unpacked
+ * here (with @ps) only when a guess falls back to them and @have_pq says they are not yet.
+ */
+_inline_ void places(DeltaLayout l, const DeltaBlocks *B, const uint8_t *blk, const uint8_t *s, const uint8_t *pb,
+                     const float *w, bool have_pq, uint8_t *pq, uint8_t *ps, unsigned *c, unsigned *g) {
+        const unsigned n_sub = B->n_q / B->q_sub;
+        float d = fp16_at(blk + B->word_off[0]), m = B->n_words > 1 ? fp16_at(blk + B->word_off[1]) : 0.0f;
+        bool fallback = false;
 
-        if (!fallback) {
-                float i = 1.0f / d;
-                for (unsigned e = 0; e < STEPS; e++) {
-                        c[e] = place(K, i, m, w[e], &g[e]);
-                        fallback |= g[e] == FALLBACK;
+        for (unsigned j = 0, e = 0; j < n_sub; j++) {
+                float dj = d, mj = B->n_s ? 0.0f : m;
+                if (B->n_s) {
+                        dj = d * (float) ((int) s[j] - (int) B->s_zero);
+                        if (B->n_s > n_sub)
+                                mj = -(m * (float) s[n_sub + j]);
                 }
-        } else {
-                for (unsigned e = 0; e < STEPS; e++) {
-                        c[e] = EDGE;
-                        g[e] = FALLBACK;
+                if (dj == 0.0f || !isfinite(dj)) {
+                        for (unsigned k = 0; k < B->q_sub; k++, e++) {
+                                c[e] = EDGE;
+                                g[e] = FALLBACK;
+                        }
+                        fallback = true;
+                        continue;
+                }
+                float i = 1.0f / dj;
+                for (unsigned k = 0; k < B->q_sub; k++, e++) {
+                        c[e] = place(B, i, mj, w[e], &g[e]);
+                        fallback |= g[e] == FALLBACK;
                 }
         }
         if (fallback) {                         /* rare: the predicted block's steps are needed */
-                unsigned pq[STEPS];
-                steps_get(K, pb, pq);
-                for (unsigned e = 0; e < STEPS; e++)
+                if (!have_pq)
+                        delta_blocks_unpack(l, pb, pq, ps);
+                for (unsigned e = 0; e < B->n_q; e++)
                         if (g[e] == FALLBACK)
                                 g[e] = pq[e];
         }
@@ -203,38 +173,46 @@ _inline_ void places(const Kind *K, const uint8_t *blk, const uint8_t *pb, const
  * Code (or, with @dec, decode into @out) one group: @pred and @w, the prediction; @target the
  * bytes to code (encoding only).
  */
-_inline_ void walk(Ac *a, bool dec, const Kind *K, const float *w, const uint8_t *pred, const uint8_t *target,
-                   size_t len, uint8_t *out) {
-        const unsigned mask = (1u << K->bits) - 1;
-        size_t n = len / K->unit;
+_inline_ void walk(Ac *a, bool dec, DeltaLayout l, const DeltaBlocks *B, const float *w, const uint8_t *pred,
+                   const uint8_t *target, size_t len, uint8_t *out) {
+        const unsigned mask = (1u << B->q_bits) - 1, smask = (1u << B->s_bits) - 1;
+        size_t n = len / B->unit;
         Model m;
 
         model_init(&m);
-        for (size_t b = 0; b < n; b++, w += STEPS) {
-                const uint8_t *pb = pred + b * K->unit, *tb = dec ? NULL : target + b * K->unit;
-                uint8_t blk[64];
-                unsigned tq[STEPS] = { 0 }, q[STEPS], c[STEPS], g[STEPS];
+        for (size_t b = 0; b < n; b++, w += B->n_q) {
+                const uint8_t *pb = pred + b * B->unit, *tb = dec ? NULL : target + b * B->unit;
+                uint8_t blk[256], pq[STEPS_MAX], ps[SUBS_MAX], tq[STEPS_MAX] = { 0 }, ts[SUBS_MAX] = { 0 };
+                uint8_t q[STEPS_MAX], sub[SUBS_MAX] = { 0 };
+                unsigned c[STEPS_MAX], g[STEPS_MAX];
 
-                if (!dec)
-                        memcpy(blk, tb, K->unit);
-                for (unsigned k = 0; k < K->n_words; k++) {
-                        uint16_t p = get_le16(pb + 2 * k), t = dec ? 0 : get_le16(tb + 2 * k);
+                memcpy(blk, dec ? pb : tb, B->unit);
+                for (unsigned k = 0; k < B->n_words; k++) {
+                        uint16_t p = get_le16(pb + B->word_off[k]), t = dec ? 0 : get_le16(tb + B->word_off[k]);
                         int v = ac_word(a, dec, &m, k, (int16_t) (uint16_t) (t - p));
-                        put_le16(blk + 2 * k, (uint16_t) (p + (unsigned) v));
+                        put_le16(blk + B->word_off[k], (uint16_t) (p + (unsigned) v));
                 }
-                places(K, blk, pb, w, c, g);
                 if (!dec)
-                        steps_get(K, tb, tq);
-                for (unsigned e = 0; e < STEPS; e++) {
+                        delta_blocks_unpack(l, tb, tq, ts);
+                if (B->n_s) {
+                        delta_blocks_unpack(l, pb, pq, ps);
+                        for (unsigned j = 0; j < B->n_s; j++) {
+                                unsigned k = j < B->n_q / B->q_sub ? WORD_SCALE : WORD_MIN;
+                                int v = ac_word(a, dec, &m, k, (int) ts[j] - (int) ps[j]);
+                                sub[j] = (uint8_t) ((ps[j] + (unsigned) v) & smask);
+                        }
+                }
+                places(l, B, blk, sub, pb, w, B->n_s > 0, pq, ps, c, g);
+                for (unsigned e = 0; e < B->n_q; e++) {
                         int r = ac_step(a, dec, &m, c[e], (int) tq[e] - (int) g[e]);
-                        q[e] = (g[e] + (unsigned) r) & mask;
+                        q[e] = (uint8_t) ((g[e] + (unsigned) r) & mask);
                 }
                 if (dec) {
-                        steps_put(K, q, blk);
-                        memcpy(out + b * K->unit, blk, K->unit);
+                        delta_blocks_pack(l, q, sub, blk);
+                        memcpy(out + b * B->unit, blk, B->unit);
                 }
         }
-        for (size_t i = n * K->unit; i < len; i++) {
+        for (size_t i = n * B->unit; i < len; i++) {
                 unsigned v = ac_plain(a, dec, dec ? 0 : (unsigned) (target[i] - pred[i]) & 255u, 8);
                 if (dec)
                         out[i] = (uint8_t) (pred[i] + v);
@@ -243,13 +221,14 @@ _inline_ void walk(Ac *a, bool dec, const Kind *K, const float *w, const uint8_t
 
 bool predict_ac_encode(uint32_t type, const float *w, const uint8_t *pred, const uint8_t *target, size_t len,
                        uint8_t *out) {
-        const Kind *K = kind_of(type);
+        DeltaLayout l;
+        DeltaBlocks B;
         Ac a;
 
-        if (!K || len < 4)
+        if (!blocks_of(type, &l, &B) || len < 4)
                 return false;
         rc_encoder_init(&a.e, out + 4, len - 4);
-        walk(&a, false, K, w, pred, target, len, NULL);
+        walk(&a, false, l, &B, w, pred, target, len, NULL);
         size_t n = rc_encoder_finish(&a.e);
         if (n > len - 4)
                 return false;
@@ -260,10 +239,11 @@ bool predict_ac_encode(uint32_t type, const float *w, const uint8_t *pred, const
 
 void predict_ac_decode(uint32_t type, const float *w, const uint8_t *pred, const uint8_t *delta, size_t len,
                        uint8_t *out) {
-        const Kind *K = kind_of(type);
+        DeltaLayout l;
+        DeltaBlocks B;
         Ac a;
 
-        if (!K || len < 4) {            /* never coded so: the prediction stands (the span's digest judges it) */
+        if (!blocks_of(type, &l, &B) || len < 4) {            /* never coded so: the prediction stands (the span's digest judges it) */
                 memcpy(out, pred, len);
                 return;
         }
@@ -271,5 +251,5 @@ void predict_ac_decode(uint32_t type, const float *w, const uint8_t *pred, const
         if (get_le32(delta) < stream)
                 stream = get_le32(delta);
         rc_decoder_init(&a.d, delta + 4, stream);
-        walk(&a, true, K, w, pred, NULL, len, out);
+        walk(&a, true, l, &B, w, pred, NULL, len, out);
 }

@@ -40,8 +40,8 @@ int lora_shape_check(const LoraShape *s, TpError *err) {
                 return tp_error(err, -EBADMSG, "a lora span's factors of (%" PRIu64 " + %" PRIu64 ") x rank %" PRIu64
                                 " floats exceed the cap of %u", s->in, s->out, s->rank, PREDICT_MAX_FACTOR_FLOATS);
         if (s->ac && !predict_ac_supported(s->type))
-                return tp_error(err, -EBADMSG, "a lora span of %s has its residual coded 'ac', which only q4_0, "
-                                "q4_1, q5_0, q5_1 and q8_0 have", t->name);
+                return tp_error(err, -EBADMSG, "a lora span of %s has its residual coded 'ac', which only the "
+                                "quantized types have", t->name);
         if (s->importance && !quant_weighted_supported(s->type))
                 return tp_error(err, -EBADMSG, "a lora span of %s carries an importance row, but its quantizer "
                                 "takes none", t->name);

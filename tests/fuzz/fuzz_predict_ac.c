@@ -19,15 +19,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const uint32_t types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0 };
+/* The first five as the corpus's first seeds name them; the K types after (a group of one block at most). */
+static const uint32_t types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
+                                  GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 2)
                 return 0;
-        uint32_t type = types[(data[0] & 0x7f) % 5];
+        uint32_t type = types[(data[0] & 0x7f) % (sizeof(types) / sizeof(types[0]))];
         bool raw_floats = data[0] & 0x80;
         size_t rest = size - 2, len = data[1] < rest / 2 ? data[1] : rest / 2;
-        size_t nblocks = len / ggml_type(type)->type_size, nw = (nblocks + 1) * 32;
+        size_t nblocks = len / ggml_type(type)->type_size, nw = (nblocks + 1) * ggml_type(type)->block_size;
         const uint8_t *pred = data + 2, *delta = data + 2 + len, *floats = data + 2 + 2 * len;
         float *w = calloc(nw, sizeof(float));
         uint8_t *out = malloc(len + 1), *again = malloc(len + 1), *back = malloc(len + 1);

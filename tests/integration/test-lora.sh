@@ -74,6 +74,14 @@ ok = spans and all(s["lora"]["type"] == "q8_0" and s["lora"]["rank"] == 8 and s[
                    s["site"].endswith(".weight") for s in spans) and j["encodings"]["lora"] == len(spans)
 sys.exit(0 if ok else 1)
 PY
+tp inspect --json "$TMP/lora-Q4_K_M.tpb" > "$TMP/inspect.json"
+check "Q4_K_M: the K types' residual range-coded as well (each lora span's sub-scales, then its elements in their sub-block's places)" \
+    python3 - "$TMP/inspect.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+spans = [s for s in j["span_list"] if s["encoding"] == "lora"]
+sys.exit(0 if spans and all(s["lora"]["type"] in ("q4_K", "q6_K") and s["lora"]["residual"] == "ac" for s in spans) else 1)
+PY
 tp verify "$TMP/lora-Q8_0.tpb" --allow-unsigned > "$TMP/out" 2>&1
 check "verify decodes every frame of a lora bundle (factors and residual) without the base" grep -q "OK:" "$TMP/out"
 tp create "$TMP/base-Q8_0.gguf" "$TMP/task-Q8_0.gguf" --task json --lora "$TMP/lora.gguf" --dry-run > "$TMP/out"

@@ -15,7 +15,8 @@
 #include "quant.h"
 #include "sha256.h"
 
-static const uint32_t types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0 };
+static const uint32_t types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
+                                  GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
 
 /* A group as a lora span has it: the base quantized, the task's floats quantized, the prediction and its floats. */
 typedef struct Case {
@@ -124,11 +125,23 @@ START_TEST(test_ac_hostile_round_trip) {
         Case c = make_case(type, 64, 0.1);
         uint8_t *coded = malloc(c.len);
         ck_assert_ptr_nonnull(coded);
+        DeltaBlocks B;
+        ck_assert(delta_blocks(delta_layout_for_ggml(type), &B));
         for (size_t b = 0; b < c.nblocks; b += 3) {
-                c.w[b * 32 + b % 32] = odd[b % ELEMENTSOF(odd)];
+                c.w[b * t->block_size + b % t->block_size] = odd[b % ELEMENTSOF(odd)];
                 uint16_t word = words[b % ELEMENTSOF(words)];
-                c.target[b * t->type_size] = (uint8_t) word;
-                c.target[b * t->type_size + 1] = (uint8_t) (word >> 8);
+                c.target[b * t->type_size + B.word_off[0]] = (uint8_t) word;
+                c.target[b * t->type_size + B.word_off[0] + 1] = (uint8_t) (word >> 8);
+        }
+        /* The K types: sub-blocks whose scale stands for 0, and others at the scale's extremes. */
+        for (size_t b = 2; B.n_s && b < c.nblocks; b += 4) {
+                uint8_t q[256], sub[32];
+                uint8_t *blk = c.target + b * t->type_size;
+                delta_blocks_unpack(delta_layout_for_ggml(type), blk, q, sub);
+                sub[b % (B.n_q / B.q_sub)] = B.s_zero;
+                sub[(b + 1) % B.n_s] = (uint8_t) ((1u << B.s_bits) - 1);
+                sub[(b + 2) % B.n_s] = 0;
+                delta_blocks_pack(delta_layout_for_ggml(type), q, sub, blk);
         }
         for (size_t b = 1; b < c.nblocks; b += 5)
                 c.target[b * t->type_size + t->type_size - 1] ^= 0x88;
@@ -173,21 +186,24 @@ START_TEST(test_ac_garbage) {
 END_TEST
 
 /*
- * The wire format, pinned: a Q4_0 and a Q8_0 group's coded bytes. The same digests on aarch64
+ * The wire format, pinned: a Q4_0, a Q8_0, a Q4_K and a Q6_K group's coded bytes. The same digests on aarch64
  * (make check-arm) prove that an element's place rounds alike there.
  */
 #define GOLDEN_Q4_0 "a4fcf9af689a1aab3d8de6819af9e9d23d96bf9ba9da3c9528a517a650a0be83"
 #define GOLDEN_Q8_0 "487ba05f9fd05e6cea352b80191e0095c2fc37c1c20258632f3ec71c41172c77"
+#define GOLDEN_Q4_K "45fc776a1931c974cbbff24656f87e30d645bd447750eb18b4069a8b6edc235d"
+#define GOLDEN_Q6_K "dd5dd9bfe6c1d4c7dfb92c907c2a2c93e5fa170f3e6dba4b78fa2f10667ad9e9"
 
 START_TEST(test_ac_golden) {
         static const struct {
                 uint32_t type;
                 const char *digest;
-        } golden[] = { { GGML_TYPE_Q4_0, GOLDEN_Q4_0 }, { GGML_TYPE_Q8_0, GOLDEN_Q8_0 } };
+        } golden[] = { { GGML_TYPE_Q4_0, GOLDEN_Q4_0 }, { GGML_TYPE_Q8_0, GOLDEN_Q8_0 }, { GGML_TYPE_Q4_K, GOLDEN_Q4_K },
+                       { GGML_TYPE_Q6_K, GOLDEN_Q6_K } };
 
         for (size_t g = 0; g < ELEMENTSOF(golden); g++) {
                 rng_state = 7300;
-                Case c = make_case(golden[g].type, 256, 0.2);
+                Case c = make_case(golden[g].type, 8192 / ggml_type(golden[g].type)->block_size, 0.2);
                 uint8_t *coded = malloc(c.len), digest[SHA256_DIGEST_SIZE];
                 char hex[2 * SHA256_DIGEST_SIZE + 1];
                 ck_assert_ptr_nonnull(coded);
@@ -203,15 +219,14 @@ START_TEST(test_ac_golden) {
 }
 END_TEST
 
-/* Only the types with the coder may say so in a span's shape. */
+/* Only the types with the coder may say so in a span's shape: the quantized ones, not the floats. */
 START_TEST(test_ac_shape) {
-        LoraShape s = { .type = GGML_TYPE_Q8_0, .in = 64, .out = 4, .rank = 2, .a_type = GGML_TYPE_F16,
+        LoraShape s = { .type = GGML_TYPE_Q4_K, .in = 256, .out = 4, .rank = 2, .a_type = GGML_TYPE_F16,
                         .b_type = GGML_TYPE_F16, .factor = 1.0f, .ac = true };
         TpError err = {};
 
         ck_assert_int_eq(lora_shape_check(&s, &err), 0);
-        s.type = GGML_TYPE_Q4_K;
-        s.in = 256;
+        s.type = GGML_TYPE_F16;
         ck_assert_int_eq(lora_shape_check(&s, &err), -EBADMSG);
         ck_assert_ptr_nonnull(strstr(err.message, "'ac'"));
         ck_assert(!predict_ac_supported(GGML_TYPE_F16));
