@@ -42,8 +42,19 @@ typedef struct CodeLora {
         LoraFactors *factors;
         uint8_t *predicted;             /* one group */
         float *scratch;
-        bool decided;                   /* shape.ac settled: the smaller of the two residual coders */
+        bool decided;                   /* shape.ac and the factors' form settled: the smallest */
+        /* The other form of the factors (code_lora_swap()): as BF16, for a quantized tensor whose
+         * adapter stores F32 or F16 ones. NULL: none. */
+        struct {
+                uint8_t *a, *b;
+                uint64_t na, nb;
+                uint32_t a_type, b_type;
+                LoraFactors *factors;
+        } alt;
 } CodeLora;
+
+/* Trade @l's factors for their other form (CodeLora.alt), and back. */
+void code_lora_swap(CodeLora *l);
 
 /* A rescale candidate for a plan (create-rescale.c): each channel's ratio and offset, and the prediction. */
 typedef struct CodeRescale {

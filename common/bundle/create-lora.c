@@ -19,6 +19,9 @@ void code_lora_done(CodeLora *l) {
         free(l->a);
         free(l->b);
         lora_factors_free(l->factors);
+        free(l->alt.a);
+        free(l->alt.b);
+        lora_factors_free(l->alt.factors);
         free(l->predicted);
         free(l->scratch);
         *l = (CodeLora) {};
@@ -94,7 +97,8 @@ static int narrow_factor(uint32_t tensor_type, uint32_t *type, uint8_t **bytes, 
         return 0;
 }
 
-/* The adapter's factors of @pair, as it stores them (F32 ones maybe as F16: narrow_factor()). 0 when they do not fit @ts. */
+/* The adapter's factors of @pair, as it stores them (F32 ones maybe as F16: narrow_factor()); factors_bf16() adds
+ * another form. 0 when they do not fit @ts. */
 static int adapter_factors(Coder *c, const CreateOptions *o, const LoraPair *pair, const Site *ts, CodeLora *l) {
         int r;
 
@@ -186,6 +190,66 @@ static const float *importance_row(const CreateOptions *o, const char *name, con
         return row->values;
 }
 
+/*
+ * The factors as BF16 besides (CodeLora.alt), for a quantized tensor whose adapter stores them as
+ * F32 or F16: the tensor's step is far coarser than either rounding, and BF16's short mantissa
+ * compresses better; the residual takes the elements that moves. create.c keeps the smaller form.
+ * None when the factors do not survive the rounding.
+ */
+static int factors_bf16(CodeLora *l, const float *w) {
+        LoraShape s = l->shape;
+        const uint64_t n[2] = { lora_shape_elems(&s, false), lora_shape_elems(&s, true) };
+        const uint32_t types[2] = { s.a_type, s.b_type };
+        const uint8_t *from[2] = { l->a, l->b };
+        _cleanup_free_ uint8_t *a = NULL, *b = NULL;
+        uint8_t **to[2] = { &a, &b };
+        _cleanup_(lora_factors_freep) LoraFactors *f = NULL;
+        TpError ignored = {};
+
+        if (ggml_type(s.type)->block_size == 1 || (types[0] == GGML_TYPE_BF16 && types[1] == GGML_TYPE_BF16))
+                return 0;
+        for (int k = 0; k < 2; k++) {
+                _cleanup_free_ float *v = malloc(n[k] * sizeof(float));
+                if (!v || !(*to[k] = malloc(n[k] * 2)))
+                        return -ENOMEM;
+                dequantize_blocks(types[k], from[k], v, n[k]);
+                quantize_rows(GGML_TYPE_BF16, v, *to[k], 1, n[k]);
+        }
+        s.a_type = s.b_type = GGML_TYPE_BF16;
+        if (lora_factors_new(&s, &f) < 0)
+                return -ENOMEM;
+        lora_factors_load(f, false, 0, a, n[0]);
+        lora_factors_load(f, true, 0, b, n[1]);
+        if (w)
+                memcpy(f->w, w, s.in * sizeof(float));
+        if (lora_factors_check(f, &ignored) < 0)
+                return 0;
+        l->alt.a = TAKE_PTR(a);
+        l->alt.b = TAKE_PTR(b);
+        l->alt.na = n[0] * 2;
+        l->alt.nb = n[1] * 2;
+        l->alt.a_type = l->alt.b_type = GGML_TYPE_BF16;
+        l->alt.factors = TAKE_PTR(f);
+        return 0;
+}
+
+#define SWAP(x, y)                               \
+        do {                                     \
+                __typeof__(x) _t_ = (x);         \
+                (x) = (y);                       \
+                (y) = _t_;                       \
+        } while (0)
+
+void code_lora_swap(CodeLora *l) {
+        SWAP(l->a, l->alt.a);
+        SWAP(l->b, l->alt.b);
+        SWAP(l->na, l->alt.na);
+        SWAP(l->nb, l->alt.nb);
+        SWAP(l->shape.a_type, l->alt.a_type);
+        SWAP(l->shape.b_type, l->alt.b_type);
+        SWAP(l->factors, l->alt.factors);
+}
+
 int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, const Plan *p,
                       bool importance, CodeLora *ret) {
         CodeLora l = {};
@@ -243,6 +307,8 @@ int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, co
                 r = tp_error_prefix(c->err, r, "%s: '%s'", pair ? o->lora->path : "the change found", ts->name);
                 goto fail;
         }
+        if ((r = factors_bf16(&l, w)) < 0)
+                goto fail;
         l.predicted = malloc(c->group_max);
         l.scratch = malloc(lora_predict_scratch(l.factors, c->group_max / gt->type_size) * sizeof(float));
         if (!l.predicted || !l.scratch) {
