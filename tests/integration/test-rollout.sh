@@ -87,11 +87,16 @@ echo "# the idle poll: one conditional GET for both models"
 check "an unchanged channel costs a 304" wait_model det 's["channel"].get("last_poll_http_status") == 304'
 bytes=$(jget channel.last_poll_bytes < "$TMP/st.json")
 check "... of < 1 KB of HTTP ($bytes bytes)" test "$bytes" -lt 1024
-polls=$(tpctl -m det --json status | jget channel.polls) before=$(grep -c "GET /stable.channel" "$NGINX_LOG")
+# The log's GETs counted between two readings of the poll counter on each side, so a loaded
+# machine's delay between a reading and the count cannot skew the window: the GETs lie between
+# the polls inside it and the polls around it, give or take one in flight.
+poll_count() { tpctl -m det --json status | jget channel.polls; }
+p_out=$(poll_count) before=$(grep -c "GET /stable.channel" "$NGINX_LOG") p_in=$(poll_count)
 polled det 3
-polls=$(($(jget channel.polls < "$TMP/st.json") - polls)) after=$(grep -c "GET /stable.channel" "$NGINX_LOG")
-check "... $polls polls, $((after - before)) channel GETs for two models (one per poll, give or take one in flight)" \
-    test $((after - before)) -ge $((polls - 1)) -a $((after - before)) -le $((polls + 1))
+q_in=$(poll_count) after=$(grep -c "GET /stable.channel" "$NGINX_LOG") q_out=$(poll_count)
+gets=$((after - before)) inner=$((q_in - p_in)) outer=$((q_out - p_out))
+check "... $inner to $outer polls, $gets channel GETs for two models (one per poll, give or take one in flight)" \
+    test "$gets" -ge $((inner - 1)) -a "$gets" -le $((outer + 1))
 
 echo "# the rollout raised to 80%: the same cohort widens, llm joins"
 publish --serial 2 --model det --desired shout --model llm --desired json --rollout 80 --rollout-seed 7
