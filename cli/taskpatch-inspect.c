@@ -148,18 +148,18 @@ json_t *span_list_json(const Manifest *m, const CreateSpanCost *costs, const Art
                                             json_integer((json_int_t) (sp->base_offset - b->offset)));
                 }
                 if (sp->encoding == SPAN_LORA)
-                        json_object_set_new(j, "lora", json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:b, s:s, s:s, s:s}",
-                                                                 "type",
-                                                                 ggml_type(sp->lora.type)->name, "in",
-                                                                 (json_int_t) sp->lora.in, "out",
-                                                                 (json_int_t) sp->lora.out, "rank",
-                                                                 (json_int_t) sp->lora.rank, "first",
-                                                                 (json_int_t) sp->lora_first, "factor",
-                                                                 (double) sp->lora.factor, "imatrix",
-                                                                 sp->lora.importance, "a",
-                                                                 ggml_type(sp->lora.a_type)->name, "b",
-                                                                 ggml_type(sp->lora.b_type)->name, "residual",
-                                                                 sp->lora.ac ? "ac" : "planes"));
+                        json_object_set_new(j, "lora", json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:b, s:b, s:s, s:s, s:s}",
+                                                                 "type", ggml_type(sp->lora.type)->name,
+                                                                 "in", (json_int_t) sp->lora.in,
+                                                                 "out", (json_int_t) sp->lora.out,
+                                                                 "rank", (json_int_t) sp->lora.rank,
+                                                                 "first", (json_int_t) sp->lora_first,
+                                                                 "factor", (double) sp->lora.factor,
+                                                                 "imatrix", sp->lora.importance,
+                                                                 "embd", sp->lora.embd,
+                                                                 "a", ggml_type(sp->lora.a_type)->name,
+                                                                 "b", ggml_type(sp->lora.b_type)->name,
+                                                                 "residual", sp->lora.ac ? "ac" : "planes"));
                 if (sp->encoding == SPAN_RESCALE)
                         json_object_set_new(j, "rescale", json_pack("{s:s, s:I, s:I, s:I}", "type",
                                                                     sp->rescale.is_signed ? "int8" : "uint8", "channels",
@@ -236,6 +236,8 @@ void span_list_print(const Manifest *m, const CreateSpanCost *costs, const Artif
                         printf(" [imatrix]");
                 if (sp->encoding == SPAN_LORA && sp->lora.ac)
                         printf(" [residual ac]");
+                if (sp->encoding == SPAN_LORA)
+                        printf(" [factors %s, %s]", ggml_type(sp->lora.a_type)->name, ggml_type(sp->lora.b_type)->name);
                 if (sp->encoding == SPAN_RESCALE)
                         printf(" [%" PRIu64 " channel%s]", sp->rescale.channels, sp->rescale.channels == 1 ? "" : "s");
                 if (costs)

@@ -37,14 +37,17 @@ typedef struct Coder {
 typedef struct CodeLora {
         LoraShape shape;
         uint64_t first_block;           /* the plan's first block in the tensor */
-        uint8_t *a, *b;                 /* lora_a's and lora_b's bytes as the adapter stores them */
+        uint8_t *a, *b;                 /* lora_a's and lora_b's bytes as stored: the adapter's, or another form */
         uint64_t na, nb;
         LoraFactors *factors;
         uint8_t *predicted;             /* one group */
         float *scratch;
         bool decided;                   /* shape.ac and the factors' form settled: the smallest */
-        /* The other form of the factors (code_lora_swap()): as BF16, for a quantized tensor whose
-         * adapter stores F32 or F16 ones. NULL: none. */
+        /* A quantized tensor's: lora_a's and lora_b's elements as the adapter gives them, as floats,
+         * in its order; the other forms are made from them. NULL for a float tensor's. */
+        float *source[2];
+        bool source_bf16;               /* the adapter stores both as BF16 */
+        /* Another form of the factors (make_form()), to trade places with (swap_form()). */
         struct {
                 uint8_t *a, *b;
                 uint64_t na, nb;
@@ -53,8 +56,16 @@ typedef struct CodeLora {
         } alt;
 } CodeLora;
 
-/* Trade @l's factors for their other form (CodeLora.alt), and back. */
-void code_lora_swap(CodeLora *l);
+/*
+ * The smallest form of lora candidate @l, each counted at the current level: its residual
+ * range-coded (shape.ac) or in the layout's planes (the range coder wins where the base's own
+ * rounding scatters the residual, the planes where a near-exact prediction leaves runs of zeros
+ * for zstd); then, with the better coder, its factors in the other forms a quantized tensor's
+ * may take (make_form()): BF16, then I8 with ever coarser steps (|k| up to 127, 63, ..., 1)
+ * while each is the smallest yet. The smallest size into @ret_size.
+ */
+_warn_unused_result_ int code_lora_decide(Coder *c, const Plan *p, CodeLora *l, uint64_t *ret_size, uint8_t base_sha[32],
+                                         uint8_t new_sha[32]);
 
 /* A rescale candidate for a plan (create-rescale.c): each channel's ratio and offset, and the prediction. */
 typedef struct CodeRescale {

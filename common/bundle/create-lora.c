@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The lora candidate of a changed tensor (create-impl.h): its shape, factors and prediction. */
+/* The lora candidate of a changed tensor (create-impl.h): its shape, factors and prediction, and the
+ * form of its factors that makes it smallest. */
 
 #include <inttypes.h>
 #include <math.h>
@@ -19,6 +20,8 @@ void code_lora_done(CodeLora *l) {
         free(l->a);
         free(l->b);
         lora_factors_free(l->factors);
+        free(l->source[0]);
+        free(l->source[1]);
         free(l->alt.a);
         free(l->alt.b);
         lora_factors_free(l->alt.factors);
@@ -97,8 +100,8 @@ static int narrow_factor(uint32_t tensor_type, uint32_t *type, uint8_t **bytes, 
         return 0;
 }
 
-/* The adapter's factors of @pair, as it stores them (F32 ones maybe as F16: narrow_factor()); factors_bf16() adds
- * another form. 0 when they do not fit @ts. */
+/* The adapter's factors of @pair, as it stores them (F32 ones maybe as F16: narrow_factor()); make_form()
+ * makes others. 0 when they do not fit @ts. */
 static int adapter_factors(Coder *c, const CreateOptions *o, const LoraPair *pair, const Site *ts, CodeLora *l) {
         int r;
 
@@ -190,46 +193,105 @@ static const float *importance_row(const CreateOptions *o, const char *name, con
         return row->values;
 }
 
+/* The exponent of the smallest power-of-two step that keeps @max within @k_max steps. */
+static int step_exponent(float max, unsigned k_max) {
+        int e;
+
+        if (max == 0.0f)
+                return 0;
+        frexpf(max, &e);        /* max < 2^e, and k_max >= 1: the step is at most 2^e */
+        e -= 8;                 /* k_max <= 127 < 2^7: at least 2^(e - 8) */
+        while (ldexpf((float) k_max, e) < max)
+                e++;
+        return e;
+}
+
+/* @n elements @v of lora_b (@b) or lora_a as I8 units into @out: the steps, then the ks. 0 when a
+ * step is beyond 2^127. */
+static int to_i8(const LoraShape *s, bool b, const float *v, uint64_t n, unsigned k_max, uint8_t *out) {
+        _cleanup_free_ float *max = calloc(s->rank, sizeof(float));
+        _cleanup_free_ int *e = malloc(s->rank * sizeof(int));
+
+        if (!max || !e)
+                return -ENOMEM;
+        for (uint64_t i = 0; i < n; i++) {
+                uint64_t c = lora_shape_component(s, b, i);
+                max[c] = fmaxf(max[c], fabsf(v[i]));
+        }
+        for (uint64_t c = 0; c < s->rank; c++) {
+                e[c] = step_exponent(max[c], k_max);
+                if (e[c] > 127)
+                        return 0;
+                e[c] = e[c] < -126 ? -126 : e[c];       /* a normal float (predict.h): tinier values round to fewer steps */
+                out[c] = (uint8_t) (int8_t) e[c];
+        }
+        for (uint64_t i = 0; i < n; i++)
+                out[s->rank + i] = (uint8_t) (int8_t) rintf(ldexpf(v[i], -e[lora_shape_component(s, b, i)]));
+        return 1;
+}
+
 /*
- * The factors as BF16 besides (CodeLora.alt), for a quantized tensor whose adapter stores them as
- * F32 or F16: the tensor's step is far coarser than either rounding, and BF16's short mantissa
- * compresses better; the residual takes the elements that moves. create.c keeps the smaller form.
- * None when the factors do not survive the rounding.
+ * Make CodeLora.alt @l's factors in another form, from its source: BF16, or I8 (predict.h) with
+ * steps that keep every |k| <= @k_max (1 .. 127; the smaller, the coarser). A quantized tensor's
+ * step is far coarser than such rounding while the change is small against the weights: the
+ * residual takes the elements that move, and the factors cost less. 1 when made; 0 when there is
+ * no such form: a float tensor's factors (its prediction must stay near exact), factors already
+ * in @type, or ones that do not survive the rounding. -ENOMEM.
  */
-static int factors_bf16(CodeLora *l, const float *w) {
+static int make_form(CodeLora *l, uint32_t type, unsigned k_max) {
         LoraShape s = l->shape;
-        const uint64_t n[2] = { lora_shape_elems(&s, false), lora_shape_elems(&s, true) };
-        const uint32_t types[2] = { s.a_type, s.b_type };
-        const uint8_t *from[2] = { l->a, l->b };
         _cleanup_free_ uint8_t *a = NULL, *b = NULL;
-        uint8_t **to[2] = { &a, &b };
+        uint8_t **bytes[2] = { &a, &b };
+        uint64_t size[2];
         _cleanup_(lora_factors_freep) LoraFactors *f = NULL;
         TpError ignored = {};
+        int r;
 
-        if (ggml_type(s.type)->block_size == 1 || (types[0] == GGML_TYPE_BF16 && types[1] == GGML_TYPE_BF16))
+        if (!l->source[0] || (type == GGML_TYPE_BF16 && l->source_bf16))
                 return 0;
+        s.a_type = s.b_type = type;
         for (int k = 0; k < 2; k++) {
-                _cleanup_free_ float *v = malloc(n[k] * sizeof(float));
-                if (!v || !(*to[k] = malloc(n[k] * 2)))
+                uint64_t n = lora_shape_elems(&s, k);
+                size[k] = lora_shape_units(&s, k) * ggml_type(type)->type_size;
+                if (!(*bytes[k] = malloc(size[k])))
                         return -ENOMEM;
-                dequantize_blocks(types[k], from[k], v, n[k]);
-                quantize_rows(GGML_TYPE_BF16, v, *to[k], 1, n[k]);
+                if (type == GGML_TYPE_BF16)
+                        quantize_rows(GGML_TYPE_BF16, l->source[k], *bytes[k], 1, n);
+                else if ((r = to_i8(&s, k, l->source[k], n, k_max, *bytes[k])) <= 0)
+                        return r;
         }
-        s.a_type = s.b_type = GGML_TYPE_BF16;
         if (lora_factors_new(&s, &f) < 0)
                 return -ENOMEM;
-        lora_factors_load(f, false, 0, a, n[0]);
-        lora_factors_load(f, true, 0, b, n[1]);
-        if (w)
-                memcpy(f->w, w, s.in * sizeof(float));
+        lora_factors_load(f, false, 0, a, lora_shape_units(&s, false));
+        lora_factors_load(f, true, 0, b, lora_shape_units(&s, true));
+        if (s.importance)
+                memcpy(f->w, l->factors->w, s.in * sizeof(float));
         if (lora_factors_check(f, &ignored) < 0)
                 return 0;
+        free(l->alt.a);
+        free(l->alt.b);
+        lora_factors_free(l->alt.factors);
         l->alt.a = TAKE_PTR(a);
         l->alt.b = TAKE_PTR(b);
-        l->alt.na = n[0] * 2;
-        l->alt.nb = n[1] * 2;
-        l->alt.a_type = l->alt.b_type = GGML_TYPE_BF16;
+        l->alt.na = size[0];
+        l->alt.nb = size[1];
+        l->alt.a_type = l->alt.b_type = type;
         l->alt.factors = TAKE_PTR(f);
+        return 1;
+}
+
+/* CodeLora.source: the factors as adapter_factors() stored them, as floats, for the other forms (make_form()). */
+static int factor_source(CodeLora *l) {
+        const uint8_t *from[2] = { l->a, l->b };
+        const uint32_t types[2] = { l->shape.a_type, l->shape.b_type };
+
+        for (int b = 0; b < 2; b++) {
+                uint64_t n = lora_shape_elems(&l->shape, b);
+                if (!(l->source[b] = malloc(n * sizeof(float))))
+                        return -ENOMEM;
+                dequantize_blocks(types[b], from[b], l->source[b], n);
+        }
+        l->source_bf16 = types[0] == GGML_TYPE_BF16 && types[1] == GGML_TYPE_BF16;
         return 0;
 }
 
@@ -240,7 +302,8 @@ static int factors_bf16(CodeLora *l, const float *w) {
                 (y) = _t_;                       \
         } while (0)
 
-void code_lora_swap(CodeLora *l) {
+/* Trade @l's factors for their other form (CodeLora.alt), and back. */
+static void swap_form(CodeLora *l) {
         SWAP(l->a, l->alt.a);
         SWAP(l->b, l->alt.b);
         SWAP(l->na, l->alt.na);
@@ -248,6 +311,56 @@ void code_lora_swap(CodeLora *l) {
         SWAP(l->shape.a_type, l->alt.a_type);
         SWAP(l->shape.b_type, l->alt.b_type);
         SWAP(l->factors, l->alt.factors);
+}
+
+/* Count @l's factors in @type (make_form()); keep them when they make it smaller than @best.
+ * 1 when kept, 0 when not (or there is no such form). */
+static int try_form(Coder *c, const Plan *p, CodeLora *l, uint32_t type, unsigned k_max, uint64_t *best,
+                    uint8_t base_sha[32], uint8_t new_sha[32]) {
+        uint64_t size;
+        int r;
+
+        if ((r = make_form(l, type, k_max)) <= 0)
+                return r;
+        swap_form(l);
+        r = code_span(c, p, true, false, l, NULL, -1, &size, base_sha, new_sha);
+        if (r < 0 && r != -E2BIG)
+                return r;
+        if (r == 0 && size < *best) {
+                *best = size;
+                return 1;
+        }
+        swap_form(l);
+        return 0;
+}
+
+int code_lora_decide(Coder *c, const Plan *p, CodeLora *l, uint64_t *ret_size, uint8_t base_sha[32], uint8_t new_sha[32]) {
+        uint64_t best = UINT64_MAX, size;
+        bool can_ac = l->shape.ac, ac = false;
+        int r;
+
+        for (int k = 0; k < (can_ac ? 2 : 1); k++) {
+                l->shape.ac = k == 1;
+                r = code_span(c, p, true, false, l, NULL, -1, &size, base_sha, new_sha);
+                if (r == -E2BIG)                /* not fitting: nothing to predict */
+                        continue;
+                if (r < 0)
+                        return r;
+                if (size < best) {
+                        best = size;
+                        ac = l->shape.ac;
+                }
+        }
+        l->shape.ac = ac;
+        if ((r = try_form(c, p, l, GGML_TYPE_BF16, 0, &best, base_sha, new_sha)) < 0)
+                return r;
+        for (unsigned k_max = 127; k_max >= 1; k_max /= 2)
+                if ((r = try_form(c, p, l, GGML_TYPE_I8, k_max, &best, base_sha, new_sha)) <= 0)
+                        break;
+        if (r < 0)
+                return r;
+        *ret_size = best;
+        return 0;
 }
 
 int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, const Plan *p,
@@ -307,7 +420,7 @@ int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, co
                 r = tp_error_prefix(c->err, r, "%s: '%s'", pair ? o->lora->path : "the change found", ts->name);
                 goto fail;
         }
-        if ((r = factors_bf16(&l, w)) < 0)
+        if (gt->block_size > 1 && (r = factor_source(&l)) < 0)
                 goto fail;
         l.predicted = malloc(c->group_max);
         l.scratch = malloc(lora_predict_scratch(l.factors, c->group_max / gt->type_size) * sizeof(float));

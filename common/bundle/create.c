@@ -296,47 +296,7 @@ static int rewind_fd(int fd) {
         return ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0 ? negative_errno() : 0;
 }
 
-/*
- * The smallest form of lora candidate @l, each counted at the current level: its residual
- * range-coded (shape.ac) or in the layout's planes (the range coder wins where the base's own
- * rounding scatters the residual, the planes where a near-exact prediction leaves runs of zeros
- * for zstd); then, with the better coder, its factors as BF16 (CodeLora.alt) when there are
- * such. The smallest size into @ret_size.
- */
-static int lora_decide(Coder *c, const Plan *p, CodeLora *l, uint64_t *ret_size, uint8_t base_sha[32],
-                       uint8_t new_sha[32]) {
-        uint64_t best = UINT64_MAX, size;
-        bool can_ac = l->shape.ac, ac = false;
-        int r;
-
-        for (int k = 0; k < (can_ac ? 2 : 1); k++) {
-                l->shape.ac = k == 1;
-                r = code_span(c, p, true, false, l, NULL, -1, &size, base_sha, new_sha);
-                if (r == -E2BIG)                /* not fitting: nothing to predict */
-                        continue;
-                if (r < 0)
-                        return r;
-                if (size < best) {
-                        best = size;
-                        ac = l->shape.ac;
-                }
-        }
-        l->shape.ac = ac;
-        if (l->alt.factors) {
-                code_lora_swap(l);
-                r = code_span(c, p, true, false, l, NULL, -1, &size, base_sha, new_sha);
-                if (r < 0 && r != -E2BIG)
-                        return r;
-                if (r == 0 && size < best)
-                        best = size;
-                else
-                        code_lora_swap(l);
-        }
-        *ret_size = best;
-        return 0;
-}
-
-/* A lora candidate in its smallest form (lora_decide(), at the first call: the screening level's when there is one). */
+/* A lora candidate in its smallest form (code_lora_decide(), at the first call: the screening level's when there is one). */
 static int code_lora_candidate(Coder *c, const Plan *p, CodeLora *l, int fd, uint64_t *ret_size, uint8_t base_sha[32],
                                uint8_t new_sha[32]) {
         uint64_t counted;
@@ -344,7 +304,7 @@ static int code_lora_candidate(Coder *c, const Plan *p, CodeLora *l, int fd, uin
 
         if (!l->decided) {
                 l->decided = true;
-                if ((r = lora_decide(c, p, l, &counted, base_sha, new_sha)) < 0)
+                if ((r = code_lora_decide(c, p, l, &counted, base_sha, new_sha)) < 0)
                         return r;
                 if (fd < 0) {                   /* only counting: done */
                         *ret_size = counted;

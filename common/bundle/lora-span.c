@@ -15,7 +15,7 @@ static int span_error(const YamlNode *n, size_t idx, TpError *err, const char *w
         return tp_error(err, -EBADMSG, W ": line %u: span #%zu: lora: %s", n->line, idx, what);
 }
 
-/* A factor's type: f32, f16 or bf16, nothing else. */
+/* A factor's type: f32, f16, bf16 or i8 (codec/predict.h), nothing else. */
 static int factor_type(const YamlNode *l, const char *key, size_t idx, uint32_t *ret, TpError *err) {
         const char *name;
         int r = yaml_get_str(l, key, true, W, &name, err);
@@ -28,9 +28,11 @@ static int factor_type(const YamlNode *l, const char *key, size_t idx, uint32_t 
                 *ret = GGML_TYPE_F16;
         else if (strcmp(name, "bf16") == 0)
                 *ret = GGML_TYPE_BF16;
+        else if (strcmp(name, "i8") == 0)
+                *ret = GGML_TYPE_I8;
         else
-                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: lora: '%s' is '%.16s' (expected f32, f16 or "
-                                "bf16)", l->line, idx, key, name);
+                return tp_error(err, -EBADMSG, W ": line %u: span #%zu: lora: '%s' is '%.16s' (expected f32, f16, "
+                                "bf16 or i8)", l->line, idx, key, name);
         return 0;
 }
 
@@ -89,7 +91,6 @@ int lora_span_parse(const YamlNode *n, size_t idx, const char *layout, ManifestS
 }
 
 void lora_span_write(YamlWriter *w, const ManifestSpan *s) {
-        static const char *const names[] = { [GGML_TYPE_F32] = "f32", [GGML_TYPE_F16] = "f16", [GGML_TYPE_BF16] = "bf16" };
         uint32_t u;
         char hex[9];
 
@@ -103,8 +104,8 @@ void lora_span_write(YamlWriter *w, const ManifestSpan *s) {
         yaml_writer_kv_u64(w, "rank", s->lora.rank);
         yaml_writer_kv_u64(w, "first", s->lora_first);
         yaml_writer_kv(w, "factor", hex);
-        yaml_writer_kv(w, "a", names[s->lora.a_type]);
-        yaml_writer_kv(w, "b", names[s->lora.b_type]);
+        yaml_writer_kv(w, "a", ggml_type(s->lora.a_type)->name);     /* f32, f16, bf16, i8 */
+        yaml_writer_kv(w, "b", ggml_type(s->lora.b_type)->name);
         if (s->lora.embd)
                 yaml_writer_kv(w, "embd", "true");
         if (s->lora.importance)

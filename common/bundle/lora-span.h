@@ -10,7 +10,7 @@
  * type: the tensor's ggml type (the base's and the target's); in, out: elements per row and
  * rows; rank; first: the span's first element in the tensor (a whole block); factor: the
  * fold's factor as the 8 hex digits of its float32 bits (exact); a, b: how lora_a and lora_b
- * are stored (f32, f16, bf16); embd: true for token_embd's swapped factors (absent: false);
+ * are stored (f32, f16, bf16, or i8: int8 with a step per rank component, predict.h); embd: true for token_embd's swapped factors (absent: false);
  * imatrix: true when the target was quantized with an importance matrix and the frame carries
  * the tensor's row of it (absent: false; then the span is whole rows); residual: ac when the
  * residual is range-coded with the prediction's floats (codec/predict-ac.h; the quantized

@@ -242,7 +242,7 @@ static int lora_start(SpanDecoder *d, TpError *err) {
         /* Part 0: lora_a, 1: lora_b, 2: the importance row (F32) when there is one. */
         for (int part = 0; part < (s->lora.importance ? 3 : 2); part++) {
                 size_t width = part == 2 ? sizeof(float) : ggml_type(part ? s->lora.b_type : s->lora.a_type)->type_size;
-                uint64_t n = part == 2 ? s->lora.in : lora_shape_elems(&s->lora, part == 1);
+                uint64_t n = part == 2 ? s->lora.in : lora_shape_units(&s->lora, part == 1);
                 for (unsigned plane = 0; plane < width; plane++)
                         for (uint64_t at = 0; at < n;) {
                                 size_t k = n - at < sizeof(buf) ? (size_t) (n - at) : sizeof(buf);

@@ -15,8 +15,11 @@
 #include "quant.h"
 
 static bool factor_type(uint32_t t) {
-        return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
+        return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_I8;
 }
+
+/* An I8 factor's steps: 2^e, a normal float, so k · 2^e is exact (predict.h). */
+#define STEP_EXP_MIN (-126)
 
 int lora_shape_check(const LoraShape *s, TpError *err) {
         const GgmlType *t = ggml_type(s->type);
@@ -31,7 +34,7 @@ int lora_shape_check(const LoraShape *s, TpError *err) {
                 return tp_error(err, -EBADMSG, "a lora span of rank %" PRIu64 " (expected 1 .. %d)", s->rank,
                                 PREDICT_MAX_RANK);
         if (!factor_type(s->a_type) || !factor_type(s->b_type))
-                return tp_error(err, -EBADMSG, "a lora span's factors must be F32, F16 or BF16");
+                return tp_error(err, -EBADMSG, "a lora span's factors must be F32, F16, BF16 or I8");
         if (!isfinite(s->factor))
                 return tp_error(err, -EBADMSG, "a lora span's factor is not finite");
         /* rank <= 1024: the products cannot overflow before the comparison says no. */
@@ -73,12 +76,16 @@ static uint64_t b_elems(const LoraShape *s) {
         return (s->embd ? s->in : s->out) * s->rank;
 }
 
+uint64_t lora_shape_units(const LoraShape *s, bool b) {
+        return (b ? b_elems(s) : a_elems(s)) + ((b ? s->b_type : s->a_type) == GGML_TYPE_I8 ? s->rank : 0);
+}
+
 uint64_t lora_shape_a_bytes(const LoraShape *s) {
-        return a_elems(s) * ggml_type(s->a_type)->type_size;
+        return lora_shape_units(s, false) * ggml_type(s->a_type)->type_size;
 }
 
 uint64_t lora_shape_factor_bytes(const LoraShape *s) {
-        return lora_shape_a_bytes(s) + b_elems(s) * ggml_type(s->b_type)->type_size +
+        return lora_shape_a_bytes(s) + lora_shape_units(s, true) * ggml_type(s->b_type)->type_size +
                (s->importance ? s->in * sizeof(float) : 0);
 }
 
@@ -96,6 +103,10 @@ uint64_t lora_shape_elems(const LoraShape *s, bool b) {
         return b ? b_elems(s) : a_elems(s);
 }
 
+uint64_t lora_shape_component(const LoraShape *s, bool b, uint64_t e) {
+        return !b && !s->embd ? e / s->in : e % s->rank;
+}
+
 int lora_factors_new(const LoraShape *s, LoraFactors **ret) {
         _cleanup_(lora_factors_freep) LoraFactors *f = calloc(1, sizeof(*f));
 
@@ -110,10 +121,43 @@ int lora_factors_new(const LoraShape *s, LoraFactors **ret) {
         return 0;
 }
 
+/* Where element @e of lora_b (@b) or lora_a goes: P row by row, Q row by row, token_embd's lora_b transposed. */
+static float *factor_slot(LoraFactors *f, bool b, uint64_t e) {
+        const LoraShape *s = &f->shape;
+        if (s->embd && b)
+                return &f->q[(e % s->rank) * s->in + e / s->rank];
+        return (b != s->embd ? f->p : f->q) + e;
+}
+
+/* Unit @u of I8 factor lora_b (@b) or lora_a, @byte: a step's exponent, or an element's k, whose
+ * value is k · its component's step (predict.h). */
+static void load_i8(LoraFactors *f, bool b, uint64_t u, uint8_t byte) {
+        const LoraShape *s = &f->shape;
+
+        if (u < s->rank) {
+                f->steps[b][u] = (int8_t) byte;
+                return;
+        }
+        uint64_t e = u - s->rank;
+        int x = f->steps[b][lora_shape_component(s, b, e)];
+        /* 2^x from its bits; an x below the normal floats' is refused by lora_factors_check(). */
+        uint32_t bits = (uint32_t) ((x < STEP_EXP_MIN ? STEP_EXP_MIN : x) + 127) << 23;
+        float step;
+
+        memcpy(&step, &bits, sizeof(step));
+        *factor_slot(f, b, e) = (float) (int8_t) byte * step;
+}
+
 void lora_factors_load(LoraFactors *f, bool b, uint64_t first, const uint8_t *bytes, size_t n) {
         const LoraShape *s = &f->shape;
         uint32_t type = b ? s->b_type : s->a_type;
         float buf[256];
+
+        if (type == GGML_TYPE_I8) {
+                for (size_t j = 0; j < n; j++)
+                        load_i8(f, b, first + j, bytes[j]);
+                return;
+        }
 
         /* Not embd: lora_b ne [rank, out] is P row by row, lora_a ne [in, rank] is Q row by row.
          * token_embd: lora_a ne [rank, out] is P; lora_b ne [rank, in] is Qᵀ. */
@@ -132,14 +176,6 @@ void lora_factors_load(LoraFactors *f, bool b, uint64_t first, const uint8_t *by
         }
 }
 
-/* Where element @e of lora_b (@b) or lora_a goes: P row by row, Q row by row, token_embd's lora_b transposed. */
-static float *factor_slot(LoraFactors *f, bool b, uint64_t e) {
-        const LoraShape *s = &f->shape;
-        if (s->embd && b)
-                return &f->q[(e % s->rank) * s->in + e / s->rank];
-        return (b != s->embd ? f->p : f->q) + e;
-}
-
 /* Byte @plane of a value whose bits @slot gathers. */
 static void load_byte(float *slot, unsigned plane, uint8_t byte) {
         uint32_t bits = 0;
@@ -150,6 +186,12 @@ static void load_byte(float *slot, unsigned plane, uint8_t byte) {
 }
 
 void lora_factors_load_plane(LoraFactors *f, bool b, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n) {
+        if ((b ? f->shape.b_type : f->shape.a_type) == GGML_TYPE_I8) {
+                /* One plane: the bytes themselves. Its steps come first, so its elements' values are known at once. */
+                for (size_t j = 0; j < n; j++)
+                        load_i8(f, b, first + j, bytes[j]);
+                return;
+        }
         for (size_t j = 0; j < n; j++)
                 load_byte(factor_slot(f, b, first + j), plane, bytes[j]);
 }
@@ -159,11 +201,14 @@ void lora_factors_load_importance_plane(LoraFactors *f, unsigned plane, uint64_t
                 load_byte(&f->w[first + j], plane, bytes[j]);
 }
 
-/* @n slots of @v hold the bits of @type elements (lora_factors_load_plane()): now their values. */
+/* @n slots of @v hold the bits of @type elements (lora_factors_load_plane()): now their values.
+ * I8 elements have theirs already. */
 static void settle(float *v, uint64_t n, uint32_t type) {
         const size_t width = ggml_type(type)->type_size;
         uint8_t raw[256 * 4];
 
+        if (type == GGML_TYPE_I8)
+                return;
         for (uint64_t done = 0; done < n;) {
                 size_t k = n - done < 256 ? (size_t) (n - done) : 256;
                 for (size_t j = 0; j < k; j++) {
@@ -192,6 +237,13 @@ void byte_planes_split(const uint8_t *in, size_t n, size_t width, uint8_t *out) 
 
 int lora_factors_check(const LoraFactors *f, TpError *err) {
         const LoraShape *s = &f->shape;
+
+        for (int b = 0; b < 2; b++)
+                for (uint64_t c = 0; (b ? s->b_type : s->a_type) == GGML_TYPE_I8 && c < s->rank; c++)
+                        if (f->steps[b][c] < STEP_EXP_MIN)
+                                return tp_error(err, -EDOM, "the lora factor %s's step %" PRIu64 " is 2^%d (expected "
+                                                "2^%d .. 2^127)", b ? "lora_b" : "lora_a", c, f->steps[b][c],
+                                                STEP_EXP_MIN);
 
         for (uint64_t i = 0; i < s->out * s->rank; i++)
                 if (!isfinite(f->p[i]))

@@ -25,9 +25,16 @@
  * group. With one, Q4_0, Q4_1, Q5_0 and Q5_1 weigh each block by the whole row's mean square:
  * such a span is whole rows, and its groups are whole rows (lora_shape_group_bytes()).
  *
- * The factors are stored in the bundle as the adapter stores them (F32, F16 or BF16) and
- * converted to floats exactly. Memory: the factors as floats ((in + out) · rank, at most
- * PREDICT_MAX_FACTOR_FLOATS) and one group's floats.
+ * The factors are stored in the bundle as the adapter stores them (F32, F16 or BF16), or as
+ * I8 (below), and converted to floats exactly. Memory: the factors as floats ((in + out) · rank,
+ * at most PREDICT_MAX_FACTOR_FLOATS) and one group's floats.
+ *
+ * I8 FACTORS: a factor of rank components, each with a step of its own, a power of two. A
+ * component is a column of P (its rank-th elements) and a row of Q. The factor's bytes are its
+ * rank steps' exponents first (int8, 2^e with -126 <= e <= 127, in component order), then one
+ * int8 k per element in the factor's own order; the element is k · 2^e, exact in float. The
+ * producer rounds the adapter's factors to it: a quantized tensor's step is far coarser than the
+ * rounding, the residual takes the few elements that move, and an int8 costs a quarter of an F32.
  */
 
 #include <stdbool.h>
@@ -44,7 +51,7 @@ typedef struct LoraShape {
         uint32_t type;          /* the tensor's ggml type, the base's and the target's */
         uint64_t in, out;       /* elements per row (ne0), rows (ne1) */
         uint64_t rank;
-        uint32_t a_type, b_type;        /* how lora_a and lora_b are stored: GGML_TYPE_F32, _F16, _BF16 */
+        uint32_t a_type, b_type;        /* how lora_a and lora_b are stored: GGML_TYPE_F32, _F16, _BF16, _I8 */
         bool embd;              /* token_embd.weight: lora_a is P (ne [rank, out]), lora_b is Qᵀ (ne [rank, in]) */
         float factor;
         bool importance;        /* the frame carries @in importance values (F32) after the factors */
@@ -64,6 +71,9 @@ _warn_unused_result_ int lora_shape_check(const LoraShape *s, TpError *err);
  * importance row (F32) if any; lora_a's bytes alone. */
 uint64_t lora_shape_factor_bytes(const LoraShape *s);
 uint64_t lora_shape_a_bytes(const LoraShape *s);
+/* Units of lora_b (@b) or lora_a as stored, each its type's size: its elements, and for an I8
+ * factor its rank steps ahead of them. */
+uint64_t lora_shape_units(const LoraShape *s, bool b);
 
 /* Bytes of one row of the tensor. */
 uint64_t lora_shape_row_bytes(const LoraShape *s);
@@ -76,6 +86,7 @@ typedef struct LoraFactors {
         float *p;               /* [out][rank] */
         float *q;               /* [rank][in] */
         float *w;               /* [in], the importance row; NULL without one */
+        int8_t steps[2][PREDICT_MAX_RANK];      /* I8 factors: the exponents of lora_a's [0] and lora_b's [1] steps */
 } LoraFactors;
 
 /*
@@ -85,15 +96,17 @@ typedef struct LoraFactors {
 _warn_unused_result_ int lora_factors_new(const LoraShape *s, LoraFactors **ret);
 LoraFactors *lora_factors_free(LoraFactors *f);
 DEFINE_POINTER_CLEANUP(LoraFactors, lora_factors_free)
-/* Elements [@first, @first + @n) of lora_b (@b) or lora_a, stored as the shape says, from @bytes. */
+/* Units [@first, @first + @n) of lora_b (@b) or lora_a, stored as the shape says, from @bytes
+ * (lora_shape_units(): an I8 factor's steps come first, and must be loaded before its elements). */
 void lora_factors_load(LoraFactors *f, bool b, uint64_t first, const uint8_t *bytes, size_t n);
 /*
  * In a bundle the factors travel as byte planes (bundle-format.md): of lora_a, byte 0 of every
  * element, then byte 1, ...; then lora_b's likewise. A float's sign and exponent bytes compress
- * well and its low mantissa bytes hardly at all: apart, zstd codes each for what it is. Byte
- * @plane of elements [@first, @first + @n) of lora_b (@b) or lora_a, from @bytes (one byte
- * each), go where their floats will be; when every plane of both factors is in,
- * lora_factors_settle() turns the gathered bits into floats. No memory beyond the factors'.
+ * well and its low mantissa bytes hardly at all: apart, zstd codes each for what it is (an I8
+ * factor has one plane: its bytes). Byte @plane of units [@first, @first + @n) of lora_b (@b)
+ * or lora_a, from @bytes (one byte each), go where their floats will be; when every plane of
+ * both factors is in, lora_factors_settle() turns the gathered bits into floats. No memory
+ * beyond the factors'.
  */
 void lora_factors_load_plane(LoraFactors *f, bool b, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n);
 void lora_factors_settle(LoraFactors *f);
@@ -101,11 +114,15 @@ void lora_factors_settle(LoraFactors *f);
 void byte_planes_split(const uint8_t *in, size_t n, size_t width, uint8_t *out);
 /* Elements of lora_a and of lora_b as stored. */
 uint64_t lora_shape_elems(const LoraShape *s, bool b);
+/* The rank component (its column of P, its row of Q) of element @e of lora_b (@b) or lora_a as
+ * stored: an I8 factor's step for it. lora_a is ne [in, rank] (Q row by row): e / in; the others
+ * are ne [rank, ...]: e % rank. */
+uint64_t lora_shape_component(const LoraShape *s, bool b, uint64_t e);
 /* Byte @plane (0..3) of the importance values [@first, @first + @n), as the factors' planes;
  * they are settled with the factors. */
 void lora_factors_load_importance_plane(LoraFactors *f, unsigned plane, uint64_t first, const uint8_t *bytes, size_t n);
-/* -EDOM naming the factor when one holds NaN or infinity, or the importance row when a value is
- * NaN, infinite or negative (the weighted quantizers take none of those). */
+/* -EDOM naming the factor when one holds NaN or infinity or an I8 step out of its range, or the
+ * importance row when a value is NaN, infinite or negative (the weighted quantizers take none of those). */
 _warn_unused_result_ int lora_factors_check(const LoraFactors *f, TpError *err);
 
 /* Floats of scratch lora_predict() needs for @nblocks blocks. */

@@ -182,6 +182,36 @@ START_TEST(test_lora_importance) {
 }
 END_TEST
 
+/* A lora span's factor types round trip by name (f32, f16, bf16, i8); another name is refused. */
+START_TEST(test_lora_factor_types) {
+        static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_I8 };
+        for (size_t i = 0; i < ELEMENTSOF(types); i++) {
+                Manifest *m = sample(), *p = NULL;
+                TpError err = {};
+                char want[16];
+                size_t len;
+
+                make_lora(m, 0, 1152, false);
+                m->spans[1].lora.a_type = types[i];
+                m->spans[1].lora.b_type = types[(i + 1) % ELEMENTSOF(types)];
+                char *text = write_text(m, &len);
+                snprintf(want, sizeof(want), "a: %s,", ggml_type(types[i])->name);
+                ck_assert_msg(strstr(text, want), "'%s' lacks '%s'", text, want);
+                ck_assert_msg(manifest_parse(text, len, &p, &err) == 0, "%s", err.message);
+                ck_assert_uint_eq(p->spans[1].lora.a_type, types[i]);
+                ck_assert_uint_eq(p->spans[1].lora.b_type, types[(i + 1) % ELEMENTSOF(types)]);
+                manifest_free(p);
+                p = NULL;
+                char *at = strstr(text, want);
+                memset(at + 3, 'z', strlen(want) - 4);          /* "a: zz," and such: no factor type */
+                ck_assert_int_eq(manifest_parse(text, len, &p, &err), -EBADMSG);
+                ck_assert_msg(strstr(err.message, "expected f32, f16, bf16 or i8"), "%s", err.message);
+                free(text);
+                manifest_free(m);
+        }
+}
+END_TEST
+
 /* The model a bundle is for: absent means "default" (and is written so); any other name round trips. */
 START_TEST(test_model) {
         Manifest *m = sample(), *p = NULL;
@@ -648,6 +678,7 @@ static Suite *manifest_suite(void) {
         tcase_add_test(tc, test_task_names);
         tcase_add_test(tc, test_model);
         tcase_add_test(tc, test_lora_importance);
+        tcase_add_test(tc, test_lora_factor_types);
         tcase_add_test(tc, test_role);
         tcase_add_test(tc, test_section_round_trip);
         tcase_add_test(tc, test_section_refusals);

@@ -308,7 +308,8 @@ static const struct {
         { { GGML_TYPE_Q8_0, 0, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "whole" },
         { { GGML_TYPE_Q8_0, 64, 4, 0, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "rank 0" },
         { { GGML_TYPE_Q8_0, 64, 4, 1025, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "rank 1025" },
-        { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_Q8_0, GGML_TYPE_F32, false, 1.0f }, "F32, F16 or BF16" },
+        { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_Q8_0, GGML_TYPE_F32, false, 1.0f }, "F32, F16, BF16 or I8" },
+        { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_F32, GGML_TYPE_I16, false, 1.0f }, "F32, F16, BF16 or I8" },
         { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, INFINITY }, "not finite" },
         { { GGML_TYPE_Q8_0, 64, 4, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, NAN }, "not finite" },
         { { GGML_TYPE_Q8_0, 1u << 22, 1u << 22, 4, GGML_TYPE_F32, GGML_TYPE_F32, false, 1.0f }, "exceed the cap" },
@@ -337,36 +338,43 @@ START_TEST(test_bad_factors) {
 }
 END_TEST
 
+/* @n units of a factor of @type: F32 values; F16, BF16 rounded from them; I8 steps 2^-9 .. 2^-4, then any k. */
+static void stored_units(uint32_t type, unsigned rank, size_t n, uint8_t *out) {
+        for (size_t i = 0; i < n; i++) {
+                float v = rnd() * 0.3f;
+                uint16_t h;
+                if (type == GGML_TYPE_F32)
+                        memcpy(&out[4 * i], &v, 4);
+                else if (type == GGML_TYPE_I8)
+                        out[i] = (uint8_t) (int8_t) (i < rank ? -9 + (int) (rnd_state % 6) : (int) (rnd_state % 256) - 128);
+                else {
+                        quantize_rows(type, &v, &h, 1, 1);
+                        memcpy(&out[2 * i], &h, 2);
+                }
+        }
+}
+
 /*
  * Byte planes, as a bundle carries the factors: split, loaded plane by plane in uneven pieces and
  * settled, they give the very floats lora_factors_load() gives from the stored bytes, for every
  * factor type, token_embd's transposed lora_b too.
  */
 START_TEST(test_byte_planes) {
-        static const uint32_t ft[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
-        const uint32_t at = ft[_i % 3], bt = ft[(_i + 1) % 3];
-        const bool embd = _i >= 3;
+        static const uint32_t ft[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_I8 };
+        const uint32_t at = ft[_i % 4], bt = ft[(_i + 1) % 4];
+        const bool embd = _i >= 4;
         LoraShape s = { .type = GGML_TYPE_Q8_0, .in = 64, .out = 6, .rank = 3, .a_type = at, .b_type = bt,
                         .embd = embd, .factor = 1.0f };
         _cleanup_(lora_factors_freep) LoraFactors *want = NULL;
         _cleanup_(lora_factors_freep) LoraFactors *got = NULL;
-        uint8_t stored[2][64 * 3 * 4], planes[64 * 3 * 4];
+        uint8_t stored[2][64 * 3 * 4 + 3], planes[64 * 3 * 4 + 3];
 
         ck_assert_int_eq(lora_factors_new(&s, &want), 0);
         ck_assert_int_eq(lora_factors_new(&s, &got), 0);
         rnd_state = 88675123u;
         for (int b = 0; b < 2; b++) {
-                size_t n = lora_shape_elems(&s, b), width = ggml_type(b ? bt : at)->type_size;
-                for (size_t i = 0; i < n; i++) {
-                        float v = rnd() * 0.3f;
-                        uint16_t h;
-                        if (width == 4)
-                                memcpy(&stored[b][4 * i], &v, 4);
-                        else {
-                                quantize_rows(b ? bt : at, &v, &h, 1, 1);
-                                memcpy(&stored[b][2 * i], &h, 2);
-                        }
-                }
+                size_t n = lora_shape_units(&s, b), width = ggml_type(b ? bt : at)->type_size;
+                stored_units(b ? bt : at, 3, n, stored[b]);
                 lora_factors_load(want, b, 0, stored[b], n);
                 byte_planes_split(stored[b], n, width, planes);
                 for (unsigned plane = 0; plane < width; plane++)
@@ -381,6 +389,66 @@ START_TEST(test_byte_planes) {
 }
 END_TEST
 
+/*
+ * I8 factors (predict.h): element e of a factor is k · 2^(its component's exponent), exactly, its
+ * component a row of lora_a ([in, rank]) or e mod rank for the others, landing where P and Q
+ * have it; the bytes are the exponents, then the ks. Not embd, and token_embd's swapped factors.
+ */
+START_TEST(test_i8_factors) {
+        const bool embd = _i == 1;
+        LoraShape s = { .type = GGML_TYPE_Q4_0, .in = 64, .out = 6, .rank = 3, .a_type = GGML_TYPE_I8,
+                        .b_type = GGML_TYPE_I8, .embd = embd, .factor = 1.0f };
+        _cleanup_(lora_factors_freep) LoraFactors *f = NULL;
+        uint8_t stored[64 * 3 + 3];
+        TpError err = {};
+
+        ck_assert_int_eq(lora_shape_check(&s, &err), 0);
+        ck_assert_uint_eq(lora_shape_a_bytes(&s), (embd ? 6 : 64) * 3 + 3);
+        ck_assert_uint_eq(lora_shape_factor_bytes(&s), (64 + 6) * 3 + 6);
+        ck_assert_int_eq(lora_factors_new(&s, &f), 0);
+        rnd_state = 521288629u;
+        for (int b = 0; b < 2; b++) {
+                uint64_t n = lora_shape_elems(&s, b), ne0 = !b && !embd ? s.in : s.rank;
+                stored_units(GGML_TYPE_I8, 3, n + 3, stored);
+                stored[3] = 0x80;       /* -128 */
+                stored[4] = 0x7f;
+                lora_factors_load(f, b, 0, stored, 2);          /* in pieces, the steps first */
+                lora_factors_load(f, b, 2, stored + 2, n + 1);
+                for (uint64_t e = 0; e < n; e++) {
+                        /* ne [ne0, ne1]: lora_a [in, rank] has a component per row; the others' is the column. */
+                        uint64_t c = ne0 == s.rank ? e % s.rank : e / s.in;
+                        float want = ldexpf((float) (int8_t) stored[3 + e], (int8_t) stored[c]);
+                        bool in_p = b != embd;
+                        float got = in_p ? f->p[e] : !embd ? f->q[e] : f->q[(e % s.rank) * s.in + e / s.rank];
+                        ck_assert_msg(got == want && lora_shape_component(&s, b, e) == c, "%s element %u: %g, expected %g",
+                                      b ? "lora_b" : "lora_a", (unsigned) e, (double) got, (double) want);
+                }
+        }
+        ck_assert_int_eq(lora_factors_check(f, &err), 0);
+}
+END_TEST
+
+/* An I8 step below the normal floats, and one whose k · 2^e overflows: refused. */
+START_TEST(test_bad_i8) {
+        LoraShape s = { .type = GGML_TYPE_Q4_0, .in = 32, .out = 2, .rank = 1, .a_type = GGML_TYPE_I8,
+                        .b_type = GGML_TYPE_I8, .factor = 1.0f };
+        _cleanup_(lora_factors_freep) LoraFactors *f = NULL;
+        uint8_t a[33] = { 0 }, b[3] = { (uint8_t) (int8_t) -126, 1, 0xff };
+        TpError err = {};
+
+        ck_assert_int_eq(lora_factors_new(&s, &f), 0);
+        a[0] = (uint8_t) (int8_t) (_i == 0 ? -127 : _i == 1 ? -128 : 127);
+        a[1] = _i == 2 ? 2 : 1;         /* 2 · 2^127: infinite */
+        lora_factors_load(f, false, 0, a, sizeof(a));
+        lora_factors_load(f, true, 0, b, sizeof(b));
+        ck_assert_int_eq(lora_factors_check(f, &err), -EDOM);
+        ck_assert_ptr_nonnull(strstr(err.message, (const char *[]) { "lora_a's step 0 is 2^-127", "lora_a's step 0 is 2^-128",
+                                                                     "lora_a holds NaN or infinity" }[_i]));
+        ck_assert_float_eq(f->p[0], 0x1p-126f);
+        ck_assert_float_eq(f->p[1], -0x1p-126f);
+}
+END_TEST
+
 static Suite *predict_suite(void) {
         Suite *s = suite_create("predict");
         TCase *tc = tcase_create("predict");
@@ -390,7 +458,9 @@ static Suite *predict_suite(void) {
         tcase_add_test(tc, test_embd);
         tcase_add_loop_test(tc, test_bad_shapes, 0, (int) ELEMENTSOF(bad_shapes));
         tcase_add_test(tc, test_bad_factors);
-        tcase_add_loop_test(tc, test_byte_planes, 0, 6);
+        tcase_add_loop_test(tc, test_byte_planes, 0, 8);
+        tcase_add_loop_test(tc, test_i8_factors, 0, 2);
+        tcase_add_loop_test(tc, test_bad_i8, 0, 3);
         tcase_add_loop_test(tc, test_importance, 0, (int) ELEMENTSOF(weighted_types));
         tcase_add_test(tc, test_importance_groups);
         tcase_add_loop_test(tc, test_bad_importance, 0, 3);
