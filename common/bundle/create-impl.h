@@ -30,6 +30,7 @@ typedef struct Coder {
         uint8_t *ref;                   /* a ref span's reference (SPAN_REF_MAX) */
         size_t group_max, out_cap;
         int level, screen_level;        /* the zstd level asked for; the screening one (0: none) */
+        bool screening;                 /* cctx compresses at screen_level now */
         TpError *err;
 } Coder;
 
@@ -62,7 +63,9 @@ typedef struct CodeLora {
  * rounding scatters the residual, the planes where a near-exact prediction leaves runs of zeros
  * for zstd); then, with the better coder, its factors in the other forms a quantized tensor's
  * may take (make_form()): BF16, then I8 with ever coarser steps (|k| up to 127, 63, ..., 1)
- * while each is the smallest yet. The smallest size into @ret_size.
+ * while each is the smallest yet, those counted at the level asked for even while screening
+ * (Coder.screening: the fast level misjudges the forms against each other). The smallest
+ * form's size at the current level into @ret_size.
  */
 _warn_unused_result_ int code_lora_decide(Coder *c, const Plan *p, CodeLora *l, uint64_t *ret_size, uint8_t base_sha[32],
                                          uint8_t new_sha[32]);

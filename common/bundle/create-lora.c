@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "create-impl.h"
 #include "fileio.h"
@@ -313,8 +314,20 @@ static void swap_form(CodeLora *l) {
         SWAP(l->factors, l->alt.factors);
 }
 
-/* Count @l's factors in @type (make_form()); keep them when they make it smaller than @best.
- * 1 when kept, 0 when not (or there is no such form). */
+/* @l's frame counted at the current level into @size: UINT64_MAX when a group does not fit its layout. */
+static int count(Coder *c, const Plan *p, const CodeLora *l, uint64_t *size, uint8_t base_sha[32],
+                 uint8_t new_sha[32]) {
+        int r = code_span(c, p, true, false, l, NULL, -1, size, base_sha, new_sha);
+
+        if (r == -E2BIG) {
+                *size = UINT64_MAX;
+                return 0;
+        }
+        return r;
+}
+
+/* Count @l's factors in @type (make_form()); keep them when they make it smaller than @best. 1
+ * when kept, 0 when not (or there is no such form). */
 static int try_form(Coder *c, const Plan *p, CodeLora *l, uint32_t type, unsigned k_max, uint64_t *best,
                     uint8_t base_sha[32], uint8_t new_sha[32]) {
         uint64_t size;
@@ -323,10 +336,9 @@ static int try_form(Coder *c, const Plan *p, CodeLora *l, uint32_t type, unsigne
         if ((r = make_form(l, type, k_max)) <= 0)
                 return r;
         swap_form(l);
-        r = code_span(c, p, true, false, l, NULL, -1, &size, base_sha, new_sha);
-        if (r < 0 && r != -E2BIG)
+        if ((r = count(c, p, l, &size, base_sha, new_sha)) < 0)
                 return r;
-        if (r == 0 && size < *best) {
+        if (size < *best) {
                 *best = size;
                 return 1;
         }
@@ -334,33 +346,57 @@ static int try_form(Coder *c, const Plan *p, CodeLora *l, uint32_t type, unsigne
         return 0;
 }
 
-int code_lora_decide(Coder *c, const Plan *p, CodeLora *l, uint64_t *ret_size, uint8_t base_sha[32], uint8_t new_sha[32]) {
-        uint64_t best = UINT64_MAX, size;
+/* The residual's coder: range-coded (shape.ac) or the layout's planes, whichever is smaller; its size into @best. */
+static int pick_coder(Coder *c, const Plan *p, CodeLora *l, uint64_t *best, uint8_t base_sha[32], uint8_t new_sha[32]) {
         bool can_ac = l->shape.ac, ac = false;
+        uint64_t size;
         int r;
 
+        *best = UINT64_MAX;
         for (int k = 0; k < (can_ac ? 2 : 1); k++) {
                 l->shape.ac = k == 1;
-                r = code_span(c, p, true, false, l, NULL, -1, &size, base_sha, new_sha);
-                if (r == -E2BIG)                /* not fitting: nothing to predict */
-                        continue;
-                if (r < 0)
+                if ((r = count(c, p, l, &size, base_sha, new_sha)) < 0)
                         return r;
-                if (size < best) {
-                        best = size;
+                if (size < *best) {
+                        *best = size;
                         ac = l->shape.ac;
                 }
         }
         l->shape.ac = ac;
-        if ((r = try_form(c, p, l, GGML_TYPE_BF16, 0, &best, base_sha, new_sha)) < 0)
+        return 0;
+}
+
+/* The factors' form: as stored (of size @best), BF16, then I8 ever coarser while each is the
+ * smallest yet; its size into @best. */
+static int pick_form(Coder *c, const Plan *p, CodeLora *l, uint64_t *best, uint8_t base_sha[32], uint8_t new_sha[32]) {
+        int r;
+
+        if ((r = try_form(c, p, l, GGML_TYPE_BF16, 0, best, base_sha, new_sha)) < 0)
                 return r;
         for (unsigned k_max = 127; k_max >= 1; k_max /= 2)
-                if ((r = try_form(c, p, l, GGML_TYPE_I8, k_max, &best, base_sha, new_sha)) <= 0)
+                if ((r = try_form(c, p, l, GGML_TYPE_I8, k_max, best, base_sha, new_sha)) <= 0)
                         break;
-        if (r < 0)
+        return r < 0 ? r : 0;
+}
+
+int code_lora_decide(Coder *c, const Plan *p, CodeLora *l, uint64_t *ret_size, uint8_t base_sha[32], uint8_t new_sha[32]) {
+        int r;
+
+        if ((r = pick_coder(c, p, l, ret_size, base_sha, new_sha)) < 0 || !l->source[0])    /* no other form */
                 return r;
-        *ret_size = best;
-        return 0;
+        /* The forms are compared at the level asked for: screening's fast one misjudges them against
+         * each other (BF16's planes gain more from zstd -19 than int8s do: some 5% of a span). */
+        if (c->screening) {
+                ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, c->level);
+                if ((r = count(c, p, l, ret_size, base_sha, new_sha)) < 0)
+                        return r;
+        }
+        r = pick_form(c, p, l, ret_size, base_sha, new_sha);
+        if (!c->screening || r < 0)
+                return r;
+        /* Screening compares the other candidates' counts at its level: the chosen form's too. */
+        ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, c->screen_level);
+        return count(c, p, l, ret_size, base_sha, new_sha);
 }
 
 int code_lora_prepare(Coder *c, const CreateOptions *o, const Artifact *base, const Artifact *target, const Plan *p,

@@ -347,6 +347,7 @@ static int screen(Coder *c, const Plan *p, bool tried[_CREATE_COST_MAX], CodeLor
         int r = 0;
 
         ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, c->screen_level);
+        c->screening = true;
         for (int k = 0; k < _CREATE_COST_MAX && r >= 0; k++)
                 if (tried[k] && !(k == CREATE_COST_ALT && p->ref_length > 0)) {     /* a ref stays */
                         r = code_candidate(c, p, k, loras, rescale, -1, &size[k], k ? bsha : base_sha,
@@ -355,6 +356,7 @@ static int screen(Coder *c, const Plan *p, bool tried[_CREATE_COST_MAX], CodeLor
                                 least = size[k];
                 }
         ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, c->level);
+        c->screening = false;
         if (r < 0)
                 return r;
         for (int k = 0; k < _CREATE_COST_MAX; k++)
