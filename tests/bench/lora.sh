@@ -44,17 +44,23 @@ echo "LoRA ${lora[*]:2}; $reps runs of $tokens tokens each way, alternating"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for type in q4_0 q8_0; do
     base="$work/base-$type.gguf" task="$work/task-$type.gguf" adapter="$work/lora-$type.gguf"
-    # Fixtures are deterministic: made once per build directory, kept while the options hold.
+    # Fixtures are deterministic: made once per build directory, kept while the options hold; their
+    # bundles while the producer is the same too.
     stamp="$(sha256sum "$fix" | cut -c1-16) ${shape[*]} ${lora[*]}"
     if [ "$(cat "$work/$type.stamp" 2> /dev/null)" != "$stamp" ]; then
         "$fix" --ggml "$ggml" --type "$type" "${shape[@]}" -o "$base" > /dev/null
         "$fix" --ggml "$ggml" --type "$type" "${shape[@]}" "${lora[@]}" --adapter "$adapter" -o "$task" > /dev/null
+        echo "$stamp" > "$work/$type.stamp"
+        rm -f "$work/$type.bundles"
+    fi
+    made_by="$(sha256sum "$build/bin/taskpatch" | cut -c1-16)"
+    if [ "$(cat "$work/$type.bundles" 2> /dev/null)" != "$made_by" ]; then
         "$build/bin/taskpatch" create "$base" "$task" -o "$work/task-$type.tpb" --task bench --version 1 \
             --key "$work/pki/signer.key" --cert "$work/pki/signer.crt" --expect-sites "$adapter" > /dev/null
         # The same task with the adapter in the bundle: spans the device predicts (issue 20).
         "$build/bin/taskpatch" create "$base" "$task" -o "$work/task-$type-lora.tpb" --task bench --version 1 \
             --key "$work/pki/signer.key" --cert "$work/pki/signer.crt" --lora "$adapter" > /dev/null
-        echo "$stamp" > "$work/$type.stamp"
+        echo "$made_by" > "$work/$type.bundles"
     fi
     cat "$base" "$task" "$adapter" > /dev/null   # page cache warm: the runs time decoding, not reads
     node "$root/tests/runtime/lora-bench.mjs" --base "$base" --folded "$task" --adapter "$adapter" \
